@@ -1,0 +1,44 @@
+# Two commands: `make run` (the workbench) and `make test` (the tests).
+# Both install libtorch 2.11.0 from PyPI into .venv when it is missing.
+# To use an existing libtorch 2.11.0 instead: `make run LIBTORCH=/path/to/libtorch`.
+
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV ?= .venv
+TORCH_VERSION := 2.11.0
+STAMP := $(VENV)/.torch-$(TORCH_VERSION)
+
+ifdef LIBTORCH
+TORCH_DEP :=
+CARGO_ENV := LIBTORCH="$(LIBTORCH)"
+else
+TORCH_DEP := $(STAMP)
+CARGO_ENV = LIBTORCH="$$(ls -d $(CURDIR)/$(VENV)/lib/python3*/site-packages/torch)"
+endif
+
+.PHONY: run build test lint bench clean
+
+run: build
+	./target/release/tricklab
+
+build: $(TORCH_DEP)
+	$(CARGO_ENV) cargo build --release
+
+test: $(TORCH_DEP)
+	cargo fmt --check
+	$(CARGO_ENV) cargo test --no-fail-fast
+
+lint: $(TORCH_DEP)
+	cargo fmt --check
+	$(CARGO_ENV) cargo clippy --all-targets -- -D warnings
+
+bench: $(TORCH_DEP)
+	$(CARGO_ENV) cargo bench --bench pipeline
+
+clean:
+	cargo clean
+
+$(STAMP):
+	$(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install --quiet --disable-pip-version-check torch==$(TORCH_VERSION)
+	touch $@

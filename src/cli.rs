@@ -1,0 +1,72 @@
+//! Command-line entry: parses arguments and hands each subcommand to the
+//! module that owns it. Errors are printed as one line.
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "tricklab",
+    version,
+    about = "A terminal workbench for fast-training ablations: which trick buys how many seconds, at what accuracy?"
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Option<Command>,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Open the terminal workbench (the default with no subcommand).
+    Tui(crate::tui::TuiArgs),
+    /// Run ablation matrices (use --headless for progress bars instead of the TUI).
+    Run(crate::headless::RunArgs),
+    /// Aggregate results folders into time-to-target tables and charts.
+    Report(crate::report::ReportArgs),
+    /// Compare a candidate results folder against a base; non-zero exit on regression.
+    Compare(crate::report::CompareArgs),
+    /// Inspect matrix files.
+    Matrix(crate::matrix::MatrixArgs),
+    /// Train one run and print an epoch table and a summary.
+    Train(crate::train::TrainArgs),
+    /// Print the trick catalog.
+    Tricks(crate::tricks::TricksArgs),
+    /// List the base recipes.
+    Recipes(crate::recipe::RecipesArgs),
+    /// Show one recipe's resolved configuration.
+    Recipe(crate::recipe::RecipeShowArgs),
+    /// Fetch, import, list and check data sets.
+    Data(crate::data::DataArgs),
+    /// Check that libtorch, devices, data and the results folder are usable.
+    Doctor(crate::doctor::DoctorArgs),
+}
+
+/// Runs the CLI and returns the process exit code.
+pub fn main() -> i32 {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        None => crate::tui::cmd_tui(crate::tui::TuiArgs::default_args()),
+        Some(Command::Tui(a)) => crate::tui::cmd_tui(a),
+        Some(Command::Run(a)) => crate::headless::cmd_run(a),
+        Some(Command::Report(a)) => crate::report::cmd_report(a),
+        Some(Command::Compare(a)) => crate::report::cmd_compare(a),
+        Some(Command::Matrix(a)) => crate::matrix::cmd_matrix(a),
+        Some(Command::Train(a)) => crate::train::cmd_train(a),
+        Some(Command::Tricks(a)) => crate::tricks::cmd_tricks(a),
+        Some(Command::Recipes(a)) => crate::recipe::cmd_recipes(a),
+        Some(Command::Recipe(a)) => crate::recipe::cmd_recipe_show(a),
+        Some(Command::Data(a)) => crate::data::cmd_data(a),
+        Some(Command::Doctor(a)) => crate::doctor::cmd_doctor(a),
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {}", one_line(&e));
+            1
+        }
+    }
+}
+
+/// The whole error chain on one line, without a backtrace.
+pub fn one_line(e: &anyhow::Error) -> String {
+    format!("{e:#}").replace('\n', " ")
+}

@@ -1,0 +1,226 @@
+//! The event stream between the worker (which owns the device) and its
+//! consumers (results store, TUI, headless progress bars). Consumers never
+//! know how training works; they only see these values.
+
+use serde::{Deserialize, Serialize};
+use std::sync::Arc;
+
+/// Identifies one run of a matrix: `variant` and `repeat` are unique together
+/// within a matrix.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct RunId {
+    pub matrix: String,
+    /// Position of the variant in its matrix: the rung number of a ladder.
+    pub index: usize,
+    pub variant: String,
+    pub repeat: usize,
+}
+
+impl RunId {
+    /// A stable key usable in file names: `variant#repeat`, with unsafe characters replaced.
+    pub fn key(&self) -> String {
+        let v: String = self
+            .variant
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || "-_.+".contains(c) {
+                    c
+                } else {
+                    '_'
+                }
+            })
+            .collect();
+        format!("{v}#{}", self.repeat)
+    }
+}
+
+impl std::fmt::Display for RunId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}#{}", self.matrix, self.variant, self.repeat)
+    }
+}
+
+/// One training step as read back from the device (in chunks, never per step).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct StepRow {
+    pub step: u64,
+    /// Fractional epoch at the end of this step.
+    pub epoch: f64,
+    pub loss: f64,
+    pub lr: f64,
+    /// Mean |gamma| per BN layer, in network order.
+    pub bn_scale: Vec<f32>,
+    /// Mean beta per BN layer, in network order.
+    pub bn_bias: Vec<f32>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct EpochRow {
+    /// 1-based epoch number (a fractional last epoch counts as one).
+    pub epoch: usize,
+    pub steps: u64,
+    pub train_loss: f64,
+    pub train_acc: f64,
+    /// Eval accuracy of the model that is evaluated (the EMA copy when there is one), no TTA.
+    pub test_acc: f64,
+    /// Same with the run's TTA level, when TTA is on.
+    pub test_acc_tta: Option<f64>,
+    /// Training seconds of this epoch (device-synchronised at the epoch boundary).
+    pub train_s: f64,
+    pub eval_s: f64,
+    pub images_per_s: f64,
+    pub peak_mem_bytes: Option<u64>,
+}
+
+/// The clocks of TRICKS.md section 5, kept apart so that every convention can be reported.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Clocks {
+    /// Training epochs plus preprocessing (incl. whitening init), eval excluded.
+    pub dawn_s: f64,
+    /// Whitening init + training epochs + the final (TTA) eval; data loading excluded.
+    pub airbench_s: f64,
+    /// Training loop of each epoch only.
+    pub hlb_s: f64,
+    /// All evaluation passes.
+    pub eval_s: f64,
+    /// Data preparation: normalise, pad, move to device (and whitening when not in the train clock).
+    pub prep_s: f64,
+    /// Whitening eigenbasis computation (0 when whitening is off).
+    pub whiten_s: f64,
+    /// Everything, from the start of the run to the summary.
+    pub wall_s: f64,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RunSummary {
+    /// Final accuracy without TTA.
+    pub acc: f64,
+    /// Final accuracy with the run's TTA level (equal to `acc` when TTA is off).
+    pub acc_tta: f64,
+    pub clocks: Clocks,
+    /// DAWNBench-style seconds until the first eval reaching the target, if it did.
+    pub time_to_target_s: Option<f64>,
+    /// Epoch at which the target was first reached.
+    pub epoch_to_target: Option<usize>,
+    pub epochs: f64,
+    pub steps: u64,
+    pub peak_mem_bytes: Option<u64>,
+    pub final_train_loss: f64,
+    pub device: String,
+}
+
+/// What happened to a run in the queue.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum RunStatus {
+    Queued,
+    Running,
+    Done,
+    Failed,
+    Cancelled,
+    /// Finished in an earlier session; skipped on resume.
+    Skipped,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum LogLevel {
+    Info,
+    Warn,
+    Error,
+}
+
+/// Worker → consumers.
+#[derive(Clone, Debug)]
+pub enum Event {
+    RunStarted {
+        run: RunId,
+        seed: u64,
+        /// Resolved configuration as JSON, for the manifest and the TUI.
+        config: Arc<serde_json::Value>,
+        total_steps: u64,
+        total_epochs: f64,
+        target_acc: f64,
+        device: String,
+    },
+    /// Steps read back from the device since the previous chunk.
+    Steps {
+        run: RunId,
+        rows: Vec<StepRow>,
+        images_per_s: f64,
+    },
+    Epoch {
+        run: RunId,
+        row: EpochRow,
+    },
+    RunFinished {
+        run: RunId,
+        summary: RunSummary,
+    },
+    RunFailed {
+        run: RunId,
+        reason: String,
+    },
+    RunCancelled {
+        run: RunId,
+    },
+    Status {
+        run: RunId,
+        status: RunStatus,
+    },
+    WorkerPaused(bool),
+    Log {
+        level: LogLevel,
+        message: String,
+    },
+    /// The queue changed (runs added, reordered, started, finished): a full snapshot.
+    Queue(Vec<QueueItem>),
+    /// The queue is empty and the worker is idle (or shutting down).
+    Drained,
+}
+
+/// One row of a queue snapshot.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct QueueItem {
+    pub run: RunId,
+    pub seed: u64,
+    pub status: RunStatus,
+    /// Why it failed, when it did.
+    pub reason: Option<String>,
+}
+
+impl Event {
+    pub fn run(&self) -> Option<&RunId> {
+        match self {
+            Event::RunStarted { run, .. }
+            | Event::Steps { run, .. }
+            | Event::Epoch { run, .. }
+            | Event::RunFinished { run, .. }
+            | Event::RunFailed { run, .. }
+            | Event::RunCancelled { run }
+            | Event::Status { run, .. } => Some(run),
+            _ => None,
+        }
+    }
+}
+
+/// Consumers → worker.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Command {
+    /// Append runs to the queue (repeats are interleaved by the queue).
+    Enqueue(Vec<crate::config::RunSpec>),
+    /// Put a failed or cancelled run back in the queue.
+    Requeue(RunId),
+    /// Move a queued run one place earlier (`up`) or later.
+    Move {
+        run: RunId,
+        up: bool,
+    },
+    /// Drop a queued run.
+    Remove(RunId),
+    Pause,
+    Resume,
+    /// Cancel the run in progress (it is recorded as cancelled, not failed).
+    CancelCurrent,
+    /// Finish the run in progress, then stop taking runs.
+    StopAfterCurrent,
+    Shutdown,
+}

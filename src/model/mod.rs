@@ -1,0 +1,1 @@
+//! Network layers and architectures.

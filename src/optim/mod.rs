@@ -1,0 +1,1 @@
+//! Optimisers, schedules and parameter averaging.

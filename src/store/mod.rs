@@ -1,0 +1,1 @@
+//! The results store: manifest, per-run summaries and per-step metrics in Parquet.

@@ -1,0 +1,52 @@
+//! The training engine. The worker drives it through [`Trainer`]; it reports
+//! through an event callback and never knows who listens.
+
+use crate::config::RunSpec;
+use crate::events::{Event, RunSummary};
+
+/// What the engine asks between steps: keep going or stop. An implementation
+/// may block inside `poll` while the user has paused the queue.
+pub trait Control {
+    fn poll(&self) -> Flow;
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Flow {
+    Continue,
+    Cancel,
+}
+
+/// A control that never stops: for one-off runs (`tricklab train`) and tests.
+pub struct NeverStop;
+
+impl Control for NeverStop {
+    fn poll(&self) -> Flow {
+        Flow::Continue
+    }
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum Outcome {
+    Finished(RunSummary),
+    Cancelled,
+}
+
+/// Runs one queued run to its end on a device the implementation owns.
+/// Created on the worker thread, so it need not be `Send`.
+pub trait Trainer {
+    /// Human-readable device name (`cpu`, `NVIDIA H100 80GB HBM3 (cuda:0)`).
+    fn device_name(&self) -> String;
+    fn run(
+        &mut self,
+        spec: &RunSpec,
+        ctl: &dyn Control,
+        emit: &mut dyn FnMut(Event),
+    ) -> anyhow::Result<Outcome>;
+}
+
+#[derive(clap::Args, Debug)]
+pub struct TrainArgs {}
+
+pub fn cmd_train(_args: TrainArgs) -> anyhow::Result<i32> {
+    anyhow::bail!("`tricklab train` is not built yet")
+}

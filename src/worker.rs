@@ -1,0 +1,1 @@
+//! The worker thread that owns the device and runs the queue.
