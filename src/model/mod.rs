@@ -1,1 +1,587 @@
 //! Network layers and architectures.
+//!
+//! One configurable [`Net`] covers Page's ResNet-18 variant, the plain
+//! backbone, ResNet-9 and airbench's net; every trick that changes the
+//! network (activation, ghost/frozen BN, pool placement, whitening, dirac
+//! init, logit scale) is a field of [`NetConfig`].
+
+mod airbench;
+mod bn;
+mod layers;
+mod resnet;
+mod whitening;
+
+#[cfg(test)]
+mod tests;
+
+use anyhow::Result;
+use serde::{Deserialize, Serialize};
+use tch::{Kind, Tensor, nn};
+
+use airbench::ConvGroup;
+use bn::GhostBn;
+use layers::{Conv, Linear, global_max};
+use resnet::{PageLayer, PreActBlock};
+use whitening::Whiten;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Arch {
+    /// Page's DAWN pre-activation ResNet-18 variant (P1–P3).
+    PageResnet18,
+    /// Page part-4 plain net 64/128/256/512, max-pool downsampling (P4f).
+    Backbone,
+    /// Page's ResNet-9: the backbone with residuals on layers 1 and 3.
+    Resnet9,
+    /// airbench94's 3-ConvGroup net without residuals.
+    Airbench,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub enum Activation {
+    Relu,
+    /// CELU(x; α) = α·celu(x/α).
+    Celu {
+        alpha: f64,
+    },
+    /// Exact (erf) GELU.
+    Gelu,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct BnConfig {
+    /// 1 = plain BN.
+    pub ghost_splits: i64,
+    pub frozen_scale: bool,
+    /// PyTorch convention: running = (1 − m)·running + m·batch.
+    pub momentum: f64,
+    pub eps: f64,
+    /// false = U[0,1] (PyTorch ≤0.4 default, Page parts 1–3).
+    pub weight_init_one: bool,
+}
+
+impl Default for BnConfig {
+    fn default() -> Self {
+        BnConfig {
+            ghost_splits: 1,
+            frozen_scale: false,
+            momentum: 0.1,
+            eps: 1e-5,
+            weight_init_one: true,
+        }
+    }
+}
+
+impl BnConfig {
+    /// Ghost BN needs every training batch to split evenly.
+    pub fn check_batch(&self, batch: i64) -> Result<()> {
+        if self.ghost_splits < 1 {
+            anyhow::bail!("ghost BN splits must be ≥ 1, got {}", self.ghost_splits);
+        }
+        if batch % self.ghost_splits != 0 {
+            anyhow::bail!(
+                "batch size {batch} is not divisible by the {} ghost BN splits; pick a batch that is a multiple of it",
+                self.ghost_splits
+            );
+        }
+        Ok(())
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum Whitening {
+    Off,
+    /// Frozen 3×3 conv → 27 ch (pad 1), uncentred covariance ÷(n−1), then a
+    /// learnable 1×1 conv to the first width + BN + act.
+    Page {
+        eps: f64,
+        images: usize,
+    },
+    /// Frozen 2×2 conv → 12 (or 24 = ±V) ch, pad 0, uncentred second moment ÷n,
+    /// optional learnable bias initialised to 0.
+    Airbench {
+        eps: f64,
+        images: usize,
+        negate: bool,
+        bias: bool,
+    },
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct NetConfig {
+    pub arch: Arch,
+    /// Output channels per stage, already scaled. Backbone/ResNet-9: prep then
+    /// one per layer; ResNet-18: one per layer (the prep uses the first);
+    /// airbench: one per ConvGroup.
+    pub widths: Vec<i64>,
+    pub act: Activation,
+    pub bn: BnConfig,
+    pub pool_before_act: bool,
+    pub pool_before_bn: bool,
+    /// Backbone/ResNet-9 only: residual branches on layers 1 and 3.
+    pub residual: bool,
+    pub logit_scale: f64,
+    pub whitening: Whitening,
+    /// Identity init on the first C_in filters of every trainable 3×3 conv.
+    pub dirac_init: bool,
+    /// BN + act after the prep conv (when there is no whitening).
+    pub prep_bn_relu: bool,
+    pub num_classes: i64,
+}
+
+impl NetConfig {
+    /// The canonical configuration each architecture was published with.
+    pub fn default_for(arch: Arch) -> NetConfig {
+        let page = NetConfig {
+            arch,
+            widths: vec![64, 128, 256, 512],
+            act: Activation::Relu,
+            bn: BnConfig::default(),
+            pool_before_act: false,
+            pool_before_bn: false,
+            residual: false,
+            logit_scale: 0.125,
+            whitening: Whitening::Off,
+            dirac_init: false,
+            prep_bn_relu: true,
+            num_classes: 10,
+        };
+        match arch {
+            Arch::PageResnet18 => NetConfig {
+                widths: vec![64, 128, 256, 256],
+                bn: BnConfig {
+                    weight_init_one: false,
+                    ..BnConfig::default()
+                },
+                logit_scale: 1.0,
+                prep_bn_relu: false,
+                ..page
+            },
+            Arch::Backbone => page,
+            Arch::Resnet9 => NetConfig {
+                residual: true,
+                ..page
+            },
+            Arch::Airbench => NetConfig {
+                widths: vec![64, 256, 256],
+                act: Activation::Gelu,
+                bn: BnConfig {
+                    ghost_splits: 1,
+                    frozen_scale: true,
+                    momentum: 0.4,
+                    eps: 1e-12,
+                    weight_init_one: true,
+                },
+                pool_before_bn: true,
+                logit_scale: 1.0 / 9.0,
+                whitening: Whitening::Airbench {
+                    eps: 5e-4,
+                    images: 5000,
+                    negate: true,
+                    bias: true,
+                },
+                dirac_init: true,
+                prep_bn_relu: false,
+                ..page
+            },
+        }
+    }
+
+    /// Widths × `width_mult`, rounded, at least 1 channel (whitening channels
+    /// are fixed by the patch size and not scaled).
+    pub fn scaled(mut self, width_mult: f64) -> NetConfig {
+        for w in &mut self.widths {
+            *w = ((*w as f64) * width_mult).round().max(1.0) as i64;
+        }
+        self
+    }
+
+    fn validate(&self) -> Result<()> {
+        let min = match self.arch {
+            Arch::Backbone | Arch::Resnet9 => 2,
+            Arch::PageResnet18 | Arch::Airbench => 1,
+        };
+        if self.widths.len() < min || self.widths.iter().any(|&w| w < 1) {
+            anyhow::bail!(
+                "{:?} needs at least {min} positive widths, got {:?}",
+                self.arch,
+                self.widths
+            );
+        }
+        if self.num_classes < 1 {
+            anyhow::bail!("num_classes must be ≥ 1, got {}", self.num_classes);
+        }
+        if self.bn.ghost_splits < 1 {
+            anyhow::bail!("ghost BN splits must be ≥ 1, got {}", self.bn.ghost_splits);
+        }
+        if let Activation::Celu { alpha } = self.act
+            && alpha <= 0.0
+        {
+            anyhow::bail!("CELU alpha must be > 0, got {alpha}");
+        }
+        Ok(())
+    }
+}
+
+/// Trainable tensors by optimiser role. Every trainable tensor is in exactly
+/// one of `weights`, `bn_weights`, `bn_biases`, `whiten_bias`; `conv_filters`
+/// and `head` are subsets of `weights` (shallow clones of the same tensors).
+pub struct ParamGroups {
+    /// Conv and linear weights (and the ResNet-18 head's linear bias).
+    pub weights: Vec<Tensor>,
+    /// Trainable 4-D conv weights (Muon's share).
+    pub conv_filters: Vec<Tensor>,
+    /// The classifier's linear parameters.
+    pub head: Vec<Tensor>,
+    /// Empty when the BN scale is frozen.
+    pub bn_weights: Vec<Tensor>,
+    pub bn_biases: Vec<Tensor>,
+    /// airbench's whitening bias (or the bias of its learnable stand-in conv).
+    pub whiten_bias: Vec<Tensor>,
+}
+
+fn shallow(ts: &[Tensor]) -> Vec<Tensor> {
+    ts.iter().map(Tensor::shallow_clone).collect()
+}
+
+impl ParamGroups {
+    fn empty() -> ParamGroups {
+        ParamGroups {
+            weights: vec![],
+            conv_filters: vec![],
+            head: vec![],
+            bn_weights: vec![],
+            bn_biases: vec![],
+            whiten_bias: vec![],
+        }
+    }
+
+    fn shallow_clone(&self) -> ParamGroups {
+        ParamGroups {
+            weights: shallow(&self.weights),
+            conv_filters: shallow(&self.conv_filters),
+            head: shallow(&self.head),
+            bn_weights: shallow(&self.bn_weights),
+            bn_biases: shallow(&self.bn_biases),
+            whiten_bias: shallow(&self.whiten_bias),
+        }
+    }
+
+    /// The partition: every trainable tensor once.
+    pub fn all_trainable(&self) -> Vec<Tensor> {
+        let mut all = shallow(&self.weights);
+        all.extend(shallow(&self.bn_weights));
+        all.extend(shallow(&self.bn_biases));
+        all.extend(shallow(&self.whiten_bias));
+        all
+    }
+}
+
+/// Collects tensors into their roles while the layers are built.
+pub(crate) struct Registry {
+    groups: ParamGroups,
+    bns: Vec<(Tensor, Tensor)>,
+    /// Non-BN float tensors: what `Net::cast_weights` converts.
+    castable: Vec<Tensor>,
+    bn_cfg: BnConfig,
+    dirac: bool,
+}
+
+impl Registry {
+    fn conv(&mut self, p: &nn::Path, cin: i64, cout: i64, k: i64, stride: i64, pad: i64) -> Conv {
+        let conv = Conv::new(p, cin, cout, k, stride, pad, false, true);
+        if self.dirac && k == 3 {
+            conv.dirac_init();
+        }
+        self.groups.weights.push(conv.weight.shallow_clone());
+        self.groups.conv_filters.push(conv.weight.shallow_clone());
+        self.castable.push(conv.weight.shallow_clone());
+        conv
+    }
+
+    fn bn(&mut self, p: &nn::Path, channels: i64) -> GhostBn {
+        let bn = GhostBn::new(p, channels, &self.bn_cfg);
+        if !self.bn_cfg.frozen_scale {
+            self.groups.bn_weights.push(bn.weight.shallow_clone());
+        }
+        self.groups.bn_biases.push(bn.bias.shallow_clone());
+        self.bns
+            .push((bn.weight.shallow_clone(), bn.bias.shallow_clone()));
+        bn
+    }
+
+    fn linear(&mut self, p: &nn::Path, cin: i64, cout: i64, bias: bool) -> Linear {
+        let lin = Linear::new(p, cin, cout, bias);
+        for t in std::iter::once(&lin.weight).chain(lin.bias.as_ref()) {
+            self.groups.weights.push(t.shallow_clone());
+            self.groups.head.push(t.shallow_clone());
+            self.castable.push(t.shallow_clone());
+        }
+        lin
+    }
+}
+
+/// Input stem: optional frozen whitening, optional learnable conv, optional BN,
+/// then the activation when `act` is set.
+struct Stem {
+    whiten: Option<Whiten>,
+    conv: Option<Conv>,
+    bn: Option<GhostBn>,
+    act: bool,
+}
+
+impl Stem {
+    fn build(p: &nn::Path, reg: &mut Registry, cfg: &NetConfig) -> (Stem, i64) {
+        let whiten = Whiten::new(&(p / "whiten"), &cfg.whitening);
+        if let Some(w) = &whiten {
+            reg.castable.push(w.conv.weight.shallow_clone());
+            if let Some(b) = &w.conv.bias {
+                reg.groups.whiten_bias.push(b.shallow_clone());
+                reg.castable.push(b.shallow_clone());
+            }
+        }
+        match (cfg.arch, whiten) {
+            (Arch::Airbench, Some(w)) => {
+                let c = w.out_channels();
+                (
+                    Stem {
+                        whiten: Some(w),
+                        conv: None,
+                        bn: None,
+                        act: true,
+                    },
+                    c,
+                )
+            }
+            (Arch::Airbench, None) => {
+                // Off state of T18: a learnable conv of the same shape.
+                let conv = Conv::new(&(p / "conv"), 3, 24, 2, 1, 0, true, true);
+                reg.groups.weights.push(conv.weight.shallow_clone());
+                reg.groups.conv_filters.push(conv.weight.shallow_clone());
+                reg.castable.push(conv.weight.shallow_clone());
+                let bias = conv.bias.as_ref().expect("conv built with a bias");
+                reg.groups.whiten_bias.push(bias.shallow_clone());
+                reg.castable.push(bias.shallow_clone());
+                (
+                    Stem {
+                        whiten: None,
+                        conv: Some(conv),
+                        bn: None,
+                        act: true,
+                    },
+                    24,
+                )
+            }
+            (_, Some(w)) => {
+                let c0 = cfg.widths[0];
+                let conv = reg.conv(&(p / "proj"), w.out_channels(), c0, 1, 1, 0);
+                let bn = reg.bn(&(p / "bn"), c0);
+                (
+                    Stem {
+                        whiten: Some(w),
+                        conv: Some(conv),
+                        bn: Some(bn),
+                        act: true,
+                    },
+                    c0,
+                )
+            }
+            (_, None) => {
+                let c0 = cfg.widths[0];
+                let conv = reg.conv(&(p / "conv"), 3, c0, 3, 1, 1);
+                let bn = cfg.prep_bn_relu.then(|| reg.bn(&(p / "bn"), c0));
+                (
+                    Stem {
+                        whiten: None,
+                        conv: Some(conv),
+                        bn,
+                        act: cfg.prep_bn_relu,
+                    },
+                    c0,
+                )
+            }
+        }
+    }
+
+    fn forward_t(&self, x: &Tensor, train: bool, act: &Activation) -> Tensor {
+        let mut h = match &self.whiten {
+            Some(w) => w.forward(x),
+            None => x.shallow_clone(),
+        };
+        if let Some(c) = &self.conv {
+            h = c.forward(&h);
+        }
+        if let Some(bn) = &self.bn {
+            h = bn.forward_t(&h, train);
+        }
+        if self.act { act.apply(&h) } else { h }
+    }
+}
+
+enum Body {
+    PreAct(Vec<PreActBlock>),
+    Page(Vec<PageLayer>),
+    Airbench(Vec<ConvGroup>),
+}
+
+pub struct Net {
+    cfg: NetConfig,
+    stem: Stem,
+    body: Body,
+    head: Linear,
+    /// Concatenate global max and average pooling (ResNet-18 variant).
+    concat_pool: bool,
+    groups: ParamGroups,
+    bns: Vec<(Tensor, Tensor)>,
+    castable: Vec<Tensor>,
+}
+
+impl Net {
+    /// Builds the network; panics only on a config that `validate` rejects,
+    /// use [`Net::try_new`] to get that as an error.
+    pub fn new(vs: &nn::Path, cfg: &NetConfig) -> Net {
+        Net::try_new(vs, cfg).unwrap_or_else(|e| panic!("invalid network config: {e:#}"))
+    }
+
+    pub fn try_new(vs: &nn::Path, cfg: &NetConfig) -> Result<Net> {
+        cfg.validate()?;
+        let mut reg = Registry {
+            groups: ParamGroups::empty(),
+            bns: vec![],
+            castable: vec![],
+            bn_cfg: cfg.bn.clone(),
+            dirac: cfg.dirac_init,
+        };
+        let (stem, c) = Stem::build(&(vs / "stem"), &mut reg, cfg);
+        let body_p = vs / "body";
+        let (body, feat, concat_pool) = match cfg.arch {
+            Arch::PageResnet18 => {
+                let blocks = PreActBlock::build(&body_p, &mut reg, cfg);
+                (
+                    Body::PreAct(blocks),
+                    2 * cfg.widths[cfg.widths.len() - 1],
+                    true,
+                )
+            }
+            Arch::Backbone | Arch::Resnet9 => {
+                let layers = PageLayer::build(&body_p, &mut reg, cfg);
+                (Body::Page(layers), cfg.widths[cfg.widths.len() - 1], false)
+            }
+            Arch::Airbench => {
+                let groups = ConvGroup::build(&body_p, &mut reg, cfg, c);
+                (
+                    Body::Airbench(groups),
+                    cfg.widths[cfg.widths.len() - 1],
+                    false,
+                )
+            }
+        };
+        // Only the ResNet-18 variant's linear layer has a bias.
+        let head = reg.linear(&(vs / "head"), feat, cfg.num_classes, concat_pool);
+        Ok(Net {
+            cfg: cfg.clone(),
+            stem,
+            body,
+            head,
+            concat_pool,
+            groups: reg.groups,
+            bns: reg.bns,
+            castable: reg.castable,
+        })
+    }
+
+    pub fn config(&self) -> &NetConfig {
+        &self.cfg
+    }
+
+    /// Logits (already × logit_scale), always f32 whatever the weight kind.
+    pub fn forward_t(&self, x: &Tensor, train: bool) -> Tensor {
+        let kind = self.head.weight.kind();
+        let x = if x.kind() == kind {
+            x.shallow_clone()
+        } else {
+            x.to_kind(kind)
+        };
+        let act = &self.cfg.act;
+        let mut h = self.stem.forward_t(&x, train, act);
+        match &self.body {
+            Body::PreAct(blocks) => {
+                for b in blocks {
+                    h = b.forward_t(&h, train, act);
+                }
+            }
+            Body::Page(layers) => {
+                for l in layers {
+                    h = l.forward_t(&h, train, act);
+                }
+            }
+            Body::Airbench(groups) => {
+                for g in groups {
+                    h = g.forward_t(&h, train, act);
+                }
+            }
+        }
+        let feat = if self.concat_pool {
+            Tensor::cat(
+                &[global_max(&h), h.mean_dim(&[2i64, 3][..], false, None)],
+                1,
+            )
+        } else {
+            global_max(&h)
+        };
+        (self.head.forward(&feat) * self.cfg.logit_scale).to_kind(Kind::Float)
+    }
+
+    /// Fits the frozen whitening conv to `images` (normalised float NCHW,
+    /// unaugmented, unpadded). A no-op without whitening.
+    pub fn init_whitening(&self, images: &Tensor) -> Result<()> {
+        match &self.stem.whiten {
+            Some(w) => w.init(images),
+            None => Ok(()),
+        }
+    }
+
+    /// (weight, bias) of every BN layer in network order.
+    pub fn bn_params(&self) -> Vec<(Tensor, Tensor)> {
+        self.bns
+            .iter()
+            .map(|(w, b)| (w.shallow_clone(), b.shallow_clone()))
+            .collect()
+    }
+
+    pub fn param_groups(&self) -> ParamGroups {
+        self.groups.shallow_clone()
+    }
+
+    /// airbench trains the whitening bias for the first epochs only. Optimisers
+    /// skip tensors that do not require grad, so freezing stops its updates.
+    pub fn set_whiten_bias_trainable(&self, on: bool) {
+        for b in &self.groups.whiten_bias {
+            let _ = b.set_requires_grad(on);
+        }
+    }
+
+    /// Casts conv/linear/whitening tensors to `kind` (Half/BFloat16 on CUDA);
+    /// BN parameters and running statistics stay f32. Create optimisers after
+    /// this so their state has the weights' kind.
+    pub fn cast_weights(&self, kind: Kind) {
+        tch::no_grad(|| {
+            for t in &self.castable {
+                if t.kind() != kind {
+                    let mut t = t.shallow_clone();
+                    t.set_data(&t.to_kind(kind));
+                }
+            }
+        });
+    }
+
+    /// airbench-muon head init: weight rescaled to unit std (pair it with
+    /// `logit_scale = 1/feature_width`).
+    pub fn init_head_unit_std(&self) {
+        let w = &self.head.weight;
+        tch::no_grad(|| {
+            let std = w.std(true);
+            let scaled = w / std;
+            w.shallow_clone().copy_(&scaled);
+        });
+    }
+}

@@ -1,1 +1,90 @@
 //! Optimisers, schedules and parameter averaging.
+//!
+//! Convention (TRICKS interaction 7): every optimiser takes the **mean-loss**
+//! learning rate and a coupled weight decay `wd` such that the per-step decay
+//! of a weight is lr·wd (AdamW applies it decoupled with the same product).
+//! `convert` turns each reference's own units into this one.
+
+mod sgd;
+
+#[cfg(test)]
+mod tests;
+
+pub use sgd::{SgdPage, SgdTorch};
+
+use tch::Tensor;
+
+/// Parameters sharing one lr/wd multiplier pair.
+pub struct Group {
+    pub params: Vec<Tensor>,
+    pub lr_mult: f64,
+    pub wd_mult: f64,
+}
+
+impl Group {
+    pub fn new(params: Vec<Tensor>) -> Group {
+        Group {
+            params,
+            lr_mult: 1.0,
+            wd_mult: 1.0,
+        }
+    }
+
+    pub fn with_mults(params: Vec<Tensor>, lr_mult: f64, wd_mult: f64) -> Group {
+        Group {
+            params,
+            lr_mult,
+            wd_mult,
+        }
+    }
+}
+
+pub trait Optimizer {
+    /// One in-place update at mean-loss learning rate `lr` (times each group's
+    /// `lr_mult`). Never reads a value back to the host.
+    fn step(&mut self, lr: f64);
+    /// libtorch exposes no way to drop a gradient from Rust, so
+    /// `set_to_none` zeroes too; parameters that stop requiring grad are
+    /// skipped by `step`, which is what dropping achieves in PyTorch.
+    fn zero_grad(&mut self, set_to_none: bool);
+}
+
+/// The gradient to use, or `None` for frozen or untouched parameters.
+fn grad_of(w: &Tensor) -> Option<Tensor> {
+    if !w.requires_grad() {
+        return None;
+    }
+    let g = w.grad();
+    g.defined().then_some(g)
+}
+
+fn zero_grads(groups: &[Group], _set_to_none: bool) {
+    for g in groups {
+        for p in &g.params {
+            let mut p = p.shallow_clone();
+            p.zero_grad();
+        }
+    }
+}
+
+/// One zero-initialised state tensor per parameter, same kind and device.
+struct State(Vec<Vec<Tensor>>);
+
+impl State {
+    fn zeros_like(groups: &[Group]) -> State {
+        State(
+            groups
+                .iter()
+                .map(|g| g.params.iter().map(|p| p.zeros_like().detach()).collect())
+                .collect(),
+        )
+    }
+
+    fn get(&self, g: usize, p: usize) -> &Tensor {
+        &self.0[g][p]
+    }
+
+    fn get_mut(&mut self, g: usize, p: usize) -> &mut Tensor {
+        &mut self.0[g][p]
+    }
+}

@@ -1,0 +1,290 @@
+use super::bn::GhostBn;
+use super::*;
+use tch::{Device, Kind, Tensor, nn};
+
+fn close(a: &Tensor, b: &Tensor, tol: f64) -> bool {
+    let d = f64::try_from((a - b).abs().max()).unwrap();
+    d <= tol
+}
+
+fn tiny(arch: Arch) -> NetConfig {
+    NetConfig::default_for(arch).scaled(1.0 / 16.0)
+}
+
+#[test]
+fn each_arch_forward_shape_small_width() {
+    tch::manual_seed(0);
+    for arch in [
+        Arch::PageResnet18,
+        Arch::Backbone,
+        Arch::Resnet9,
+        Arch::Airbench,
+    ] {
+        let vs = nn::VarStore::new(Device::Cpu);
+        let cfg = tiny(arch);
+        let net = Net::new(&vs.root(), &cfg);
+        let x = Tensor::randn([4, 3, 32, 32], (Kind::Float, Device::Cpu));
+        for train in [true, false] {
+            let y = net.forward_t(&x, train);
+            assert_eq!(y.size(), vec![4, 10], "{arch:?} train={train}");
+            assert_eq!(y.kind(), Kind::Float);
+        }
+    }
+}
+
+#[test]
+fn canonical_widths() {
+    assert_eq!(
+        NetConfig::default_for(Arch::Resnet9).widths,
+        vec![64, 128, 256, 512]
+    );
+    assert_eq!(
+        NetConfig::default_for(Arch::Airbench).widths,
+        vec![64, 256, 256]
+    );
+    assert_eq!(
+        NetConfig::default_for(Arch::PageResnet18).widths,
+        vec![64, 128, 256, 256]
+    );
+    assert_eq!(
+        NetConfig::default_for(Arch::Resnet9).scaled(0.5).widths,
+        vec![32, 64, 128, 256]
+    );
+}
+
+#[test]
+fn resnet9_full_width_weight_count() {
+    // TRICKS 1.3: about 6.57 M conv/linear weights.
+    let vs = nn::VarStore::new(Device::Cpu);
+    let net = Net::new(&vs.root(), &NetConfig::default_for(Arch::Resnet9));
+    let n: i64 = net
+        .param_groups()
+        .weights
+        .iter()
+        .map(|t| t.numel() as i64)
+        .sum();
+    assert!((6_550_000..6_600_000).contains(&n), "{n}");
+    // and airbench ≈ 1.97 M weights.
+    let vs = nn::VarStore::new(Device::Cpu);
+    let net = Net::new(&vs.root(), &NetConfig::default_for(Arch::Airbench));
+    let n: i64 = net
+        .param_groups()
+        .weights
+        .iter()
+        .map(|t| t.numel() as i64)
+        .sum();
+    assert!((1_950_000..2_000_000).contains(&n), "{n}");
+}
+
+#[test]
+fn celu_alpha_formula() {
+    let x = Tensor::from_slice(&[-2.0f32, -0.1, 0.0, 0.5, 3.0]);
+    let alpha = 0.3;
+    let y = Activation::Celu { alpha }.apply(&x);
+    let want: Vec<f64> = [-2.0f64, -0.1, 0.0, 0.5, 3.0]
+        .iter()
+        .map(|&v| {
+            if v > 0.0 {
+                v
+            } else {
+                alpha * ((v / alpha).exp() - 1.0)
+            }
+        })
+        .collect();
+    let want = Tensor::from_slice(&want).to_kind(Kind::Float);
+    assert!(close(&y, &want, 1e-6));
+    // α matters: α = 1 gives a different value at −2.
+    let y1 = Activation::Celu { alpha: 1.0 }.apply(&x);
+    assert!(!close(&y1, &want, 1e-3));
+}
+
+#[test]
+fn ghost_bn_statistics_per_split_and_eval_average() {
+    let vs = nn::VarStore::new(Device::Cpu);
+    let cfg = BnConfig {
+        ghost_splits: 2,
+        momentum: 1.0,
+        eps: 1e-5,
+        ..BnConfig::default()
+    };
+    let bn = GhostBn::new(&vs.root(), 3, &cfg);
+    // Split j holds samples j, j+2, ...: give the splits different means.
+    let x = Tensor::randn([8, 3, 4, 4], (Kind::Float, Device::Cpu));
+    let offs = Tensor::from_slice(&[0.0f32, 5.0, 0.0, 5.0, 0.0, 5.0, 0.0, 5.0]).view([8, 1, 1, 1]);
+    let x = x + offs;
+    let y = bn.forward_t(&x, true);
+    // Each split is normalised on its own statistics.
+    for j in 0..2 {
+        let part = y.index_select(0, &Tensor::from_slice(&[j, j + 2, j + 4, j + 6]));
+        let m = part.mean_dim(&[0i64, 2, 3][..], false, None);
+        assert!(
+            close(&m, &Tensor::zeros([3], (Kind::Float, Device::Cpu)), 1e-4),
+            "split {j}"
+        );
+    }
+    // Momentum 1: running stats are exactly the per-split batch stats.
+    let rm = bn.running_mean.view([2, 3]);
+    for j in 0..2i64 {
+        let part = x.index_select(0, &Tensor::from_slice(&[j, j + 2, j + 4, j + 6]));
+        let m = part.mean_dim(&[0i64, 2, 3][..], false, None);
+        assert!(close(&rm.get(j), &m, 1e-4));
+        let v = part
+            .transpose(0, 1)
+            .reshape([3, -1])
+            .var_dim(&[1i64][..], true, false);
+        assert!(close(&bn.running_var.view([2, 3]).get(j), &v, 1e-3));
+    }
+    // Eval uses the split-averaged statistics.
+    let avg_m = rm.mean_dim(0, false, None);
+    let avg_v = bn.running_var.view([2, 3]).mean_dim(0, false, None);
+    let ye = bn.forward_t(&x, false);
+    let want = (&x - avg_m.view([1, 3, 1, 1])) / (avg_v.view([1, 3, 1, 1]) + 1e-5).sqrt();
+    assert!(close(&ye, &want, 1e-4));
+}
+
+#[test]
+fn frozen_bn_scale_stays_one_and_out_of_groups() {
+    let vs = nn::VarStore::new(Device::Cpu);
+    let mut cfg = tiny(Arch::Resnet9);
+    cfg.bn.frozen_scale = true;
+    let net = Net::new(&vs.root(), &cfg);
+    let groups = net.param_groups();
+    assert!(groups.bn_weights.is_empty());
+    let x = Tensor::randn([4, 3, 32, 32], (Kind::Float, Device::Cpu));
+    net.forward_t(&x, true).sum(None).backward();
+    for (w, b) in net.bn_params() {
+        assert!(!w.requires_grad());
+        assert!(close(&w, &w.ones_like(), 0.0));
+        assert!(b.requires_grad());
+    }
+    // Not frozen: the BN weights are trainable and grouped.
+    let vs = nn::VarStore::new(Device::Cpu);
+    let net = Net::new(&vs.root(), &tiny(Arch::Resnet9));
+    assert_eq!(net.param_groups().bn_weights.len(), net.bn_params().len());
+}
+
+fn ptrs(ts: &[Tensor]) -> Vec<usize> {
+    let mut v: Vec<usize> = ts.iter().map(|t| t.data_ptr() as usize).collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn param_groups_partition_trainable_parameters() {
+    for arch in [
+        Arch::PageResnet18,
+        Arch::Backbone,
+        Arch::Resnet9,
+        Arch::Airbench,
+    ] {
+        for frozen in [false, true] {
+            let vs = nn::VarStore::new(Device::Cpu);
+            let mut cfg = tiny(arch);
+            cfg.bn.frozen_scale = frozen;
+            let net = Net::new(&vs.root(), &cfg);
+            let g = net.param_groups();
+            let all = ptrs(&g.all_trainable());
+            let mut dedup = all.clone();
+            dedup.dedup();
+            assert_eq!(all, dedup, "{arch:?}: a tensor is in two groups");
+            assert_eq!(
+                all,
+                ptrs(&vs.trainable_variables()),
+                "{arch:?} frozen={frozen}"
+            );
+            let w = ptrs(&g.weights);
+            for t in g.conv_filters.iter().chain(&g.head) {
+                assert!(w.contains(&(t.data_ptr() as usize)));
+            }
+            assert!(g.conv_filters.iter().all(|t| t.dim() == 4));
+            if arch == Arch::Airbench {
+                assert_eq!(g.whiten_bias.len(), 1);
+            }
+        }
+    }
+}
+
+#[test]
+fn whitening_output_covariance_is_identity() {
+    tch::manual_seed(1);
+    // Correlated channels so that whitening has work to do.
+    let base = Tensor::randn([64, 3, 12, 12], (Kind::Float, Device::Cpu));
+    let mix = Tensor::from_slice(&[1.0f32, 0.0, 0.0, 0.8, 0.6, 0.0, 0.5, 0.5, 0.7]).view([3, 3]);
+    let imgs = base
+        .permute([0, 2, 3, 1])
+        .matmul(&mix.tr())
+        .permute([0, 3, 1, 2])
+        .contiguous();
+    for whitening in [
+        Whitening::Page {
+            eps: 1e-8,
+            images: 64,
+        },
+        Whitening::Airbench {
+            eps: 1e-8,
+            images: 64,
+            negate: false,
+            bias: false,
+        },
+    ] {
+        let vs = nn::VarStore::new(Device::Cpu);
+        let mut cfg = tiny(Arch::Airbench);
+        cfg.whitening = whitening.clone();
+        let net = Net::new(&vs.root(), &cfg);
+        net.init_whitening(&imgs).unwrap();
+        let w = net.stem.whiten.as_ref().unwrap();
+        let mut out = w.forward(&imgs);
+        if matches!(whitening, Whitening::Page { .. }) {
+            // Drop the zero-padded border: the covariance was fitted on valid patches.
+            let s = out.size();
+            out = out.narrow(2, 1, s[2] - 2).narrow(3, 1, s[3] - 2);
+        }
+        let c = out.size()[1];
+        let flat = out.transpose(0, 1).reshape([c, -1]);
+        let n = flat.size()[1] as f64;
+        let denom = if matches!(whitening, Whitening::Page { .. }) {
+            n - 1.0
+        } else {
+            n
+        };
+        let cov = flat.matmul(&flat.tr()) / denom;
+        let eye = Tensor::eye(c, (Kind::Float, Device::Cpu));
+        assert!(close(&cov, &eye, 2e-3), "{whitening:?}: {cov}");
+    }
+}
+
+#[test]
+fn whitening_rejects_bad_images() {
+    let vs = nn::VarStore::new(Device::Cpu);
+    let net = Net::new(&vs.root(), &tiny(Arch::Airbench));
+    let bad = Tensor::zeros([2, 1, 8, 8], (Kind::Float, Device::Cpu));
+    assert!(net.init_whitening(&bad).is_err());
+}
+
+#[test]
+fn dirac_init_is_identity_on_first_filters() {
+    let vs = nn::VarStore::new(Device::Cpu);
+    let cfg = tiny(Arch::Airbench);
+    let net = Net::new(&vs.root(), &cfg);
+    // group1 conv a: C_in = 24 whitening channels → 4 outputs (64/16).
+    let w = &net.param_groups().conv_filters[0];
+    assert_eq!(w.size(), vec![4, 24, 3, 3]);
+    let x = Tensor::randn([2, 24, 5, 5], (Kind::Float, Device::Cpu));
+    let y = x.conv2d(w, None::<&Tensor>, [1, 1], [1, 1], [1, 1], 1);
+    assert!(close(&y, &x.narrow(1, 0, 4), 1e-6));
+}
+
+#[test]
+fn whiten_bias_toggle_and_cast() {
+    let vs = nn::VarStore::new(Device::Cpu);
+    let net = Net::new(&vs.root(), &tiny(Arch::Airbench));
+    net.set_whiten_bias_trainable(false);
+    assert!(!net.param_groups().whiten_bias[0].requires_grad());
+    net.set_whiten_bias_trainable(true);
+    assert!(net.param_groups().whiten_bias[0].requires_grad());
+    net.cast_weights(Kind::BFloat16);
+    assert_eq!(net.param_groups().weights[0].kind(), Kind::BFloat16);
+    assert_eq!(net.bn_params()[0].1.kind(), Kind::Float);
+    let x = Tensor::randn([2, 3, 32, 32], (Kind::Float, Device::Cpu));
+    assert_eq!(net.forward_t(&x, true).size(), vec![2, 10]);
+}
