@@ -5,12 +5,26 @@
 //! of a weight is lr·wd (AdamW applies it decoupled with the same product).
 //! `convert` turns each reference's own units into this one.
 
+mod adaptive;
+mod convert;
+mod ema;
+mod loss;
+mod muon;
+mod schedule;
 mod sgd;
+mod tta;
 
 #[cfg(test)]
 mod tests;
 
+pub use adaptive::{AdamW, Lamb, Lars};
+pub use convert::{from_airbench, from_hlb, from_page};
+pub use ema::{Ema, float_state, is_update_step, lookahead_decay, page_ema_decay};
+pub use loss::{label_smoothed_ce, smooth_targets, soft_target_ce};
+pub use muon::{Muon, newton_schulz5};
+pub use schedule::Piecewise;
 pub use sgd::{SgdPage, SgdTorch};
+pub use tta::{tta_logits, tta_passes};
 
 use tch::Tensor;
 

@@ -78,3 +78,270 @@ fn frozen_params_are_skipped() {
     assert!(close(&w, &t(&[1.0, 2.0]), 0.0));
     let _ = Device::Cpu;
 }
+
+fn norm(v: &[f64]) -> f64 {
+    v.iter().map(|x| x * x).sum::<f64>().sqrt()
+}
+
+#[test]
+fn lars_one_step_formula() {
+    let w0 = [3.0f64, 4.0];
+    let g = [0.6f32, -0.8];
+    let (lr, mu, wd, eta) = (0.5, 0.9, 0.01, 0.02);
+    let w = param(&[3.0, 4.0]);
+    let mut opt = Lars::new(vec![Group::new(vec![w.shallow_clone()])], mu, wd, eta, true);
+    set_grad(&w, &g);
+    opt.step(lr);
+    let trust = eta * 5.0 / (1.0 + wd * 5.0);
+    let want: Vec<f64> = (0..2)
+        .map(|i| w0[i] - lr * trust * (g[i] as f64 + wd * w0[i]))
+        .collect();
+    assert!(close(&w, &t(&want), 1e-6), "{w} vs {want:?}");
+}
+
+#[test]
+fn lamb_one_step_formula() {
+    let w0 = [1.0f64, -2.0, 0.5];
+    let g = [0.3f32, 0.1, -0.2];
+    let (lr, b1, b2, eps, wd) = (0.1, 0.9, 0.999, 1e-6, 0.01);
+    let w = param(&[1.0, -2.0, 0.5]);
+    let mut opt = Lamb::new(vec![Group::new(vec![w.shallow_clone()])], (b1, b2), eps, wd);
+    set_grad(&w, &g);
+    opt.step(lr);
+    // First step: m̂ = g, v̂ = g², so the Adam direction is g/(|g| + eps).
+    let u: Vec<f64> = (0..3)
+        .map(|i| g[i] as f64 / ((g[i] as f64).abs() + eps) + wd * w0[i])
+        .collect();
+    let trust = norm(&w0) / norm(&u);
+    let want: Vec<f64> = (0..3).map(|i| w0[i] - lr * trust * u[i]).collect();
+    assert!(close(&w, &t(&want), 1e-5), "{w} vs {want:?}");
+}
+
+#[test]
+fn adamw_two_steps_formula() {
+    let (lr, b1, b2, eps, wd) = (0.01, 0.9, 0.99, 1e-8, 0.1);
+    let w = param(&[1.0, -1.0]);
+    let mut opt = AdamW::new(vec![Group::new(vec![w.shallow_clone()])], (b1, b2), eps, wd);
+    let grads = [[0.5f32, -0.25], [0.1, 0.3]];
+    let (mut wh, mut m, mut v) = ([1.0f64, -1.0], [0.0f64; 2], [0.0f64; 2]);
+    for (k, g) in grads.iter().enumerate() {
+        set_grad(&w, g);
+        opt.step(lr);
+        let tk = (k + 1) as i32;
+        for i in 0..2 {
+            let gi = g[i] as f64;
+            wh[i] *= 1.0 - lr * wd;
+            m[i] = b1 * m[i] + (1.0 - b1) * gi;
+            v[i] = b2 * v[i] + (1.0 - b2) * gi * gi;
+            let (mh, vh) = (m[i] / (1.0 - b1.powi(tk)), v[i] / (1.0 - b2.powi(tk)));
+            wh[i] -= lr * mh / (vh.sqrt() + eps);
+        }
+    }
+    assert!(close(&w, &t(&wh), 1e-6), "{w} vs {wh:?}");
+}
+
+fn singular_values(x: &Tensor) -> Vec<f64> {
+    // σ² are the eigenvalues of the smaller Gram matrix (svd's `driver` is CUDA-only).
+    let x = x.to_kind(Kind::Double);
+    let gram = if x.size()[0] <= x.size()[1] {
+        x.matmul(&x.tr())
+    } else {
+        x.tr().matmul(&x)
+    };
+    let mut s: Vec<f64> = Vec::<f64>::try_from(gram.linalg_eigvalsh("L")).unwrap();
+    s.iter_mut().for_each(|v| *v = v.max(0.0).sqrt());
+    s.sort_by(|a, b| b.total_cmp(a));
+    s
+}
+
+#[test]
+fn newton_schulz_orthogonalises() {
+    tch::manual_seed(3);
+    for shape in [[16i64, 40], [40, 16]] {
+        let g = Tensor::randn(shape, (Kind::Float, Device::Cpu));
+        let before = singular_values(&g);
+        let spread = before[0] / before[before.len() - 1];
+        assert!(spread > 3.0, "test matrix is already near-orthogonal");
+        // Without iterations the spectrum is just rescaled, far outside the band.
+        let raw = singular_values(&newton_schulz5(&g, 0));
+        assert!(raw.iter().any(|&s| s < 0.68));
+        let x = newton_schulz5(&g, 5);
+        assert_eq!(x.size(), g.size().to_vec());
+        for s in singular_values(&x) {
+            assert!((0.68..=1.2).contains(&s), "{shape:?}: singular value {s}");
+        }
+        // Same singular vectors: Xᵀ·G is symmetric positive (polar factor).
+        let p = if shape[0] <= shape[1] {
+            g.matmul(&x.tr())
+        } else {
+            x.tr().matmul(&g)
+        };
+        assert!(close(
+            &p,
+            &p.tr(),
+            1e-2 * f64::try_from(p.abs().max()).unwrap()
+        ));
+    }
+}
+
+#[test]
+fn muon_renormalises_weight_and_steps_orthogonally() {
+    tch::manual_seed(4);
+    let w = Tensor::randn([8, 2, 3, 3], (Kind::Float, Device::Cpu)).set_requires_grad(true);
+    let mut opt = Muon::new(vec![Group::new(vec![w.shallow_clone()])], 0.6, true, 5);
+    let g = Tensor::randn([8, 2, 3, 3], (Kind::Float, Device::Cpu));
+    (&w * &g).sum(None).backward();
+    let w0 = w.detach().copy();
+    opt.step(0.0);
+    let n = f64::try_from(w.norm()).unwrap();
+    assert!((n - 8f64.sqrt()).abs() < 1e-4, "norm {n}");
+    let renormed = w.detach().copy();
+    // Second step at lr 0.1: buffer = g(1 + 0.6), Nesterov g' = g + 0.6·buf.
+    opt.step(0.1);
+    let buf = &g * 1.6;
+    let gp = &g + buf * 0.6;
+    let upd = newton_schulz5(&gp.reshape([8, -1]), 5).view([8, 2, 3, 3]);
+    let want = &renormed * (8f64.sqrt() / f64::try_from(renormed.norm()).unwrap()) - upd * 0.1;
+    assert!(close(&w, &want, 1e-4));
+    assert!(!close(&w, &w0, 1e-3));
+}
+
+#[test]
+fn schedule_values_at_knots() {
+    let p = Piecewise::page_triangle(5.0, 24.0, 0.4);
+    assert_eq!(p.at(0.0), 0.0);
+    assert!((p.at(5.0) - 0.4).abs() < 1e-12);
+    assert!((p.at(2.5) - 0.2).abs() < 1e-12);
+    assert_eq!(p.at(24.0), 0.0);
+    assert_eq!(p.at(30.0), 0.0);
+    // Page's final: [0, 2, 8] → [0, 1, 0.1], held at 0.1 to epoch 10.
+    let f = Piecewise::page_triangle(2.0, 10.0, 1.0).with_floor(2.0, 0.1);
+    assert_eq!(
+        f.knots,
+        vec![(0.0, 0.0), (2.0, 1.0), (8.0, 0.1), (10.0, 0.1)]
+    );
+    assert!((f.at(9.5) - 0.1).abs() < 1e-12);
+    assert!((f.at(5.0) - 0.55).abs() < 1e-12);
+    // airbench94: 0.2 → 1 over int(0.23·476) = 109 steps → 0.07 at 476.
+    let a = Piecewise::airbench_warmup(476);
+    assert_eq!(a.knots[1].0, 109.0);
+    assert!((a.at(0.0) - 0.2).abs() < 1e-12);
+    assert!((a.at(109.0) - 1.0).abs() < 1e-12);
+    assert!((a.at(476.0) - 0.07).abs() < 1e-12);
+    assert_eq!(a.clone().in_units(48.0).knots[2].0, 476.0 / 48.0);
+    let z = Piecewise::linear_to_zero(200.0);
+    assert!((z.at(50.0) - 0.75).abs() < 1e-12);
+    let o = Piecewise::one_cycle(581, 0.23, 0.07);
+    assert!((o.at(0.23 * 581.0) - 1.0).abs() < 1e-12 && (o.at(581.0) - 0.07).abs() < 1e-12);
+    assert!(Piecewise::new(vec![(1.0, 0.0), (0.5, 1.0)]).is_err());
+    assert!(Piecewise::new(vec![]).is_err());
+}
+
+#[test]
+fn ema_and_lookahead_follow_the_formula() {
+    let live = vec![
+        Tensor::from_slice(&[1.0f32, 2.0]),
+        Tensor::from_slice(&[10.0f32]),
+    ];
+    let mut ema = Ema::new(&live);
+    tch::no_grad(|| {
+        live[0]
+            .shallow_clone()
+            .copy_(&Tensor::from_slice(&[3.0f32, 6.0]));
+        live[1]
+            .shallow_clone()
+            .copy_(&Tensor::from_slice(&[0.0f32]));
+    });
+    let d = page_ema_decay(0.99, 5);
+    assert!((d - 0.99f64.powi(5)).abs() < 1e-15);
+    ema.update(&live, d);
+    let want0 = t(&[d * 1.0 + (1.0 - d) * 3.0, d * 2.0 + (1.0 - d) * 6.0]);
+    assert!(close(&ema.tensors()[0], &want0, 1e-6));
+    assert!(close(&ema.tensors()[1], &t(&[d * 10.0]), 1e-5));
+    // Lookahead: decay 0.95⁵·(t/T)³, then copy back.
+    assert!((lookahead_decay(476, 476) - 0.95f64.powi(5)).abs() < 1e-12);
+    assert!((lookahead_decay(238, 476) - 0.95f64.powi(5) / 8.0).abs() < 1e-12);
+    ema.copy_into(&live);
+    assert!(close(&live[0], &want0, 1e-6));
+    assert!(is_update_step(10, 5) && !is_update_step(11, 5));
+}
+
+#[test]
+fn label_smoothing_matches_hand_formula() {
+    let logits = Tensor::from_slice(&[2.0f32, 0.5, -1.0, 0.0, 1.0, 3.0]).view([2, 3]);
+    let targets = Tensor::from_slice(&[0i64, 2]);
+    let alpha = 0.2;
+    let rows = [[2.0f64, 0.5, -1.0], [0.0, 1.0, 3.0]];
+    let mut want = 0.0;
+    for (r, &y) in rows.iter().zip(&[0usize, 2]) {
+        let lse = r.iter().map(|v| v.exp()).sum::<f64>().ln();
+        let nll: Vec<f64> = r.iter().map(|v| lse - v).collect();
+        want += (1.0 - alpha) * nll[y] + alpha * nll.iter().sum::<f64>() / 3.0;
+    }
+    want /= 2.0;
+    let got = f64::try_from(label_smoothed_ce(&logits, &targets, alpha)).unwrap();
+    assert!((got - want).abs() < 1e-5, "{got} vs {want}");
+    let plain = f64::try_from(label_smoothed_ce(&logits, &targets, 0.0)).unwrap();
+    assert!((plain - got).abs() > 1e-3);
+    // Soft targets: smoothed one-hot gives the same loss.
+    let onehot = targets.one_hot(3).to_kind(Kind::Float);
+    let soft = f64::try_from(soft_target_ce(&logits, &smooth_targets(&onehot, alpha))).unwrap();
+    assert!((soft - want).abs() < 1e-5);
+}
+
+#[test]
+fn tta_averages_flipped_and_shifted_views() {
+    // A "network" that reads two pixels of row 1: not flip or shift invariant.
+    let f = |x: &Tensor| -> Tensor { x.select(1, 0).select(1, 1).narrow(1, 0, 2) };
+    let x = Tensor::arange(16, (Kind::Float, Device::Cpu)).view([1, 1, 4, 4]);
+    let px = |r: i64, c: i64| (4 * r + c) as f64;
+    assert!(close(
+        &tta_logits(&f, &x, 0),
+        &t(&[px(1, 0), px(1, 1)]).view([1, 2]),
+        0.0
+    ));
+    // Mirror: columns 0,1 of the flipped image are columns 3,2.
+    let m = |r: i64| [(px(r, 0) + px(r, 3)) / 2.0, (px(r, 1) + px(r, 2)) / 2.0];
+    let l1 = tta_logits(&f, &x, 1);
+    assert!(close(&l1, &t(&m(1)).view([1, 2]), 1e-6));
+    // t1 = crop (0,0) of the reflect-padded image: its row 1 is row 0 shifted
+    // right by one with a reflected column; t2 = crop (2,2): row 2 shifted left.
+    let refl = |c: i64| {
+        if c < 0 {
+            -c
+        } else if c > 3 {
+            6 - c
+        } else {
+            c
+        }
+    };
+    let view = |dr: i64, dc: i64| {
+        let r = refl(1 + dr);
+        let g = |c: i64| px(r, refl(c + dc));
+        [(g(0) + g(3)) / 2.0, (g(1) + g(2)) / 2.0]
+    };
+    let (a, b) = (view(-1, -1), view(1, 1));
+    let mm = m(1);
+    let want: Vec<f64> = (0..2).map(|i| 0.5 * mm[i] + 0.25 * (a[i] + b[i])).collect();
+    let l2 = tta_logits(&f, &x, 2);
+    assert!(close(&l2, &t(&want).view([1, 2]), 1e-6), "{l2} vs {want:?}");
+    assert_eq!(tta_passes(2), 6);
+}
+
+#[test]
+fn converters_match_tricks_numbers() {
+    // Page: lr 0.4/512 and wd 5e-4·512 on a summed loss.
+    let (lr, wd) = from_page(0.4 / 512.0, 5e-4 * 512.0, 512);
+    assert!((lr - 0.4).abs() < 1e-12 && (wd - 5e-4).abs() < 1e-15);
+    // airbench94: mean-loss lr 1.5, per-step decay 1.9957e-3.
+    let (lr, wd) = from_airbench(11.5, 0.0153, 0.85, 1024);
+    assert!((lr - 1.5).abs() < 1e-3, "{lr}");
+    assert!((lr * wd - 1.9957e-3).abs() < 1e-6, "{}", lr * wd);
+    // raw PyTorch values: lr 1.4648e-3 and weight_decay 1.36237.
+    assert!((lr / 1024.0 - 1.4648e-3).abs() < 1e-7);
+    assert!((lr * wd / (lr / 1024.0) - 1.36237).abs() < 1e-4);
+    // hlb: mean-loss lr 1.525, per-step decay 2.04e-3.
+    let (lr, wd) = from_hlb(1.525 / 512.0, 6.687e-4 * 1024.0, 1024, 0.5);
+    assert!((lr - 1.525).abs() < 1e-12);
+    assert!((lr * wd - 2.04e-3).abs() < 1e-5, "{}", lr * wd);
+}
