@@ -266,6 +266,21 @@ impl ParamGroups {
         }
     }
 
+    /// `weights` minus `conv_filters` (the head, and the ResNet-18 head bias):
+    /// what stays on SGD when Muon takes the filters.
+    pub fn non_filter_weights(&self) -> Vec<Tensor> {
+        let filters: Vec<usize> = self
+            .conv_filters
+            .iter()
+            .map(|t| t.data_ptr() as usize)
+            .collect();
+        self.weights
+            .iter()
+            .filter(|t| !filters.contains(&(t.data_ptr() as usize)))
+            .map(Tensor::shallow_clone)
+            .collect()
+    }
+
     /// The partition: every trainable tensor once.
     pub fn all_trainable(&self) -> Vec<Tensor> {
         let mut all = shallow(&self.weights);
@@ -561,7 +576,8 @@ impl Net {
     }
 
     /// Casts conv/linear/whitening tensors to `kind` (Half/BFloat16 on CUDA);
-    /// BN parameters and running statistics stay f32. Create optimisers after
+    /// BN parameters and running statistics stay f32. Use this instead of
+    /// `VarStore::half()`, which would cast BN too. Create optimisers after
     /// this so their state has the weights' kind.
     pub fn cast_weights(&self, kind: Kind) {
         tch::no_grad(|| {

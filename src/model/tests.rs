@@ -197,6 +197,13 @@ fn param_groups_partition_trainable_parameters() {
                 assert!(w.contains(&(t.data_ptr() as usize)));
             }
             assert!(g.conv_filters.iter().all(|t| t.dim() == 4));
+            let rest = g.non_filter_weights();
+            assert_eq!(rest.len() + g.conv_filters.len(), g.weights.len());
+            assert_eq!(
+                ptrs(&rest),
+                ptrs(&g.head),
+                "{arch:?}: only the head is off Muon"
+            );
             if arch == Arch::Airbench {
                 assert_eq!(g.whiten_bias.len(), 1);
             }
@@ -287,4 +294,132 @@ fn whiten_bias_toggle_and_cast() {
     assert_eq!(net.bn_params()[0].1.kind(), Kind::Float);
     let x = Tensor::randn([2, 3, 32, 32], (Kind::Float, Device::Cpu));
     assert_eq!(net.forward_t(&x, true).size(), vec![2, 10]);
+}
+
+fn build(cfg: &NetConfig, seed: i64) -> (nn::VarStore, Net) {
+    tch::manual_seed(seed);
+    let vs = nn::VarStore::new(Device::Cpu);
+    let net = Net::new(&vs.root(), cfg);
+    (vs, net)
+}
+
+#[test]
+fn pool_before_act_is_exact_for_relu_but_pool_before_bn_is_not() {
+    let base = tiny(Arch::Backbone);
+    let x = Tensor::randn([4, 3, 16, 16], (Kind::Float, Device::Cpu));
+    let (_v0, n0) = build(&base, 7);
+    let (_v1, n1) = build(
+        &NetConfig {
+            pool_before_act: true,
+            ..base.clone()
+        },
+        7,
+    );
+    let (_v2, n2) = build(
+        &NetConfig {
+            pool_before_bn: true,
+            ..base.clone()
+        },
+        7,
+    );
+    let (y0, y1, y2) = (
+        n0.forward_t(&x, true),
+        n1.forward_t(&x, true),
+        n2.forward_t(&x, true),
+    );
+    assert!(close(&y0, &y1, 1e-5));
+    assert!(!close(&y0, &y2, 1e-3));
+}
+
+#[test]
+fn try_new_rejects_bad_configs() {
+    let vs = nn::VarStore::new(Device::Cpu);
+    let mut cfg = tiny(Arch::Resnet9);
+    cfg.widths = vec![8];
+    assert!(Net::try_new(&vs.root(), &cfg).is_err());
+    let mut cfg = tiny(Arch::Resnet9);
+    cfg.act = Activation::Celu { alpha: 0.0 };
+    assert!(Net::try_new(&vs.root(), &cfg).is_err());
+    assert!(
+        BnConfig {
+            ghost_splits: 16,
+            ..BnConfig::default()
+        }
+        .check_batch(500)
+        .is_err()
+    );
+    assert!(
+        BnConfig {
+            ghost_splits: 16,
+            ..BnConfig::default()
+        }
+        .check_batch(512)
+        .is_ok()
+    );
+}
+
+#[test]
+fn ghost_bn_net_trains_and_evaluates() {
+    // Page's final net at 1/16 width: whitening, ghost BN, frozen scale, CELU.
+    let mut cfg = tiny(Arch::Resnet9);
+    cfg.bn = BnConfig {
+        ghost_splits: 4,
+        frozen_scale: true,
+        ..BnConfig::default()
+    };
+    cfg.act = Activation::Celu { alpha: 0.3 };
+    cfg.pool_before_bn = true;
+    cfg.logit_scale = 1.0 / 16.0;
+    cfg.whitening = Whitening::Page {
+        eps: 1e-2,
+        images: 16,
+    };
+    let (_vs, net) = build(&cfg, 11);
+    let x = Tensor::randn([16, 3, 16, 16], (Kind::Float, Device::Cpu));
+    let y = Tensor::from_slice(&[0i64, 1, 2, 3]).repeat([4]);
+    net.init_whitening(&x).unwrap();
+    let g = net.param_groups();
+    let mut opt = crate::optim::SgdPage::new(
+        vec![
+            crate::optim::Group::new(g.weights),
+            crate::optim::Group::with_mults(g.bn_biases, 64.0, 1.0 / 64.0),
+        ],
+        0.9,
+        5e-4,
+    );
+    use crate::optim::Optimizer;
+    let loss = |net: &Net| crate::optim::label_smoothed_ce(&net.forward_t(&x, true), &y, 0.2);
+    let first = f64::try_from(loss(&net)).unwrap();
+    for _ in 0..15 {
+        opt.zero_grad(true);
+        loss(&net).backward();
+        opt.step(0.2);
+    }
+    let last = f64::try_from(loss(&net)).unwrap();
+    assert!(last < first - 0.05, "loss {first} → {last}");
+    let eval = net.forward_t(&x, false);
+    assert_eq!(eval.size(), vec![16, 10]);
+    assert!(bool::try_from(eval.isfinite().all()).unwrap());
+}
+
+#[test]
+fn lookahead_over_var_store_includes_bn_running_stats() {
+    let (vs, net) = build(&tiny(Arch::Airbench), 5);
+    let state = crate::optim::float_state(&vs);
+    let names = vs.variables();
+    assert_eq!(state.len(), names.len());
+    assert!(names.keys().any(|k| k.ends_with("running_var")));
+    let mut ema = crate::optim::Ema::new(&state);
+    let x = Tensor::randn([8, 3, 32, 32], (Kind::Float, Device::Cpu));
+    let _ = net.forward_t(&x, true); // moves the running stats
+    let rv = names
+        .iter()
+        .find(|(k, _)| k.ends_with("running_var"))
+        .unwrap()
+        .1;
+    let moved = rv.copy();
+    ema.update(&state, 1.0); // decay 1: the average stays at the start
+    ema.copy_into(&state);
+    assert!(close(rv, &rv.ones_like(), 0.0));
+    assert!(!close(&moved, &rv.ones_like(), 1e-3));
 }
