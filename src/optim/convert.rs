@@ -30,3 +30,11 @@ pub fn from_hlb(raw_lr: f64, raw_wd: f64, batch: usize, loss_scale: f64) -> (f64
     let lr = raw_lr * batch as f64 * loss_scale;
     (lr, raw_lr * raw_wd / lr)
 }
+
+/// (lr_mult, wd_mult) of the BN-bias group for a `bias_scaler` (64 in Page's
+/// final recipe, airbench and hlb). Page scales lr ×k and wd ÷k; airbench
+/// scales lr ×k and keeps the absolute decay; both keep the per-step decay
+/// lr·wd of the other weights, which in our units is wd_mult = 1/k.
+pub fn bias_group_mults(bias_scaler: f64) -> (f64, f64) {
+    (bias_scaler, 1.0 / bias_scaler)
+}

@@ -18,7 +18,7 @@ mod tta;
 mod tests;
 
 pub use adaptive::{AdamW, Lamb, Lars};
-pub use convert::{from_airbench, from_hlb, from_page};
+pub use convert::{bias_group_mults, from_airbench, from_hlb, from_page};
 pub use ema::{Ema, float_state, is_update_step, lookahead_decay, page_ema_decay};
 pub use loss::{label_smoothed_ce, smooth_targets, soft_target_ce};
 pub use muon::{Muon, newton_schulz5};

@@ -340,6 +340,9 @@ fn converters_match_tricks_numbers() {
     // raw PyTorch values: lr 1.4648e-3 and weight_decay 1.36237.
     assert!((lr / 1024.0 - 1.4648e-3).abs() < 1e-7);
     assert!((lr * wd / (lr / 1024.0) - 1.36237).abs() < 1e-4);
+    // airbench bias group: lr ×64 with the same absolute decay as the rest.
+    let (lm, wm) = bias_group_mults(64.0);
+    assert!(((lr * lm) * (wd * wm) - lr * wd).abs() < 1e-15 && lr * lm / lr == 64.0);
     // hlb: mean-loss lr 1.525, per-step decay 2.04e-3.
     let (lr, wd) = from_hlb(1.525 / 512.0, 6.687e-4 * 1024.0, 1024, 0.5);
     assert!((lr - 1.525).abs() < 1e-12);
