@@ -1,10 +1,31 @@
 //! Data sets: every source loads into one in-memory form, [`Dataset`].
+//!
+//! Sources: the embedded default (a real-image CIFAR-10 subset compiled into
+//! the binary), the CIFAR-10 binary format (folder or the official archive),
+//! image folders imported once into a binary cache, and a seeded synthetic
+//! generator for tests.
 
+mod cache;
+mod check;
+mod cifar;
+mod cli;
+mod embedded;
+mod fetch;
+mod folder;
 mod synthetic;
 
+pub use cache::{read_cache, write_cache};
+pub use check::{Problem, check};
+pub use cifar::{CIFAR10_CLASSES, load_cifar_archive, load_cifar_dir};
+pub use cli::{DataArgs, cmd_data};
+pub use embedded::{EMBEDDED, load_embedded, make_embedded};
+pub use fetch::{CIFAR10_MD5, CIFAR10_URL, FetchOptions, fetch_cifar10};
+pub use folder::{import, read_image_tree};
 pub use synthetic::synthetic;
 
+use anyhow::{Context, Result, bail};
 use sha2::{Digest, Sha256};
+use std::path::{Path, PathBuf};
 
 /// Images of one split, uint8, laid out N×C×H×W (CIFAR's own record layout).
 #[derive(Clone, Debug, PartialEq)]
@@ -76,6 +97,17 @@ impl Dataset {
         d.hash = content_hash(&d);
         d
     }
+
+    /// Counts of each class in a split.
+    pub fn class_counts(&self, split: &Split) -> Vec<usize> {
+        let mut counts = vec![0usize; self.classes.len()];
+        for &l in &split.labels {
+            if let Some(c) = counts.get_mut(l as usize) {
+                *c += 1;
+            }
+        }
+        counts
+    }
 }
 
 /// A hash of everything that defines the data, so results can name exactly what they trained on.
@@ -99,16 +131,144 @@ pub fn content_hash(d: &Dataset) -> String {
     hex::encode(h.finalize())
 }
 
-#[derive(clap::Args, Debug)]
-pub struct DataArgs {}
-
-pub fn cmd_data(_args: DataArgs) -> anyhow::Result<i32> {
-    anyhow::bail!("`tricklab data` is not built yet")
+/// Where imported and downloaded data sets live: `$TRICKLAB_DATA`, else `./data`.
+pub fn data_dir() -> PathBuf {
+    std::env::var_os("TRICKLAB_DATA")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("data"))
 }
 
-/// Where imported and downloaded data sets live: `$TRICKLAB_DATA`, else `./data`.
-pub fn data_dir() -> std::path::PathBuf {
-    std::env::var_os("TRICKLAB_DATA")
-        .map(std::path::PathBuf::from)
-        .unwrap_or_else(|| std::path::PathBuf::from("data"))
+/// File name of an imported data set's cache inside `data_dir()/NAME/`.
+pub const CACHE_FILE: &str = "dataset.tlds";
+
+/// Loads a data set from its spec:
+/// `embedded` | `synthetic[:N]` | an imported name | a folder (CIFAR binary or
+/// image tree) | a `.tar.gz` archive (CIFAR binary or image tree).
+pub fn load(spec: &str) -> Result<Dataset> {
+    let spec = spec.trim();
+    if spec.is_empty() || spec == "embedded" || spec == "default" {
+        return load_embedded();
+    }
+    if let Some(rest) = spec.strip_prefix("synthetic") {
+        let n = match rest.strip_prefix(':') {
+            Some(n) => n.parse::<usize>().with_context(|| {
+                format!("data spec `{spec}`: expected synthetic:N with N a number of train images")
+            })?,
+            None if rest.is_empty() => 1000,
+            None => {
+                bail!("unknown data set `{spec}`: `tricklab data list` shows what is available")
+            }
+        };
+        return Ok(synthetic(n, (n / 5).max(10), 10, 32, 0));
+    }
+    let imported = data_dir().join(spec).join(CACHE_FILE);
+    if imported.is_file() {
+        return read_cache(&imported);
+    }
+    let path = Path::new(spec);
+    if path.is_dir() {
+        if path.join("data_batch_1.bin").exists() || path.join("test_batch.bin").exists() {
+            return load_cifar_dir(path);
+        }
+        if path.join("cifar-10-batches-bin").is_dir() {
+            return load_cifar_dir(&path.join("cifar-10-batches-bin"));
+        }
+        if path.join(CACHE_FILE).is_file() {
+            return read_cache(&path.join(CACHE_FILE));
+        }
+        return read_image_tree(path, &dir_name(path));
+    }
+    if path.is_file() {
+        let name = path
+            .file_name()
+            .map(|n| n.to_string_lossy().to_string())
+            .unwrap_or_default();
+        if name.ends_with(".tar.gz") || name.ends_with(".tgz") {
+            return match load_cifar_archive(path) {
+                Ok(d) => Ok(d),
+                Err(e) if format!("{e:#}").contains("no CIFAR-10 batch files") => read_image_tree(
+                    path,
+                    name.trim_end_matches(".tar.gz").trim_end_matches(".tgz"),
+                ),
+                Err(e) => Err(e),
+            };
+        }
+        if name.ends_with(".tlds") {
+            return read_cache(path);
+        }
+        bail!(
+            "{}: not a data set (expected a folder, a .tar.gz archive or a .tlds cache)",
+            path.display()
+        );
+    }
+    bail!(
+        "unknown data set `{spec}`: not `embedded`, not imported in {} and not a path; `tricklab data list` shows what is available",
+        data_dir().display()
+    )
+}
+
+fn dir_name(p: &Path) -> String {
+    p.canonicalize()
+        .ok()
+        .and_then(|c| c.file_name().map(|n| n.to_string_lossy().to_string()))
+        .unwrap_or_else(|| "images".into())
+}
+
+/// One line of `tricklab data list`.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct DataInfo {
+    pub name: String,
+    pub source: String,
+    pub train: usize,
+    pub test: usize,
+    pub classes: usize,
+    pub hash: String,
+}
+
+/// The embedded default and every data set imported into `data_dir()`.
+pub fn list() -> Result<Vec<DataInfo>> {
+    let mut out = Vec::new();
+    let info = |d: &Dataset, source: String| DataInfo {
+        name: d.name.clone(),
+        source,
+        train: d.train.len(),
+        test: d.test.len(),
+        classes: d.classes.len(),
+        hash: d.hash.clone(),
+    };
+    out.push(info(&load_embedded()?, "compiled into the binary".into()));
+    let dir = data_dir();
+    if let Ok(rd) = std::fs::read_dir(&dir) {
+        let mut names: Vec<PathBuf> = rd.flatten().map(|e| e.path()).collect();
+        names.sort();
+        for p in names {
+            let f = p.join(CACHE_FILE);
+            if f.is_file() {
+                let header = cache::read_header(&f)?;
+                out.push(DataInfo {
+                    name: header.name,
+                    source: f.display().to_string(),
+                    train: header.train,
+                    test: header.test,
+                    classes: header.classes.len(),
+                    hash: header.hash,
+                });
+            }
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn load_synthetic_and_reject_unknown() {
+        let d = load("synthetic:50").unwrap();
+        assert_eq!((d.train.len(), d.test.len()), (50, 10));
+        let e = load("no-such-set").unwrap_err();
+        assert!(format!("{e:#}").contains("tricklab data list"), "{e:#}");
+        assert!(load("synthetic:x").is_err());
+    }
 }
