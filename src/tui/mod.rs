@@ -1,15 +1,207 @@
-//! The terminal workbench.
+//! The terminal workbench: one tokio loop over terminal keys, worker events
+//! and a tick; state, update and view kept apart (events → state → render).
+//! It only consumes [`Event`]s and emits [`Command`]s: it does not know how
+//! training works.
+
+pub mod state;
+pub mod update;
+pub mod view;
+
+use crate::events::{Command, Event, LogLevel};
+use anyhow::Result;
+use futures_util::StreamExt;
+use ratatui::Terminal;
+use ratatui::backend::Backend as TermBackend;
+use state::{AppState, Overlay, ResultRow};
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+use update::Action;
+
+/// The outside world as the TUI sees it.
+pub trait Backend {
+    fn send(&mut self, cmd: Command);
+    /// Queues a matrix file; returns a message for the footer.
+    fn enqueue(&mut self, matrix: &str) -> Result<String>;
+    /// Matrix files the user can pick from.
+    fn matrix_files(&self) -> Vec<String>;
+    /// The current results table (called after runs finish).
+    fn results(&mut self) -> Result<Vec<ResultRow>>;
+    /// Writes report.md and the charts; returns the written paths.
+    fn export(&mut self) -> Result<Vec<PathBuf>>;
+}
+
+/// Frames are drawn at most this often, and only when something changed.
+const FRAME: Duration = Duration::from_millis(33);
+/// Events drained per loop turn before drawing, so a flood never starves keys.
+const MAX_EVENTS_PER_TURN: usize = 512;
+
+/// Runs the UI until the user quits or the event source closes and the user quits.
+pub async fn run_app<B: TermBackend>(
+    terminal: &mut Terminal<B>,
+    state: &mut AppState,
+    backend: &mut dyn Backend,
+    events: &mut tokio::sync::mpsc::Receiver<Event>,
+) -> Result<()>
+where
+    B::Error: Send + Sync + 'static,
+{
+    let mut keys = crossterm::event::EventStream::new();
+    let mut tick = tokio::time::interval(Duration::from_millis(500));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    let mut events_open = true;
+    let mut last_draw = Instant::now() - FRAME;
+    let mut refresh_results = true;
+    loop {
+        if refresh_results {
+            refresh_results = false;
+            match backend.results() {
+                Ok(rows) => state.results = rows,
+                Err(e) => state.log(
+                    LogLevel::Warn,
+                    format!("results table: {}", crate::cli::one_line(&e)),
+                ),
+            }
+            state.dirty = true;
+        }
+        if state.dirty && last_draw.elapsed() >= FRAME {
+            terminal.draw(|f| view::render(f, state))?;
+            state.dirty = false;
+            last_draw = Instant::now();
+        }
+        if state.quit {
+            return Ok(());
+        }
+        let redraw_in = FRAME.saturating_sub(last_draw.elapsed());
+        tokio::select! {
+            key = keys.next() => match key {
+                Some(Ok(crossterm::event::Event::Key(k))) => {
+                    for a in update::on_key(state, k) {
+                        perform(a, state, backend);
+                    }
+                }
+                Some(Ok(crossterm::event::Event::Resize(..))) => state.dirty = true,
+                Some(Ok(_)) => {}
+                Some(Err(e)) => return Err(e.into()),
+                None => return Ok(()),
+            },
+            ev = events.recv(), if events_open => match ev {
+                Some(ev) => {
+                    refresh_results |= update::apply(state, ev);
+                    for _ in 0..MAX_EVENTS_PER_TURN {
+                        match events.try_recv() {
+                            Ok(ev) => refresh_results |= update::apply(state, ev),
+                            Err(_) => break,
+                        }
+                    }
+                }
+                None => events_open = false,
+            },
+            _ = tick.tick() => {
+                // ETAs move with time even when no event arrives.
+                if state.running() {
+                    state.dirty = true;
+                }
+            }
+            _ = tokio::time::sleep(redraw_in), if state.dirty => {}
+        }
+    }
+}
+
+fn perform(a: Action, state: &mut AppState, backend: &mut dyn Backend) {
+    match a {
+        Action::Send(c) => backend.send(c),
+        Action::Enqueue(path) => {
+            state.status = match backend.enqueue(&path) {
+                Ok(msg) => msg,
+                Err(e) => format!("error: {}", crate::cli::one_line(&e)),
+            }
+        }
+        Action::OpenPicker => {
+            state.overlay = Overlay::Picker {
+                files: backend.matrix_files(),
+                selected: 0,
+            };
+        }
+        Action::Export => {
+            state.status = match backend.export() {
+                Ok(paths) if paths.is_empty() => "nothing to export yet".into(),
+                Ok(paths) => format!(
+                    "exported {} files to {}",
+                    paths.len(),
+                    paths[0]
+                        .parent()
+                        .map(|p| p.display().to_string())
+                        .unwrap_or_default()
+                ),
+                Err(e) => format!("export failed: {}", crate::cli::one_line(&e)),
+            };
+            state.log(LogLevel::Info, state.status.clone());
+        }
+    }
+    state.dirty = true;
+}
+
+/// Restores the terminal however the UI ends: normal return, error, or panic
+/// (ratatui's init installs a panic hook that restores too).
+struct TerminalGuard;
+
+impl Drop for TerminalGuard {
+    fn drop(&mut self) {
+        ratatui::restore();
+    }
+}
+
+/// Sets up the real terminal and runs the UI on a current-thread runtime.
+pub fn run_terminal(
+    mut state: AppState,
+    backend: &mut dyn Backend,
+    mut events: tokio::sync::mpsc::Receiver<Event>,
+) -> Result<()> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    rt.block_on(async {
+        let mut terminal = ratatui::try_init()?;
+        let _guard = TerminalGuard;
+        // SIGTERM must not leave the terminal in raw mode.
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+        tokio::select! {
+            r = run_app(&mut terminal, &mut state, backend, &mut events) => r,
+            _ = term.recv() => {
+                backend.send(Command::CancelCurrent);
+                backend.send(Command::Shutdown);
+                Ok(())
+            }
+        }
+    })
+}
+
+pub fn no_color() -> bool {
+    std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty())
+}
 
 #[derive(clap::Args, Debug)]
-pub struct TuiArgs {}
-
-pub fn cmd_tui(_args: TuiArgs) -> anyhow::Result<i32> {
-    anyhow::bail!("the TUI is not built yet")
+pub struct TuiArgs {
+    /// Matrix files to queue (default: ablations/demo-ladder.toml).
+    pub matrices: Vec<PathBuf>,
+    /// Open a finished results folder (browse only, no worker).
+    #[arg(long)]
+    pub results: Option<PathBuf>,
 }
 
 impl TuiArgs {
     /// What `tricklab` with no arguments opens.
     pub fn default_args() -> TuiArgs {
-        TuiArgs {}
+        TuiArgs {
+            matrices: Vec::new(),
+            results: None,
+        }
     }
 }
+
+pub fn cmd_tui(_args: TuiArgs) -> anyhow::Result<i32> {
+    anyhow::bail!("the TUI is not built yet")
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,248 @@
+//! Events and keys → state changes and requests to the outside world.
+
+use super::state::{AppState, Overlay, RunSeries, Tab, push_decimated};
+use crate::events::{Command, Event, LogLevel, RunStatus};
+use crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
+use std::time::Instant;
+
+/// What the loop must do after a key, beyond changing state.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Action {
+    Send(Command),
+    /// Queue the matrix file at this path.
+    Enqueue(String),
+    Export,
+    /// Ask the backend for the matrix files it can queue (opens the picker).
+    OpenPicker,
+}
+
+/// Applies one worker event. Returns true when the results table should be refreshed.
+pub fn apply(state: &mut AppState, ev: Event) -> bool {
+    state.dirty = true;
+    match ev {
+        Event::RunStarted {
+            run,
+            total_steps,
+            total_epochs,
+            target_acc,
+            device,
+            ..
+        } => {
+            let series = RunSeries {
+                total_steps,
+                total_epochs,
+                target_acc,
+                started: Some(Instant::now()),
+                device,
+                ..RunSeries::default()
+            };
+            state.runs.insert(run.clone(), series);
+            state.current = Some(run);
+            state.drained = false;
+        }
+        Event::Steps {
+            run,
+            rows,
+            images_per_s,
+        } => {
+            if let Some(s) = state.runs.get_mut(&run) {
+                for r in rows {
+                    s.step = r.step;
+                    if r.loss.is_finite() && r.loss > 0.0 {
+                        push_decimated(&mut s.loss, (r.epoch, r.loss));
+                    }
+                    push_decimated(&mut s.lr, (r.epoch, r.lr));
+                    if s.bn_scale.len() < r.bn_scale.len() {
+                        s.bn_scale.resize(r.bn_scale.len(), Vec::new());
+                    }
+                    for (layer, v) in r.bn_scale.iter().enumerate() {
+                        push_decimated(&mut s.bn_scale[layer], (r.epoch, *v as f64));
+                    }
+                }
+                s.images_per_s = images_per_s;
+            }
+        }
+        Event::Epoch { run, row } => {
+            if let Some(s) = state.runs.get_mut(&run) {
+                s.acc
+                    .push((row.epoch as f64, row.test_acc_tta.unwrap_or(row.test_acc)));
+                s.images_per_s = row.images_per_s;
+                s.peak_mem_bytes = row.peak_mem_bytes.or(s.peak_mem_bytes);
+                s.epochs.push(row);
+            }
+        }
+        Event::RunFinished { run, summary } => {
+            if let Some(s) = state.runs.get_mut(&run) {
+                s.finished = true;
+                s.final_acc = Some(summary.acc_tta);
+            }
+            state.finished_wall.push(summary.clocks.wall_s);
+            state.log(
+                LogLevel::Info,
+                format!(
+                    "{run} finished: acc {:.2}% in {:.1} s",
+                    100.0 * summary.acc_tta,
+                    summary.clocks.dawn_s
+                ),
+            );
+            return true;
+        }
+        Event::RunFailed { run, reason } => {
+            if let Some(s) = state.runs.get_mut(&run) {
+                s.finished = true;
+            }
+            state.log(LogLevel::Error, format!("{run} failed: {reason}"));
+            return true;
+        }
+        Event::RunCancelled { run } => {
+            if let Some(s) = state.runs.get_mut(&run) {
+                s.finished = true;
+            }
+            state.log(LogLevel::Warn, format!("{run} cancelled"));
+        }
+        Event::Status { .. } => {}
+        Event::WorkerPaused(p) => {
+            state.paused = p;
+            state.log(
+                LogLevel::Info,
+                if p { "queue paused" } else { "queue resumed" },
+            );
+        }
+        Event::Log { level, message } => state.log(level, message),
+        Event::Queue(items) => {
+            state.queue = items;
+            state.queue_selected = state
+                .queue_selected
+                .min(state.queue.len().saturating_sub(1));
+        }
+        Event::Drained => {
+            state.drained = true;
+            state.log(LogLevel::Info, "queue finished");
+        }
+    }
+    false
+}
+
+/// Handles one key press.
+pub fn on_key(state: &mut AppState, key: KeyEvent) -> Vec<Action> {
+    if key.kind == KeyEventKind::Release {
+        return Vec::new();
+    }
+    state.dirty = true;
+    if key.code == KeyCode::Char('c') && key.modifiers.contains(KeyModifiers::CONTROL) {
+        state.quit = true;
+        return vec![
+            Action::Send(Command::CancelCurrent),
+            Action::Send(Command::Shutdown),
+        ];
+    }
+    match &mut state.overlay {
+        Overlay::Help => {
+            state.overlay = Overlay::None;
+            return Vec::new();
+        }
+        Overlay::ConfirmQuit => {
+            if matches!(
+                key.code,
+                KeyCode::Char('y') | KeyCode::Char('Y') | KeyCode::Enter
+            ) {
+                state.quit = true;
+                return vec![
+                    Action::Send(Command::CancelCurrent),
+                    Action::Send(Command::Shutdown),
+                ];
+            }
+            state.overlay = Overlay::None;
+            return Vec::new();
+        }
+        Overlay::Picker { files, selected } => {
+            match key.code {
+                KeyCode::Up | KeyCode::Char('k') => *selected = selected.saturating_sub(1),
+                KeyCode::Down | KeyCode::Char('j') => {
+                    *selected = (*selected + 1).min(files.len().saturating_sub(1))
+                }
+                KeyCode::Enter => {
+                    let file = files.get(*selected).cloned();
+                    state.overlay = Overlay::None;
+                    return file.map(Action::Enqueue).into_iter().collect();
+                }
+                _ => state.overlay = Overlay::None,
+            }
+            return Vec::new();
+        }
+        Overlay::None => {}
+    }
+    let tab_index = Tab::ALL.iter().position(|t| *t == state.tab).unwrap_or(0);
+    match key.code {
+        KeyCode::Tab | KeyCode::Right => state.tab = Tab::ALL[(tab_index + 1) % Tab::ALL.len()],
+        KeyCode::BackTab | KeyCode::Left => {
+            state.tab = Tab::ALL[(tab_index + Tab::ALL.len() - 1) % Tab::ALL.len()]
+        }
+        KeyCode::Char(c @ '1'..='6') => state.tab = Tab::ALL[c as usize - '1' as usize],
+        KeyCode::Char('?') => state.overlay = Overlay::Help,
+        KeyCode::Char('q') | KeyCode::Esc => {
+            if state.running() && !state.browse_only {
+                state.overlay = Overlay::ConfirmQuit;
+            } else {
+                state.quit = true;
+                return vec![Action::Send(Command::Shutdown)];
+            }
+        }
+        KeyCode::Char('e') => return vec![Action::Export],
+        KeyCode::Up | KeyCode::Char('k') => move_selection(state, -1),
+        KeyCode::Down | KeyCode::Char('j') => move_selection(state, 1),
+        _ if state.browse_only => {}
+        KeyCode::Char('p') => {
+            return vec![Action::Send(if state.paused {
+                Command::Resume
+            } else {
+                Command::Pause
+            })];
+        }
+        KeyCode::Char('c') => return vec![Action::Send(Command::CancelCurrent)],
+        KeyCode::Char('a') => return vec![Action::OpenPicker],
+        KeyCode::Char('s') if state.tab == Tab::Results => state.sort = state.sort.next(),
+        KeyCode::Char('r') | KeyCode::Char('K') | KeyCode::Char('J') | KeyCode::Char('d')
+            if state.tab == Tab::Queue =>
+        {
+            let Some(item) = state.queue.get(state.queue_selected) else {
+                return Vec::new();
+            };
+            let run = item.run.clone();
+            return match key.code {
+                KeyCode::Char('r')
+                    if matches!(item.status, RunStatus::Failed | RunStatus::Cancelled) =>
+                {
+                    vec![Action::Send(Command::Requeue(run))]
+                }
+                KeyCode::Char('r') => {
+                    state.status = "only failed or cancelled runs can be requeued".into();
+                    Vec::new()
+                }
+                KeyCode::Char('K') => {
+                    state.queue_selected = state.queue_selected.saturating_sub(1);
+                    vec![Action::Send(Command::Move { run, up: true })]
+                }
+                KeyCode::Char('J') => {
+                    state.queue_selected =
+                        (state.queue_selected + 1).min(state.queue.len().saturating_sub(1));
+                    vec![Action::Send(Command::Move { run, up: false })]
+                }
+                _ => vec![Action::Send(Command::Remove(run))],
+            };
+        }
+        _ => {}
+    }
+    Vec::new()
+}
+
+fn move_selection(state: &mut AppState, delta: i64) {
+    let (sel, len) = match state.tab {
+        Tab::Queue => (&mut state.queue_selected, state.queue.len()),
+        Tab::Results | Tab::Ladder => (&mut state.results_selected, state.results.len()),
+        Tab::Tricks => (&mut state.tricks_selected, crate::tricks::catalog().len()),
+        _ => return,
+    };
+    let max = len.saturating_sub(1) as i64;
+    *sel = (*sel as i64 + delta).clamp(0, max) as usize;
+}

@@ -1,0 +1,676 @@
+//! State → frame. Pure: reads the state, draws, changes nothing.
+
+use super::state::{AppState, Overlay, ResultRow, RunSeries, Tab, fmt_secs};
+use crate::events::{LogLevel, RunStatus};
+use ratatui::Frame;
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::style::{Color, Modifier, Style};
+use ratatui::symbols::Marker;
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{
+    Axis, Block, Borders, Cell, Chart, Clear, Dataset, GraphType, Paragraph, Row, Table, Tabs, Wrap,
+};
+
+/// Colours vanish under NO_COLOR; emphasis stays.
+struct Palette {
+    on: bool,
+}
+
+impl Palette {
+    fn fg(&self, c: Color) -> Style {
+        if self.on {
+            Style::default().fg(c)
+        } else {
+            Style::default()
+        }
+    }
+    fn series(&self, i: usize) -> Style {
+        const C: [Color; 6] = [
+            Color::Cyan,
+            Color::Yellow,
+            Color::Magenta,
+            Color::Green,
+            Color::Blue,
+            Color::Red,
+        ];
+        self.fg(C[i % C.len()])
+    }
+}
+
+pub fn render(f: &mut Frame, s: &AppState) {
+    let pal = Palette { on: !s.no_color };
+    let [top, body, foot] = Layout::vertical([
+        Constraint::Length(1),
+        Constraint::Min(5),
+        Constraint::Length(2),
+    ])
+    .areas(f.area());
+    let titles: Vec<Line> = Tab::ALL
+        .iter()
+        .enumerate()
+        .map(|(i, t)| Line::from(format!("{} {}", i + 1, t.title())))
+        .collect();
+    let sel = Tab::ALL.iter().position(|t| *t == s.tab).unwrap_or(0);
+    let state_tag = if s.browse_only {
+        "browse"
+    } else if s.paused {
+        "PAUSED"
+    } else if s.running() {
+        "running"
+    } else if s.drained {
+        "done"
+    } else {
+        "idle"
+    };
+    let [tabs_area, tag_area] =
+        Layout::horizontal([Constraint::Min(10), Constraint::Length(9)]).areas(top);
+    f.render_widget(
+        Tabs::new(titles)
+            .select(sel)
+            .highlight_style(
+                pal.fg(Color::Yellow)
+                    .add_modifier(Modifier::BOLD | Modifier::REVERSED),
+            )
+            .divider("|"),
+        tabs_area,
+    );
+    f.render_widget(
+        Paragraph::new(format!("[{state_tag}]"))
+            .style(Style::default().add_modifier(Modifier::BOLD)),
+        tag_area,
+    );
+    match s.tab {
+        Tab::Queue => queue(f, body, s, &pal),
+        Tab::Live => live(f, body, s, &pal),
+        Tab::Results => results(f, body, s, &pal),
+        Tab::Ladder => ladder(f, body, s, &pal),
+        Tab::Tricks => tricks(f, body, s, &pal),
+        Tab::Log => log(f, body, s, &pal),
+    }
+    footer(f, foot, s);
+    match &s.overlay {
+        Overlay::None => {}
+        Overlay::Help => help(f, body),
+        Overlay::ConfirmQuit => {
+            let r = centered(body, 44, 3);
+            f.render_widget(Clear, r);
+            f.render_widget(
+                Paragraph::new("A run is in progress. Quit and cancel it? y/n")
+                    .block(Block::bordered().title("quit")),
+                r,
+            );
+        }
+        Overlay::Picker { files, selected } => {
+            let r = centered(body, 60, (files.len() as u16 + 2).min(body.height));
+            f.render_widget(Clear, r);
+            let lines: Vec<Line> = if files.is_empty() {
+                vec![Line::from("no matrix files in ablations/")]
+            } else {
+                files
+                    .iter()
+                    .enumerate()
+                    .map(|(i, p)| {
+                        let st = if i == *selected {
+                            Style::default().add_modifier(Modifier::REVERSED)
+                        } else {
+                            Style::default()
+                        };
+                        Line::styled(p.clone(), st)
+                    })
+                    .collect()
+            };
+            f.render_widget(
+                Paragraph::new(lines)
+                    .block(Block::bordered().title("add matrix: Enter queues, Esc closes")),
+                r,
+            );
+        }
+    }
+}
+
+fn footer(f: &mut Frame, area: Rect, s: &AppState) {
+    let keys = match s.tab {
+        _ if s.browse_only => "Tab/1-6 screens  ↑↓ select  e export  ? help  q quit",
+        Tab::Queue => {
+            "Tab/1-6 screens  a add  p pause/resume  c cancel  r requeue  K/J move  d remove  e export  ? help  q quit"
+        }
+        Tab::Results => "Tab/1-6 screens  s sort  ↑↓ select  e export  ? help  q quit",
+        _ => "Tab/1-6 screens  p pause/resume  c cancel  e export  ? help  q quit",
+    };
+    let (left, eta) = s.queue_eta();
+    let eta = eta.map(fmt_secs).unwrap_or_else(|| "-".into());
+    let status = if s.status.is_empty() {
+        format!("{left} queued, ETA {eta}")
+    } else {
+        s.status.clone()
+    };
+    f.render_widget(
+        Paragraph::new(vec![
+            Line::from(status),
+            Line::styled(keys, Style::default().add_modifier(Modifier::DIM)),
+        ]),
+        area,
+    );
+}
+
+fn status_text(st: RunStatus) -> &'static str {
+    match st {
+        RunStatus::Queued => "queued",
+        RunStatus::Running => "running",
+        RunStatus::Done => "done",
+        RunStatus::Failed => "FAILED",
+        RunStatus::Cancelled => "cancelled",
+        RunStatus::Skipped => "skipped",
+    }
+}
+
+fn queue(f: &mut Frame, area: Rect, s: &AppState, pal: &Palette) {
+    let header = Row::new([
+        "matrix", "variant", "#", "seed", "status", "progress", "ETA",
+    ])
+    .style(Style::default().add_modifier(Modifier::BOLD));
+    let rows: Vec<Row> = s
+        .queue
+        .iter()
+        .enumerate()
+        .map(|(i, q)| {
+            let series = s.runs.get(&q.run);
+            let (progress, eta) = match (q.status, series) {
+                (RunStatus::Running, Some(r)) => (
+                    format!("{:>3.0}%", 100.0 * r.progress()),
+                    r.eta_s().map(fmt_secs).unwrap_or_else(|| "-".into()),
+                ),
+                (RunStatus::Done | RunStatus::Skipped, _) => ("100%".into(), String::new()),
+                _ => (String::new(), String::new()),
+            };
+            let color = match q.status {
+                RunStatus::Failed => pal.fg(Color::Red),
+                RunStatus::Running => pal.fg(Color::Yellow),
+                RunStatus::Done => pal.fg(Color::Green),
+                _ => Style::default(),
+            };
+            let mut row = Row::new(vec![
+                Cell::from(q.run.matrix.clone()),
+                Cell::from(q.run.variant.clone()),
+                Cell::from(q.run.repeat.to_string()),
+                Cell::from(q.seed.to_string()),
+                Cell::from(status_text(q.status)).style(color),
+                Cell::from(progress),
+                Cell::from(eta),
+            ]);
+            if i == s.queue_selected {
+                row = row.style(Style::default().add_modifier(Modifier::REVERSED));
+            }
+            row
+        })
+        .collect();
+    let widths = [
+        Constraint::Percentage(18),
+        Constraint::Percentage(34),
+        Constraint::Length(3),
+        Constraint::Length(5),
+        Constraint::Length(9),
+        Constraint::Length(8),
+        Constraint::Length(7),
+    ];
+    let title = if s.queue.is_empty() {
+        "queue (empty: press a to add a matrix)".to_string()
+    } else {
+        format!("queue ({} runs)", s.queue.len())
+    };
+    // Keep the selected row visible on small terminals.
+    let visible = area.height.saturating_sub(3) as usize;
+    let skip = s.queue_selected.saturating_sub(visible.saturating_sub(1));
+    let rows: Vec<Row> = rows.into_iter().skip(skip).collect();
+    f.render_widget(
+        Table::new(rows, widths)
+            .header(header)
+            .block(Block::bordered().title(title)),
+        area,
+    );
+}
+
+fn log10(v: f64) -> f64 {
+    v.max(1e-12).log10()
+}
+
+fn live(f: &mut Frame, area: Rect, s: &AppState, pal: &Palette) {
+    let Some(run) = s.current.as_ref() else {
+        f.render_widget(
+            Paragraph::new("no run has started yet").block(Block::bordered().title("live")),
+            area,
+        );
+        return;
+    };
+    let cur = &s.runs[run];
+    // Earlier runs of the same variant, drawn under the current one.
+    let earlier: Vec<&RunSeries> = s
+        .runs
+        .iter()
+        .filter(|(id, _)| id.matrix == run.matrix && id.variant == run.variant && *id != run)
+        .map(|(_, r)| r)
+        .collect();
+    let mem = cur
+        .peak_mem_bytes
+        .map(|b| format!("{:.0} MiB", b as f64 / 1048576.0))
+        .unwrap_or_else(|| "-".into());
+    let head = format!(
+        "{run}  step {}/{}  {:.0} img/s  peak mem {mem}  ETA {}  {}",
+        cur.step,
+        cur.total_steps,
+        cur.images_per_s,
+        cur.eta_s().map(fmt_secs).unwrap_or_else(|| "-".into()),
+        cur.device
+    );
+    let [h, grid] = Layout::vertical([Constraint::Length(1), Constraint::Min(4)]).areas(area);
+    f.render_widget(Paragraph::new(head), h);
+    let [r1, r2] =
+        Layout::vertical([Constraint::Percentage(50), Constraint::Percentage(50)]).areas(grid);
+    let [loss_a, lr_a] =
+        Layout::horizontal([Constraint::Percentage(50), Constraint::Percentage(50)]).areas(r1);
+    let [bn_a, acc_a] =
+        Layout::horizontal([Constraint::Percentage(50), Constraint::Percentage(50)]).areas(r2);
+    let x_max = cur.total_epochs.max(1.0);
+
+    // Loss on a log axis: plot log10(loss), label the ticks with the real values.
+    let to_log = |v: &[(f64, f64)]| v.iter().map(|&(x, y)| (x, log10(y))).collect::<Vec<_>>();
+    let cur_loss = to_log(&cur.loss);
+    let old_loss: Vec<Vec<(f64, f64)>> = earlier.iter().map(|r| to_log(&r.loss)).collect();
+    let all = cur_loss
+        .iter()
+        .chain(old_loss.iter().flatten())
+        .map(|p| p.1);
+    let (lo, hi) = bounds(all, -1.0, 1.0);
+    let mut ds: Vec<Dataset> = old_loss
+        .iter()
+        .map(|d| {
+            Dataset::default()
+                .marker(Marker::Dot)
+                .graph_type(GraphType::Line)
+                .style(Style::default().add_modifier(Modifier::DIM))
+                .data(d)
+        })
+        .collect();
+    ds.push(
+        Dataset::default()
+            .name("loss")
+            .marker(Marker::Braille)
+            .graph_type(GraphType::Line)
+            .style(pal.series(0))
+            .data(&cur_loss),
+    );
+    let ylabels = vec![
+        format!("{:.2}", 10f64.powf(lo)),
+        format!("{:.2}", 10f64.powf(hi)),
+    ];
+    f.render_widget(chart(ds, "loss (log)", x_max, (lo, hi), ylabels), loss_a);
+
+    let (lo, hi) = bounds(cur.lr.iter().map(|p| p.1), 0.0, 1.0);
+    let ds = vec![
+        Dataset::default()
+            .name("lr")
+            .marker(Marker::Braille)
+            .graph_type(GraphType::Line)
+            .style(pal.series(1))
+            .data(&cur.lr),
+    ];
+    f.render_widget(
+        chart(
+            ds,
+            "learning rate",
+            x_max,
+            (lo.min(0.0), hi),
+            vec![format!("{:.3}", lo.min(0.0)), format!("{hi:.3}")],
+        ),
+        lr_a,
+    );
+
+    let (lo, hi) = bounds(cur.bn_scale.iter().flatten().map(|p| p.1), 0.0, 1.0);
+    let ds: Vec<Dataset> = cur
+        .bn_scale
+        .iter()
+        .enumerate()
+        .map(|(i, d)| {
+            Dataset::default()
+                .marker(Marker::Braille)
+                .graph_type(GraphType::Line)
+                .style(pal.series(i))
+                .data(d)
+        })
+        .collect();
+    let title = format!("BN scale mean|γ| ({} layers)", cur.bn_scale.len());
+    f.render_widget(
+        chart(
+            ds,
+            &title,
+            x_max,
+            (lo, hi),
+            vec![format!("{lo:.2}"), format!("{hi:.2}")],
+        ),
+        bn_a,
+    );
+
+    let target = [(0.0, cur.target_acc), (x_max, cur.target_acc)];
+    let mut ds: Vec<Dataset> = earlier
+        .iter()
+        .map(|r| {
+            Dataset::default()
+                .marker(Marker::Dot)
+                .graph_type(GraphType::Line)
+                .style(Style::default().add_modifier(Modifier::DIM))
+                .data(&r.acc)
+        })
+        .collect();
+    ds.push(
+        Dataset::default()
+            .name("target")
+            .marker(Marker::Dot)
+            .graph_type(GraphType::Line)
+            .style(pal.fg(Color::Red))
+            .data(&target),
+    );
+    ds.push(
+        Dataset::default()
+            .name("acc")
+            .marker(Marker::Braille)
+            .graph_type(GraphType::Line)
+            .style(pal.series(3))
+            .data(&cur.acc),
+    );
+    let last = cur
+        .acc
+        .last()
+        .map(|p| format!(" {:.1}%", 100.0 * p.1))
+        .unwrap_or_default();
+    f.render_widget(
+        chart(
+            ds,
+            &format!("eval accuracy{last}"),
+            x_max,
+            (0.0, 1.0),
+            vec!["0".into(), "1".into()],
+        ),
+        acc_a,
+    );
+}
+
+fn bounds(vals: impl Iterator<Item = f64>, dlo: f64, dhi: f64) -> (f64, f64) {
+    let (mut lo, mut hi) = (f64::INFINITY, f64::NEG_INFINITY);
+    for v in vals.filter(|v| v.is_finite()) {
+        lo = lo.min(v);
+        hi = hi.max(v);
+    }
+    if !lo.is_finite() {
+        return (dlo, dhi);
+    }
+    if hi - lo < 1e-9 {
+        return (lo - 0.5 * lo.abs().max(1e-3), hi + 0.5 * hi.abs().max(1e-3));
+    }
+    (lo, hi)
+}
+
+fn chart<'a>(
+    ds: Vec<Dataset<'a>>,
+    title: &str,
+    x_max: f64,
+    (lo, hi): (f64, f64),
+    ylabels: Vec<String>,
+) -> Chart<'a> {
+    Chart::new(ds)
+        .block(Block::bordered().title(title.to_string()))
+        .x_axis(
+            Axis::default()
+                .bounds([0.0, x_max])
+                .labels(vec!["0".to_string(), format!("{x_max:.0} ep")]),
+        )
+        .y_axis(Axis::default().bounds([lo, hi]).labels(ylabels))
+        .legend_position(None)
+}
+
+fn results(f: &mut Frame, area: Rect, s: &AppState, pal: &Palette) {
+    if s.results.is_empty() {
+        f.render_widget(
+            Paragraph::new("no finished runs yet: the table fills in as runs finish")
+                .block(Block::bordered().title("results")),
+            area,
+        );
+        return;
+    }
+    let by_rung = {
+        let mut r = s.results.clone();
+        r.sort_by_key(|r| r.index);
+        r
+    };
+    let prev_of = |row: &ResultRow| by_rung.iter().rev().find(|r| r.index < row.index).cloned();
+    let header = Row::new([
+        "variant",
+        "n",
+        "acc % ± CI",
+        "P≥tgt",
+        "to target",
+        "time ± CI",
+        "speedup",
+    ])
+    .style(Style::default().add_modifier(Modifier::BOLD));
+    let rows: Vec<Row> = s
+        .sorted_results()
+        .iter()
+        .enumerate()
+        .map(|(i, r)| {
+            let prev = prev_of(r);
+            let acc_style = match &prev {
+                Some(p) if r.acc_mean >= p.acc_mean => pal.fg(Color::Green),
+                Some(_) => pal.fg(Color::Red),
+                None => Style::default(),
+            };
+            let time_style = match &prev {
+                Some(p) if r.time_mean <= p.time_mean => pal.fg(Color::Green),
+                Some(_) => pal.fg(Color::Red),
+                None => Style::default(),
+            };
+            let mut row = Row::new(vec![
+                Cell::from(r.variant.clone()),
+                Cell::from(r.n.to_string()),
+                Cell::from(format!(
+                    "{:.2} ± {:.2}",
+                    100.0 * r.acc_mean,
+                    100.0 * r.acc_ci95
+                ))
+                .style(acc_style),
+                Cell::from(format!("{:.2}", r.p_target)),
+                Cell::from(r.ttt_mean.map(fmt_secs).unwrap_or_else(|| "-".into())),
+                Cell::from(format!("{} ± {:.1}", fmt_secs(r.time_mean), r.time_ci95))
+                    .style(time_style),
+                Cell::from(
+                    r.speedup_prev
+                        .map(|x| format!("×{x:.2}"))
+                        .unwrap_or_else(|| "-".into()),
+                ),
+            ]);
+            if i == s.results_selected {
+                row = row.style(Style::default().add_modifier(Modifier::REVERSED));
+            }
+            row
+        })
+        .collect();
+    let widths = [
+        Constraint::Min(12),
+        Constraint::Length(3),
+        Constraint::Length(14),
+        Constraint::Length(5),
+        Constraint::Length(9),
+        Constraint::Length(14),
+        Constraint::Length(7),
+    ];
+    let title = format!(
+        "results by variant (sorted by {}; s to change)",
+        s.sort.label()
+    );
+    f.render_widget(
+        Table::new(rows, widths)
+            .header(header)
+            .block(Block::bordered().title(title)),
+        area,
+    );
+}
+
+fn ladder(f: &mut Frame, area: Rect, s: &AppState, pal: &Palette) {
+    let block =
+        Block::bordered().title("ladder: train time per rung (DAWNBench clock), accuracy beside");
+    if s.results.is_empty() {
+        f.render_widget(Paragraph::new("no finished rungs yet").block(block), area);
+        return;
+    }
+    let mut rows = s.results.clone();
+    rows.sort_by_key(|r| r.index);
+    let inner = block.inner(area);
+    f.render_widget(block, area);
+    let name_w = rows
+        .iter()
+        .map(|r| r.variant.chars().count())
+        .max()
+        .unwrap_or(4)
+        .min(inner.width as usize / 3);
+    let value_w = 24usize;
+    let bar_w = (inner.width as usize)
+        .saturating_sub(name_w + value_w + 2)
+        .max(1);
+    let max_t = rows
+        .iter()
+        .map(|r| r.time_mean)
+        .fold(0.0, f64::max)
+        .max(1e-9);
+    let lines: Vec<Line> = rows
+        .iter()
+        .map(|r| {
+            let n = ((r.time_mean / max_t) * bar_w as f64).round() as usize;
+            let name: String = r.variant.chars().take(name_w).collect();
+            Line::from(vec![
+                Span::raw(format!("{name:<name_w$} ")),
+                Span::styled("█".repeat(n.max(1)), pal.series(r.index)),
+                Span::raw(" ".repeat(bar_w.saturating_sub(n.max(1)) + 1)),
+                Span::raw(format!(
+                    "{:>9} {:>6.2}% n={}",
+                    fmt_secs(r.time_mean),
+                    100.0 * r.acc_mean,
+                    r.n
+                )),
+            ])
+        })
+        .collect();
+    f.render_widget(Paragraph::new(lines), inner);
+}
+
+fn tricks(f: &mut Frame, area: Rect, s: &AppState, _pal: &Palette) {
+    let cat = crate::tricks::catalog();
+    let [list_a, detail_a] =
+        Layout::horizontal([Constraint::Percentage(38), Constraint::Percentage(62)]).areas(area);
+    let visible = list_a.height.saturating_sub(2) as usize;
+    let skip = s.tricks_selected.saturating_sub(visible.saturating_sub(1));
+    let lines: Vec<Line> = cat
+        .iter()
+        .enumerate()
+        .skip(skip)
+        .map(|(i, t)| {
+            let st = if i == s.tricks_selected {
+                Style::default().add_modifier(Modifier::REVERSED)
+            } else {
+                Style::default()
+            };
+            Line::styled(
+                format!("{:<6} {}", t.ids.first().copied().unwrap_or(""), t.key),
+                st,
+            )
+        })
+        .collect();
+    f.render_widget(
+        Paragraph::new(lines).block(Block::bordered().title(format!("tricks ({})", cat.len()))),
+        list_a,
+    );
+    let Some(t) = cat.get(s.tricks_selected) else {
+        return;
+    };
+    let mut text = vec![
+        Line::styled(t.name, Style::default().add_modifier(Modifier::BOLD)),
+        Line::from(t.help),
+        Line::from(""),
+        Line::from(format!("source: {}", t.source)),
+        Line::from(format!("off: {}", t.off)),
+        Line::from(format!("on:  {}", t.on)),
+    ];
+    for p in t.params {
+        text.push(Line::from(format!(
+            "  {}.{} = {:?}  {}",
+            t.key, p.name, p.default, p.help
+        )));
+    }
+    if !t.requires.is_empty() {
+        text.push(Line::from(format!("requires: {}", t.requires.join(", "))));
+    }
+    if !t.conflicts.is_empty() {
+        text.push(Line::from(format!("conflicts: {}", t.conflicts.join(", "))));
+    }
+    f.render_widget(
+        Paragraph::new(text)
+            .wrap(Wrap { trim: true })
+            .block(Block::bordered().title(t.key)),
+        detail_a,
+    );
+}
+
+fn log(f: &mut Frame, area: Rect, s: &AppState, pal: &Palette) {
+    let visible = area.height.saturating_sub(2) as usize;
+    let lines: Vec<Line> = s.log[s.log.len().saturating_sub(visible)..]
+        .iter()
+        .map(|l| {
+            let (tag, st) = match l.level {
+                LogLevel::Info => ("info ", Style::default()),
+                LogLevel::Warn => ("warn ", pal.fg(Color::Yellow)),
+                LogLevel::Error => ("ERROR", pal.fg(Color::Red).add_modifier(Modifier::BOLD)),
+            };
+            Line::from(vec![
+                Span::styled(tag, st),
+                Span::raw(" "),
+                Span::raw(l.text.clone()),
+            ])
+        })
+        .collect();
+    f.render_widget(
+        Paragraph::new(lines)
+            .wrap(Wrap { trim: false })
+            .block(Block::bordered().title("log")),
+        area,
+    );
+}
+
+fn help(f: &mut Frame, area: Rect) {
+    let text = "Tab / Shift-Tab / ←→ / 1-6  switch screens\n\
+                ↑↓ or j/k                   select\n\
+                a   add a matrix from ablations/\n\
+                p   pause / resume the queue\n\
+                c   cancel the current run\n\
+                r   requeue the selected failed run\n\
+                K/J move the selected run up / down\n\
+                d   remove the selected queued run\n\
+                s   change the sort column (Results)\n\
+                e   export report.md and charts\n\
+                q   quit (asks if a run is in progress)\n\
+                any key closes this help";
+    let r = centered(area, 52, 14);
+    f.render_widget(Clear, r);
+    f.render_widget(
+        Paragraph::new(text).block(Block::default().borders(Borders::ALL).title("keys")),
+        r,
+    );
+}
+
+fn centered(area: Rect, w: u16, h: u16) -> Rect {
+    let w = w.min(area.width);
+    let h = h.min(area.height);
+    Rect {
+        x: area.x + (area.width - w) / 2,
+        y: area.y + (area.height - h) / 2,
+        width: w,
+        height: h,
+    }
+}
