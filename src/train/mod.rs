@@ -1,6 +1,15 @@
 //! The training engine. The worker drives it through [`Trainer`]; it reports
 //! through an event callback and never knows who listens.
 
+mod cli;
+mod engine;
+mod pipeline;
+#[cfg(test)]
+mod tests;
+
+pub use cli::{TrainArgs, cmd_train};
+pub use engine::{TchTrainer, lr_multiplier, net_config, parse_device};
+
 use crate::config::RunSpec;
 use crate::events::{Event, RunSummary};
 
@@ -42,11 +51,4 @@ pub trait Trainer {
         ctl: &dyn Control,
         emit: &mut dyn FnMut(Event),
     ) -> anyhow::Result<Outcome>;
-}
-
-#[derive(clap::Args, Debug)]
-pub struct TrainArgs {}
-
-pub fn cmd_train(_args: TrainArgs) -> anyhow::Result<i32> {
-    anyhow::bail!("`tricklab train` is not built yet")
 }

@@ -4,7 +4,7 @@
 
 mod catalog;
 
-pub use catalog::CATALOG;
+pub use catalog::{CATALOG, optimiser_tricks};
 
 /// A parameter value as the registry states it.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -116,6 +116,43 @@ mod tests {
     use super::*;
 
     #[test]
+    fn catalog_is_consistent() {
+        let mut keys: Vec<&str> = CATALOG.iter().map(|t| t.key).collect();
+        keys.sort();
+        let n = keys.len();
+        keys.dedup();
+        assert_eq!(n, keys.len(), "duplicate trick keys");
+        for t in CATALOG {
+            for r in t.requires.iter().chain(t.conflicts) {
+                assert!(find(r).is_some(), "{} names unknown trick {r}", t.key);
+            }
+            for p in t.params {
+                if let (Some((lo, hi)), ParamValue::Float(v)) = (p.range, p.default) {
+                    assert!(
+                        lo <= v && v <= hi,
+                        "{}.{} default out of range",
+                        t.key,
+                        p.name
+                    );
+                }
+            }
+        }
+        // Every row of TRICKS.md section 4 and every part-8 rung has an entry.
+        for id in (1..=32)
+            .map(|i| format!("T{i}"))
+            .filter(|id| !["T9", "T20", "T21", "T30"].contains(&id.as_str()))
+        {
+            assert!(find(&id).is_some(), "no entry for {id}");
+        }
+        for id in [
+            "B1", "B2a", "B2b", "B3", "B4", "B5", "B6", "B7", "B8", "B9a",
+        ] {
+            assert!(find(id).is_some(), "no entry for {id}");
+        }
+        assert_eq!(find("t24").unwrap().key, "label_smoothing");
+    }
+
+    #[test]
     fn nearest_finds_typos_only() {
         assert_eq!(
             nearest("lable_smoothing", ["label_smoothing", "celu"]),
@@ -125,9 +162,111 @@ mod tests {
     }
 }
 
-#[derive(clap::Args, Debug)]
-pub struct TricksArgs {}
+impl ParamValue {
+    pub fn to_json(self) -> serde_json::Value {
+        match self {
+            ParamValue::Float(v) => serde_json::json!(v),
+            ParamValue::Int(v) => serde_json::json!(v),
+            ParamValue::Bool(v) => serde_json::json!(v),
+            ParamValue::Choice(v) => serde_json::json!(v),
+        }
+    }
+}
 
-pub fn cmd_tricks(_args: TricksArgs) -> anyhow::Result<i32> {
-    anyhow::bail!("`tricklab tricks` is not built yet")
+impl std::fmt::Display for ParamValue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ParamValue::Float(v) => write!(f, "{v}"),
+            ParamValue::Int(v) => write!(f, "{v}"),
+            ParamValue::Bool(v) => write!(f, "{v}"),
+            ParamValue::Choice(v) => write!(f, "{v}"),
+        }
+    }
+}
+
+/// The catalog as JSON, for `tricklab tricks --json` and the docs.
+pub fn catalog_json() -> serde_json::Value {
+    serde_json::Value::Array(
+        CATALOG
+            .iter()
+            .map(|t| {
+                serde_json::json!({
+                    "key": t.key, "ids": t.ids, "name": t.name, "help": t.help, "source": t.source,
+                    "category": format!("{:?}", t.category), "off": t.off, "on": t.on,
+                    "params": t.params.iter().map(|p| serde_json::json!({
+                        "name": p.name, "help": p.help, "default": p.default.to_json(),
+                        "range": p.range, "choices": p.choices,
+                    })).collect::<Vec<_>>(),
+                    "requires": t.requires, "conflicts": t.conflicts,
+                })
+            })
+            .collect(),
+    )
+}
+
+#[derive(clap::Args, Debug)]
+pub struct TricksArgs {
+    /// Print the whole catalog as JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// Show one trick in full (key or catalog id such as T24).
+    pub trick: Option<String>,
+}
+
+pub fn cmd_tricks(args: TricksArgs) -> anyhow::Result<i32> {
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&catalog_json())?);
+        return Ok(0);
+    }
+    if let Some(name) = args.trick {
+        let t = find(&name).ok_or_else(|| anyhow::anyhow!(unknown_trick_message(&name)))?;
+        println!(
+            "{} ({}) [{}]\n{}\nsource: {}\noff: {}\non:  {}",
+            t.key,
+            t.ids.join(", "),
+            t.name,
+            t.help,
+            t.source,
+            t.off,
+            t.on
+        );
+        for p in t.params {
+            println!("  {}.{} = {}  {}", t.key, p.name, p.default, p.help);
+        }
+        if !t.requires.is_empty() {
+            println!("requires: {}", t.requires.join(", "));
+        }
+        if !t.conflicts.is_empty() {
+            println!("conflicts: {}", t.conflicts.join(", "));
+        }
+        return Ok(0);
+    }
+    println!(
+        "{:<20} {:<10} {:<14} name / parameters",
+        "key", "ids", "category"
+    );
+    for t in CATALOG {
+        let params: Vec<String> = t
+            .params
+            .iter()
+            .map(|p| format!("{}={}", p.name, p.default))
+            .collect();
+        println!(
+            "{:<20} {:<10} {:<14} {}{}",
+            t.key,
+            t.ids.join(","),
+            format!("{:?}", t.category),
+            t.name,
+            if params.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", params.join(", "))
+            }
+        );
+    }
+    println!(
+        "\n{} tricks; `tricklab tricks KEY` shows one in full",
+        CATALOG.len()
+    );
+    Ok(0)
 }

@@ -1,0 +1,119 @@
+//! `tricklab train`: one run, headless, an epoch table and a summary.
+
+use super::{NeverStop, Outcome, TchTrainer, Trainer};
+use crate::config::{Override, RunSpec};
+use crate::events::{Event, RunId};
+use anyhow::Result;
+
+#[derive(clap::Args, Debug)]
+pub struct TrainArgs {
+    /// Base recipe (see `tricklab recipes`).
+    #[arg(long, default_value = "tiny-page-resnet9")]
+    pub recipe: String,
+    /// Turn a trick on or off: NAME, NAME=on, NAME=off.
+    #[arg(long = "trick", value_parser = Override::parse_trick)]
+    pub tricks: Vec<Override>,
+    /// Set a hyperparameter or trick parameter: KEY=VALUE (e.g. epochs=10, celu.alpha=0.3).
+    #[arg(long = "set", value_parser = Override::parse_set)]
+    pub sets: Vec<Override>,
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Data set: embedded, synthetic[:N], an imported name, a folder or an archive.
+    #[arg(long, default_value = "embedded")]
+    pub data: String,
+    #[arg(long, default_value = "cpu")]
+    pub device: String,
+    /// Target accuracy for time-to-target (0-1).
+    #[arg(long, default_value_t = 0.94)]
+    pub target: f64,
+}
+
+pub fn cmd_train(args: TrainArgs) -> Result<i32> {
+    if !(0.0..=1.0).contains(&args.target) {
+        anyhow::bail!(
+            "--target {} must be an accuracy between 0 and 1 (e.g. 0.94)",
+            args.target
+        );
+    }
+    let mut trainer = TchTrainer::new(&args.device)?;
+    let spec = RunSpec {
+        id: RunId {
+            matrix: "train".into(),
+            index: 0,
+            variant: args.recipe.clone(),
+            repeat: 0,
+        },
+        seed: args.seed,
+        recipe: args.recipe.clone(),
+        overrides: args.tricks.into_iter().chain(args.sets).collect(),
+        data: args.data.clone(),
+        target_acc: args.target,
+        device: None,
+    };
+    let mut print = |ev: Event| match ev {
+        Event::RunStarted {
+            total_steps,
+            total_epochs,
+            device,
+            config,
+            ..
+        } => {
+            println!(
+                "{} on {device}: {total_epochs} epochs, {total_steps} steps, data {}",
+                spec.recipe,
+                config["data_name"].as_str().unwrap_or("?")
+            );
+            println!(
+                "{:>5} {:>7} {:>10} {:>9} {:>9} {:>9} {:>8} {:>7} {:>9}",
+                "epoch",
+                "steps",
+                "train loss",
+                "train acc",
+                "test acc",
+                "tta acc",
+                "train s",
+                "eval s",
+                "img/s"
+            );
+        }
+        Event::Epoch { row, .. } => println!(
+            "{:>5} {:>7} {:>10.4} {:>8.2}% {:>8.2}% {:>9} {:>8.2} {:>7.2} {:>9.0}",
+            row.epoch,
+            row.steps,
+            row.train_loss,
+            100.0 * row.train_acc,
+            100.0 * row.test_acc,
+            row.test_acc_tta
+                .map(|a| format!("{:.2}%", 100.0 * a))
+                .unwrap_or_else(|| "-".into()),
+            row.train_s,
+            row.eval_s,
+            row.images_per_s
+        ),
+        _ => {}
+    };
+    match trainer.run(&spec, &NeverStop, &mut print)? {
+        Outcome::Finished(s) => {
+            let c = &s.clocks;
+            println!(
+                "accuracy {:.2}% (with TTA {:.2}%)",
+                100.0 * s.acc,
+                100.0 * s.acc_tta
+            );
+            println!(
+                "clocks: DAWNBench-style {:.2} s | airbench-style {:.2} s | hlb-style {:.2} s | eval {:.2} s | data prep {:.2} s | whitening {:.2} s | wall {:.2} s",
+                c.dawn_s, c.airbench_s, c.hlb_s, c.eval_s, c.prep_s, c.whiten_s, c.wall_s
+            );
+            match s.time_to_target_s {
+                Some(t) => println!(
+                    "time to {:.1}%: {t:.2} s (epoch {})",
+                    100.0 * args.target,
+                    s.epoch_to_target.unwrap_or(0)
+                ),
+                None => println!("target {:.1}% not reached", 100.0 * args.target),
+            }
+            Ok(0)
+        }
+        Outcome::Cancelled => Ok(1),
+    }
+}

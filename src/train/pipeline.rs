@@ -1,0 +1,272 @@
+//! The data pipeline in both states of T1: the whole set resident on the
+//! device with batched augmentation there (on), or a CPU loader that
+//! augments per sample and copies each batch to the device (off).
+
+use crate::data::Split;
+use tch::{Device, Kind, Tensor};
+
+/// Page's CIFAR-10 statistics on the 0-255 scale (TRICKS.md 1.1).
+pub const MEAN: [f64; 3] = [125.31, 122.95, 113.87];
+pub const STD: [f64; 3] = [62.99, 62.09, 66.70];
+
+/// uint8 N×C×H×W bytes → a tensor on `device`.
+pub fn to_tensor(split: &Split, c: usize, h: usize, w: usize, device: Device) -> (Tensor, Tensor) {
+    let x = Tensor::from_slice(&split.images)
+        .view([split.len() as i64, c as i64, h as i64, w as i64])
+        .to_device(device);
+    let y = Tensor::from_slice(&split.labels)
+        .to_kind(Kind::Int64)
+        .to_device(device);
+    (x, y)
+}
+
+/// uint8 → normalised float.
+pub fn normalise(x: &Tensor) -> Tensor {
+    let dev = x.device();
+    let c = x.size()[1];
+    let (mean, std) = if c == 3 {
+        (
+            Tensor::from_slice(&MEAN).to_device(dev),
+            Tensor::from_slice(&STD).to_device(dev),
+        )
+    } else {
+        (
+            Tensor::full([c], 120.0, (Kind::Double, dev)),
+            Tensor::full([c], 64.0, (Kind::Double, dev)),
+        )
+    };
+    ((x.to_kind(Kind::Float) - mean.to_kind(Kind::Float).view([1, c, 1, 1]))
+        / std.to_kind(Kind::Float).view([1, c, 1, 1]))
+    .contiguous()
+}
+
+pub fn reflect_pad(x: &Tensor, pad: i64) -> Tensor {
+    if pad == 0 {
+        x.shallow_clone()
+    } else {
+        x.reflection_pad2d([pad, pad, pad, pad])
+    }
+}
+
+/// What to do to the training images each epoch.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Augment {
+    /// Reflect padding the crop takes its 32×32 window from (0 = no crop).
+    pub pad: i64,
+    pub flip: bool,
+    pub alternating: bool,
+    pub cutout: Option<i64>,
+    /// Page's group-wise sampling: at most this many groups per transform.
+    pub groups: Option<i64>,
+}
+
+/// Per-sample (or per-group) random integers in [0, hi), on the device.
+fn draws(n: i64, hi: i64, groups: Option<i64>, dev: Device) -> Tensor {
+    match groups {
+        Some(g) if g < n => {
+            // Shuffle, cut into g equal groups, one option per group.
+            let group_of =
+                (Tensor::randperm(n, (Kind::Int64, dev)) * g).divide_scalar_mode(n, "floor");
+            Tensor::randint(hi, [g], (Kind::Int64, dev)).index_select(0, &group_of)
+        }
+        _ => Tensor::randint(hi, [n], (Kind::Int64, dev)),
+    }
+}
+
+/// Crops each image of a padded batch at its own offset, with two gathers (no host sync).
+pub fn crop(xp: &Tensor, dy: &Tensor, dx: &Tensor, h: i64, w: i64) -> Tensor {
+    let (n, c, _, wp) = xp.size4().expect("NCHW");
+    let dev = xp.device();
+    let rows = (dy.view([n, 1]) + Tensor::arange(h, (Kind::Int64, dev)).view([1, h]))
+        .view([n, 1, h, 1])
+        .expand([n, c, h, wp], true);
+    let xr = xp.gather(2, &rows, false);
+    let cols = (dx.view([n, 1]) + Tensor::arange(w, (Kind::Int64, dev)).view([1, w]))
+        .view([n, 1, 1, w])
+        .expand([n, c, h, w], true);
+    xr.gather(3, &cols, false)
+}
+
+/// Zeroes an s×s square per image, fully inside it (after normalisation: the mean colour).
+pub fn cutout(x: &Tensor, y0: &Tensor, x0: &Tensor, s: i64) -> Tensor {
+    let (n, _, h, w) = x.size4().expect("NCHW");
+    let dev = x.device();
+    let r = Tensor::arange(h, (Kind::Int64, dev)).view([1, h]);
+    let c = Tensor::arange(w, (Kind::Int64, dev)).view([1, w]);
+    let y0 = y0.view([n, 1]);
+    let x0 = x0.view([n, 1]);
+    let mr = r.ge_tensor(&y0).logical_and(&r.lt_tensor(&(&y0 + s)));
+    let mc = c.ge_tensor(&x0).logical_and(&c.lt_tensor(&(&x0 + s)));
+    let mask = mr.view([n, 1, h, 1]).logical_and(&mc.view([n, 1, 1, w]));
+    x.masked_fill(&mask, 0.0)
+}
+
+/// One epoch of augmented training images, all on the device.
+/// `flip0` is the epoch-0 flip draw that alternating flip keeps.
+pub fn augment_epoch(
+    xp: &Tensor,
+    h: i64,
+    w: i64,
+    a: &Augment,
+    epoch: usize,
+    flip0: &Tensor,
+) -> Tensor {
+    let n = xp.size()[0];
+    let dev = xp.device();
+    let mut x = if a.pad > 0 {
+        let hi = 2 * a.pad + 1;
+        crop(
+            xp,
+            &draws(n, hi, a.groups, dev),
+            &draws(n, hi, a.groups, dev),
+            h,
+            w,
+        )
+    } else {
+        xp.shallow_clone()
+    };
+    if a.flip {
+        let mask = if a.alternating {
+            if epoch % 2 == 0 {
+                flip0.shallow_clone()
+            } else {
+                flip0.logical_not()
+            }
+        } else {
+            draws(n, 2, a.groups, dev).eq(1)
+        };
+        x = x.flip([3]).where_self(&mask.view([n, 1, 1, 1]), &x);
+    }
+    if let Some(s) = a.cutout {
+        x = cutout(
+            &x,
+            &draws(n, h - s + 1, a.groups, dev),
+            &draws(n, w - s + 1, a.groups, dev),
+            s,
+        );
+    }
+    x
+}
+
+/// The T1 off state: per-sample augmentation on the CPU, one host→device copy per batch.
+pub struct CpuLoader {
+    /// Normalised (when preprocessed once) or raw uint8, padded or not, on the CPU.
+    pub x: Tensor,
+    pub y: Tensor,
+    pub pre_normalised: bool,
+    pub pre_padded: bool,
+    pub pad: i64,
+    pub h: i64,
+    pub w: i64,
+}
+
+impl CpuLoader {
+    /// Builds one batch from CPU indices, sample by sample.
+    pub fn batch(
+        &self,
+        idx: &[i64],
+        a: &Augment,
+        epoch: usize,
+        flip0: &[bool],
+        rng: &mut u64,
+        device: Device,
+    ) -> (Tensor, Tensor) {
+        let mut next = |hi: i64| -> i64 {
+            *rng = rng
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            ((*rng >> 33) % hi as u64) as i64
+        };
+        let imgs: Vec<Tensor> = idx
+            .iter()
+            .map(|&i| {
+                let mut img = self.x.get(i);
+                if !self.pre_normalised {
+                    img = normalise(&img.unsqueeze(0)).squeeze_dim(0);
+                }
+                if a.pad > 0 {
+                    if !self.pre_padded {
+                        img = reflect_pad(&img.unsqueeze(0), self.pad).squeeze_dim(0);
+                    }
+                    let (dy, dx) = (next(2 * a.pad + 1), next(2 * a.pad + 1));
+                    img = img.narrow(1, dy, self.h).narrow(2, dx, self.w);
+                }
+                let flip = if a.alternating {
+                    flip0[i as usize] ^ (epoch % 2 == 1)
+                } else {
+                    a.flip && next(2) == 1
+                };
+                if a.flip && flip {
+                    img = img.flip([2]);
+                }
+                if let Some(s) = a.cutout {
+                    let (y0, x0) = (next(self.h - s + 1), next(self.w - s + 1));
+                    img = img.copy();
+                    let _ = img.narrow(1, y0, s).narrow(2, x0, s).fill_(0.0);
+                }
+                img
+            })
+            .collect();
+        let ix = Tensor::from_slice(idx);
+        (
+            Tensor::stack(&imgs, 0).to_device(device),
+            self.y.index_select(0, &ix).to_device(device),
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn crop_takes_each_images_own_window() {
+        let x = Tensor::arange(2 * 36, (Kind::Float, Device::Cpu)).view([2, 1, 6, 6]);
+        let out = crop(
+            &x,
+            &Tensor::from_slice(&[0i64, 2]),
+            &Tensor::from_slice(&[1i64, 0]),
+            4,
+            4,
+        );
+        assert_eq!(out.size(), [2, 1, 4, 4]);
+        assert_eq!(out.double_value(&[0, 0, 0, 0]), 1.0);
+        assert_eq!(out.double_value(&[1, 0, 0, 0]), 36.0 + 12.0);
+    }
+
+    #[test]
+    fn cutout_zeroes_exactly_the_square() {
+        let x = Tensor::ones([1, 2, 8, 8], (Kind::Float, Device::Cpu));
+        let out = cutout(
+            &x,
+            &Tensor::from_slice(&[3i64]),
+            &Tensor::from_slice(&[4i64]),
+            3,
+        );
+        assert_eq!(out.sum(Kind::Float).double_value(&[]), 2.0 * (64.0 - 9.0));
+        assert_eq!(out.double_value(&[0, 1, 3, 4]), 0.0);
+        assert_eq!(out.double_value(&[0, 1, 2, 4]), 1.0);
+    }
+
+    #[test]
+    fn alternating_flip_alternates_and_groups_share_options() {
+        tch::manual_seed(0);
+        let x = Tensor::randn([16, 3, 8, 8], (Kind::Float, Device::Cpu));
+        let flip0 = Tensor::randint(2, [16], (Kind::Int64, Device::Cpu)).eq(1);
+        let a = Augment {
+            pad: 0,
+            flip: true,
+            alternating: true,
+            cutout: None,
+            groups: None,
+        };
+        let e0 = augment_epoch(&x, 8, 8, &a, 0, &flip0);
+        let e1 = augment_epoch(&x, 8, 8, &a, 1, &flip0);
+        // Every image appears in both orientations across two epochs.
+        assert!(e0.flip([3]).allclose(&e1, 1e-6, 1e-6, false));
+        let g = draws(1000, 81, Some(10), Device::Cpu);
+        let distinct: std::collections::HashSet<i64> =
+            Vec::<i64>::try_from(&g).unwrap().into_iter().collect();
+        assert!(distinct.len() <= 10);
+    }
+}
