@@ -1,1 +1,367 @@
-//! The results store: manifest, per-run summaries and per-step metrics in Parquet.
+//! The results store: `results/<matrix>/<timestamp>/` with `manifest.json`,
+//! `runs.parquet` (one row per finished, failed or cancelled run) and
+//! per-run `steps/<key>.parquet` and `epochs/<key>.parquet`. It is a consumer
+//! of the event stream. Every file is written atomically, so a killed process
+//! loses at most the run in progress.
+
+mod rows;
+
+pub use rows::{RunRow, read_runs, write_runs};
+
+use crate::events::{EpochRow, Event, RunId, StepRow};
+use crate::util::{write_atomic, write_atomic_with};
+use anyhow::{Context, Result};
+use polars::prelude::{Column, DataFrame, NamedFrom, ParquetWriter, Series};
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+
+struct LiveRun {
+    seed: u64,
+    config: serde_json::Value,
+    target: f64,
+    steps: Vec<StepRow>,
+    epochs: Vec<EpochRow>,
+}
+
+pub struct ResultsWriter {
+    dir: PathBuf,
+    manifest: serde_json::Value,
+    runs: Vec<RunRow>,
+    live: HashMap<RunId, LiveRun>,
+}
+
+/// Folder-name-safe version of a matrix name.
+fn safe(name: &str) -> String {
+    let s: String = name
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || "-_.".contains(c) {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    if s.is_empty() { "matrix".into() } else { s }
+}
+
+fn git_commit() -> String {
+    std::process::Command::new("git")
+        .args(["rev-parse", "HEAD"])
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_else(|| "unknown".into())
+}
+
+impl ResultsWriter {
+    /// Creates `root/<matrix>/<YYYYmmdd-HHMMSS>/` and its manifest.
+    pub fn create(root: &Path, matrix_name: &str, matrix_text: &str) -> Result<ResultsWriter> {
+        let base = root.join(safe(matrix_name));
+        let stamp = chrono::Local::now().format("%Y%m%d-%H%M%S").to_string();
+        let mut dir = base.join(&stamp);
+        let mut k = 1;
+        while dir.exists() {
+            dir = base.join(format!("{stamp}-{k}"));
+            k += 1;
+        }
+        std::fs::create_dir_all(&dir).with_context(|| {
+            format!(
+                "cannot create results folder {} (check permissions or pass --results)",
+                dir.display()
+            )
+        })?;
+        let torch = crate::doctor::torch_info();
+        let manifest = serde_json::json!({
+            "matrix": matrix_name,
+            "matrix_file": matrix_text,
+            "tricklab_version": env!("CARGO_PKG_VERSION"),
+            "git_commit": git_commit(),
+            "libtorch_version": torch.version,
+            "cuda_available": torch.cuda_available,
+            "cuda_runtime_version": torch.cuda_runtime_version,
+            "cudnn_version": torch.cudnn_version,
+            "cuda_devices": torch.cuda_devices,
+            "devices": [],
+            "data_sets": [],
+            "host": std::fs::read_to_string("/etc/hostname").map(|s| s.trim().to_string()).unwrap_or_else(|_| "unknown".into()),
+            "created_at": chrono::Local::now().to_rfc3339(),
+        });
+        let w = ResultsWriter {
+            dir,
+            manifest,
+            runs: Vec::new(),
+            live: HashMap::new(),
+        };
+        w.write_manifest()?;
+        Ok(w)
+    }
+
+    /// Reopens a results folder to resume it.
+    pub fn open(dir: &Path) -> Result<ResultsWriter> {
+        let mpath = dir.join("manifest.json");
+        let text = std::fs::read_to_string(&mpath)
+            .with_context(|| format!("{} is not a results folder (no manifest.json); pass a folder made by `tricklab run`", dir.display()))?;
+        let manifest = serde_json::from_str(&text).with_context(|| {
+            format!(
+                "{}: not valid JSON; restore it or start a new results folder",
+                mpath.display()
+            )
+        })?;
+        let rpath = dir.join("runs.parquet");
+        let runs = if rpath.exists() {
+            read_runs(&rpath)?
+        } else {
+            Vec::new()
+        };
+        Ok(ResultsWriter {
+            dir: dir.to_path_buf(),
+            manifest,
+            runs,
+            live: HashMap::new(),
+        })
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    pub fn runs(&self) -> &[RunRow] {
+        &self.runs
+    }
+
+    /// Runs finished (status done) in this folder: (variant, repeat).
+    pub fn finished(&self) -> HashSet<(String, usize)> {
+        self.runs
+            .iter()
+            .filter(|r| r.status == "done")
+            .map(|r| (r.variant.clone(), r.repeat as usize))
+            .collect()
+    }
+
+    pub fn matrix_text(&self) -> Option<&str> {
+        self.manifest["matrix_file"].as_str()
+    }
+
+    fn write_manifest(&self) -> Result<()> {
+        write_atomic(
+            &self.dir.join("manifest.json"),
+            serde_json::to_string_pretty(&self.manifest)?.as_bytes(),
+        )
+    }
+
+    fn note_unique(&mut self, field: &str, v: serde_json::Value) -> Result<()> {
+        let arr = self.manifest[field]
+            .as_array_mut()
+            .context("manifest field")?;
+        if !arr.contains(&v) {
+            arr.push(v);
+            self.write_manifest()?;
+        }
+        Ok(())
+    }
+
+    pub fn on_event(&mut self, ev: &Event) -> Result<()> {
+        match ev {
+            Event::RunStarted {
+                run,
+                seed,
+                config,
+                target_acc,
+                device,
+                ..
+            } => {
+                self.note_unique("devices", serde_json::json!(device))?;
+                self.note_unique(
+                    "data_sets",
+                    serde_json::json!({"name": config["data_name"], "hash": config["data_hash"]}),
+                )?;
+                self.live.insert(
+                    run.clone(),
+                    LiveRun {
+                        seed: *seed,
+                        config: (**config).clone(),
+                        target: *target_acc,
+                        steps: Vec::new(),
+                        epochs: Vec::new(),
+                    },
+                );
+            }
+            Event::Steps { run, rows, .. } => {
+                if let Some(l) = self.live.get_mut(run) {
+                    l.steps.extend(rows.iter().cloned());
+                }
+            }
+            Event::Epoch { run, row } => {
+                if let Some(l) = self.live.get_mut(run) {
+                    l.epochs.push(row.clone());
+                }
+            }
+            Event::RunFinished { run, summary } => self.finish(run, "done", None, Some(summary))?,
+            Event::RunFailed { run, reason } => {
+                self.finish(run, "failed", Some(reason.clone()), None)?
+            }
+            Event::RunCancelled { run } => self.finish(run, "cancelled", None, None)?,
+            _ => {}
+        }
+        Ok(())
+    }
+
+    fn finish(
+        &mut self,
+        run: &RunId,
+        status: &str,
+        reason: Option<String>,
+        summary: Option<&crate::events::RunSummary>,
+    ) -> Result<()> {
+        let live = self.live.remove(run);
+        if let Some(l) = &live {
+            let key = run.key();
+            if !l.steps.is_empty() {
+                let mut df = steps_frame(run, l.seed, &l.steps)?;
+                write_parquet(
+                    &self.dir.join("steps").join(format!("{key}.parquet")),
+                    &mut df,
+                )?;
+            }
+            if !l.epochs.is_empty() {
+                let mut df = epochs_frame(run, l.seed, &l.epochs)?;
+                write_parquet(
+                    &self.dir.join("epochs").join(format!("{key}.parquet")),
+                    &mut df,
+                )?;
+            }
+        }
+        let row = RunRow::new(
+            run,
+            live.as_ref().map(|l| (l.seed, &l.config, l.target)),
+            status,
+            reason,
+            summary,
+        );
+        // A requeued run replaces its earlier row.
+        self.runs
+            .retain(|r| !(r.variant == row.variant && r.repeat == row.repeat));
+        self.runs.push(row);
+        write_runs(&self.dir.join("runs.parquet"), &self.runs)
+    }
+}
+
+pub fn write_parquet(path: &Path, df: &mut DataFrame) -> Result<()> {
+    write_atomic_with(path, |f| {
+        ParquetWriter::new(f)
+            .finish(df)
+            .with_context(|| format!("cannot write {}", path.display()))?;
+        Ok(())
+    })
+}
+
+fn ids(run: &RunId, seed: u64, n: usize) -> Vec<Column> {
+    vec![
+        Column::new("matrix".into(), vec![run.matrix.clone(); n]),
+        Column::new("index".into(), vec![run.index as u32; n]),
+        Column::new("variant".into(), vec![run.variant.clone(); n]),
+        Column::new("repeat".into(), vec![run.repeat as u32; n]),
+        Column::new("seed".into(), vec![seed; n]),
+    ]
+}
+
+fn steps_frame(run: &RunId, seed: u64, steps: &[StepRow]) -> Result<DataFrame> {
+    let n = steps.len();
+    let mean = |v: &Vec<f32>| {
+        (!v.is_empty()).then(|| v.iter().map(|&x| x as f64).sum::<f64>() / v.len() as f64)
+    };
+    let mut cols = ids(run, seed, n);
+    cols.push(Column::new(
+        "step".into(),
+        steps.iter().map(|s| s.step).collect::<Vec<u64>>(),
+    ));
+    cols.push(Column::new(
+        "epoch".into(),
+        steps.iter().map(|s| s.epoch).collect::<Vec<f64>>(),
+    ));
+    cols.push(Column::new(
+        "loss".into(),
+        steps.iter().map(|s| s.loss).collect::<Vec<f64>>(),
+    ));
+    cols.push(Column::new(
+        "lr".into(),
+        steps.iter().map(|s| s.lr).collect::<Vec<f64>>(),
+    ));
+    cols.push(Column::new(
+        "bn_scale_mean".into(),
+        steps
+            .iter()
+            .map(|s| mean(&s.bn_scale))
+            .collect::<Vec<Option<f64>>>(),
+    ));
+    cols.push(Column::new(
+        "bn_bias_mean".into(),
+        steps
+            .iter()
+            .map(|s| mean(&s.bn_bias))
+            .collect::<Vec<Option<f64>>>(),
+    ));
+    let lists: Vec<Series> = steps
+        .iter()
+        .map(|s| Series::new("".into(), s.bn_scale.clone()))
+        .collect();
+    cols.push(Column::new("bn_scale".into(), lists));
+    Ok(DataFrame::new(n, cols)?)
+}
+
+fn epochs_frame(run: &RunId, seed: u64, rows: &[EpochRow]) -> Result<DataFrame> {
+    let n = rows.len();
+    let mut cols = ids(run, seed, n);
+    cols.push(Column::new(
+        "epoch".into(),
+        rows.iter().map(|r| r.epoch as u32).collect::<Vec<u32>>(),
+    ));
+    cols.push(Column::new(
+        "steps".into(),
+        rows.iter().map(|r| r.steps).collect::<Vec<u64>>(),
+    ));
+    cols.push(Column::new(
+        "train_loss".into(),
+        rows.iter().map(|r| r.train_loss).collect::<Vec<f64>>(),
+    ));
+    cols.push(Column::new(
+        "train_acc".into(),
+        rows.iter().map(|r| r.train_acc).collect::<Vec<f64>>(),
+    ));
+    cols.push(Column::new(
+        "test_acc".into(),
+        rows.iter()
+            .map(|r| (!r.test_acc.is_nan()).then_some(r.test_acc))
+            .collect::<Vec<Option<f64>>>(),
+    ));
+    cols.push(Column::new(
+        "test_acc_tta".into(),
+        rows.iter()
+            .map(|r| r.test_acc_tta)
+            .collect::<Vec<Option<f64>>>(),
+    ));
+    cols.push(Column::new(
+        "train_s".into(),
+        rows.iter().map(|r| r.train_s).collect::<Vec<f64>>(),
+    ));
+    cols.push(Column::new(
+        "eval_s".into(),
+        rows.iter().map(|r| r.eval_s).collect::<Vec<f64>>(),
+    ));
+    cols.push(Column::new(
+        "images_per_s".into(),
+        rows.iter().map(|r| r.images_per_s).collect::<Vec<f64>>(),
+    ));
+    cols.push(Column::new(
+        "peak_mem_bytes".into(),
+        rows.iter()
+            .map(|r| r.peak_mem_bytes)
+            .collect::<Vec<Option<u64>>>(),
+    ));
+    Ok(DataFrame::new(n, cols)?)
+}
+
+#[cfg(test)]
+mod tests;

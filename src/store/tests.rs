@@ -1,0 +1,154 @@
+use super::*;
+use crate::events::{Clocks, RunSummary};
+use std::sync::Arc;
+
+pub fn rid(variant: &str, index: usize, repeat: usize) -> RunId {
+    RunId {
+        matrix: "m".into(),
+        index,
+        variant: variant.into(),
+        repeat,
+    }
+}
+
+pub fn summary(acc: f64, dawn: f64, ttt: Option<f64>) -> RunSummary {
+    RunSummary {
+        acc,
+        acc_tta: acc + 0.01,
+        clocks: Clocks {
+            dawn_s: dawn,
+            airbench_s: dawn * 0.9,
+            hlb_s: dawn * 0.8,
+            eval_s: 1.0,
+            prep_s: 0.1,
+            whiten_s: 0.0,
+            wall_s: dawn + 2.0,
+        },
+        time_to_target_s: ttt,
+        epoch_to_target: ttt.map(|_| 2),
+        epochs: 3.0,
+        steps: 30,
+        peak_mem_bytes: Some(1 << 20),
+        final_train_loss: 1.0,
+        device: "cpu".into(),
+    }
+}
+
+/// Feeds one whole run through the writer.
+pub fn feed(w: &mut ResultsWriter, run: RunId, seed: u64, s: Option<RunSummary>) {
+    let config = Arc::new(
+        serde_json::json!({"recipe": "tiny", "tricks_on": ["flip", "celu"], "overrides": ["celu=on"], "data_name": "d", "data_hash": "h"}),
+    );
+    w.on_event(&Event::RunStarted {
+        run: run.clone(),
+        seed,
+        config,
+        total_steps: 3,
+        total_epochs: 1.0,
+        target_acc: 0.5,
+        device: "cpu".into(),
+    })
+    .unwrap();
+    let rows = (1..=3)
+        .map(|k| StepRow {
+            step: k,
+            epoch: k as f64 / 3.0,
+            loss: 2.0 / k as f64,
+            lr: 0.1,
+            bn_scale: vec![1.0, 0.5],
+            bn_bias: vec![0.0, 0.1],
+        })
+        .collect();
+    w.on_event(&Event::Steps {
+        run: run.clone(),
+        rows,
+        images_per_s: 10.0,
+    })
+    .unwrap();
+    let row = EpochRow {
+        epoch: 1,
+        steps: 3,
+        train_loss: 1.0,
+        train_acc: 0.5,
+        test_acc: 0.4,
+        test_acc_tta: None,
+        train_s: 1.0,
+        eval_s: 0.1,
+        images_per_s: 10.0,
+        peak_mem_bytes: None,
+    };
+    w.on_event(&Event::Epoch {
+        run: run.clone(),
+        row,
+    })
+    .unwrap();
+    match s {
+        Some(summary) => w.on_event(&Event::RunFinished { run, summary }).unwrap(),
+        None => w
+            .on_event(&Event::RunFailed {
+                run,
+                reason: "loss became NaN".into(),
+            })
+            .unwrap(),
+    }
+}
+
+#[test]
+fn writes_runs_steps_epochs_and_manifest_and_resumes() {
+    let root = tempfile::tempdir().unwrap();
+    let mut w = ResultsWriter::create(root.path(), "demo ladder", "name = 'x'").unwrap();
+    feed(
+        &mut w,
+        rid("base", 0, 0),
+        0,
+        Some(summary(0.5, 10.0, Some(8.0))),
+    );
+    feed(&mut w, rid("base", 0, 1), 1, None);
+    let dir = w.dir().to_path_buf();
+    assert!(dir.starts_with(root.path().join("demo_ladder")));
+    assert!(
+        dir.join("steps/base#0.parquet").exists() && dir.join("epochs/base#0.parquet").exists()
+    );
+    let m: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("manifest.json")).unwrap()).unwrap();
+    assert_eq!(m["data_sets"][0]["hash"], "h");
+    assert_eq!(m["matrix_file"], "name = 'x'");
+    assert!(m["libtorch_version"].as_str().unwrap().starts_with("2.11"));
+
+    let runs = read_runs(&dir.join("runs.parquet")).unwrap();
+    assert_eq!(runs.len(), 2);
+    assert_eq!(
+        (
+            runs[0].acc,
+            runs[0].tricks.as_str(),
+            runs[0].time_to_target_s
+        ),
+        (Some(0.5), "flip,celu", Some(8.0))
+    );
+    assert_eq!(
+        (runs[1].status.as_str(), runs[1].reason.as_deref()),
+        ("failed", Some("loss became NaN"))
+    );
+
+    let again = ResultsWriter::open(&dir).unwrap();
+    assert_eq!(
+        again.finished(),
+        [("base".to_string(), 0usize)].into_iter().collect()
+    );
+}
+
+#[test]
+fn corrupt_runs_parquet_is_one_clear_line_and_failed_write_keeps_old() {
+    let root = tempfile::tempdir().unwrap();
+    let mut w = ResultsWriter::create(root.path(), "m", "").unwrap();
+    feed(&mut w, rid("a", 0, 0), 0, Some(summary(0.5, 10.0, None)));
+    let p = w.dir().join("runs.parquet");
+    let good = std::fs::read(&p).unwrap();
+    std::fs::write(&p, b"PAR1 not really").unwrap();
+    let e = format!("{:#}", ResultsWriter::open(w.dir()).err().unwrap());
+    assert!(e.contains("runs.parquet") && e.contains("delete it"), "{e}");
+    std::fs::write(&p, &good).unwrap();
+    let r = crate::util::write_atomic_with(&p, |_| anyhow::bail!("disk full"));
+    assert!(r.is_err());
+    assert_eq!(read_runs(&p).unwrap().len(), 1);
+}
