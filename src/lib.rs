@@ -17,6 +17,7 @@ pub mod optim;
 pub mod queue;
 pub mod recipe;
 pub mod report;
+pub mod session;
 pub mod store;
 pub mod train;
 pub mod tricks;

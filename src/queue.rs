@@ -1,1 +1,346 @@
-//! The persistent run queue.
+//! The run queue: ordered runs with their status, persisted atomically as
+//! `queue.json`, with the user's operations (requeue, move, remove) and
+//! adaptive seeding (more repeats for a variant until its CI is narrow enough).
+
+use crate::config::RunSpec;
+use crate::events::{QueueItem, RunId, RunStatus};
+use crate::matrix::Matrix;
+use anyhow::Result;
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Entry {
+    pub spec: RunSpec,
+    pub status: RunStatus,
+    pub reason: Option<String>,
+}
+
+/// Per-matrix state the queue needs beyond its entries.
+struct MatrixState {
+    matrix: Matrix,
+    deadline: Option<Instant>,
+    /// Final accuracies per variant index, for adaptive seeding.
+    accs: HashMap<usize, Vec<f64>>,
+}
+
+#[derive(Default)]
+pub struct Queue {
+    entries: Vec<Entry>,
+    matrices: HashMap<String, MatrixState>,
+    /// Where each matrix's queue.json goes.
+    files: HashMap<String, PathBuf>,
+}
+
+/// Half-width of the 95% CI of the mean (t-distribution).
+pub fn ci95_half_width(xs: &[f64]) -> f64 {
+    let n = xs.len();
+    if n < 2 {
+        return f64::INFINITY;
+    }
+    let mean = xs.iter().sum::<f64>() / n as f64;
+    let var = xs.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1) as f64;
+    t95(n - 1) * (var / n as f64).sqrt()
+}
+
+/// Two-sided 95% Student t quantile for `df` degrees of freedom.
+pub fn t95(df: usize) -> f64 {
+    const T: [f64; 30] = [
+        12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160,
+        2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056,
+        2.052, 2.048, 2.045, 2.042,
+    ];
+    match df {
+        0 => f64::INFINITY,
+        d if d <= 30 => T[d - 1],
+        d if d <= 60 => 2.000 + (2.042 - 2.000) * (60 - d) as f64 / 30.0,
+        d if d <= 120 => 1.980 + (2.000 - 1.980) * (120 - d) as f64 / 60.0,
+        _ => 1.960,
+    }
+}
+
+impl Queue {
+    /// Adds a matrix's runs; `done` holds (variant, repeat) already finished
+    /// in an earlier session, which are shown as skipped.
+    pub fn add_matrix(
+        &mut self,
+        m: Matrix,
+        done: &std::collections::HashSet<(String, usize)>,
+        file: Option<PathBuf>,
+    ) {
+        for spec in m.runs() {
+            let skip = done.contains(&(spec.id.variant.clone(), spec.id.repeat));
+            self.entries.push(Entry {
+                spec,
+                status: if skip {
+                    RunStatus::Skipped
+                } else {
+                    RunStatus::Queued
+                },
+                reason: None,
+            });
+        }
+        if let Some(f) = file {
+            self.files.insert(m.name.clone(), f);
+        }
+        let deadline = m.budget.map(|b| Instant::now() + b);
+        self.matrices.insert(
+            m.name.clone(),
+            MatrixState {
+                matrix: m,
+                deadline,
+                accs: HashMap::new(),
+            },
+        );
+    }
+
+    pub fn entries(&self) -> &[Entry] {
+        &self.entries
+    }
+
+    pub fn snapshot(&self) -> Vec<QueueItem> {
+        self.entries
+            .iter()
+            .map(|e| QueueItem {
+                run: e.spec.id.clone(),
+                seed: e.spec.seed,
+                status: e.status,
+                reason: e.reason.clone(),
+            })
+            .collect()
+    }
+
+    /// The next queued run (marked running), skipping matrices past their budget.
+    pub fn next(&mut self) -> Option<RunSpec> {
+        let now = Instant::now();
+        for e in self
+            .entries
+            .iter_mut()
+            .filter(|e| e.status == RunStatus::Queued)
+        {
+            let over = self
+                .matrices
+                .get(&e.spec.id.matrix)
+                .and_then(|m| m.deadline)
+                .is_some_and(|d| now >= d);
+            if over {
+                e.status = RunStatus::Skipped;
+                e.reason = Some("matrix time budget spent".into());
+                continue;
+            }
+            e.status = RunStatus::Running;
+            return Some(e.spec.clone());
+        }
+        None
+    }
+
+    pub fn has_queued(&self) -> bool {
+        self.entries.iter().any(|e| e.status == RunStatus::Queued)
+    }
+
+    pub fn running(&self) -> bool {
+        self.entries.iter().any(|e| e.status == RunStatus::Running)
+    }
+
+    fn find(&mut self, id: &RunId) -> Option<&mut Entry> {
+        self.entries.iter_mut().find(|e| &e.spec.id == id)
+    }
+
+    /// Records how a run ended; with adaptive seeding it may add a repeat.
+    pub fn finish(
+        &mut self,
+        id: &RunId,
+        status: RunStatus,
+        reason: Option<String>,
+        acc: Option<f64>,
+    ) {
+        if let Some(e) = self.find(id) {
+            e.status = status;
+            e.reason = reason;
+        }
+        let Some(acc) = acc else { return };
+        let Some(ms) = self.matrices.get_mut(&id.matrix) else {
+            return;
+        };
+        let accs = ms.accs.entry(id.index).or_default();
+        accs.push(acc);
+        let Some(a) = ms.matrix.adaptive else { return };
+        let n_runs = self
+            .entries
+            .iter()
+            .filter(|e| e.spec.id.matrix == id.matrix && e.spec.id.index == id.index)
+            .count();
+        let pending = self.entries.iter().any(|e| {
+            e.spec.id.matrix == id.matrix
+                && e.spec.id.index == id.index
+                && matches!(e.status, RunStatus::Queued | RunStatus::Running)
+        });
+        let accs = &ms.accs[&id.index];
+        if !pending
+            && accs.len() >= a.min
+            && n_runs < a.max
+            && 2.0 * ci95_half_width(accs) > a.ci_width
+        {
+            let spec = ms.matrix.spec(id.index, n_runs, ms.matrix.seed_for(n_runs));
+            self.entries.push(Entry {
+                spec,
+                status: RunStatus::Queued,
+                reason: None,
+            });
+        }
+    }
+
+    pub fn requeue(&mut self, id: &RunId) -> bool {
+        match self.find(id) {
+            Some(e) if matches!(e.status, RunStatus::Failed | RunStatus::Cancelled) => {
+                e.status = RunStatus::Queued;
+                e.reason = None;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Moves a queued run one place among the queued runs.
+    pub fn move_run(&mut self, id: &RunId, up: bool) -> bool {
+        let Some(i) = self
+            .entries
+            .iter()
+            .position(|e| &e.spec.id == id && e.status == RunStatus::Queued)
+        else {
+            return false;
+        };
+        let queued: Vec<usize> = (0..self.entries.len())
+            .filter(|&j| self.entries[j].status == RunStatus::Queued)
+            .collect();
+        let k = queued.iter().position(|&j| j == i).expect("i is queued");
+        let other = if up {
+            k.checked_sub(1)
+        } else {
+            (k + 1 < queued.len()).then_some(k + 1)
+        };
+        match other {
+            Some(o) => {
+                self.entries.swap(i, queued[o]);
+                true
+            }
+            None => false,
+        }
+    }
+
+    pub fn remove(&mut self, id: &RunId) -> bool {
+        let before = self.entries.len();
+        self.entries
+            .retain(|e| !(&e.spec.id == id && e.status == RunStatus::Queued));
+        before != self.entries.len()
+    }
+
+    /// Marks runs left running by a stopped session as queued again (resume).
+    pub fn reset_running(&mut self) {
+        for e in self
+            .entries
+            .iter_mut()
+            .filter(|e| e.status == RunStatus::Running)
+        {
+            e.status = RunStatus::Queued;
+        }
+    }
+
+    /// Writes each matrix's entries to its queue.json, atomically.
+    pub fn save(&self) -> Result<()> {
+        for (name, path) in &self.files {
+            let mine: Vec<&Entry> = self
+                .entries
+                .iter()
+                .filter(|e| &e.spec.id.matrix == name)
+                .collect();
+            crate::util::write_atomic(path, serde_json::to_string_pretty(&mine)?.as_bytes())?;
+        }
+        Ok(())
+    }
+
+    pub fn budget_left(&self, matrix: &str) -> Option<Duration> {
+        self.matrices
+            .get(matrix)?
+            .deadline
+            .map(|d| d.saturating_duration_since(Instant::now()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn matrix(extra: &str) -> Matrix {
+        crate::matrix::parse(
+            &format!("name='q'\nrecipe='tiny-page-resnet9'\nkind='add-one'\nvary=['celu','flip']\n{extra}"),
+            "q.toml",
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn round_robin_skip_requeue_move_remove() {
+        let mut q = Queue::default();
+        let done = [("base".to_string(), 0usize)].into_iter().collect();
+        q.add_matrix(matrix("repeats=2"), &done, None);
+        assert_eq!(q.entries()[0].status, RunStatus::Skipped);
+        let first = q.next().unwrap();
+        assert_eq!((first.id.variant.as_str(), first.id.repeat), ("+ celu", 0));
+        q.finish(&first.id, RunStatus::Failed, Some("boom".into()), None);
+        assert!(q.requeue(&first.id));
+        assert!(!q.requeue(&first.id));
+        let last = q.entries().last().unwrap().spec.id.clone();
+        assert!(q.move_run(&last, true));
+        let pos = q.entries().iter().position(|e| e.spec.id == last).unwrap();
+        assert_eq!(pos, q.entries().len() - 2);
+        assert!(q.remove(&last));
+        assert_eq!(q.entries().len(), 5);
+    }
+
+    #[test]
+    fn adaptive_adds_seeds_until_the_ci_is_narrow() {
+        let mut q = Queue::default();
+        q.add_matrix(
+            matrix("adaptive = { ci_width = 0.02, min = 2, max = 5 }"),
+            &Default::default(),
+            None,
+        );
+        assert_eq!(q.entries().len(), 6);
+        // Variant 0 (base): noisy accuracies keep adding repeats up to max.
+        let noisy = [0.5, 0.7, 0.4, 0.8, 0.3, 0.9];
+        let mut k = 0;
+        while let Some(s) = q.next() {
+            let acc = if s.id.index == 0 {
+                noisy[k % 6]
+            } else {
+                0.6 + 0.001 * s.id.repeat as f64
+            };
+            if s.id.index == 0 {
+                k += 1;
+            }
+            q.finish(&s.id, RunStatus::Done, None, Some(acc));
+        }
+        let count = |i: usize| q.entries().iter().filter(|e| e.spec.id.index == i).count();
+        assert_eq!(count(0), 5, "noisy variant runs to max");
+        assert_eq!(count(1), 2, "tight variant stops at min");
+        assert!(
+            q.entries()
+                .iter()
+                .filter(|e| e.spec.id.index == 0)
+                .map(|e| e.spec.seed)
+                .collect::<std::collections::HashSet<_>>()
+                .len()
+                == 5
+        );
+    }
+
+    #[test]
+    fn ci_matches_hand_values() {
+        let w = ci95_half_width(&[1.0, 2.0, 3.0]);
+        assert!((w - 4.303 * (1.0f64 / 3.0).sqrt()).abs() < 1e-9);
+        assert!(ci95_half_width(&[1.0]).is_infinite());
+    }
+}

@@ -1,1 +1,335 @@
-//! The worker thread that owns the device and runs the queue.
+//! The worker threads: one OS thread per device owns all tch state and runs
+//! the shared queue. Events go out through a coalescing queue that never
+//! blocks the worker; commands come in as shared flags and queue operations.
+
+use crate::config::RunSpec;
+use crate::events::{Command, Event, LogLevel, RunStatus};
+use crate::queue::Queue;
+use crate::train::{Control, Flow, Outcome, Trainer};
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+/// Makes the trainer for a device, on the worker thread that will own it.
+pub type Factory = Arc<dyn Fn(&str) -> anyhow::Result<Box<dyn Trainer>> + Send + Sync>;
+
+/// Events from workers to the consumer. Pushing never blocks: while the
+/// consumer lags, consecutive step chunks of the same run merge into one, so
+/// the backlog stays small and no event other than a step chunk is dropped.
+#[derive(Default)]
+pub struct EventQueue {
+    q: Mutex<VecDeque<Event>>,
+    notify: tokio::sync::Notify,
+    closed: AtomicBool,
+}
+
+impl EventQueue {
+    pub fn push(&self, ev: Event) {
+        let mut q = self.q.lock().expect("event queue");
+        if let Event::Steps {
+            run,
+            rows,
+            images_per_s,
+        } = ev
+        {
+            if let Some(Event::Steps {
+                run: r,
+                rows: prev,
+                images_per_s: ips,
+            }) = q.back_mut()
+                && *r == run
+            {
+                prev.extend(rows);
+                *ips = images_per_s;
+            } else {
+                q.push_back(Event::Steps {
+                    run,
+                    rows,
+                    images_per_s,
+                });
+            }
+        } else {
+            q.push_back(ev);
+        }
+        drop(q);
+        self.notify.notify_one();
+    }
+
+    pub fn try_pop(&self) -> Option<Event> {
+        self.q.lock().expect("event queue").pop_front()
+    }
+
+    /// Waits for the next event; `None` once closed and drained.
+    pub async fn pop(&self) -> Option<Event> {
+        loop {
+            if let Some(e) = self.try_pop() {
+                return Some(e);
+            }
+            if self.closed.load(Ordering::SeqCst) {
+                return None;
+            }
+            let _ = tokio::time::timeout(Duration::from_millis(200), self.notify.notified()).await;
+        }
+    }
+
+    pub fn close(&self) {
+        self.closed.store(true, Ordering::SeqCst);
+        self.notify.notify_one();
+    }
+
+    pub fn len(&self) -> usize {
+        self.q.lock().expect("event queue").len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// State shared by the workers and the command side.
+pub struct Shared {
+    pub queue: Mutex<Queue>,
+    paused: Mutex<bool>,
+    wake: Condvar,
+    cancel: AtomicBool,
+    stop_after_current: AtomicBool,
+    shutdown: AtomicBool,
+    busy: AtomicUsize,
+    /// Interactive sessions keep idle workers waiting for more matrices.
+    keep_alive: bool,
+    pub events: Arc<EventQueue>,
+}
+
+impl Shared {
+    pub fn new(queue: Queue, events: Arc<EventQueue>, keep_alive: bool) -> Arc<Shared> {
+        Arc::new(Shared {
+            queue: Mutex::new(queue),
+            paused: Mutex::new(false),
+            wake: Condvar::new(),
+            cancel: AtomicBool::new(false),
+            stop_after_current: AtomicBool::new(false),
+            shutdown: AtomicBool::new(false),
+            busy: AtomicUsize::new(0),
+            keep_alive,
+            events,
+        })
+    }
+
+    fn snapshot(&self) {
+        let q = self.queue.lock().expect("queue");
+        if let Err(e) = q.save() {
+            self.events.push(Event::Log {
+                level: LogLevel::Warn,
+                message: format!("queue.json: {}", crate::cli::one_line(&e)),
+            });
+        }
+        self.events.push(Event::Queue(q.snapshot()));
+    }
+
+    /// Applies a command from a consumer. Never blocks on a running step.
+    pub fn command(&self, cmd: Command) {
+        match cmd {
+            Command::Enqueue(_) => {}
+            Command::Requeue(id) => {
+                self.queue.lock().expect("queue").requeue(&id);
+            }
+            Command::Move { run, up } => {
+                self.queue.lock().expect("queue").move_run(&run, up);
+            }
+            Command::Remove(id) => {
+                self.queue.lock().expect("queue").remove(&id);
+            }
+            Command::Pause | Command::Resume => {
+                let p = cmd == Command::Pause;
+                *self.paused.lock().expect("pause") = p;
+                self.events.push(Event::WorkerPaused(p));
+            }
+            Command::CancelCurrent => self.cancel.store(true, Ordering::SeqCst),
+            Command::StopAfterCurrent => self.stop_after_current.store(true, Ordering::SeqCst),
+            Command::Shutdown => {
+                self.shutdown.store(true, Ordering::SeqCst);
+                self.cancel.store(true, Ordering::SeqCst);
+            }
+        }
+        self.wake.notify_all();
+        self.snapshot();
+    }
+
+    /// True once nothing is queued or running (an interactive session's idle state).
+    pub fn idle(&self) -> bool {
+        let q = self.queue.lock().expect("queue");
+        !q.has_queued() && !q.running()
+    }
+
+    fn stopping(&self) -> bool {
+        self.shutdown.load(Ordering::SeqCst) || self.stop_after_current.load(Ordering::SeqCst)
+    }
+
+    /// Blocks while paused; returns false if the worker must stop.
+    fn wait_unpaused(&self) -> bool {
+        let mut p = self.paused.lock().expect("pause");
+        while *p && !self.shutdown.load(Ordering::SeqCst) {
+            p = self
+                .wake
+                .wait_timeout(p, Duration::from_millis(200))
+                .expect("pause")
+                .0;
+        }
+        !self.shutdown.load(Ordering::SeqCst)
+    }
+
+    /// Waits until there is queued work, or returns false when the session is over.
+    fn wait_for_work(&self) -> bool {
+        loop {
+            if self.stopping() {
+                return false;
+            }
+            {
+                let q = self.queue.lock().expect("queue");
+                if q.has_queued() {
+                    return true;
+                }
+                if !self.keep_alive && !q.running() && self.busy.load(Ordering::SeqCst) == 0 {
+                    return false;
+                }
+            }
+            let g = self.paused.lock().expect("pause");
+            let _ = self.wake.wait_timeout(g, Duration::from_millis(200));
+        }
+    }
+
+    /// Wakes idle workers after runs were added.
+    pub fn notify(&self) {
+        self.wake.notify_all();
+    }
+}
+
+struct WorkerControl<'a>(&'a Shared);
+
+impl Control for WorkerControl<'_> {
+    fn poll(&self) -> Flow {
+        if !self.0.wait_unpaused() || self.0.cancel.load(Ordering::SeqCst) {
+            return Flow::Cancel;
+        }
+        Flow::Continue
+    }
+}
+
+/// Starts one worker per device. When the last one exits, the event queue
+/// gets `Drained` and is closed.
+pub fn spawn(devices: &[String], shared: Arc<Shared>, factory: Factory) -> Vec<JoinHandle<()>> {
+    let alive = Arc::new(AtomicUsize::new(devices.len()));
+    devices
+        .iter()
+        .map(|dev| {
+            let (dev, shared, factory, alive) =
+                (dev.clone(), shared.clone(), factory.clone(), alive.clone());
+            std::thread::Builder::new()
+                .name(format!("worker-{dev}"))
+                .spawn(move || {
+                    worker_loop(&dev, &shared, &factory);
+                    if alive.fetch_sub(1, Ordering::SeqCst) == 1 {
+                        shared.snapshot();
+                        shared.events.push(Event::Drained);
+                        shared.events.close();
+                    }
+                })
+                .expect("spawning a worker thread")
+        })
+        .collect()
+}
+
+fn worker_loop(dev: &str, shared: &Shared, factory: &Factory) {
+    let mut trainer = match factory(dev) {
+        Ok(t) => t,
+        Err(e) => {
+            shared.events.push(Event::Log {
+                level: LogLevel::Error,
+                message: format!("worker {dev}: {}", crate::cli::one_line(&e)),
+            });
+            return;
+        }
+    };
+    shared.snapshot();
+    loop {
+        if !shared.wait_unpaused() || !shared.wait_for_work() {
+            return;
+        }
+        let Some(spec) = shared.queue.lock().expect("queue").next() else {
+            continue;
+        };
+        shared.busy.fetch_add(1, Ordering::SeqCst);
+        shared.cancel.store(false, Ordering::SeqCst);
+        shared.snapshot();
+        run_one(trainer.as_mut(), &spec, shared);
+        shared.busy.fetch_sub(1, Ordering::SeqCst);
+        shared.snapshot();
+        shared.wake.notify_all();
+    }
+}
+
+fn run_one(trainer: &mut dyn Trainer, spec: &RunSpec, shared: &Shared) {
+    let events = shared.events.clone();
+    let ctl = WorkerControl(shared);
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        trainer.run(spec, &ctl, &mut |e| events.push(e))
+    }));
+    let id = spec.id.clone();
+    let (status, reason, acc, ev) = match result {
+        Ok(Ok(Outcome::Finished(summary))) => {
+            let acc = summary.acc_tta;
+            (
+                RunStatus::Done,
+                None,
+                Some(acc),
+                Event::RunFinished {
+                    run: id.clone(),
+                    summary,
+                },
+            )
+        }
+        Ok(Ok(Outcome::Cancelled)) => (
+            RunStatus::Cancelled,
+            None,
+            None,
+            Event::RunCancelled { run: id.clone() },
+        ),
+        Ok(Err(e)) => {
+            let r = crate::cli::one_line(&e);
+            (
+                RunStatus::Failed,
+                Some(r.clone()),
+                None,
+                Event::RunFailed {
+                    run: id.clone(),
+                    reason: r,
+                },
+            )
+        }
+        Err(p) => {
+            let msg = p
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_else(|| "panic".into());
+            let r = format!("internal error: {}", msg.lines().next().unwrap_or(""));
+            (
+                RunStatus::Failed,
+                Some(r.clone()),
+                None,
+                Event::RunFailed {
+                    run: id.clone(),
+                    reason: r,
+                },
+            )
+        }
+    };
+    events.push(ev);
+    shared
+        .queue
+        .lock()
+        .expect("queue")
+        .finish(&id, status, reason, acc);
+}

@@ -1,8 +1,97 @@
 //! Ablation matrix files (`ablations/*.toml`) and their expansion into runs.
+//! The format is documented in `ablations/README.md`.
 
-#[derive(clap::Args, Debug)]
-pub struct MatrixArgs {}
+mod cli;
+mod parse;
 
-pub fn cmd_matrix(_args: MatrixArgs) -> anyhow::Result<i32> {
-    anyhow::bail!("`tricklab matrix` is not built yet")
+pub use cli::{MatrixArgs, cmd_matrix, matrix_files};
+pub use parse::{load, parse};
+
+use crate::config::{Override, RunSpec};
+use crate::events::RunId;
+use std::path::PathBuf;
+use std::time::Duration;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    Ladder,
+    LeaveOneOut,
+    AddOne,
+    Grid,
+    List,
+}
+
+/// Keep adding seeds to a variant until the 95% CI of its accuracy is
+/// narrower than `ci_width`, from `min` up to `max` runs.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Adaptive {
+    pub ci_width: f64,
+    pub min: usize,
+    pub max: usize,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Variant {
+    pub name: String,
+    /// Applied in order on top of the recipe.
+    pub overrides: Vec<Override>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Matrix {
+    pub name: String,
+    pub description: String,
+    pub path: Option<PathBuf>,
+    /// The file as run (goes into the manifest).
+    pub text: String,
+    pub recipe: String,
+    pub kind: Kind,
+    pub data: String,
+    pub device: Option<String>,
+    pub target: f64,
+    pub budget: Option<Duration>,
+    /// Seeds of the fixed repeats (with `adaptive`, the first `min` of them).
+    pub seeds: Vec<u64>,
+    pub adaptive: Option<Adaptive>,
+    pub variants: Vec<Variant>,
+}
+
+impl Matrix {
+    pub fn spec(&self, index: usize, repeat: usize, seed: u64) -> RunSpec {
+        let v = &self.variants[index];
+        RunSpec {
+            id: RunId {
+                matrix: self.name.clone(),
+                index,
+                variant: v.name.clone(),
+                repeat,
+            },
+            seed,
+            recipe: self.recipe.clone(),
+            overrides: v.overrides.clone(),
+            data: self.data.clone(),
+            target_acc: self.target,
+            device: self.device.clone(),
+        }
+    }
+
+    /// Every run, repeats interleaved round-robin across variants so a queue
+    /// stopped early still has balanced data.
+    pub fn runs(&self) -> Vec<RunSpec> {
+        let mut out = Vec::new();
+        for (r, &seed) in self.seeds.iter().enumerate() {
+            for i in 0..self.variants.len() {
+                out.push(self.spec(i, r, seed));
+            }
+        }
+        out
+    }
+
+    /// The seed of repeat `r` (adaptive repeats continue the sequence).
+    pub fn seed_for(&self, r: usize) -> u64 {
+        match self.seeds.get(r) {
+            Some(s) => *s,
+            None => self.seeds.last().copied().unwrap_or(0) + (r + 1 - self.seeds.len()) as u64,
+        }
+    }
 }

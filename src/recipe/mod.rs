@@ -402,6 +402,13 @@ pub fn resolve(recipe: &str, overrides: &[Override]) -> Result<RunConfig> {
     Ok(cfg)
 }
 
+/// Checks one override's name, type and range against a recipe, without the
+/// cross-trick validation (which needs the whole variant).
+pub fn check_override(recipe: &str, o: &Override) -> Result<()> {
+    let mut cfg = resolve(recipe, &[])?;
+    apply_override(&mut cfg, o)
+}
+
 fn validate(cfg: &RunConfig) -> Result<()> {
     for t in tricks::CATALOG.iter().filter(|t| cfg.on(t.key)) {
         if let Some(r) = t.requires.iter().find(|r| !cfg.on(r)) {

@@ -1,0 +1,105 @@
+//! `tricklab matrix show FILE...` and `tricklab matrix list`.
+
+use super::load;
+use anyhow::Result;
+use std::path::PathBuf;
+
+#[derive(clap::Args, Debug)]
+pub struct MatrixArgs {
+    #[command(subcommand)]
+    pub command: MatrixCommand,
+}
+
+#[derive(clap::Subcommand, Debug)]
+pub enum MatrixCommand {
+    /// Print the expanded variants and runs of matrix files without running them.
+    Show { files: Vec<PathBuf> },
+    /// List the matrix files in a folder with their descriptions.
+    List {
+        #[arg(default_value = "ablations")]
+        dir: PathBuf,
+    },
+}
+
+/// Matrix files in a folder, sorted.
+pub fn matrix_files(dir: &std::path::Path) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map(|rd| {
+            rd.flatten()
+                .map(|e| e.path())
+                .filter(|p| p.extension().is_some_and(|e| e == "toml"))
+                .collect()
+        })
+        .unwrap_or_default();
+    v.sort();
+    v
+}
+
+pub fn cmd_matrix(args: MatrixArgs) -> Result<i32> {
+    match args.command {
+        MatrixCommand::Show { files } => {
+            if files.is_empty() {
+                anyhow::bail!(
+                    "name at least one matrix file, e.g. `tricklab matrix show ablations/demo-ladder.toml`"
+                );
+            }
+            for f in files {
+                let m = load(&f)?;
+                println!(
+                    "{} ({:?}, recipe {}, data {}, target {:.1}%)",
+                    m.name,
+                    m.kind,
+                    m.recipe,
+                    m.data,
+                    100.0 * m.target
+                );
+                if !m.description.is_empty() {
+                    println!("  {}", m.description);
+                }
+                match m.adaptive {
+                    Some(a) => println!(
+                        "  seeds: adaptive from {:?}, until the 95% CI of accuracy < {} (max {} runs per variant)",
+                        m.seeds, a.ci_width, a.max
+                    ),
+                    None => println!("  seeds: {:?}", m.seeds),
+                }
+                if let Some(b) = m.budget {
+                    println!("  budget: {:.0} s", b.as_secs_f64());
+                }
+                for (i, v) in m.variants.iter().enumerate() {
+                    let cfg = crate::recipe::resolve(&m.recipe, &v.overrides)?;
+                    let ov: Vec<String> = v.overrides.iter().map(ToString::to_string).collect();
+                    println!(
+                        "  {i:>2} {:<28} epochs {:<5} tricks on: {}",
+                        v.name,
+                        cfg.epochs,
+                        cfg.tricks_on().join(",")
+                    );
+                    if !ov.is_empty() {
+                        println!("     overrides: {}", ov.join(" "));
+                    }
+                }
+                println!("  {} runs", m.runs().len());
+            }
+            Ok(0)
+        }
+        MatrixCommand::List { dir } => {
+            let files = matrix_files(&dir);
+            if files.is_empty() {
+                anyhow::bail!("no .toml matrix files in {}", dir.display());
+            }
+            for f in files {
+                match load(&f) {
+                    Ok(m) => println!(
+                        "{:<40} {:<4} variants  {}",
+                        f.display(),
+                        m.variants.len(),
+                        m.description
+                    ),
+                    Err(e) => println!("{:<40} ERROR {}", f.display(), crate::cli::one_line(&e)),
+                }
+            }
+            Ok(0)
+        }
+    }
+}

@@ -1,0 +1,532 @@
+//! TOML → [`Matrix`], with `FILE:LINE:COL` errors and nearest-name hints.
+
+use super::{Adaptive, Kind, Matrix, Variant};
+use crate::config::Override;
+use crate::recipe;
+use crate::tricks;
+use anyhow::{Result, anyhow};
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::ops::Range;
+use std::path::Path;
+use toml::Spanned;
+
+type Names = Option<Vec<Spanned<String>>>;
+type Sets = Option<BTreeMap<Spanned<String>, Spanned<toml::Value>>>;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawStep {
+    name: Option<Spanned<String>>,
+    on: Names,
+    off: Names,
+    set: Sets,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawAdaptive {
+    ci_width: f64,
+    min: Option<usize>,
+    max: usize,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawMatrix {
+    name: Spanned<String>,
+    description: Option<String>,
+    recipe: Spanned<String>,
+    kind: Spanned<String>,
+    data: Option<String>,
+    device: Option<String>,
+    target: Option<Spanned<f64>>,
+    budget: Option<Spanned<String>>,
+    seeds: Option<Vec<u64>>,
+    repeats: Option<Spanned<usize>>,
+    base_seed: Option<u64>,
+    adaptive: Option<Spanned<RawAdaptive>>,
+    on: Names,
+    off: Names,
+    set: Sets,
+    vary: Option<Spanned<Vec<Spanned<String>>>>,
+    rung: Option<Vec<RawStep>>,
+    variant: Option<Vec<RawStep>>,
+    grid: Option<Spanned<BTreeMap<Spanned<String>, Spanned<Vec<toml::Value>>>>>,
+}
+
+/// Where a byte offset sits, as `origin:line:col`.
+fn locate(origin: &str, text: &str, at: usize) -> String {
+    let at = at.min(text.len());
+    let line = text[..at].matches('\n').count() + 1;
+    let col = at - text[..at].rfind('\n').map(|i| i + 1).unwrap_or(0) + 1;
+    format!("{origin}:{line}:{col}")
+}
+
+struct Ctx<'a> {
+    origin: &'a str,
+    text: &'a str,
+    recipe: &'a str,
+}
+
+impl Ctx<'_> {
+    fn err(&self, span: Range<usize>, msg: impl std::fmt::Display) -> anyhow::Error {
+        anyhow!("{}: {msg}", locate(self.origin, self.text, span.start))
+    }
+
+    fn value_text(&self, v: &toml::Value) -> String {
+        match v {
+            toml::Value::String(s) => s.clone(),
+            other => other.to_string(),
+        }
+    }
+
+    /// Checks trick names here so the error points at the name itself.
+    fn trick(&self, name: &Spanned<String>, on: bool) -> Result<Override> {
+        let t = tricks::find(name.get_ref())
+            .ok_or_else(|| self.err(name.span(), tricks::unknown_trick_message(name.get_ref())))?;
+        Ok(Override::Trick {
+            key: t.key.to_string(),
+            on,
+        })
+    }
+
+    fn step(&self, on: &Names, off: &Names, set: &Sets) -> Result<Vec<(Override, Range<usize>)>> {
+        let mut out = Vec::new();
+        for (names, state) in [(on, true), (off, false)] {
+            for n in names.iter().flatten() {
+                out.push((self.trick(n, state)?, n.span()));
+            }
+        }
+        for (k, v) in set.iter().flatten() {
+            let o = Override::Set {
+                key: k.get_ref().clone(),
+                value: self.value_text(v.get_ref()),
+            };
+            recipe::check_override(self.recipe, &o)
+                .map_err(|e| self.err(k.span(), crate::cli::one_line(&e)))?;
+            out.push((o, k.span()));
+        }
+        Ok(out)
+    }
+}
+
+pub fn load(path: &Path) -> Result<Matrix> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| anyhow!("cannot read matrix file {}: {e}", path.display()))?;
+    let mut m = parse(&text, &path.display().to_string())?;
+    m.path = Some(path.to_path_buf());
+    Ok(m)
+}
+
+fn parse_duration(s: &str) -> Option<std::time::Duration> {
+    let s = s.trim();
+    let (num, unit) = s.split_at(s.find(|c: char| c.is_alphabetic()).unwrap_or(s.len()));
+    let v: f64 = num.trim().parse().ok()?;
+    let secs = match unit.trim() {
+        "s" | "" => v,
+        "m" | "min" => v * 60.0,
+        "h" => v * 3600.0,
+        _ => return None,
+    };
+    (secs > 0.0).then(|| std::time::Duration::from_secs_f64(secs))
+}
+
+/// Parses and expands a matrix; every variant is resolved against its recipe
+/// so that a bad name or value is reported here, at its place in the file.
+pub fn parse(text: &str, origin: &str) -> Result<Matrix> {
+    let raw: RawMatrix = toml::from_str(text).map_err(|e| {
+        let msg = e.message().trim().replace('\n', " ");
+        match e.span() {
+            Some(s) => anyhow!(
+                "{}: {msg} (see ablations/README.md for the format)",
+                locate(origin, text, s.start)
+            ),
+            None => anyhow!("{origin}: {msg} (see ablations/README.md for the format)"),
+        }
+    })?;
+    let cx = Ctx {
+        origin,
+        text,
+        recipe: raw.recipe.get_ref(),
+    };
+    let kind = match raw.kind.get_ref().as_str() {
+        "ladder" => Kind::Ladder,
+        "leave-one-out" => Kind::LeaveOneOut,
+        "add-one" => Kind::AddOne,
+        "grid" => Kind::Grid,
+        "list" => Kind::List,
+        k => {
+            let hint = tricks::nearest(k, ["ladder", "leave-one-out", "add-one", "grid", "list"])
+                .map(|s| format!(" (did you mean `{s}`?)"))
+                .unwrap_or_default();
+            return Err(cx.err(
+                raw.kind.span(),
+                format!(
+                    "unknown kind `{k}`{hint}: use ladder, leave-one-out, add-one, grid or list"
+                ),
+            ));
+        }
+    };
+    if !recipe::recipe_names().contains(&raw.recipe.get_ref().as_str()) {
+        let hint = tricks::nearest(raw.recipe.get_ref(), recipe::recipe_names())
+            .map(|s| format!(" (did you mean `{s}`?)"))
+            .unwrap_or_default();
+        return Err(cx.err(
+            raw.recipe.span(),
+            format!(
+                "unknown recipe `{}`{hint}; `tricklab recipes` lists them",
+                raw.recipe.get_ref()
+            ),
+        ));
+    }
+    let target = match &raw.target {
+        Some(t) if !(0.0..=1.0).contains(t.get_ref()) => {
+            return Err(cx.err(
+                t.span(),
+                format!(
+                    "target {} must be an accuracy in [0, 1] (e.g. 0.94)",
+                    t.get_ref()
+                ),
+            ));
+        }
+        Some(t) => *t.get_ref(),
+        None => 0.94,
+    };
+    let budget = match &raw.budget {
+        Some(b) => Some(parse_duration(b.get_ref()).ok_or_else(|| {
+            cx.err(
+                b.span(),
+                format!(
+                    "budget `{}`: use e.g. \"90s\", \"30m\" or \"2h\"",
+                    b.get_ref()
+                ),
+            )
+        })?),
+        None => None,
+    };
+    let adaptive = match &raw.adaptive {
+        Some(a) => {
+            let r = a.get_ref();
+            let min = r.min.unwrap_or(3).max(2);
+            if r.ci_width <= 0.0 || r.max < min {
+                return Err(cx.err(
+                    a.span(),
+                    format!("adaptive needs ci_width > 0 and max ≥ min ({min})"),
+                ));
+            }
+            Some(Adaptive {
+                ci_width: r.ci_width,
+                min,
+                max: r.max,
+            })
+        }
+        None => None,
+    };
+    let base_seed = raw.base_seed.unwrap_or(0);
+    let seeds: Vec<u64> = match (&raw.seeds, &raw.repeats, &adaptive) {
+        (Some(s), _, _) if s.is_empty() => {
+            return Err(anyhow!(
+                "{origin}: `seeds` is empty; list at least one seed or drop it"
+            ));
+        }
+        (Some(s), _, _) => s.clone(),
+        (None, Some(r), _) if *r.get_ref() == 0 => {
+            return Err(cx.err(r.span(), "repeats must be ≥ 1"));
+        }
+        (None, Some(r), _) => (0..*r.get_ref() as u64).map(|i| base_seed + i).collect(),
+        (None, None, Some(a)) => (0..a.min as u64).map(|i| base_seed + i).collect(),
+        (None, None, None) => vec![base_seed],
+    };
+
+    let base = cx.step(&raw.on, &raw.off, &raw.set)?;
+    let mut variants: Vec<(Variant, Range<usize>)> = Vec::new();
+    let mut push = |name: String, extra: Vec<(Override, Range<usize>)>, span: Range<usize>| {
+        let mut ov: Vec<Override> = base.iter().map(|(o, _)| o.clone()).collect();
+        ov.extend(extra.into_iter().map(|(o, _)| o));
+        variants.push((
+            Variant {
+                name,
+                overrides: ov,
+            },
+            span,
+        ));
+    };
+    let need = |what: &str, ok: bool| {
+        if ok {
+            Ok(())
+        } else {
+            Err(anyhow!(
+                "{origin}: kind `{}` needs {what} (see ablations/README.md)",
+                raw.kind.get_ref()
+            ))
+        }
+    };
+    match kind {
+        Kind::Ladder | Kind::List => {
+            let steps = if kind == Kind::Ladder {
+                &raw.rung
+            } else {
+                &raw.variant
+            };
+            need(
+                if kind == Kind::Ladder {
+                    "[[rung]] tables"
+                } else {
+                    "[[variant]] tables"
+                },
+                steps.as_ref().is_some_and(|s| !s.is_empty()),
+            )?;
+            let mut acc: Vec<(Override, Range<usize>)> = Vec::new();
+            for (i, s) in steps.iter().flatten().enumerate() {
+                let mine = cx.step(&s.on, &s.off, &s.set)?;
+                let name = s
+                    .name
+                    .as_ref()
+                    .map(|n| n.get_ref().clone())
+                    .unwrap_or_else(|| format!("variant {}", i + 1));
+                let span = s
+                    .name
+                    .as_ref()
+                    .map(|n| n.span())
+                    .or_else(|| mine.first().map(|m| m.1.clone()))
+                    .unwrap_or(raw.kind.span());
+                if kind == Kind::Ladder {
+                    // Each rung keeps every earlier change.
+                    acc.extend(mine);
+                    push(name, acc.clone(), span);
+                } else {
+                    push(name, mine, span);
+                }
+            }
+        }
+        Kind::LeaveOneOut | Kind::AddOne => {
+            let vary = raw.vary.as_ref().filter(|v| !v.get_ref().is_empty());
+            need(
+                "`vary = [...]` (the tricks to remove or add one at a time)",
+                vary.is_some(),
+            )?;
+            let vary = vary.expect("checked");
+            let loo = kind == Kind::LeaveOneOut;
+            // The reference: everything on (leave-one-out) or the bare base (add-one).
+            let all: Vec<(Override, Range<usize>)> = if loo {
+                vary.get_ref()
+                    .iter()
+                    .map(|n| Ok((cx.trick(n, true)?, n.span())))
+                    .collect::<Result<_>>()?
+            } else {
+                Vec::new()
+            };
+            push(
+                if loo { "all".into() } else { "base".into() },
+                all.clone(),
+                vary.span(),
+            );
+            for n in vary.get_ref() {
+                let mut ov = all.clone();
+                ov.push((cx.trick(n, !loo)?, n.span()));
+                push(
+                    format!("{} {}", if loo { "-" } else { "+" }, n.get_ref()),
+                    ov,
+                    n.span(),
+                );
+            }
+        }
+        Kind::Grid => {
+            let grid = raw.grid.as_ref().filter(|g| !g.get_ref().is_empty());
+            need("a [grid] table of KEY = [values]", grid.is_some())?;
+            let mut combos: Vec<Vec<(Override, Range<usize>)>> = vec![Vec::new()];
+            for (k, vals) in grid.expect("checked").get_ref() {
+                if vals.get_ref().is_empty() {
+                    return Err(
+                        cx.err(vals.span(), format!("grid `{}` has no values", k.get_ref()))
+                    );
+                }
+                let mut next = Vec::new();
+                for c in &combos {
+                    for v in vals.get_ref() {
+                        let mut c = c.clone();
+                        let o = match (tricks::find(k.get_ref()), v) {
+                            (Some(t), toml::Value::String(s)) if s == "on" || s == "off" => {
+                                Override::Trick {
+                                    key: t.key.into(),
+                                    on: s == "on",
+                                }
+                            }
+                            (Some(t), toml::Value::Boolean(b)) => Override::Trick {
+                                key: t.key.into(),
+                                on: *b,
+                            },
+                            _ => Override::Set {
+                                key: k.get_ref().clone(),
+                                value: cx.value_text(v),
+                            },
+                        };
+                        c.push((o, k.span()));
+                        next.push(c);
+                    }
+                }
+                combos = next;
+            }
+            for c in combos {
+                let name = c
+                    .iter()
+                    .map(|(o, _)| o.to_string())
+                    .collect::<Vec<_>>()
+                    .join(" ");
+                let span = c.first().map(|x| x.1.clone()).unwrap_or(raw.kind.span());
+                push(name, c, span);
+            }
+        }
+    }
+    // Validate every variant against its recipe, pointing at the variant.
+    for (v, span) in &variants {
+        if let Err(e) = recipe::resolve(raw.recipe.get_ref(), &v.overrides) {
+            return Err(cx.err(
+                span.clone(),
+                format!("variant `{}`: {}", v.name, crate::cli::one_line(&e)),
+            ));
+        }
+    }
+    let mut names: Vec<&str> = variants.iter().map(|(v, _)| v.name.as_str()).collect();
+    names.sort();
+    if let Some(w) = names.windows(2).find(|w| w[0] == w[1]) {
+        return Err(anyhow!(
+            "{origin}: two variants are named `{}`; give each a distinct name",
+            w[0]
+        ));
+    }
+    Ok(Matrix {
+        name: raw.name.get_ref().clone(),
+        description: raw.description.unwrap_or_default(),
+        path: None,
+        text: text.to_string(),
+        recipe: raw.recipe.into_inner(),
+        kind,
+        data: raw.data.unwrap_or_else(|| "embedded".into()),
+        device: raw.device,
+        target,
+        budget,
+        seeds,
+        adaptive,
+        variants: variants.into_iter().map(|(v, _)| v).collect(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const LADDER: &str = r#"
+name = "t"
+recipe = "tiny-page-resnet9"
+kind = "ladder"
+target = 0.5
+repeats = 2
+set = { epochs = 2 }
+
+[[rung]]
+name = "baseline"
+
+[[rung]]
+name = "+ ls"
+on = ["label_smoothing"]
+set = { epochs = 3 }
+
+[[rung]]
+name = "+ celu"
+on = ["celu"]
+"#;
+
+    #[test]
+    fn ladder_rungs_keep_earlier_changes_and_repeats_interleave() {
+        let m = parse(LADDER, "t.toml").unwrap();
+        assert_eq!(m.variants.len(), 3);
+        let last = &m.variants[2].overrides;
+        assert!(last.contains(&Override::Trick {
+            key: "label_smoothing".into(),
+            on: true
+        }));
+        assert!(last.contains(&Override::Set {
+            key: "epochs".into(),
+            value: "3".into()
+        }));
+        let runs = m.runs();
+        assert_eq!(runs.len(), 6);
+        let order: Vec<(usize, usize)> = runs.iter().map(|r| (r.id.index, r.id.repeat)).collect();
+        assert_eq!(order, vec![(0, 0), (1, 0), (2, 0), (0, 1), (1, 1), (2, 1)]);
+        assert_eq!(runs[3].seed, 1);
+    }
+
+    #[test]
+    fn loo_addone_grid_and_list_expand() {
+        let loo = parse(
+            "name='l'\nrecipe='tiny-airbench94'\nkind='leave-one-out'\nvary=['lookahead','tta']\n",
+            "l.toml",
+        )
+        .unwrap();
+        let names: Vec<&str> = loo.variants.iter().map(|v| v.name.as_str()).collect();
+        assert_eq!(names, ["all", "- lookahead", "- tta"]);
+        let add = parse(
+            "name='a'\nrecipe='tiny-page-resnet9'\nkind='add-one'\nvary=['celu']\n",
+            "a.toml",
+        )
+        .unwrap();
+        assert_eq!(
+            add.variants[1].overrides,
+            vec![Override::Trick {
+                key: "celu".into(),
+                on: true
+            }]
+        );
+        let grid = parse("name='g'\nrecipe='tiny-page-resnet9'\nkind='grid'\n[grid]\nepochs=[1,2]\n'label_smoothing.alpha'=[0.1,0.2,0.3]\n", "g.toml").unwrap();
+        assert_eq!(grid.variants.len(), 6);
+        let list = parse("name='x'\nrecipe='tiny-page-resnet9'\nkind='list'\n[[variant]]\nname='a'\non=['celu']\n[[variant]]\nname='b'\noff=['cutout']\n", "x.toml").unwrap();
+        assert_eq!(
+            list.variants[1].overrides,
+            vec![Override::Trick {
+                key: "cutout".into(),
+                on: false
+            }]
+        );
+    }
+
+    fn err(text: &str) -> String {
+        format!("{:#}", parse(text, "bad.toml").unwrap_err())
+    }
+
+    #[test]
+    fn errors_have_positions_and_suggestions() {
+        let e = err(
+            "name='x'\nrecipe='tiny-page-resnet9'\nkind='ladder'\n[[rung]]\non=['lable_smoothing']\n",
+        );
+        assert!(
+            e.starts_with("bad.toml:5:5:") && e.contains("did you mean `label_smoothing`"),
+            "{e}"
+        );
+        let e = err(
+            "name='x'\nrecipe='tiny-page-resnet9'\nkind='ladder'\n[[rung]]\nname='r'\nset={ 'celu.alfa' = 0.3 }\n",
+        );
+        assert!(
+            e.starts_with("bad.toml:6:") && e.contains("did you mean `celu.alpha`"),
+            "{e}"
+        );
+        let e = err("name='x'\nrecipe='tiny-page-resnt9'\nkind='ladder'\n");
+        assert!(
+            e.starts_with("bad.toml:2:8:") && e.contains("did you mean `tiny-page-resnet9`"),
+            "{e}"
+        );
+        let e = err("name='x'\nrecipe='tiny-page-resnet9'\nkind='ladder\n");
+        assert!(e.starts_with("bad.toml:3:"), "{e}");
+        let e = err("name='x'\nrecipe='tiny-page-resnet9'\nkind='grid'\nfoo=1\n");
+        assert!(e.starts_with("bad.toml:4:1:") && e.contains("foo"), "{e}");
+        let e = err(
+            "name='x'\nrecipe='tiny-page-resnet9'\nkind='ladder'\n[[rung]]\nname='r'\non=['celu','gelu']\n",
+        );
+        assert!(
+            e.contains("variant `r`") && e.contains("cannot both be on"),
+            "{e}"
+        );
+        assert!(!e.contains('\n'));
+    }
+}

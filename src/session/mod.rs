@@ -1,0 +1,172 @@
+//! A session: matrices queued on workers, with every event passing through
+//! the results store before it reaches the consumer (TUI or headless), so
+//! both persist identically.
+
+use crate::events::{Command, Event, LogLevel};
+use crate::matrix::Matrix;
+use crate::queue::Queue;
+use crate::store::ResultsWriter;
+use crate::worker::{EventQueue, Factory, Shared};
+use anyhow::{Context, Result};
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+pub struct SessionOptions {
+    pub results_root: PathBuf,
+    pub devices: Vec<String>,
+    /// A results folder to continue: its matrix is re-expanded and finished runs are skipped.
+    pub resume: Option<PathBuf>,
+    /// Keep idle workers alive for matrices added later (the TUI); headless runs end when the queue is done.
+    pub keep_alive: bool,
+}
+
+pub struct Session {
+    shared: Arc<Shared>,
+    events: Arc<EventQueue>,
+    stores: HashMap<String, ResultsWriter>,
+    order: Vec<String>,
+    workers: Vec<std::thread::JoinHandle<()>>,
+    results_root: PathBuf,
+}
+
+/// The trainer factory of the real engine.
+pub fn tch_factory() -> Factory {
+    Arc::new(|dev: &str| {
+        Ok(Box::new(crate::train::TchTrainer::new(dev)?) as Box<dyn crate::train::Trainer>)
+    })
+}
+
+impl Session {
+    pub fn start(matrices: Vec<Matrix>, opts: SessionOptions, factory: Factory) -> Result<Session> {
+        let events = Arc::new(EventQueue::default());
+        let mut queue = Queue::default();
+        let mut stores = HashMap::new();
+        let mut order = Vec::new();
+        let mut all = matrices;
+        let mut resumed = None;
+        if let Some(dir) = &opts.resume {
+            let w = ResultsWriter::open(dir)?;
+            let text = w
+                .matrix_text()
+                .context("the manifest has no matrix_file to resume from")?
+                .to_string();
+            let m = crate::matrix::parse(&text, &dir.join("manifest.json").display().to_string())?;
+            resumed = Some(m.name.clone());
+            all.insert(0, m);
+            stores.insert(all[0].name.clone(), w);
+        }
+        for m in all {
+            if stores.contains_key(&m.name) && resumed.as_deref() != Some(m.name.as_str()) {
+                anyhow::bail!(
+                    "two matrices are named `{}`; give each file a distinct `name`",
+                    m.name
+                );
+            }
+            if !stores.contains_key(&m.name) {
+                stores.insert(
+                    m.name.clone(),
+                    ResultsWriter::create(&opts.results_root, &m.name, &m.text)?,
+                );
+            }
+            let store = &stores[&m.name];
+            let done = store.finished();
+            order.push(m.name.clone());
+            queue.add_matrix(m, &done, Some(store.dir().join("queue.json")));
+        }
+        let shared = Shared::new(queue, events.clone(), opts.keep_alive);
+        let devices = if opts.devices.is_empty() {
+            vec!["cpu".to_string()]
+        } else {
+            opts.devices
+        };
+        let workers = crate::worker::spawn(&devices, shared.clone(), factory);
+        Ok(Session {
+            shared,
+            events,
+            stores,
+            order,
+            workers,
+            results_root: opts.results_root,
+        })
+    }
+
+    fn store(&mut self, ev: &Event) {
+        let Some(run) = ev.run() else { return };
+        if let Some(w) = self.stores.get_mut(&run.matrix)
+            && let Err(e) = w.on_event(ev)
+        {
+            self.events.push(Event::Log {
+                level: LogLevel::Error,
+                message: format!("results store: {}", crate::cli::one_line(&e)),
+            });
+        }
+    }
+
+    /// The next event, after the store has recorded it. `None` once every worker has exited.
+    pub async fn recv(&mut self) -> Option<Event> {
+        let ev = self.events.pop().await?;
+        self.store(&ev);
+        Some(ev)
+    }
+
+    pub fn try_recv(&mut self) -> Option<Event> {
+        let ev = self.events.try_pop()?;
+        self.store(&ev);
+        Some(ev)
+    }
+
+    pub fn send(&self, cmd: Command) {
+        self.shared.command(cmd);
+    }
+
+    /// Results folders of this session, in matrix order.
+    pub fn results_dirs(&self) -> Vec<PathBuf> {
+        self.order
+            .iter()
+            .filter_map(|n| self.stores.get(n))
+            .map(|w| w.dir().to_path_buf())
+            .collect()
+    }
+
+    /// Queues another matrix while the session runs; returns the number of runs added.
+    pub fn enqueue_matrix(&mut self, m: Matrix) -> Result<usize> {
+        if self.stores.contains_key(&m.name) {
+            anyhow::bail!("matrix `{}` is already in this session", m.name);
+        }
+        let w = ResultsWriter::create(&self.results_root, &m.name, &m.text)?;
+        let n = m.runs().len();
+        let qfile = w.dir().join("queue.json");
+        self.order.push(m.name.clone());
+        self.stores.insert(m.name.clone(), w);
+        self.shared
+            .queue
+            .lock()
+            .expect("queue")
+            .add_matrix(m, &Default::default(), Some(qfile));
+        self.shared.notify();
+        self.events.push(Event::Queue(
+            self.shared.queue.lock().expect("queue").snapshot(),
+        ));
+        Ok(n)
+    }
+
+    /// Waits for the workers to exit and records what is still in flight.
+    pub fn join(mut self) {
+        for w in std::mem::take(&mut self.workers) {
+            let _ = w.join();
+        }
+        while self.try_recv().is_some() {}
+    }
+
+    pub fn idle(&self) -> bool {
+        self.shared.idle()
+    }
+
+    pub fn workers_done(&self) -> bool {
+        self.workers.iter().all(|w| w.is_finished())
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,358 @@
+//! Queue, worker and session behaviour with a fake trainer (no tch).
+
+use super::*;
+use crate::config::RunSpec;
+use crate::events::{Clocks, RunStatus, RunSummary, StepRow};
+use crate::train::{Control, Flow, Outcome, Trainer};
+use std::time::Duration;
+
+/// Emits `steps` step chunks, polling the control between them; fails for
+/// variants named "+ flip", panics for "+ celu" when asked to.
+struct Fake {
+    steps: u64,
+    sleep_ms: u64,
+    panic: bool,
+}
+
+impl Trainer for Fake {
+    fn device_name(&self) -> String {
+        "fake".into()
+    }
+    fn run(
+        &mut self,
+        spec: &RunSpec,
+        ctl: &dyn Control,
+        emit: &mut dyn FnMut(Event),
+    ) -> anyhow::Result<Outcome> {
+        emit(Event::RunStarted {
+            run: spec.id.clone(),
+            seed: spec.seed,
+            config: Arc::new(
+                serde_json::json!({"recipe": spec.recipe, "tricks_on": [], "overrides": [], "data_name": "fake", "data_hash": "f"}),
+            ),
+            total_steps: self.steps,
+            total_epochs: 1.0,
+            target_acc: spec.target_acc,
+            device: "fake".into(),
+        });
+        for k in 1..=self.steps {
+            if ctl.poll() == Flow::Cancel {
+                return Ok(Outcome::Cancelled);
+            }
+            std::thread::sleep(Duration::from_millis(self.sleep_ms));
+            emit(Event::Steps {
+                run: spec.id.clone(),
+                rows: vec![StepRow {
+                    step: k,
+                    epoch: k as f64,
+                    loss: 1.0,
+                    lr: 0.1,
+                    bn_scale: vec![],
+                    bn_bias: vec![],
+                }],
+                images_per_s: 1.0,
+            });
+        }
+        if spec.id.variant == "+ flip" {
+            anyhow::bail!("loss became NaN at step 3");
+        }
+        if self.panic && spec.id.variant == "+ celu" {
+            panic!("fake trainer exploded");
+        }
+        let acc = 0.5 + 0.01 * spec.seed as f64;
+        Ok(Outcome::Finished(RunSummary {
+            acc,
+            acc_tta: acc,
+            clocks: Clocks {
+                dawn_s: 1.0,
+                airbench_s: 1.0,
+                hlb_s: 1.0,
+                eval_s: 0.1,
+                prep_s: 0.0,
+                whiten_s: 0.0,
+                wall_s: 1.2,
+            },
+            time_to_target_s: None,
+            epoch_to_target: None,
+            epochs: 1.0,
+            steps: self.steps,
+            peak_mem_bytes: None,
+            final_train_loss: 1.0,
+            device: "fake".into(),
+        }))
+    }
+}
+
+fn factory(steps: u64, sleep_ms: u64, panic: bool) -> Factory {
+    Arc::new(move |_d: &str| {
+        Ok(Box::new(Fake {
+            steps,
+            sleep_ms,
+            panic,
+        }) as Box<dyn Trainer>)
+    })
+}
+
+fn matrix(repeats: usize) -> Matrix {
+    crate::matrix::parse(&format!("name='s'\nrecipe='tiny-page-resnet9'\nkind='add-one'\nvary=['celu','flip']\nrepeats={repeats}\n"), "s.toml").unwrap()
+}
+
+fn opts(root: &std::path::Path, devices: &[&str]) -> SessionOptions {
+    SessionOptions {
+        results_root: root.to_path_buf(),
+        devices: devices.iter().map(|s| s.to_string()).collect(),
+        resume: None,
+        keep_alive: false,
+    }
+}
+
+fn drain(s: &mut Session) -> Vec<Event> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let mut out = Vec::new();
+    rt.block_on(async {
+        while let Some(e) = tokio::time::timeout(Duration::from_secs(20), s.recv())
+            .await
+            .expect("session stalled")
+        {
+            out.push(e);
+        }
+    });
+    out
+}
+
+#[test]
+fn failures_and_panics_are_isolated_and_everything_is_stored() {
+    let root = tempfile::tempdir().unwrap();
+    let mut s = Session::start(
+        vec![matrix(2)],
+        opts(root.path(), &["a", "b"]),
+        factory(3, 1, true),
+    )
+    .unwrap();
+    let ev = drain(&mut s);
+    let dir = s.results_dirs()[0].clone();
+    s.join();
+    let finished = ev
+        .iter()
+        .filter(|e| matches!(e, Event::RunFinished { .. }))
+        .count();
+    let failed: Vec<String> = ev
+        .iter()
+        .filter_map(|e| {
+            if let Event::RunFailed { reason, .. } = e {
+                Some(reason.clone())
+            } else {
+                None
+            }
+        })
+        .collect();
+    assert_eq!(finished, 2, "base ran twice");
+    assert_eq!(failed.len(), 4);
+    assert!(
+        failed.iter().any(|r| r.contains("NaN"))
+            && failed
+                .iter()
+                .any(|r| r.contains("internal error: fake trainer exploded"))
+    );
+    assert!(matches!(ev.last(), Some(Event::Drained)));
+    let rows = crate::store::read_runs(&dir.join("runs.parquet")).unwrap();
+    assert_eq!(rows.len(), 6);
+    assert!(dir.join("queue.json").exists());
+    // Resume: the finished runs are skipped, the failed ones run again.
+    let mut again = Session::start(
+        vec![],
+        SessionOptions {
+            resume: Some(dir.clone()),
+            ..opts(root.path(), &["a"])
+        },
+        factory(1, 0, false),
+    )
+    .unwrap();
+    let ev = drain(&mut again);
+    let started = ev
+        .iter()
+        .filter(|e| matches!(e, Event::RunStarted { .. }))
+        .count();
+    assert_eq!(started, 4);
+    again.join();
+}
+
+#[test]
+fn pause_cancel_and_stop_after_current() {
+    let root = tempfile::tempdir().unwrap();
+    let mut s = Session::start(
+        vec![matrix(1)],
+        opts(root.path(), &["a"]),
+        factory(200, 5, false),
+    )
+    .unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let ev = rt.block_on(async {
+        let mut out = Vec::new();
+        let mut paused_at = None;
+        while let Some(e) = tokio::time::timeout(Duration::from_secs(20), s.recv())
+            .await
+            .expect("stalled")
+        {
+            match &e {
+                Event::Steps { rows, .. }
+                    if paused_at.is_none() && rows.last().is_some_and(|r| r.step >= 5) =>
+                {
+                    s.send(Command::Pause);
+                    paused_at = Some(std::time::Instant::now());
+                }
+                Event::WorkerPaused(true) => {
+                    tokio::time::sleep(Duration::from_millis(300)).await;
+                    while let Some(x) = s.try_recv() {
+                        // At most the step in flight finishes after a pause.
+                        if let Event::Steps { rows, .. } = &x {
+                            assert!(rows.len() <= 2, "worker kept running while paused");
+                        }
+                        out.push(x);
+                    }
+                    s.send(Command::CancelCurrent);
+                    s.send(Command::StopAfterCurrent);
+                    s.send(Command::Resume);
+                }
+                _ => {}
+            }
+            out.push(e);
+        }
+        out
+    });
+    assert!(ev.iter().any(|e| matches!(e, Event::RunCancelled { .. })));
+    assert_eq!(
+        ev.iter()
+            .filter(|e| matches!(e, Event::RunStarted { .. }))
+            .count(),
+        1,
+        "stop after current"
+    );
+    s.join();
+}
+
+#[test]
+fn step_chunks_coalesce_while_the_consumer_lags() {
+    let q = EventQueue::default();
+    let id = crate::events::RunId {
+        matrix: "m".into(),
+        index: 0,
+        variant: "v".into(),
+        repeat: 0,
+    };
+    for k in 0..1000 {
+        q.push(Event::Steps {
+            run: id.clone(),
+            rows: vec![StepRow {
+                step: k,
+                epoch: 0.0,
+                loss: 1.0,
+                lr: 0.1,
+                bn_scale: vec![],
+                bn_bias: vec![],
+            }],
+            images_per_s: 1.0,
+        });
+    }
+    q.push(Event::Log {
+        level: LogLevel::Info,
+        message: "x".into(),
+    });
+    assert_eq!(q.len(), 2);
+    let Some(Event::Steps { rows, .. }) = q.try_pop() else {
+        panic!()
+    };
+    assert_eq!(rows.len(), 1000, "no step is lost");
+}
+
+#[test]
+fn queue_commands_reach_the_queue() {
+    let root = tempfile::tempdir().unwrap();
+    let mut s = Session::start(
+        vec![matrix(1)],
+        SessionOptions {
+            keep_alive: true,
+            ..opts(root.path(), &["a"])
+        },
+        factory(1, 0, false),
+    )
+    .unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let mut failed = None;
+        while let Some(e) = tokio::time::timeout(Duration::from_secs(20), s.recv())
+            .await
+            .expect("stalled")
+        {
+            if let Event::RunFailed { run, .. } = &e {
+                failed = Some(run.clone());
+            }
+            if s.idle() && failed.is_some() {
+                break;
+            }
+        }
+        let f = failed.unwrap();
+        s.send(Command::Requeue(f.clone()));
+        // The requeued run fails again (its variant always fails) and is recorded once.
+        loop {
+            let e = tokio::time::timeout(Duration::from_secs(20), s.recv())
+                .await
+                .expect("stalled")
+                .unwrap();
+            if matches!(&e, Event::RunFailed { run, .. } if *run == f) {
+                break;
+            }
+        }
+        let n = s
+            .enqueue_matrix(
+                crate::matrix::parse(
+                    "name='more'\nrecipe='tiny-page-resnet9'\nkind='add-one'\nvary=['tta']\n",
+                    "m.toml",
+                )
+                .unwrap(),
+            )
+            .unwrap();
+        assert_eq!(n, 2);
+        let mut done = 0;
+        while done < 2 {
+            if let Event::RunFinished { run, .. } =
+                tokio::time::timeout(Duration::from_secs(20), s.recv())
+                    .await
+                    .expect("stalled")
+                    .unwrap()
+            {
+                assert_eq!(run.matrix, "more");
+                done += 1;
+            }
+        }
+        s.send(Command::Shutdown);
+        while tokio::time::timeout(Duration::from_secs(20), s.recv())
+            .await
+            .expect("stalled")
+            .is_some()
+        {}
+    });
+    assert_eq!(s.results_dirs().len(), 2);
+    let st: Vec<RunStatus> = crate::store::read_runs(&s.results_dirs()[0].join("runs.parquet"))
+        .unwrap()
+        .iter()
+        .map(|r| {
+            if r.status == "done" {
+                RunStatus::Done
+            } else {
+                RunStatus::Failed
+            }
+        })
+        .collect();
+    assert_eq!(st.len(), 3, "requeued run replaces its row");
+    s.join();
+}
