@@ -1,1 +1,678 @@
-//! Charts for write-ups, PNG and SVG, with plotters and an embedded font.
+//! Charts for write-ups, PNG and SVG, drawn with plotters and an embedded
+//! font (assets/fonts/DejaVuSans.ttf) so they render on machines without
+//! system fonts: the ladder, the accuracy distribution, the training curves
+//! and time against accuracy with its Pareto front.
+
+use crate::report::{Clock, Report};
+use anyhow::{Context, Result};
+use plotters::coord::Shift;
+use plotters::prelude::*;
+use polars::prelude::{DataType, LazyFrame, PlRefPath, ScanArgsParquet, SortMultipleOptions, col};
+use std::path::{Path, PathBuf};
+use std::sync::Once;
+
+static FONT: &[u8] = include_bytes!("../assets/fonts/DejaVuSans.ttf");
+const FAMILY: &str = "sans-serif";
+
+fn register_font() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        let _ = plotters::style::register_font(FAMILY, FontStyle::Normal, FONT);
+        let _ = plotters::style::register_font(FAMILY, FontStyle::Bold, FONT);
+    });
+}
+
+fn color(i: usize) -> RGBColor {
+    const C: [RGBColor; 8] = [
+        RGBColor(31, 119, 180),
+        RGBColor(255, 127, 14),
+        RGBColor(44, 160, 44),
+        RGBColor(214, 39, 40),
+        RGBColor(148, 103, 189),
+        RGBColor(140, 86, 75),
+        RGBColor(227, 119, 194),
+        RGBColor(23, 190, 207),
+    ];
+    C[i % C.len()]
+}
+
+type Res = Result<(), Box<dyn std::error::Error>>;
+
+fn label(name: &str, max: usize) -> String {
+    if name.chars().count() <= max {
+        name.to_string()
+    } else {
+        format!("{}…", name.chars().take(max - 1).collect::<String>())
+    }
+}
+
+fn clock_name(c: Clock) -> &'static str {
+    match c {
+        Clock::Dawn => "DAWNBench-style time (s)",
+        Clock::Airbench => "airbench-style time (s)",
+        Clock::Hlb => "hlb-style time (s)",
+        Clock::Wall => "wall time (s)",
+    }
+}
+
+/// Page's figure from our data: time per rung with CI whiskers, and accuracy per rung with the target line.
+fn ladder<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, r: &Report) -> Res
+where
+    DB::ErrorType: 'static, {
+    root.fill(&WHITE)?;
+    let rows: Vec<_> = r.rows.iter().filter(|x| x.n > 0).collect();
+    let n = rows.len().max(1);
+    let root = root.titled("Ablation ladder: time per rung and accuracy", (FAMILY, 26))?;
+    let (left, right) = root.split_horizontally((root.dim_in_pixel().0 as f64 * 0.62) as u32);
+    let pos = |i: usize| (n - 1 - i) as f64;
+    let names: Vec<String> = rows.iter().map(|x| label(&x.variant, 28)).collect();
+    let tmax = rows
+        .iter()
+        .map(|x| x.clock(r.clock).mean + x.clock(r.clock).ci95.max(0.0))
+        .fold(0.0, f64::max)
+        .max(1e-3)
+        * 1.18;
+    let mut c = ChartBuilder::on(&left)
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(230)
+        .build_cartesian_2d(0.0..tmax, -0.6..(n as f64 - 0.4))?;
+    c.configure_mesh()
+        .disable_y_mesh()
+        .y_labels(n)
+        .y_label_formatter(&|y| {
+            let i = n as i64 - 1 - y.round() as i64;
+            if (y - y.round()).abs() < 0.01 && i >= 0 && (i as usize) < names.len() {
+                names[i as usize].clone()
+            } else {
+                String::new()
+            }
+        })
+        .x_desc(clock_name(r.clock))
+        .label_style((FAMILY, 15))
+        .draw()?;
+    for (i, x) in rows.iter().enumerate() {
+        let s = x.clock(r.clock);
+        let y = pos(i);
+        c.draw_series(std::iter::once(Rectangle::new(
+            [(0.0, y - 0.32), (s.mean, y + 0.32)],
+            color(0).mix(0.75).filled(),
+        )))?;
+        if s.ci95.is_finite() {
+            let (a, b) = ((s.mean - s.ci95).max(0.0), s.mean + s.ci95);
+            c.draw_series(std::iter::once(PathElement::new(
+                vec![(a, y), (b, y)],
+                BLACK.stroke_width(2),
+            )))?;
+            c.draw_series([a, b].map(|v| {
+                PathElement::new(vec![(v, y - 0.15), (v, y + 0.15)], BLACK.stroke_width(2))
+            }))?;
+        }
+        let txt = match x.speedup_prev {
+            Some(sp) => format!("{:.1} s  ×{sp:.2}", s.mean),
+            None => format!("{:.1} s", s.mean),
+        };
+        c.draw_series(std::iter::once(Text::new(
+            txt,
+            (s.mean + s.ci95.max(0.0) + tmax * 0.01, y + 0.12),
+            (FAMILY, 14),
+        )))?;
+    }
+    let accs: Vec<f64> = rows
+        .iter()
+        .flat_map(|x| {
+            [
+                x.acc_tta_mean - x.acc_tta_ci95.max(0.0),
+                x.acc_tta_mean + x.acc_tta_ci95.max(0.0),
+            ]
+        })
+        .chain([r.target])
+        .filter(|v| v.is_finite())
+        .collect();
+    let lo = accs.iter().copied().fold(1.0, f64::min);
+    let hi = accs.iter().copied().fold(0.0, f64::max);
+    let pad = ((hi - lo) * 0.15).max(0.01);
+    let mut a = ChartBuilder::on(&right)
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(10)
+        .build_cartesian_2d(
+            ((lo - pad) * 100.0)..((hi + pad) * 100.0),
+            -0.6..(n as f64 - 0.4),
+        )?;
+    a.configure_mesh()
+        .disable_y_mesh()
+        .y_labels(0)
+        .x_desc("test accuracy % (mean ± 95% CI)")
+        .label_style((FAMILY, 15))
+        .draw()?;
+    a.draw_series(std::iter::once(PathElement::new(
+        vec![(r.target * 100.0, -0.6), (r.target * 100.0, n as f64 - 0.4)],
+        RED.stroke_width(2),
+    )))?
+    .label(format!("target {:.1}%", 100.0 * r.target))
+    .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], RED.stroke_width(2)));
+    for (i, x) in rows.iter().enumerate() {
+        let y = pos(i);
+        let m = x.acc_tta_mean * 100.0;
+        if x.acc_tta_ci95.is_finite() {
+            let ci = x.acc_tta_ci95 * 100.0;
+            a.draw_series(std::iter::once(PathElement::new(
+                vec![(m - ci, y), (m + ci, y)],
+                BLACK.stroke_width(2),
+            )))?;
+        }
+        a.draw_series(std::iter::once(Circle::new((m, y), 6, color(2).filled())))?;
+        a.draw_series(std::iter::once(Text::new(
+            format!("{m:.1}%"),
+            (m, y + 0.42),
+            (FAMILY, 13),
+        )))?;
+    }
+    a.configure_series_labels()
+        .position(SeriesLabelPosition::LowerRight)
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .label_font((FAMILY, 14))
+        .draw()?;
+    Ok(())
+}
+
+/// Every run's accuracy per variant, with the mean and the target line.
+fn accuracy<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    r: &Report,
+    runs: &[crate::store::RunRow],
+) -> Res
+where
+    DB::ErrorType: 'static, {
+    root.fill(&WHITE)?;
+    let rows: Vec<_> = r.rows.iter().filter(|x| x.n > 0).collect();
+    let n = rows.len().max(1);
+    let names: Vec<String> = rows.iter().map(|x| label(&x.variant, 28)).collect();
+    let vals: Vec<f64> = runs
+        .iter()
+        .filter_map(|x| x.acc_tta)
+        .chain([r.target])
+        .collect();
+    let lo = vals.iter().copied().fold(1.0, f64::min);
+    let hi = vals.iter().copied().fold(0.0, f64::max);
+    let pad = ((hi - lo) * 0.1).max(0.005);
+    let mut c = ChartBuilder::on(root)
+        .caption("Accuracy per run (with TTA), by variant", (FAMILY, 24))
+        .margin(14)
+        .x_label_area_size(44)
+        .y_label_area_size(230)
+        .build_cartesian_2d(
+            ((lo - pad) * 100.0)..((hi + pad) * 100.0),
+            -0.6..(n as f64 - 0.4),
+        )?;
+    c.configure_mesh()
+        .disable_y_mesh()
+        .y_labels(n)
+        .y_label_formatter(&|y| {
+            let i = n as i64 - 1 - y.round() as i64;
+            if (y - y.round()).abs() < 0.01 && i >= 0 && (i as usize) < names.len() {
+                names[i as usize].clone()
+            } else {
+                String::new()
+            }
+        })
+        .x_desc("test accuracy %")
+        .label_style((FAMILY, 15))
+        .draw()?;
+    c.draw_series(std::iter::once(PathElement::new(
+        vec![(r.target * 100.0, -0.6), (r.target * 100.0, n as f64 - 0.4)],
+        RED.stroke_width(2),
+    )))?
+    .label(format!("target {:.1}%", 100.0 * r.target))
+    .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], RED.stroke_width(2)));
+    for (i, v) in rows.iter().enumerate() {
+        let y = (n - 1 - i) as f64;
+        let mine: Vec<f64> = runs
+            .iter()
+            .filter(|x| x.variant == v.variant && x.matrix == v.matrix)
+            .filter_map(|x| x.acc_tta)
+            .collect();
+        let k = mine.len().max(1) as f64;
+        c.draw_series(mine.iter().enumerate().map(|(j, a)| {
+            Circle::new(
+                (a * 100.0, y - 0.2 + 0.4 * (j as f64 + 0.5) / k),
+                4,
+                color(i).mix(0.8).filled(),
+            )
+        }))?;
+        let m = v.acc_tta_mean * 100.0;
+        c.draw_series(std::iter::once(PathElement::new(
+            vec![(m, y - 0.35), (m, y + 0.35)],
+            BLACK.stroke_width(3),
+        )))?;
+    }
+    c.configure_series_labels()
+        .position(SeriesLabelPosition::LowerRight)
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .label_font((FAMILY, 14))
+        .draw()?;
+    Ok(())
+}
+
+/// Mean curve over seeds with a min–max band, per variant.
+pub struct Curve {
+    pub index: usize,
+    pub variant: String,
+    /// (epoch, mean loss, min loss, max loss, mean lr, mean BN scale)
+    pub points: Vec<(f64, f64, f64, f64, f64, Option<f64>)>,
+}
+
+/// Aggregates every run's step metrics by variant and step (polars, lazy).
+pub fn curves(dirs: &[PathBuf]) -> Result<Vec<Curve>> {
+    let mut frames = Vec::new();
+    for d in dirs {
+        let glob = d.join("steps").join("*.parquet");
+        if std::fs::read_dir(d.join("steps"))
+            .map(|mut r| r.next().is_some())
+            .unwrap_or(false)
+        {
+            let g = glob.to_string_lossy().to_string();
+            frames.push(LazyFrame::scan_parquet(
+                PlRefPath::from(g.as_str()),
+                ScanArgsParquet::default(),
+            )?);
+        }
+    }
+    if frames.is_empty() {
+        return Ok(Vec::new());
+    }
+    let lf = polars::prelude::concat(
+        frames,
+        polars::prelude::UnionArgs {
+            diagonal: true,
+            ..Default::default()
+        },
+    )?;
+    let df = lf
+        .group_by([col("index"), col("variant"), col("step")])
+        .agg([
+            col("epoch").mean().alias("epoch"),
+            col("loss").mean().alias("loss"),
+            col("loss").min().alias("loss_min"),
+            col("loss").max().alias("loss_max"),
+            col("lr").mean().alias("lr"),
+            col("bn_scale_mean").mean().alias("bn"),
+        ])
+        .sort(["index", "step"], SortMultipleOptions::default())
+        .collect()
+        .map_err(anyhow::Error::from)
+        .context("aggregating step metrics")?;
+    let f = |n: &str| -> Result<Vec<Option<f64>>> {
+        Ok(df
+            .column(n)?
+            .cast(&DataType::Float64)?
+            .f64()?
+            .iter()
+            .collect())
+    };
+    let (idx, ep, lo, lmin, lmax, lr, bn) = (
+        f("index")?,
+        f("epoch")?,
+        f("loss")?,
+        f("loss_min")?,
+        f("loss_max")?,
+        f("lr")?,
+        f("bn")?,
+    );
+    let var: Vec<String> = df
+        .column("variant")?
+        .str()?
+        .iter()
+        .map(|v| v.unwrap_or("").to_string())
+        .collect();
+    let mut out: Vec<Curve> = Vec::new();
+    for i in 0..df.height() {
+        let index = idx[i].unwrap_or(0.0) as usize;
+        if out
+            .last()
+            .is_none_or(|c| c.index != index || c.variant != var[i])
+        {
+            out.push(Curve {
+                index,
+                variant: var[i].clone(),
+                points: Vec::new(),
+            });
+        }
+        let c = out.last_mut().expect("pushed");
+        c.points.push((
+            ep[i].unwrap_or(0.0),
+            lo[i].unwrap_or(f64::NAN),
+            lmin[i].unwrap_or(f64::NAN),
+            lmax[i].unwrap_or(f64::NAN),
+            lr[i].unwrap_or(0.0),
+            bn[i],
+        ));
+    }
+    Ok(out)
+}
+
+fn curves_chart<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, cs: &[Curve]) -> Res
+where
+    DB::ErrorType: 'static, {
+    root.fill(&WHITE)?;
+    let root = root.titled(
+        "Training curves per variant (mean over seeds, band = min–max)",
+        (FAMILY, 24),
+    )?;
+    let panels = root.split_evenly((1, 3));
+    let xmax = cs
+        .iter()
+        .flat_map(|c| c.points.iter().map(|p| p.0))
+        .fold(0.0, f64::max)
+        .max(1e-3);
+    let pos: Vec<f64> = cs
+        .iter()
+        .flat_map(|c| c.points.iter().flat_map(|p| [p.1, p.2]))
+        .filter(|v| v.is_finite() && *v > 0.0)
+        .collect();
+    let (lo, hi) = (
+        pos.iter().copied().fold(f64::INFINITY, f64::min),
+        pos.iter().copied().fold(0.0, f64::max),
+    );
+    let (lo, hi) = if lo.is_finite() && hi > lo {
+        (lo * 0.9, hi * 1.1)
+    } else {
+        (0.1, 10.0)
+    };
+    let mut loss = ChartBuilder::on(&panels[0])
+        .margin(10)
+        .x_label_area_size(40)
+        .y_label_area_size(55)
+        .caption("loss (log scale)", (FAMILY, 18))
+        .build_cartesian_2d(0.0..xmax, (lo..hi).log_scale())?;
+    loss.configure_mesh()
+        .x_desc("epoch")
+        .label_style((FAMILY, 13))
+        .draw()?;
+    for (k, c) in cs.iter().enumerate() {
+        let band: Vec<(f64, f64)> = c
+            .points
+            .iter()
+            .filter(|p| p.2 > 0.0 && p.3 > 0.0)
+            .map(|p| (p.0, p.3))
+            .chain(
+                c.points
+                    .iter()
+                    .rev()
+                    .filter(|p| p.2 > 0.0 && p.3 > 0.0)
+                    .map(|p| (p.0, p.2)),
+            )
+            .collect();
+        if band.len() > 2 {
+            loss.draw_series(std::iter::once(Polygon::new(band, color(k).mix(0.18))))?;
+        }
+        loss.draw_series(LineSeries::new(
+            c.points.iter().filter(|p| p.1 > 0.0).map(|p| (p.0, p.1)),
+            color(k).stroke_width(2),
+        ))?
+        .label(label(&c.variant, 24))
+        .legend(move |(x, y)| {
+            PathElement::new(vec![(x, y), (x + 16, y)], color(k).stroke_width(3))
+        });
+    }
+    loss.configure_series_labels()
+        .position(SeriesLabelPosition::UpperRight)
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .label_font((FAMILY, 12))
+        .draw()?;
+    let lrmax = cs
+        .iter()
+        .flat_map(|c| c.points.iter().map(|p| p.4))
+        .fold(0.0, f64::max)
+        .max(1e-9)
+        * 1.05;
+    let mut lr = ChartBuilder::on(&panels[1])
+        .margin(10)
+        .x_label_area_size(40)
+        .y_label_area_size(55)
+        .caption("learning rate", (FAMILY, 18))
+        .build_cartesian_2d(0.0..xmax, 0.0..lrmax)?;
+    lr.configure_mesh()
+        .x_desc("epoch")
+        .label_style((FAMILY, 13))
+        .draw()?;
+    for (k, c) in cs.iter().enumerate() {
+        lr.draw_series(LineSeries::new(
+            c.points.iter().map(|p| (p.0, p.4)),
+            color(k).stroke_width(2),
+        ))?;
+    }
+    let bns: Vec<f64> = cs
+        .iter()
+        .flat_map(|c| c.points.iter().filter_map(|p| p.5))
+        .collect();
+    let (blo, bhi) = (
+        bns.iter().copied().fold(f64::INFINITY, f64::min),
+        bns.iter().copied().fold(f64::NEG_INFINITY, f64::max),
+    );
+    let (blo, bhi) = if blo.is_finite() && bhi > blo + 1e-6 {
+        (blo - (bhi - blo) * 0.1, bhi + (bhi - blo) * 0.1)
+    } else if blo.is_finite() {
+        (blo - 0.1, blo + 0.1)
+    } else {
+        (0.0, 1.0)
+    };
+    let mut bn = ChartBuilder::on(&panels[2])
+        .margin(10)
+        .x_label_area_size(40)
+        .y_label_area_size(55)
+        .caption("BN scale: mean |γ| over layers", (FAMILY, 18))
+        .build_cartesian_2d(0.0..xmax, blo..bhi)?;
+    bn.configure_mesh()
+        .x_desc("epoch")
+        .label_style((FAMILY, 13))
+        .draw()?;
+    for (k, c) in cs.iter().enumerate() {
+        bn.draw_series(LineSeries::new(
+            c.points.iter().filter_map(|p| p.5.map(|b| (p.0, b))),
+            color(k).stroke_width(2),
+        ))?;
+    }
+    Ok(())
+}
+
+/// Time against accuracy per variant, the Pareto front (faster and more accurate) joined.
+fn pareto<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, r: &Report) -> Res
+where
+    DB::ErrorType: 'static, {
+    root.fill(&WHITE)?;
+    let pts: Vec<(f64, f64, usize, String)> = r
+        .rows
+        .iter()
+        .filter(|x| x.n > 0)
+        .map(|x| {
+            (
+                x.clock(r.clock).mean,
+                x.acc_tta_mean * 100.0,
+                x.index,
+                x.variant.clone(),
+            )
+        })
+        .filter(|p| p.0.is_finite() && p.1.is_finite())
+        .collect();
+    let tmax = pts.iter().map(|p| p.0).fold(0.0, f64::max).max(1e-3) * 1.15;
+    let accs: Vec<f64> = pts.iter().map(|p| p.1).chain([r.target * 100.0]).collect();
+    let (lo, hi) = (
+        accs.iter().copied().fold(100.0, f64::min),
+        accs.iter().copied().fold(0.0, f64::max),
+    );
+    let pad = ((hi - lo) * 0.12).max(0.5);
+    let mut c = ChartBuilder::on(root)
+        .caption("Time against accuracy (Pareto front joined)", (FAMILY, 24))
+        .margin(14)
+        .x_label_area_size(44)
+        .y_label_area_size(60)
+        .build_cartesian_2d(0.0..tmax, (lo - pad)..(hi + pad))?;
+    c.configure_mesh()
+        .x_desc(clock_name(r.clock))
+        .y_desc("test accuracy % (TTA)")
+        .label_style((FAMILY, 15))
+        .draw()?;
+    c.draw_series(std::iter::once(PathElement::new(
+        vec![(0.0, r.target * 100.0), (tmax, r.target * 100.0)],
+        RED.stroke_width(2),
+    )))?
+    .label(format!("target {:.1}%", 100.0 * r.target))
+    .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], RED.stroke_width(2)));
+    let mut front: Vec<(f64, f64)> = pts
+        .iter()
+        .filter(|p| {
+            !pts.iter()
+                .any(|q| q.0 <= p.0 && q.1 >= p.1 && (q.0 < p.0 || q.1 > p.1))
+        })
+        .map(|p| (p.0, p.1))
+        .collect();
+    front.sort_by(|a, b| a.0.total_cmp(&b.0));
+    c.draw_series(std::iter::once(PathElement::new(
+        front,
+        color(0).stroke_width(2),
+    )))?
+    .label("Pareto front")
+    .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], color(0).stroke_width(2)));
+    for p in &pts {
+        c.draw_series(std::iter::once(Circle::new(
+            (p.0, p.1),
+            6,
+            color(p.2).filled(),
+        )))?;
+        c.draw_series(std::iter::once(Text::new(
+            format!("{} {}", p.2, label(&p.3, 18)),
+            (p.0 + tmax * 0.01, p.1),
+            (FAMILY, 13),
+        )))?;
+    }
+    c.configure_series_labels()
+        .position(SeriesLabelPosition::LowerRight)
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .label_font((FAMILY, 14))
+        .draw()?;
+    Ok(())
+}
+
+fn both(
+    out: &Path,
+    name: &str,
+    size: (u32, u32),
+    draw: &dyn Fn(&DrawingArea<BitMapBackend, Shift>) -> Res,
+    draw_svg: &dyn Fn(&DrawingArea<SVGBackend, Shift>) -> Res,
+) -> Result<Vec<PathBuf>> {
+    let png = out.join(format!("{name}.png"));
+    let svg = out.join(format!("{name}.svg"));
+    let tmp_png = crate::util::temp_sibling(&png).with_extension("png");
+    {
+        let root = BitMapBackend::new(&tmp_png, size).into_drawing_area();
+        draw(&root).map_err(|e| anyhow::anyhow!("drawing {name}: {e}"))?;
+        root.present()
+            .map_err(|e| anyhow::anyhow!("writing {}: {e}", png.display()))?;
+    }
+    std::fs::rename(&tmp_png, &png)
+        .with_context(|| format!("cannot move {} into place", png.display()))?;
+    let mut text = String::new();
+    {
+        let root = SVGBackend::with_string(&mut text, size).into_drawing_area();
+        draw_svg(&root).map_err(|e| anyhow::anyhow!("drawing {name}: {e}"))?;
+        root.present()
+            .map_err(|e| anyhow::anyhow!("writing {}: {e}", svg.display()))?;
+    }
+    crate::util::write_atomic(&svg, text.as_bytes())?;
+    Ok(vec![png, svg])
+}
+
+/// Writes every chart as PNG and SVG into `out`; returns the files.
+pub fn write_all(r: &Report, dirs: &[PathBuf], out: &Path) -> Result<Vec<PathBuf>> {
+    register_font();
+    std::fs::create_dir_all(out).with_context(|| format!("cannot create {}", out.display()))?;
+    let mut runs = Vec::new();
+    for d in dirs {
+        runs.extend(
+            crate::store::read_runs(&d.join("runs.parquet"))?
+                .into_iter()
+                .filter(|x| x.status == "done"),
+        );
+    }
+    let cs = curves(dirs)?;
+    let mut files = Vec::new();
+    let h = (160 + 60 * r.rows.len() as u32).clamp(420, 1400);
+    files.extend(both(out, "ladder", (1400, h), &|a| ladder(a, r), &|a| {
+        ladder(a, r)
+    })?);
+    files.extend(both(
+        out,
+        "accuracy",
+        (1200, h),
+        &|a| accuracy(a, r, &runs),
+        &|a| accuracy(a, r, &runs),
+    )?);
+    files.extend(both(
+        out,
+        "curves",
+        (1800, 600),
+        &|a| curves_chart(a, &cs),
+        &|a| curves_chart(a, &cs),
+    )?);
+    files.extend(both(out, "pareto", (1100, 750), &|a| pareto(a, r), &|a| {
+        pareto(a, r)
+    })?);
+    Ok(files)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn charts_are_valid_png_and_svg() {
+        let root = tempfile::tempdir().unwrap();
+        let mut w = crate::store::ResultsWriter::create(root.path(), "c", "").unwrap();
+        for (i, v) in [
+            "baseline",
+            "+ a rather long trick name that needs abbreviating",
+            "+ celu",
+        ]
+        .iter()
+        .enumerate()
+        {
+            for rep in 0..2 {
+                crate::store::tests::feed(
+                    &mut w,
+                    crate::store::tests::rid(v, i, rep),
+                    rep as u64,
+                    Some(crate::store::tests::summary(
+                        0.5 + 0.05 * i as f64 + 0.01 * rep as f64,
+                        10.0 - 2.0 * i as f64,
+                        Some(5.0),
+                    )),
+                );
+            }
+        }
+        let dir = w.dir().to_path_buf();
+        let files = crate::report::export(&dir).unwrap();
+        assert_eq!(files.len(), 9);
+        for f in &files {
+            let b = std::fs::read(f).unwrap();
+            match f.extension().unwrap().to_str().unwrap() {
+                "png" => assert_eq!(&b[..8], b"\x89PNG\r\n\x1a\n", "{}", f.display()),
+                "svg" => assert!(
+                    String::from_utf8_lossy(&b).contains("<svg") && b.len() > 1000,
+                    "{}",
+                    f.display()
+                ),
+                _ => assert!(String::from_utf8_lossy(&b).contains("| 2 | + celu |")),
+            }
+        }
+        let cs = curves(&[dir]).unwrap();
+        assert_eq!(cs.len(), 3);
+        assert_eq!(cs[0].points.len(), 3);
+        assert!((cs[0].points[0].1 - 2.0).abs() < 1e-9);
+    }
+}

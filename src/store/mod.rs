@@ -364,4 +364,4 @@ fn epochs_frame(run: &RunId, seed: u64, rows: &[EpochRow]) -> Result<DataFrame> 
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -1,0 +1,167 @@
+//! A report as Markdown (for write-ups), CSV and JSON.
+
+use super::{Clock, Report, VariantStats};
+use anyhow::Result;
+
+fn pct(x: f64) -> String {
+    if x.is_finite() {
+        format!("{:.2}", 100.0 * x)
+    } else {
+        "-".into()
+    }
+}
+
+fn secs(x: f64) -> String {
+    if x.is_finite() {
+        format!("{x:.2}")
+    } else {
+        "-".into()
+    }
+}
+
+fn pm(mean: String, ci: f64, scale: f64) -> String {
+    if ci.is_finite() {
+        format!("{mean} ± {:.2}", ci * scale)
+    } else {
+        mean
+    }
+}
+
+impl Report {
+    pub fn to_markdown(&self) -> String {
+        let clock = match self.clock {
+            Clock::Dawn => "DAWNBench-style (prep + whitening + train, eval excluded)",
+            Clock::Airbench => "airbench-style (whitening + train + final TTA eval)",
+            Clock::Hlb => "hlb-style (training loop only)",
+            Clock::Wall => "wall clock of the whole run",
+        };
+        let mut s = String::new();
+        s.push_str(&format!("# tricklab report\n\nTarget accuracy: **{:.1}%**. Time column: {clock}, seconds, mean ± 95% CI (t), with min and median.\n", 100.0 * self.target));
+        s.push_str("Accuracy is the final test accuracy with each run's TTA level, mean ± 95% CI over seeds. Speedups divide the previous (first) rung's mean time by this rung's.\n\n");
+        s.push_str("Results: ");
+        s.push_str(
+            &self
+                .dirs
+                .iter()
+                .map(|d| format!("`{}`", d.display()))
+                .collect::<Vec<_>>()
+                .join(", "),
+        );
+        s.push_str("\n\n| # | variant | n | failed | acc % (TTA) | acc % (no TTA) | P(acc ≥ target) | time mean (s) | time min | time median | time to target (s) | speedup vs prev | speedup vs first |\n");
+        s.push_str("|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+        let mut matrix = "";
+        for r in &self.rows {
+            if r.matrix != matrix && self.rows.iter().any(|x| x.matrix != r.matrix) {
+                s.push_str(&format!("| | **{}** | | | | | | | | | | | |\n", r.matrix));
+            }
+            matrix = &r.matrix;
+            let c = r.clock(self.clock);
+            s.push_str(&format!(
+                "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
+                r.index,
+                r.variant.replace('|', "\\|"),
+                r.n,
+                r.failed,
+                pm(pct(r.acc_tta_mean), r.acc_tta_ci95, 100.0),
+                pm(pct(r.acc_mean), r.acc_ci95, 100.0),
+                if r.p_target.is_finite() {
+                    format!("{:.2}", r.p_target)
+                } else {
+                    "-".into()
+                },
+                pm(secs(c.mean), c.ci95, 1.0),
+                secs(c.min),
+                secs(c.median),
+                match (r.ttt_mean, r.ttt_ci95) {
+                    (Some(m), Some(ci)) => format!("{m:.2} ± {ci:.2} (n={})", r.ttt_n),
+                    (Some(m), None) => format!("{m:.2} (n={})", r.ttt_n),
+                    _ => "not reached".into(),
+                },
+                r.speedup_prev
+                    .map(|x| format!("×{x:.2}"))
+                    .unwrap_or_else(|| "-".into()),
+                r.speedup_first
+                    .map(|x| format!("×{x:.2}"))
+                    .unwrap_or_else(|| "-".into()),
+            ));
+        }
+        s
+    }
+
+    pub fn to_csv(&self) -> String {
+        let mut s = String::from(
+            "matrix,index,variant,n,failed,acc_mean,acc_ci95,acc_tta_mean,acc_tta_ci95,p_target,dawn_s_mean,dawn_s_min,dawn_s_median,airbench_s_mean,airbench_s_min,airbench_s_median,hlb_s_mean,hlb_s_min,hlb_s_median,wall_s_mean,ttt_mean,ttt_n,speedup_prev,speedup_first\n",
+        );
+        let o = |x: Option<f64>| x.map(|v| v.to_string()).unwrap_or_default();
+        let q = |t: &str| format!("\"{}\"", t.replace('"', "\"\""));
+        for r in &self.rows {
+            let VariantStats {
+                dawn,
+                airbench,
+                hlb,
+                wall,
+                ..
+            } = r;
+            s.push_str(&format!(
+                "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n",
+                q(&r.matrix),
+                r.index,
+                q(&r.variant),
+                r.n,
+                r.failed,
+                r.acc_mean,
+                r.acc_ci95,
+                r.acc_tta_mean,
+                r.acc_tta_ci95,
+                r.p_target,
+                dawn.mean,
+                dawn.min,
+                dawn.median,
+                airbench.mean,
+                airbench.min,
+                airbench.median,
+                hlb.mean,
+                hlb.min,
+                hlb.median,
+                wall.mean,
+                o(r.ttt_mean),
+                r.ttt_n,
+                o(r.speedup_prev),
+                o(r.speedup_first)
+            ));
+        }
+        s
+    }
+
+    pub fn to_json(&self) -> Result<String> {
+        Ok(serde_json::to_string_pretty(self)?)
+    }
+
+    /// Rows for the TUI's Results and Ladder screens.
+    pub fn tui_rows(&self) -> Vec<crate::tui::state::ResultRow> {
+        self.rows
+            .iter()
+            .filter(|r| r.n > 0)
+            .map(|r| {
+                let c = r.clock(self.clock);
+                crate::tui::state::ResultRow {
+                    index: r.index,
+                    variant: r.variant.clone(),
+                    n: r.n,
+                    acc_mean: r.acc_tta_mean,
+                    acc_ci95: if r.acc_tta_ci95.is_finite() {
+                        r.acc_tta_ci95
+                    } else {
+                        0.0
+                    },
+                    p_target: r.p_target,
+                    ttt_mean: r.ttt_mean,
+                    time_mean: c.mean,
+                    time_ci95: if c.ci95.is_finite() { c.ci95 } else { 0.0 },
+                    speedup_prev: r.speedup_prev,
+                    speedup_first: r.speedup_first,
+                }
+            })
+            .collect()
+    }
+}

@@ -1,0 +1,112 @@
+//! The report on a fixture folder, against numbers computed here.
+
+use super::*;
+use crate::store::ResultsWriter;
+
+fn fixture(root: &Path, name: &str, slow: f64) -> PathBuf {
+    let mut w = ResultsWriter::create(root, name, "").unwrap();
+    // Rung 0: acc 0.50/0.52/0.54, time 10/12/14; rung 1: acc 0.60/0.62, time 5/7; rung 1 also one failure.
+    let data = [
+        (0, 0, 0.50, 10.0, None),
+        (0, 1, 0.52, 12.0, Some(9.0)),
+        (0, 2, 0.54, 14.0, Some(11.0)),
+        (1, 0, 0.60, 5.0, Some(4.0)),
+        (1, 1, 0.62, 7.0, Some(6.0)),
+    ];
+    for (idx, rep, acc, t, ttt) in data {
+        let v = if idx == 0 { "base" } else { "+ trick" };
+        crate::store::tests::feed(
+            &mut w,
+            crate::store::tests::rid(v, idx, rep),
+            rep as u64,
+            Some(crate::store::tests::summary(acc - 0.01, t * slow, ttt)),
+        );
+    }
+    crate::store::tests::feed(&mut w, crate::store::tests::rid("+ trick", 1, 2), 2, None);
+    w.dir().to_path_buf()
+}
+
+#[test]
+fn aggregate_matches_hand_computed_statistics() {
+    let root = tempfile::tempdir().unwrap();
+    let dir = fixture(root.path(), "m", 1.0);
+    let r = aggregate(
+        &[dir.clone()],
+        &ReportOptions {
+            target: Some(0.53),
+            clock: Clock::Dawn,
+        },
+    )
+    .unwrap();
+    assert_eq!(r.rows.len(), 2);
+    let (a, b) = (&r.rows[0], &r.rows[1]);
+    assert_eq!(
+        (a.variant.as_str(), a.n, a.failed, b.n, b.failed),
+        ("base", 3, 0, 2, 1)
+    );
+    // summary() sets acc_tta = acc + 0.01, and the fixture passed acc - 0.01.
+    assert!((a.acc_tta_mean - 0.52).abs() < 1e-9);
+    let sd = (((0.02f64).powi(2) * 2.0) / 2.0).sqrt();
+    assert!((a.acc_tta_ci95 - 4.303 * sd / 3f64.sqrt()).abs() < 1e-9);
+    assert!((a.p_target - 1.0 / 3.0).abs() < 1e-9);
+    assert!((a.dawn.mean - 12.0).abs() < 1e-9 && a.dawn.min == 10.0 && a.dawn.median == 12.0);
+    assert_eq!((a.ttt_mean, a.ttt_n), (Some(10.0), 2));
+    assert!((b.dawn.mean - 6.0).abs() < 1e-9);
+    assert_eq!(b.speedup_prev, Some(2.0));
+    assert_eq!(b.speedup_first, Some(2.0));
+    assert_eq!(a.speedup_prev, None);
+    let md = r.to_markdown();
+    assert!(
+        md.contains("| 1 | + trick | 2 | 1 |") && md.contains("×2.00"),
+        "{md}"
+    );
+    assert!(r.to_csv().lines().count() == 3);
+    assert!(r.to_json().unwrap().contains("\"speedup_prev\": 2.0"));
+    // Without --target, the runs' own target (0.5) applies.
+    let r = aggregate(&[dir], &ReportOptions::default()).unwrap();
+    assert_eq!(r.target, 0.5);
+    assert!((r.rows[0].p_target - 1.0).abs() < 1e-9);
+}
+
+#[test]
+fn compare_flags_slowdowns_and_passes_equal_runs() {
+    let root = tempfile::tempdir().unwrap();
+    let base = fixture(root.path(), "a", 1.0);
+    let same = fixture(root.path(), "b", 1.0);
+    let slow = fixture(root.path(), "c", 1.2);
+    let o = ReportOptions::default();
+    let (b, s, sl) = (
+        aggregate(&[base], &o).unwrap(),
+        aggregate(&[same], &o).unwrap(),
+        aggregate(&[slow], &o).unwrap(),
+    );
+    assert!(
+        compare(&b, &s, Clock::Dawn, 0.05, 0.002)
+            .iter()
+            .all(|c| c.regression.is_none())
+    );
+    let bad = compare(&b, &sl, Clock::Dawn, 0.05, 0.002);
+    assert!(
+        bad.iter().all(|c| c
+            .regression
+            .as_deref()
+            .is_some_and(|w| w.contains("20.0% slower"))),
+        "{bad:?}"
+    );
+}
+
+#[test]
+fn missing_folders_are_named() {
+    let e = format!(
+        "{:#}",
+        aggregate(
+            &[PathBuf::from("/nonexistent/x")],
+            &ReportOptions::default()
+        )
+        .unwrap_err()
+    );
+    assert!(
+        e.contains("/nonexistent/x") && e.contains("no such results folder"),
+        "{e}"
+    );
+}
