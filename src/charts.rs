@@ -23,7 +23,7 @@ fn register_font() {
 }
 
 fn color(i: usize) -> RGBColor {
-    const C: [RGBColor; 8] = [
+    const C: [RGBColor; 10] = [
         RGBColor(31, 119, 180),
         RGBColor(255, 127, 14),
         RGBColor(44, 160, 44),
@@ -32,6 +32,8 @@ fn color(i: usize) -> RGBColor {
         RGBColor(140, 86, 75),
         RGBColor(227, 119, 194),
         RGBColor(23, 190, 207),
+        RGBColor(188, 189, 34),
+        RGBColor(60, 60, 60),
     ];
     C[i % C.len()]
 }
@@ -58,7 +60,8 @@ fn clock_name(c: Clock) -> &'static str {
 /// Page's figure from our data: time per rung with CI whiskers, and accuracy per rung with the target line.
 fn ladder<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, r: &Report) -> Res
 where
-    DB::ErrorType: 'static, {
+    DB::ErrorType: 'static,
+{
     root.fill(&WHITE)?;
     let rows: Vec<_> = r.rows.iter().filter(|x| x.n > 0).collect();
     let n = rows.len().max(1);
@@ -185,7 +188,8 @@ fn accuracy<DB: DrawingBackend>(
     runs: &[crate::store::RunRow],
 ) -> Res
 where
-    DB::ErrorType: 'static, {
+    DB::ErrorType: 'static,
+{
     root.fill(&WHITE)?;
     let rows: Vec<_> = r.rows.iter().filter(|x| x.n > 0).collect();
     let n = rows.len().max(1);
@@ -356,7 +360,8 @@ pub fn curves(dirs: &[PathBuf]) -> Result<Vec<Curve>> {
 
 fn curves_chart<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, cs: &[Curve]) -> Res
 where
-    DB::ErrorType: 'static, {
+    DB::ErrorType: 'static,
+{
     root.fill(&WHITE)?;
     let root = root.titled(
         "Training curves per variant (mean over seeds, band = min–max)",
@@ -390,6 +395,8 @@ where
         .build_cartesian_2d(0.0..xmax, (lo..hi).log_scale())?;
     loss.configure_mesh()
         .x_desc("epoch")
+        .y_labels(8)
+        .y_label_formatter(&|v| format!("{v:.2}"))
         .label_style((FAMILY, 13))
         .draw()?;
     for (k, c) in cs.iter().enumerate() {
@@ -483,7 +490,8 @@ where
 /// Time against accuracy per variant, the Pareto front (faster and more accurate) joined.
 fn pareto<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, r: &Report) -> Res
 where
-    DB::ErrorType: 'static, {
+    DB::ErrorType: 'static,
+{
     root.fill(&WHITE)?;
     let pts: Vec<(f64, f64, usize, String)> = r
         .rows

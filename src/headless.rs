@@ -1,8 +1,226 @@
-//! `tricklab run --headless`: the progress-bar consumer of the event stream.
+//! `tricklab run MATRIX... --headless`: the progress-bar consumer of the
+//! event stream. First Ctrl-C finishes the current run and stops; the second
+//! cancels it. Nothing finished is lost: the store records each run as it ends.
+
+use crate::events::{Command, Event, LogLevel, RunStatus};
+use crate::session::{Session, SessionOptions, tch_factory};
+use anyhow::Result;
+use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
+use std::io::IsTerminal;
+use std::path::PathBuf;
 
 #[derive(clap::Args, Debug)]
-pub struct RunArgs {}
+pub struct RunArgs {
+    /// Matrix files (ablations/*.toml).
+    pub matrices: Vec<PathBuf>,
+    /// Progress bars instead of the TUI.
+    #[arg(long)]
+    pub headless: bool,
+    /// Results root; each matrix gets results/<matrix>/<timestamp>/.
+    #[arg(long, default_value = "results")]
+    pub results: PathBuf,
+    /// Devices, one worker each: cpu, cuda, cuda:0,cuda:1.
+    #[arg(long, value_delimiter = ',', default_value = "cpu")]
+    pub devices: Vec<String>,
+    /// Continue a results folder: finished runs are skipped.
+    #[arg(long)]
+    pub resume: Option<PathBuf>,
+    /// Override the number of repeats (seeds 0..N) of every matrix.
+    #[arg(long)]
+    pub repeats: Option<usize>,
+}
 
-pub fn cmd_run(_args: RunArgs) -> anyhow::Result<i32> {
-    anyhow::bail!("`tricklab run` is not built yet")
+pub fn load_matrices(
+    paths: &[PathBuf],
+    repeats: Option<usize>,
+) -> Result<Vec<crate::matrix::Matrix>> {
+    paths
+        .iter()
+        .map(|p| {
+            let mut m = crate::matrix::load(p)?;
+            if let Some(n) = repeats {
+                if n == 0 {
+                    anyhow::bail!("--repeats must be at least 1");
+                }
+                m.seeds = (0..n as u64).collect();
+            }
+            Ok(m)
+        })
+        .collect()
+}
+
+pub fn cmd_run(args: RunArgs) -> Result<i32> {
+    if args.matrices.is_empty() && args.resume.is_none() {
+        anyhow::bail!(
+            "name a matrix file (e.g. ablations/demo-ladder.toml) or --resume a results folder"
+        );
+    }
+    let matrices = load_matrices(&args.matrices, args.repeats)?;
+    let opts = SessionOptions {
+        results_root: args.results.clone(),
+        devices: args.devices.clone(),
+        resume: args.resume.clone(),
+        keep_alive: !args.headless,
+    };
+    if !args.headless {
+        return crate::tui::run_session(matrices, opts);
+    }
+    let session = Session::start(matrices, opts, tch_factory())?;
+    run_headless(session)
+}
+
+struct Bars {
+    multi: Option<MultiProgress>,
+    overall: ProgressBar,
+    current: ProgressBar,
+}
+
+impl Bars {
+    fn new() -> Bars {
+        if std::io::stderr().is_terminal() {
+            let multi = MultiProgress::new();
+            let overall = multi.add(ProgressBar::new(0));
+            overall.set_style(
+                ProgressStyle::with_template(
+                    "runs {bar:30} {pos}/{len} elapsed {elapsed} eta {eta} {msg}",
+                )
+                .unwrap_or_else(|_| ProgressStyle::default_bar()),
+            );
+            let current = multi.add(ProgressBar::new(0));
+            current.set_style(
+                ProgressStyle::with_template(
+                    "{prefix:.bold} {bar:30} step {pos}/{len} eta {eta} {msg}",
+                )
+                .unwrap_or_else(|_| ProgressStyle::default_bar()),
+            );
+            Bars {
+                multi: Some(multi),
+                overall,
+                current,
+            }
+        } else {
+            Bars {
+                multi: None,
+                overall: ProgressBar::hidden(),
+                current: ProgressBar::hidden(),
+            }
+        }
+    }
+
+    /// A line that survives the bars (or plain output without a terminal).
+    fn line(&self, s: String) {
+        match &self.multi {
+            Some(m) => {
+                let _ = m.println(s);
+            }
+            None => eprintln!("{s}"),
+        }
+    }
+}
+
+fn run_headless(mut session: Session) -> Result<i32> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let bars = Bars::new();
+    let mut interrupts = 0;
+    let mut failed = 0;
+    let mut done_runs = 0;
+    rt.block_on(async {
+        loop {
+            tokio::select! {
+                ev = session.recv() => {
+                    let Some(ev) = ev else { break };
+                    match ev {
+                        Event::Queue(items) => {
+                            let todo = items.iter().filter(|i| i.status != RunStatus::Skipped).count();
+                            bars.overall.set_length(todo as u64);
+                        }
+                        Event::RunStarted { run, total_steps, device, .. } => {
+                            bars.current.reset();
+                            bars.current.set_length(total_steps);
+                            bars.current.set_prefix(run.to_string());
+                            bars.line(format!("start {run} on {device}"));
+                        }
+                        Event::Steps { rows, .. } => {
+                            if let Some(r) = rows.last() {
+                                bars.current.set_position(r.step);
+                                bars.current.set_message(format!("loss {:.3} lr {:.4}", r.loss, r.lr));
+                            }
+                        }
+                        Event::Epoch { run, row } => {
+                            let acc = row.test_acc_tta.unwrap_or(row.test_acc);
+                            bars.current.set_message(format!("epoch {} acc {:.2}%", row.epoch, 100.0 * acc));
+                            if bars.multi.is_none() {
+                                eprintln!("{run} epoch {} loss {:.4} acc {:.2}% {:.0} img/s", row.epoch, row.train_loss, 100.0 * acc, row.images_per_s);
+                            }
+                        }
+                        Event::RunFinished { run, summary } => {
+                            done_runs += 1;
+                            bars.overall.inc(1);
+                            bars.line(format!(
+                                "done  {run}: acc {:.2}% (TTA) in {:.2} s DAWNBench-style{}",
+                                100.0 * summary.acc_tta,
+                                summary.clocks.dawn_s,
+                                summary.time_to_target_s.map(|t| format!(", target at {t:.2} s")).unwrap_or_default()
+                            ));
+                        }
+                        Event::RunFailed { run, reason } => {
+                            failed += 1;
+                            bars.overall.inc(1);
+                            bars.line(format!("FAILED {run}: {reason}"));
+                        }
+                        Event::RunCancelled { run } => bars.line(format!("cancelled {run}")),
+                        Event::Log { level, message } => {
+                            if level != LogLevel::Info {
+                                bars.line(format!("{level:?}: {message}"));
+                            }
+                        }
+                        _ => {}
+                    }
+                }
+                _ = tokio::signal::ctrl_c() => {
+                    interrupts += 1;
+                    if interrupts == 1 {
+                        bars.line("interrupt: finishing the current run, then stopping (Ctrl-C again cancels it)".into());
+                        session.send(Command::StopAfterCurrent);
+                    } else {
+                        bars.line("interrupt: cancelling the current run".into());
+                        session.send(Command::CancelCurrent);
+                        session.send(Command::Shutdown);
+                    }
+                }
+            }
+        }
+    });
+    bars.current.finish_and_clear();
+    bars.overall.finish_and_clear();
+    let dirs = session.results_dirs();
+    session.join();
+    for d in &dirs {
+        if !d.join("runs.parquet").exists() {
+            eprintln!("{}: no run finished, no report", d.display());
+            continue;
+        }
+        let report = crate::report::aggregate(std::slice::from_ref(d), &Default::default())?;
+        println!("{}", report.to_markdown());
+        let files = crate::report::export(d)?;
+        println!(
+            "results: {} ({} runs finished, {failed} failed); report and charts: {}",
+            d.display(),
+            done_runs,
+            files
+                .iter()
+                .map(|f| f.file_name().unwrap_or_default().to_string_lossy())
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
+    Ok(if interrupts > 0 {
+        130
+    } else if failed > 0 {
+        1
+    } else {
+        0
+    })
 }

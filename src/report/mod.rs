@@ -189,7 +189,9 @@ pub fn aggregate(dirs: &[PathBuf], opts: &ReportOptions) -> Result<Report> {
         aggs.push(col(c).filter(done()).std(1).alias(format!("{c}_std")));
     }
     aggs.push(
-        col("acc_tta").gt_eq(target_lit).filter(done())
+        col("acc_tta")
+            .gt_eq(target_lit)
+            .filter(done())
             .cast(DataType::Float64)
             .mean()
             .alias("p_target"),

@@ -91,6 +91,17 @@ impl Session {
         })
     }
 
+    /// The raw event source, for consumers that pump events on their own task
+    /// and hand each one back through [`Session::record`].
+    pub fn event_source(&self) -> Arc<EventQueue> {
+        self.events.clone()
+    }
+
+    /// Records an event taken from [`Session::event_source`] in the results store.
+    pub fn record(&mut self, ev: &Event) {
+        self.store(ev);
+    }
+
     fn store(&mut self, ev: &Event) {
         let Some(run) = ev.run() else { return };
         if let Some(w) = self.stores.get_mut(&run.matrix)

@@ -3,6 +3,7 @@
 //! It only consumes [`Event`]s and emits [`Command`]s: it does not know how
 //! training works.
 
+mod backend;
 pub mod state;
 pub mod update;
 pub mod view;
@@ -28,6 +29,8 @@ pub trait Backend {
     fn results(&mut self) -> Result<Vec<ResultRow>>;
     /// Writes report.md and the charts; returns the written paths.
     fn export(&mut self) -> Result<Vec<PathBuf>>;
+    /// Sees every worker event before the UI does (the results store records it).
+    fn observe(&mut self, _ev: &Event) {}
 }
 
 /// Frames are drawn at most this often, and only when something changed.
@@ -86,10 +89,14 @@ where
             },
             ev = events.recv(), if events_open => match ev {
                 Some(ev) => {
+                    backend.observe(&ev);
                     refresh_results |= update::apply(state, ev);
                     for _ in 0..MAX_EVENTS_PER_TURN {
                         match events.try_recv() {
-                            Ok(ev) => refresh_results |= update::apply(state, ev),
+                            Ok(ev) => {
+                                backend.observe(&ev);
+                                refresh_results |= update::apply(state, ev);
+                            }
                             Err(_) => break,
                         }
                     }
@@ -155,12 +162,24 @@ impl Drop for TerminalGuard {
 pub fn run_terminal(
     mut state: AppState,
     backend: &mut dyn Backend,
-    mut events: tokio::sync::mpsc::Receiver<Event>,
+    source: Option<std::sync::Arc<crate::worker::EventQueue>>,
 ) -> Result<()> {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
     rt.block_on(async {
+        let (tx, mut events) = tokio::sync::mpsc::channel(4096);
+        if let Some(src) = source {
+            tokio::spawn(async move {
+                while let Some(ev) = src.pop().await {
+                    if tx.send(ev).await.is_err() {
+                        break;
+                    }
+                }
+            });
+        } else {
+            drop(tx);
+        }
         let mut terminal = ratatui::try_init()?;
         let _guard = TerminalGuard;
         // SIGTERM must not leave the terminal in raw mode.
@@ -187,6 +206,12 @@ pub struct TuiArgs {
     /// Open a finished results folder (browse only, no worker).
     #[arg(long)]
     pub results: Option<PathBuf>,
+    /// Results root for new runs.
+    #[arg(long, default_value = "results")]
+    pub results_root: PathBuf,
+    /// Devices, one worker each.
+    #[arg(long, value_delimiter = ',', default_value = "cpu")]
+    pub devices: Vec<String>,
 }
 
 impl TuiArgs {
@@ -195,13 +220,77 @@ impl TuiArgs {
         TuiArgs {
             matrices: Vec::new(),
             results: None,
+            results_root: PathBuf::from("results"),
+            devices: vec!["cpu".into()],
         }
     }
 }
 
-pub fn cmd_tui(_args: TuiArgs) -> anyhow::Result<i32> {
-    anyhow::bail!("the TUI is not built yet")
+/// The demo ladder, compiled in so that `tricklab` works from any folder.
+pub const DEMO_LADDER: &str = include_str!("../../ablations/demo-ladder.toml");
+
+pub fn cmd_tui(args: TuiArgs) -> anyhow::Result<i32> {
+    if let Some(dir) = args.results {
+        return browse(dir);
+    }
+    let matrices = if args.matrices.is_empty() {
+        let p = PathBuf::from("ablations/demo-ladder.toml");
+        if p.is_file() {
+            vec![crate::matrix::load(&p)?]
+        } else {
+            vec![crate::matrix::parse(
+                DEMO_LADDER,
+                "demo-ladder.toml (built in)",
+            )?]
+        }
+    } else {
+        crate::headless::load_matrices(&args.matrices, None)?
+    };
+    let opts = crate::session::SessionOptions {
+        results_root: args.results_root,
+        devices: args.devices,
+        resume: None,
+        keep_alive: true,
+    };
+    run_session(matrices, opts)
 }
 
-#[cfg(test)]
-mod tests;
+fn need_terminal() -> Result<()> {
+    use std::io::IsTerminal;
+    if !std::io::stdout().is_terminal() || !std::io::stdin().is_terminal() {
+        anyhow::bail!(
+            "the TUI needs a terminal; use `tricklab run MATRIX --headless` for progress bars"
+        );
+    }
+    Ok(())
+}
+
+/// Runs matrices in the TUI.
+pub fn run_session(
+    matrices: Vec<crate::matrix::Matrix>,
+    opts: crate::session::SessionOptions,
+) -> anyhow::Result<i32> {
+    need_terminal()?;
+    let session = crate::session::Session::start(matrices, opts, crate::session::tch_factory())?;
+    let source = session.event_source();
+    let mut backend = backend::SessionBackend::new(session);
+    let result = run_terminal(AppState::new(no_color()), &mut backend, Some(source));
+    let dirs = backend.finish();
+    result?;
+    for d in dirs {
+        println!("results: {}", d.display());
+    }
+    Ok(0)
+}
+
+fn browse(dir: PathBuf) -> anyhow::Result<i32> {
+    need_terminal()?;
+    let mut backend = backend::BrowseBackend::new(dir.clone())?;
+    let mut state = AppState::new(no_color());
+    state.browse_only = true;
+    state.results_dir = Some(dir.display().to_string());
+    state.queue = backend.queue_items();
+    state.tab = state::Tab::Results;
+    run_terminal(state, &mut backend, None)?;
+    Ok(0)
+}

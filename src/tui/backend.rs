@@ -1,0 +1,148 @@
+//! The TUI's view of the outside world: a live session, or a finished
+//! results folder to browse.
+
+use super::Backend;
+use super::state::ResultRow;
+use crate::events::{Command, Event, QueueItem, RunId, RunStatus};
+use crate::report::{ReportOptions, aggregate};
+use crate::session::Session;
+use anyhow::Result;
+use std::path::{Path, PathBuf};
+
+fn rows(dirs: &[PathBuf]) -> Result<Vec<ResultRow>> {
+    let ready: Vec<PathBuf> = dirs
+        .iter()
+        .filter(|d| d.join("runs.parquet").is_file())
+        .cloned()
+        .collect();
+    if ready.is_empty() {
+        return Ok(Vec::new());
+    }
+    Ok(aggregate(&ready, &ReportOptions::default())?.tui_rows())
+}
+
+fn export_all(dirs: &[PathBuf]) -> Result<Vec<PathBuf>> {
+    let mut out = Vec::new();
+    for d in dirs.iter().filter(|d| d.join("runs.parquet").is_file()) {
+        out.extend(crate::report::export(d)?);
+    }
+    Ok(out)
+}
+
+pub struct SessionBackend {
+    session: Option<Session>,
+}
+
+impl SessionBackend {
+    pub fn new(session: Session) -> SessionBackend {
+        SessionBackend {
+            session: Some(session),
+        }
+    }
+
+    /// Stops the workers (cancelling a run in flight) and returns the results folders.
+    pub fn finish(&mut self) -> Vec<PathBuf> {
+        let Some(s) = self.session.take() else {
+            return Vec::new();
+        };
+        s.send(Command::CancelCurrent);
+        s.send(Command::Shutdown);
+        let dirs = s.results_dirs();
+        s.join();
+        dirs
+    }
+
+    fn s(&mut self) -> &mut Session {
+        self.session
+            .as_mut()
+            .expect("session is open while the UI runs")
+    }
+}
+
+impl Backend for SessionBackend {
+    fn send(&mut self, cmd: Command) {
+        self.s().send(cmd);
+    }
+
+    fn enqueue(&mut self, matrix: &str) -> Result<String> {
+        let m = crate::matrix::load(Path::new(matrix))?;
+        let name = m.name.clone();
+        let n = self.s().enqueue_matrix(m)?;
+        Ok(format!("queued {n} runs of {name}"))
+    }
+
+    fn matrix_files(&self) -> Vec<String> {
+        crate::matrix::matrix_files(Path::new("ablations"))
+            .into_iter()
+            .map(|p| p.display().to_string())
+            .collect()
+    }
+
+    fn results(&mut self) -> Result<Vec<ResultRow>> {
+        rows(&self.s().results_dirs())
+    }
+
+    fn export(&mut self) -> Result<Vec<PathBuf>> {
+        export_all(&self.s().results_dirs())
+    }
+
+    fn observe(&mut self, ev: &Event) {
+        self.s().record(ev);
+    }
+}
+
+pub struct BrowseBackend {
+    dir: PathBuf,
+    runs: Vec<crate::store::RunRow>,
+}
+
+impl BrowseBackend {
+    pub fn new(dir: PathBuf) -> Result<BrowseBackend> {
+        let w = crate::store::ResultsWriter::open(&dir)?;
+        Ok(BrowseBackend {
+            runs: w.runs().to_vec(),
+            dir,
+        })
+    }
+
+    pub fn queue_items(&self) -> Vec<QueueItem> {
+        self.runs
+            .iter()
+            .map(|r| QueueItem {
+                run: RunId {
+                    matrix: r.matrix.clone(),
+                    index: r.index as usize,
+                    variant: r.variant.clone(),
+                    repeat: r.repeat as usize,
+                },
+                seed: r.seed,
+                status: match r.status.as_str() {
+                    "done" => RunStatus::Done,
+                    "failed" => RunStatus::Failed,
+                    _ => RunStatus::Cancelled,
+                },
+                reason: r.reason.clone(),
+            })
+            .collect()
+    }
+}
+
+impl Backend for BrowseBackend {
+    fn send(&mut self, _cmd: Command) {}
+
+    fn enqueue(&mut self, _matrix: &str) -> Result<String> {
+        anyhow::bail!("browsing a finished results folder: run `tricklab tui MATRIX` to queue runs")
+    }
+
+    fn matrix_files(&self) -> Vec<String> {
+        Vec::new()
+    }
+
+    fn results(&mut self) -> Result<Vec<ResultRow>> {
+        rows(std::slice::from_ref(&self.dir))
+    }
+
+    fn export(&mut self) -> Result<Vec<PathBuf>> {
+        export_all(std::slice::from_ref(&self.dir))
+    }
+}
