@@ -56,8 +56,8 @@ pub struct CompareArgs {
     pub candidate: PathBuf,
     #[arg(long, value_enum, default_value = "dawn")]
     pub clock: Clock,
-    /// Allowed slowdown as a fraction (0.05 = 5%).
-    #[arg(long, default_value_t = 0.05)]
+    /// Allowed slowdown as a fraction (0.05 = 5%; negative demands a speedup).
+    #[arg(long, default_value_t = 0.05, allow_hyphen_values = true)]
     pub max_slowdown: f64,
     /// Allowed accuracy drop as a fraction (0.002 = 0.2 points).
     #[arg(long, default_value_t = 0.002)]

@@ -164,7 +164,9 @@ pub fn run_terminal(
     backend: &mut dyn Backend,
     source: Option<std::sync::Arc<crate::worker::EventQueue>>,
 ) -> Result<()> {
-    let rt = tokio::runtime::Builder::new_current_thread()
+    // Polars' lazy engine blocks in place, which a current-thread runtime forbids.
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
         .enable_all()
         .build()?;
     rt.block_on(async {

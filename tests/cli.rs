@@ -1,0 +1,293 @@
+//! The CLI as a user meets it: real binary, real files, one-line errors.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn bin() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_tricklab"))
+}
+
+fn run(args: &[&str], cwd: &Path) -> Output {
+    bin()
+        .args(args)
+        .current_dir(cwd)
+        .env("NO_COLOR", "1")
+        .output()
+        .expect("running tricklab")
+}
+
+fn text(o: &Output) -> (String, String) {
+    (
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn results_dir(root: &Path, matrix: &str) -> PathBuf {
+    let base = root.join(matrix);
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir(&base)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    dirs.sort();
+    dirs.pop().unwrap()
+}
+
+#[test]
+fn same_seed_gives_the_same_loss_curve_in_separate_processes() {
+    let tmp = tempfile::tempdir().unwrap();
+    let args = [
+        "train",
+        "--recipe",
+        "tiny-page-resnet9",
+        "--data",
+        "synthetic:400",
+        "--set",
+        "epochs=2",
+        "--set",
+        "batch_size=64",
+        "--seed",
+        "7",
+    ];
+    let table = |o: &Output| -> Vec<String> {
+        // The loss and accuracy columns only: times vary.
+        text(o)
+            .0
+            .lines()
+            .filter(|l| {
+                l.trim_start()
+                    .chars()
+                    .next()
+                    .is_some_and(|c| c.is_ascii_digit())
+            })
+            .map(|l| l.split_whitespace().take(6).collect::<Vec<_>>().join(" "))
+            .collect()
+    };
+    let a = run(&args, tmp.path());
+    let b = run(&args, tmp.path());
+    assert!(a.status.success(), "{:?}", text(&a));
+    assert_eq!(table(&a).len(), 2);
+    assert_eq!(table(&a), table(&b));
+    let c = run(
+        &[
+            "train",
+            "--recipe",
+            "tiny-page-resnet9",
+            "--data",
+            "synthetic:400",
+            "--set",
+            "epochs=2",
+            "--set",
+            "batch_size=64",
+            "--seed",
+            "8",
+        ],
+        tmp.path(),
+    );
+    assert_ne!(table(&a), table(&c));
+}
+
+#[test]
+fn headless_run_report_and_compare() {
+    let tmp = tempfile::tempdir().unwrap();
+    let fixture = repo().join("tests/fixtures/tiny.toml");
+    let o = run(
+        &[
+            "run",
+            fixture.to_str().unwrap(),
+            "--headless",
+            "--results",
+            "res",
+        ],
+        tmp.path(),
+    );
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{out}\n{err}");
+    let dir = results_dir(&tmp.path().join("res"), "tiny-test");
+    for f in [
+        "manifest.json",
+        "runs.parquet",
+        "queue.json",
+        "report.md",
+        "ladder.png",
+        "ladder.svg",
+        "curves.png",
+        "pareto.svg",
+        "accuracy.png",
+    ] {
+        assert!(dir.join(f).is_file(), "missing {f}");
+    }
+    assert_eq!(std::fs::read_dir(dir.join("steps")).unwrap().count(), 4);
+    assert!(out.contains("| 1 | + label smoothing | 2 | 0 |"), "{out}");
+
+    let csv = run(
+        &["report", dir.to_str().unwrap(), "--format", "csv"],
+        tmp.path(),
+    );
+    assert!(csv.status.success());
+    assert_eq!(text(&csv).0.lines().count(), 3);
+    let json = run(
+        &[
+            "report",
+            dir.to_str().unwrap(),
+            "--format",
+            "json",
+            "--clock",
+            "hlb",
+        ],
+        tmp.path(),
+    );
+    assert!(text(&json).0.contains("\"clock\": \"Hlb\""));
+
+    let same = run(
+        &["compare", dir.to_str().unwrap(), dir.to_str().unwrap()],
+        tmp.path(),
+    );
+    assert_eq!(same.status.code(), Some(0), "{:?}", text(&same));
+    let missing = run(&["compare", dir.to_str().unwrap(), "nope"], tmp.path());
+    assert_eq!(missing.status.code(), Some(2));
+    assert!(text(&missing).1.contains("nope"));
+    // A candidate that must be 50% faster than itself regresses.
+    let strict = run(
+        &[
+            "compare",
+            dir.to_str().unwrap(),
+            dir.to_str().unwrap(),
+            "--max-slowdown",
+            "-0.5",
+        ],
+        tmp.path(),
+    );
+    assert_eq!(strict.status.code(), Some(1), "{:?}", text(&strict));
+    assert!(text(&strict).0.contains("REGRESSION"));
+
+    // Resume: everything finished, so nothing runs again.
+    let again = run(
+        &[
+            "run",
+            "--headless",
+            "--resume",
+            dir.to_str().unwrap(),
+            "--results",
+            "res",
+        ],
+        tmp.path(),
+    );
+    assert!(again.status.success(), "{:?}", text(&again));
+    assert!(!text(&again).1.contains("start "), "{:?}", text(&again));
+}
+
+#[test]
+fn bad_input_gets_one_line_naming_the_file_and_the_fix() {
+    let tmp = tempfile::tempdir().unwrap();
+    let bad = tmp.path().join("bad.toml");
+    std::fs::write(&bad, "name = 'x'\nrecipe = 'tiny-page-resnet9'\nkind = 'ladder'\n\n[[rung]]\non = ['lable_smoothing']\n").unwrap();
+    let o = run(&["run", bad.to_str().unwrap(), "--headless"], tmp.path());
+    let (_, err) = text(&o);
+    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains("bad.toml:6:7") && err.contains("did you mean `label_smoothing`"),
+        "{err}"
+    );
+
+    std::fs::write(&bad, "name = 'x'\nrecipe = \n").unwrap();
+    let (_, err) = text(&run(&["matrix", "show", bad.to_str().unwrap()], tmp.path()));
+    assert!(
+        err.starts_with("error: ") && err.contains("bad.toml:2:") && err.lines().count() == 1,
+        "{err}"
+    );
+
+    let o = run(
+        &[
+            "train",
+            "--recipe",
+            "tiny-page-resnet9",
+            "--trick",
+            "celu",
+            "--trick",
+            "gelu",
+        ],
+        tmp.path(),
+    );
+    let (_, err) = text(&o);
+    assert!(
+        !o.status.success() && err.contains("cannot both be on") && err.lines().count() == 1,
+        "{err}"
+    );
+
+    let o = run(
+        &[
+            "train",
+            "--recipe",
+            "tiny-page-resnet9",
+            "--data",
+            "synthetic:200",
+            "--set",
+            "lr=1e30",
+            "--set",
+            "epochs=1",
+            "--set",
+            "batch_size=50",
+        ],
+        tmp.path(),
+    );
+    let (_, err) = text(&o);
+    assert!(
+        !o.status.success() && err.contains("loss became") && err.lines().count() == 1,
+        "{err}"
+    );
+
+    let trunc = tmp.path().join("cifar-10-binary.tar.gz");
+    std::fs::write(&trunc, [0x1f, 0x8b, 8, 0, 0, 0]).unwrap();
+    let (_, err) = text(&run(
+        &["data", "check", trunc.to_str().unwrap()],
+        tmp.path(),
+    ));
+    assert!(
+        err.contains("cifar-10-binary.tar.gz") && err.lines().count() == 1,
+        "{err}"
+    );
+
+    let o = run(
+        &["train", "--device", "cuda:3", "--data", "synthetic:200"],
+        tmp.path(),
+    );
+    assert!(text(&o).1.contains("cuda:3"), "{:?}", text(&o));
+
+    let o = run(&["tui"], tmp.path());
+    assert!(text(&o).1.contains("needs a terminal"), "{:?}", text(&o));
+}
+
+#[test]
+fn catalog_recipes_doctor_and_data_commands() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (out, _) = text(&run(&["tricks"], tmp.path()));
+    assert!(out.contains("label_smoothing") && out.contains("T24,B3"));
+    let (out, _) = text(&run(&["tricks", "--json"], tmp.path()));
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert!(v.as_array().unwrap().len() >= 40);
+    let (out, _) = text(&run(&["recipes"], tmp.path()));
+    assert!(out.contains("airbench94-muon") && out.contains("tiny-page-final"));
+    let (out, _) = text(&run(
+        &["recipe", "show", "page-final", "--json"],
+        tmp.path(),
+    ));
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["epochs"], 10.0);
+    let o = run(&["doctor"], tmp.path());
+    assert!(
+        o.status.success() && text(&o).0.contains("libtorch        2.11.0"),
+        "{:?}",
+        text(&o)
+    );
+    let (out, _) = text(&run(&["data", "list"], tmp.path()));
+    assert!(out.contains("embedded-cifar10-jpeg-q75") && out.contains("4000"));
+    let o = run(&["data", "check"], tmp.path());
+    assert!(o.status.success() && text(&o).0.contains("no problems found"));
+}

@@ -1,0 +1,50 @@
+//! The demo ladder end to end, exactly as README tells a new user to run it:
+//! the embedded data, every rung, report and charts. Its wall time is
+//! recorded in README (measured with `make bench`), not asserted here.
+
+#[test]
+fn demo_ladder_runs_headless_end_to_end() {
+    let tmp = tempfile::tempdir().unwrap();
+    let matrix =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("ablations/demo-ladder.toml");
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_tricklab"))
+        .args([
+            "run",
+            matrix.to_str().unwrap(),
+            "--headless",
+            "--results",
+            "res",
+        ])
+        .current_dir(tmp.path())
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "{out}\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let base = tmp.path().join("res/demo-ladder");
+    let dir = std::fs::read_dir(&base)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    for f in [
+        "runs.parquet",
+        "report.md",
+        "ladder.png",
+        "ladder.svg",
+        "accuracy.png",
+        "curves.png",
+        "pareto.png",
+    ] {
+        assert!(dir.join(f).is_file(), "missing {f}");
+    }
+    let rows = out
+        .lines()
+        .filter(|l| l.starts_with("| ") && l.contains(" | 1 | 0 |"))
+        .count();
+    assert_eq!(rows, 9, "{out}");
+}

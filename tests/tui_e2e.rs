@@ -1,0 +1,182 @@
+//! The real binary in a real terminal (tmux): open the TUI on a tiny matrix,
+//! switch screens, pause and resume, wait for the runs, export, quit, and
+//! check that the terminal was restored and the results were written.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+struct Tmux {
+    socket: String,
+}
+
+impl Tmux {
+    fn cmd(&self, args: &[&str]) -> String {
+        let o = Command::new("tmux")
+            .arg("-L")
+            .arg(&self.socket)
+            .args(args)
+            .output()
+            .expect("tmux is part of the machine image (apt-get install tmux)");
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    }
+    fn screen(&self) -> String {
+        self.cmd(&["capture-pane", "-p", "-t", "t"])
+    }
+    fn keys(&self, k: &str) {
+        self.cmd(&["send-keys", "-t", "t", k]);
+    }
+    fn wait_for(&self, what: &str, secs: u64, pred: impl Fn(&str) -> bool) -> String {
+        let start = Instant::now();
+        loop {
+            let s = self.screen();
+            if pred(&s) {
+                return s;
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(secs),
+                "timed out waiting for {what}; screen:\n{s}"
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        self.cmd(&["kill-server"]);
+    }
+}
+
+fn results(root: &Path) -> PathBuf {
+    let base = root.join("res/tiny-test");
+    std::fs::read_dir(&base)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path()
+}
+
+#[test]
+fn interactive_session_end_to_end() {
+    let tmp = tempfile::tempdir().unwrap();
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/tiny.toml");
+    let t = Tmux {
+        socket: format!("tricklab-e2e-{}", std::process::id()),
+    };
+    let shell = format!(
+        "cd {} && NO_COLOR=1 {} tui {} --results-root res; echo EXITED-$?; sleep 60",
+        tmp.path().display(),
+        env!("CARGO_BIN_EXE_tricklab"),
+        fixture.display()
+    );
+    t.cmd(&[
+        "new-session",
+        "-d",
+        "-s",
+        "t",
+        "-x",
+        "100",
+        "-y",
+        "30",
+        &shell,
+    ]);
+    t.wait_for("the queue", 60, |s| {
+        s.contains("1 Queue") && s.contains("tiny-test")
+    });
+    t.keys("2");
+    t.wait_for("the live screen", 60, |s| {
+        s.contains("loss (log)") || s.contains("no run has started")
+    });
+    t.keys("p");
+    t.wait_for("pause", 30, |s| s.contains("[PAUSED]"));
+    t.keys("p");
+    t.wait_for("resume", 30, |s| !s.contains("[PAUSED]"));
+    t.keys("1");
+    t.wait_for("all four runs", 120, |s| {
+        s.matches(" done ").count() == 4 && !s.contains(" running ") && !s.contains(" queued ")
+    });
+    t.keys("3");
+    t.wait_for("the results table", 30, |s| {
+        s.contains("+ label smoothing") && s.contains("acc % ± CI")
+    });
+    t.keys("4");
+    t.wait_for("the ladder", 30, |s| {
+        s.contains("ladder: train time per rung") && s.contains("baseline")
+    });
+    t.keys("e");
+    t.wait_for("export", 60, |s| s.contains("exported"));
+    t.keys("q");
+    let s = t.wait_for("exit", 60, |s| s.contains("EXITED-0"));
+    assert!(s.contains("results: res/tiny-test/"), "{s}");
+    assert_eq!(
+        t.cmd(&["display", "-p", "-t", "t", "#{alternate_on}"])
+            .trim(),
+        "0",
+        "terminal left in the alternate screen"
+    );
+    let dir = results(tmp.path());
+    for f in ["runs.parquet", "report.md", "ladder.png", "curves.svg"] {
+        assert!(dir.join(f).is_file(), "missing {f}");
+    }
+    assert_eq!(
+        tricklab::store::read_runs(&dir.join("runs.parquet"))
+            .unwrap()
+            .len(),
+        4
+    );
+}
+
+#[test]
+fn browse_a_finished_folder_and_resize() {
+    let tmp = tempfile::tempdir().unwrap();
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/tiny.toml");
+    let o = Command::new(env!("CARGO_BIN_EXE_tricklab"))
+        .args([
+            "run",
+            fixture.to_str().unwrap(),
+            "--headless",
+            "--results",
+            "res",
+            "--repeats",
+            "1",
+        ])
+        .current_dir(tmp.path())
+        .output()
+        .unwrap();
+    assert!(o.status.success());
+    let dir = results(tmp.path());
+    let t = Tmux {
+        socket: format!("tricklab-browse-{}", std::process::id()),
+    };
+    let shell = format!(
+        "{} tui --results {}; echo EXITED-$?; sleep 60",
+        env!("CARGO_BIN_EXE_tricklab"),
+        dir.display()
+    );
+    t.cmd(&[
+        "new-session",
+        "-d",
+        "-s",
+        "t",
+        "-x",
+        "80",
+        "-y",
+        "24",
+        &shell,
+    ]);
+    t.wait_for("the results", 60, |s| {
+        s.contains("[browse]") && s.contains("+ label smoothing")
+    });
+    t.cmd(&["resize-window", "-t", "t", "-x", "160", "-y", "48"]);
+    t.wait_for("a redraw at the new size", 30, |s| {
+        s.lines().next().is_some_and(|l| l.trim_end().len() > 90)
+    });
+    t.keys("5");
+    t.wait_for("the trick catalog", 30, |s| {
+        s.contains("gpu_data") && s.contains("source:")
+    });
+    t.keys("q");
+    t.wait_for("exit", 30, |s| s.contains("EXITED-0"));
+}
