@@ -4,6 +4,7 @@
 //! training works.
 
 mod backend;
+pub mod sample;
 pub mod state;
 pub mod update;
 pub mod view;
@@ -296,3 +297,6 @@ fn browse(dir: PathBuf) -> anyhow::Result<i32> {
     run_terminal(state, &mut backend, None)?;
     Ok(0)
 }
+
+#[cfg(test)]
+mod tests;

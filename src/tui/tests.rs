@@ -9,117 +9,6 @@ use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 use std::path::PathBuf;
 
-fn rid(variant: &str, index: usize, repeat: usize) -> RunId {
-    RunId {
-        matrix: "demo".into(),
-        index,
-        variant: variant.into(),
-        repeat,
-    }
-}
-
-/// A state with a bit of everything, deterministic (no clocks).
-pub fn fixture(no_color: bool) -> AppState {
-    let mut s = AppState::new(no_color);
-    let variants = ["baseline", "+ label smoothing", "+ celu"];
-    let mut queue = Vec::new();
-    for (i, v) in variants.iter().enumerate() {
-        for r in 0..2 {
-            let status = match (i, r) {
-                (0, _) | (1, 0) => RunStatus::Done,
-                (1, 1) => RunStatus::Failed,
-                (2, 0) => RunStatus::Running,
-                _ => RunStatus::Queued,
-            };
-            queue.push(QueueItem {
-                run: rid(v, i, r),
-                seed: r as u64,
-                status,
-                reason: None,
-            });
-        }
-    }
-    apply(&mut s, Event::Queue(queue));
-    for (i, v) in variants.iter().enumerate() {
-        let run = rid(v, i, 0);
-        apply(
-            &mut s,
-            Event::RunStarted {
-                run: run.clone(),
-                seed: 0,
-                config: std::sync::Arc::new(serde_json::json!({})),
-                total_steps: 100,
-                total_epochs: 4.0,
-                target_acc: 0.6,
-                device: "cpu".into(),
-            },
-        );
-        let rows = (1..=60)
-            .map(|k| StepRow {
-                step: k,
-                epoch: k as f64 / 25.0,
-                loss: 2.3 * (-(k as f64) / (30.0 + 10.0 * i as f64)).exp() + 0.3,
-                lr: 0.4 * (k as f64 / 60.0).min(1.0),
-                bn_scale: vec![1.0 - k as f32 * 0.002, 1.0 + k as f32 * 0.001],
-                bn_bias: vec![0.0, 0.01],
-            })
-            .collect();
-        apply(
-            &mut s,
-            Event::Steps {
-                run: run.clone(),
-                rows,
-                images_per_s: 1234.0,
-            },
-        );
-        for e in 1..=2 {
-            apply(
-                &mut s,
-                Event::Epoch {
-                    run: run.clone(),
-                    row: EpochRow {
-                        epoch: e,
-                        steps: 25 * e as u64,
-                        train_loss: 1.0,
-                        train_acc: 0.5,
-                        test_acc: 0.3 + 0.1 * e as f64 + 0.02 * i as f64,
-                        test_acc_tta: None,
-                        train_s: 2.0,
-                        eval_s: 0.5,
-                        images_per_s: 1234.0,
-                        peak_mem_bytes: Some(64 << 20),
-                    },
-                },
-            );
-        }
-        s.runs.get_mut(&run).unwrap().started = None;
-    }
-    s.results = variants
-        .iter()
-        .enumerate()
-        .map(|(i, v)| ResultRow {
-            index: i,
-            variant: v.to_string(),
-            n: 2,
-            acc_mean: 0.55 + 0.03 * i as f64,
-            acc_ci95: 0.01,
-            p_target: 0.5 * i as f64,
-            ttt_mean: (i > 0).then_some(20.0 - 3.0 * i as f64),
-            time_mean: 30.0 - 5.0 * i as f64,
-            time_ci95: 0.8,
-            speedup_prev: (i > 0)
-                .then(|| (30.0 - 5.0 * (i as f64 - 1.0)) / (30.0 - 5.0 * i as f64)),
-            speedup_first: (i > 0).then_some(30.0 / (30.0 - 5.0 * i as f64)),
-        })
-        .collect();
-    s.log(
-        LogLevel::Error,
-        "demo/+ label smoothing#1 failed: loss became NaN at step 40",
-    );
-    s.status = String::new();
-    s
-}
-
 fn screen(s: &AppState, w: u16, h: u16) -> String {
     let mut t = Terminal::new(TestBackend::new(w, h)).unwrap();
     t.draw(|f| render(f, s)).unwrap();
@@ -161,7 +50,7 @@ fn snapshot(name: &str, text: &str) {
 #[test]
 fn every_screen_matches_its_snapshot_small_and_large() {
     for (w, h) in [(80, 24), (160, 48)] {
-        let mut s = fixture(true);
+        let mut s = super::sample::sample_state(true);
         for tab in Tab::ALL {
             s.tab = tab;
             snapshot(
@@ -177,7 +66,7 @@ fn every_screen_matches_its_snapshot_small_and_large() {
 
 #[test]
 fn small_terminal_shows_key_facts() {
-    let mut s = fixture(true);
+    let mut s = super::sample::sample_state(true);
     s.tab = Tab::Live;
     let text = screen(&s, 80, 24);
     assert!(
@@ -195,7 +84,7 @@ fn small_terminal_shows_key_facts() {
 #[test]
 fn no_color_means_no_colour_at_all() {
     for no_color in [true, false] {
-        let mut s = fixture(no_color);
+        let mut s = super::sample::sample_state(no_color);
         let mut coloured = false;
         for tab in Tab::ALL {
             s.tab = tab;
@@ -218,7 +107,7 @@ fn key(c: KeyCode) -> KeyEvent {
 
 #[test]
 fn keys_become_commands() {
-    let mut s = fixture(true);
+    let mut s = super::sample::sample_state(true);
     assert_eq!(
         on_key(&mut s, key(KeyCode::Char('p'))),
         vec![Action::Send(Command::Pause)]
@@ -245,7 +134,7 @@ fn keys_become_commands() {
     }
     assert_eq!(
         on_key(&mut s, key(KeyCode::Char('r'))),
-        vec![Action::Send(Command::Requeue(rid(
+        vec![Action::Send(Command::Requeue(super::sample::rid(
             "+ label smoothing",
             1,
             1
@@ -254,7 +143,7 @@ fn keys_become_commands() {
     assert_eq!(
         on_key(&mut s, key(KeyCode::Char('K'))),
         vec![Action::Send(Command::Move {
-            run: rid("+ label smoothing", 1, 1),
+            run: super::sample::rid("+ label smoothing", 1, 1),
             up: true
         })]
     );
@@ -272,7 +161,7 @@ fn keys_become_commands() {
 
 #[test]
 fn events_update_progress_results_sort_and_decimation() {
-    let mut s = fixture(true);
+    let mut s = super::sample::sample_state(true);
     let cur = s.current.clone().unwrap();
     assert_eq!(cur.variant, "+ celu");
     assert!((s.runs[&cur].progress() - 0.6).abs() < 1e-9);

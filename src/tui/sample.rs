@@ -1,0 +1,118 @@
+//! A deterministic state with a bit of everything, for the snapshot tests
+//! and the render benchmark.
+
+use super::state::*;
+use super::update::apply;
+use crate::events::*;
+
+pub fn rid(variant: &str, index: usize, repeat: usize) -> RunId {
+    RunId {
+        matrix: "demo".into(),
+        index,
+        variant: variant.into(),
+        repeat,
+    }
+}
+
+/// A state with a bit of everything, deterministic (no clocks): the snapshot
+/// tests and the render benchmark draw it.
+pub fn sample_state(no_color: bool) -> AppState {
+    let mut s = AppState::new(no_color);
+    let variants = ["baseline", "+ label smoothing", "+ celu"];
+    let mut queue = Vec::new();
+    for (i, v) in variants.iter().enumerate() {
+        for r in 0..2 {
+            let status = match (i, r) {
+                (0, _) | (1, 0) => RunStatus::Done,
+                (1, 1) => RunStatus::Failed,
+                (2, 0) => RunStatus::Running,
+                _ => RunStatus::Queued,
+            };
+            queue.push(QueueItem {
+                run: rid(v, i, r),
+                seed: r as u64,
+                status,
+                reason: None,
+            });
+        }
+    }
+    apply(&mut s, Event::Queue(queue));
+    for (i, v) in variants.iter().enumerate() {
+        let run = rid(v, i, 0);
+        apply(
+            &mut s,
+            Event::RunStarted {
+                run: run.clone(),
+                seed: 0,
+                config: std::sync::Arc::new(serde_json::json!({})),
+                total_steps: 100,
+                total_epochs: 4.0,
+                target_acc: 0.6,
+                device: "cpu".into(),
+            },
+        );
+        let rows = (1..=60)
+            .map(|k| StepRow {
+                step: k,
+                epoch: k as f64 / 25.0,
+                loss: 2.3 * (-(k as f64) / (30.0 + 10.0 * i as f64)).exp() + 0.3,
+                lr: 0.4 * (k as f64 / 60.0).min(1.0),
+                bn_scale: vec![1.0 - k as f32 * 0.002, 1.0 + k as f32 * 0.001],
+                bn_bias: vec![0.0, 0.01],
+            })
+            .collect();
+        apply(
+            &mut s,
+            Event::Steps {
+                run: run.clone(),
+                rows,
+                images_per_s: 1234.0,
+            },
+        );
+        for e in 1..=2 {
+            apply(
+                &mut s,
+                Event::Epoch {
+                    run: run.clone(),
+                    row: EpochRow {
+                        epoch: e,
+                        steps: 25 * e as u64,
+                        train_loss: 1.0,
+                        train_acc: 0.5,
+                        test_acc: 0.3 + 0.1 * e as f64 + 0.02 * i as f64,
+                        test_acc_tta: None,
+                        train_s: 2.0,
+                        eval_s: 0.5,
+                        images_per_s: 1234.0,
+                        peak_mem_bytes: Some(64 << 20),
+                    },
+                },
+            );
+        }
+        s.runs.get_mut(&run).unwrap().started = None;
+    }
+    s.results = variants
+        .iter()
+        .enumerate()
+        .map(|(i, v)| ResultRow {
+            index: i,
+            variant: v.to_string(),
+            n: 2,
+            acc_mean: 0.55 + 0.03 * i as f64,
+            acc_ci95: 0.01,
+            p_target: 0.5 * i as f64,
+            ttt_mean: (i > 0).then_some(20.0 - 3.0 * i as f64),
+            time_mean: 30.0 - 5.0 * i as f64,
+            time_ci95: 0.8,
+            speedup_prev: (i > 0)
+                .then(|| (30.0 - 5.0 * (i as f64 - 1.0)) / (30.0 - 5.0 * i as f64)),
+            speedup_first: (i > 0).then_some(30.0 / (30.0 - 5.0 * i as f64)),
+        })
+        .collect();
+    s.log(
+        LogLevel::Error,
+        "demo/+ label smoothing#1 failed: loss became NaN at step 40",
+    );
+    s.status = String::new();
+    s
+}
