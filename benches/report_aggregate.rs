@@ -124,7 +124,7 @@ fn main() {
     let best = (0..3)
         .map(|_| {
             let t = Instant::now();
-            let r = aggregate(&[dir.clone()], &ReportOptions::default()).unwrap();
+            let r = aggregate(std::slice::from_ref(&dir), &ReportOptions::default()).unwrap();
             assert_eq!(r.rows.len(), variants);
             t.elapsed().as_secs_f64()
         })
@@ -133,7 +133,7 @@ fn main() {
         "| aggregate runs.parquet: n, mean ± CI, P(target), clocks, speedups (best of 3; target < 2 s) | {best:.3} |"
     );
     let t = Instant::now();
-    let cs = tricklab::charts::curves(&[dir.clone()]).unwrap();
+    let cs = tricklab::charts::curves(std::slice::from_ref(&dir)).unwrap();
     assert_eq!(cs.len(), variants);
     println!(
         "| aggregate 10 M step rows into per-variant curves | {:.3} |",

@@ -113,7 +113,7 @@ impl Queue {
     }
 
     /// The next queued run (marked running), skipping matrices past their budget.
-    pub fn next(&mut self) -> Option<RunSpec> {
+    pub fn next_run(&mut self) -> Option<RunSpec> {
         let now = Instant::now();
         for e in self
             .entries
@@ -287,7 +287,7 @@ mod tests {
         let done = [("base".to_string(), 0usize)].into_iter().collect();
         q.add_matrix(matrix("repeats=2"), &done, None);
         assert_eq!(q.entries()[0].status, RunStatus::Skipped);
-        let first = q.next().unwrap();
+        let first = q.next_run().unwrap();
         assert_eq!((first.id.variant.as_str(), first.id.repeat), ("+ celu", 0));
         q.finish(&first.id, RunStatus::Failed, Some("boom".into()), None);
         assert!(q.requeue(&first.id));
@@ -312,7 +312,7 @@ mod tests {
         // Variant 0 (base): noisy accuracies keep adding repeats up to max.
         let noisy = [0.5, 0.7, 0.4, 0.8, 0.3, 0.9];
         let mut k = 0;
-        while let Some(s) = q.next() {
+        while let Some(s) = q.next_run() {
             let acc = if s.id.index == 0 {
                 noisy[k % 6]
             } else {

@@ -257,7 +257,7 @@ fn worker_loop(dev: &str, shared: &Shared, factory: &Factory) {
         if !shared.wait_unpaused() || !shared.wait_for_work() {
             return;
         }
-        let Some(spec) = shared.queue.lock().expect("queue").next() else {
+        let Some(spec) = shared.queue.lock().expect("queue").next_run() else {
             continue;
         };
         shared.busy.fetch_add(1, Ordering::SeqCst);

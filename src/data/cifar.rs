@@ -33,7 +33,7 @@ fn parse_records(bytes: &[u8], origin: &str, into: &mut Split) -> Result<()> {
     if bytes.is_empty() {
         bail!("{origin}: empty file; download the archive again (`tricklab data fetch cifar10`)");
     }
-    if bytes.len() % RECORD != 0 {
+    if !bytes.len().is_multiple_of(RECORD) {
         bail!(
             "{origin}: {} bytes is not a whole number of {RECORD}-byte records (truncated or not CIFAR-10 binary); download the archive again",
             bytes.len()

@@ -12,6 +12,7 @@ use std::path::Path;
 use toml::Spanned;
 
 type Names = Option<Vec<Spanned<String>>>;
+type Grid = Option<Spanned<BTreeMap<Spanned<String>, Spanned<Vec<toml::Value>>>>>;
 type Sets = Option<BTreeMap<Spanned<String>, Spanned<toml::Value>>>;
 
 #[derive(Deserialize)]
@@ -52,7 +53,7 @@ struct RawMatrix {
     vary: Option<Spanned<Vec<Spanned<String>>>>,
     rung: Option<Vec<RawStep>>,
     variant: Option<Vec<RawStep>>,
-    grid: Option<Spanned<BTreeMap<Spanned<String>, Spanned<Vec<toml::Value>>>>>,
+    grid: Grid,
 }
 
 /// Where a byte offset sits, as `origin:line:col`.

@@ -440,13 +440,13 @@ fn validate(cfg: &RunConfig) -> Result<()> {
     } else {
         1
     };
-    if cfg.batch_size % accum != 0 {
+    if !cfg.batch_size.is_multiple_of(accum) {
         bail!(
             "batch_size {} is not divisible by grad_accum.steps {accum}: pick a multiple",
             cfg.batch_size
         );
     }
-    if (cfg.batch_size / accum) % splits != 0 {
+    if !(cfg.batch_size / accum).is_multiple_of(splits) {
         bail!(
             "batch_size {} (per micro-batch {}) is not divisible by ghost_bn.splits {splits}: pick a batch that is a multiple of it",
             cfg.batch_size,

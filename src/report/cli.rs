@@ -71,8 +71,8 @@ pub fn cmd_compare(args: CompareArgs) -> Result<i32> {
         clock: args.clock,
     };
     let (base, cand) = match (
-        aggregate(&[args.base.clone()], &opts),
-        aggregate(&[args.candidate.clone()], &opts),
+        aggregate(std::slice::from_ref(&args.base), &opts),
+        aggregate(std::slice::from_ref(&args.candidate), &opts),
     ) {
         (Ok(b), Ok(c)) => (b, c),
         (Err(e), _) | (_, Err(e)) => {

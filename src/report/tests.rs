@@ -31,7 +31,7 @@ fn aggregate_matches_hand_computed_statistics() {
     let root = tempfile::tempdir().unwrap();
     let dir = fixture(root.path(), "m", 1.0);
     let r = aggregate(
-        &[dir.clone()],
+        std::slice::from_ref(&dir),
         &ReportOptions {
             target: Some(0.53),
             clock: Clock::Dawn,

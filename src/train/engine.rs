@@ -570,7 +570,7 @@ impl Run {
                 opt.zero_grad(cfg.on("zero_grad_none"));
                 step += 1;
                 if let Some(avg) = averager.as_mut()
-                    && step % every == 0
+                    && step.is_multiple_of(every)
                 {
                     if cfg.on("ema") {
                         avg.update(&live, ema_decay);
@@ -585,7 +585,7 @@ impl Run {
                 let _ = loss_sum.g_add_(&step_loss);
                 chunk_images += bs;
                 pending.push((step, frac, lr, step_loss));
-                if step % metrics_every == 0 || s as u64 + 1 == steps_now {
+                if step.is_multiple_of(metrics_every) || s as u64 + 1 == steps_now {
                     let rows = read_back(&mut pending, &bn)?;
                     let secs = chunk_start.elapsed().as_secs_f64().max(1e-9);
                     emit(Event::Steps {

@@ -127,7 +127,7 @@ pub fn augment_epoch(
     };
     if a.flip {
         let mask = if a.alternating {
-            if epoch % 2 == 0 {
+            if epoch.is_multiple_of(2) {
                 flip0.shallow_clone()
             } else {
                 flip0.logical_not()
