@@ -33,7 +33,7 @@ lint: $(TORCH_DEP)
 	$(CARGO_ENV) cargo clippy --all-targets -- -D warnings
 
 bench: $(TORCH_DEP)
-	$(CARGO_ENV) cargo bench --bench pipeline
+	$(CARGO_ENV) cargo bench --benches
 
 clean:
 	cargo clean

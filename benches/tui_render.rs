@@ -65,11 +65,11 @@ fn main() {
         .unwrap()
         .unwrap()
         .path();
-    let sock = format!("tricklab-bench-{}", std::process::id());
-    let tmux = |args: &[&str]| {
+    // A fresh tmux server per measurement: one still shutting down refuses new sessions.
+    let tmux = |round: usize, args: &[&str]| {
         Command::new("tmux")
             .arg("-L")
-            .arg(&sock)
+            .arg(format!("tricklab-bench-{}-{round}", std::process::id()))
             .args(args)
             .output()
     };
@@ -84,24 +84,28 @@ fn main() {
     ];
     println!("\n| TUI state | CPU use over 10 s (% of one core) |");
     println!("|---|---|");
-    for (label, cmd) in [
+    for (round, (label, cmd)) in [
         "browsing a results folder",
         "live session after its queue finished",
     ]
     .iter()
     .zip(cmds)
+    .enumerate()
     {
-        if tmux(&[
-            "new-session",
-            "-d",
-            "-s",
-            "b",
-            "-x",
-            "120",
-            "-y",
-            "40",
-            &cmd,
-        ])
+        if tmux(
+            round,
+            &[
+                "new-session",
+                "-d",
+                "-s",
+                "b",
+                "-x",
+                "120",
+                "-y",
+                "40",
+                &cmd,
+            ],
+        )
         .is_err()
         {
             println!("| {label} | tmux not available |");
@@ -110,7 +114,7 @@ fn main() {
         // Let it start, train the tiny queue (live session) and settle.
         std::thread::sleep(Duration::from_secs(25));
         let pid = String::from_utf8_lossy(
-            &tmux(&["display", "-p", "-t", "b", "#{pane_pid}"])
+            &tmux(round, &["display", "-p", "-t", "b", "#{pane_pid}"])
                 .unwrap()
                 .stdout,
         )
@@ -119,13 +123,13 @@ fn main() {
         let hz = 100.0;
         let (Some(a), t0) = (cpu_ticks(&pid), Instant::now()) else {
             println!("| {label} | process not found |");
-            let _ = tmux(&["kill-server"]);
+            let _ = tmux(round, &["kill-server"]);
             continue;
         };
         std::thread::sleep(Duration::from_secs(10));
         let b = cpu_ticks(&pid).unwrap_or(a);
         let pct = 100.0 * (b - a) as f64 / hz / t0.elapsed().as_secs_f64();
         println!("| {label} | {pct:.2} |");
-        let _ = tmux(&["kill-server"]);
+        let _ = tmux(round, &["kill-server"]);
     }
 }
