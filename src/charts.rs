@@ -296,7 +296,7 @@ pub fn curves(dirs: &[PathBuf]) -> Result<Vec<Curve>> {
         },
     )?;
     let df = lf
-        .group_by([col("index"), col("variant"), col("step")])
+        .group_by([col("matrix"), col("index"), col("variant"), col("step")])
         .agg([
             col("epoch").mean().alias("epoch"),
             col("loss").mean().alias("loss"),
@@ -305,7 +305,7 @@ pub fn curves(dirs: &[PathBuf]) -> Result<Vec<Curve>> {
             col("lr").mean().alias("lr"),
             col("bn_scale_mean").mean().alias("bn"),
         ])
-        .sort(["index", "step"], SortMultipleOptions::default())
+        .sort(["matrix", "index", "step"], SortMultipleOptions::default())
         .collect()
         .map_err(anyhow::Error::from)
         .context("aggregating step metrics")?;

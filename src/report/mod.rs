@@ -227,7 +227,16 @@ pub fn aggregate(dirs: &[PathBuf], opts: &ReportOptions) -> Result<Report> {
         .sort(["matrix", "index"], SortMultipleOptions::default())
         .collect()
         .map_err(anyhow::Error::from)
-        .context("aggregating runs.parquet")?;
+        .with_context(|| {
+            let names: Vec<String> = dirs
+                .iter()
+                .map(|d| d.join("runs.parquet").display().to_string())
+                .collect();
+            format!(
+                "cannot read {} (a damaged file can be deleted: the per-run files stay)",
+                names.join(", ")
+            )
+        })?;
 
     let s = |n: &str| -> Result<Vec<String>> {
         Ok(df

@@ -276,8 +276,14 @@ impl Run {
         })
     }
 
+    /// Half-precision weights and activations (BN stays fp32): CUDA only.
     fn half(&self) -> Option<Kind> {
-        (self.cfg.on("fp16") && self.device.is_cuda()).then_some(Kind::Half)
+        let kind = if self.cfg.text("fp16", "dtype") == "bf16" {
+            Kind::BFloat16
+        } else {
+            Kind::Half
+        };
+        (self.cfg.on("fp16") && self.device.is_cuda()).then_some(kind)
     }
 
     fn train(
@@ -304,10 +310,19 @@ impl Run {
         let steps_per_epoch = (n / bs) as u64; // drop_last, as Page and airbench do
         let total_steps = (cfg.epochs * steps_per_epoch as f64).ceil() as u64;
         let n_epochs = cfg.epochs.ceil() as usize;
+        let mut config = cfg.to_json(spec.seed, &self.data_name, &self.data_hash);
+        if !dev.is_cuda() {
+            // These change nothing on a CPU; the manifest says so instead of implying a speedup.
+            let inert: Vec<&str> = ["fp16", "amp", "channels_last", "cudnn_benchmark"]
+                .into_iter()
+                .filter(|t| cfg.on(t))
+                .collect();
+            config["not_applied_on_device"] = serde_json::json!(inert);
+        }
         emit(Event::RunStarted {
             run: spec.id.clone(),
             seed: spec.seed,
-            config: Arc::new(cfg.to_json(spec.seed, &self.data_name, &self.data_hash)),
+            config: Arc::new(config),
             total_steps,
             total_epochs: cfg.epochs,
             target_acc: spec.target_acc,
@@ -540,16 +555,21 @@ impl Run {
                 let mut step_loss = Tensor::zeros([], (Kind::Float, dev));
                 for (xm, ym) in x.chunk(accum, 0).iter().zip(y.chunk(accum, 0)) {
                     let amp = cfg.on("amp") && dev.is_cuda();
-                    let logits =
-                        tch::autocast(amp, || net.forward_t(xm, true)).to_kind(Kind::Float);
-                    let loss = if cutmix {
+                    // With CutMix the mixed batch is the only forward pass (one BN update per step).
+                    let (input, soft) = if cutmix {
                         let (xc, soft) =
                             cutmix_batch(xm, &ym, cfg.num("cutmix", "size") as i64, self.classes);
-                        let logits =
-                            tch::autocast(amp, || net.forward_t(&xc, true)).to_kind(Kind::Float);
-                        optim::soft_target_ce(&logits, &optim::smooth_targets(&soft, smoothing))
+                        (xc, Some(soft))
                     } else {
-                        optim::label_smoothed_ce(&logits, &ym, smoothing)
+                        (xm.shallow_clone(), None)
+                    };
+                    let logits =
+                        tch::autocast(amp, || net.forward_t(&input, true)).to_kind(Kind::Float);
+                    let loss = match &soft {
+                        Some(soft) => {
+                            optim::soft_target_ce(&logits, &optim::smooth_targets(soft, smoothing))
+                        }
+                        None => optim::label_smoothed_ce(&logits, &ym, smoothing),
                     };
                     (&loss / accum as f64).backward();
                     let _ =
