@@ -39,6 +39,35 @@ fn color(i: usize) -> RGBColor {
 }
 
 type Res = Result<(), Box<dyn std::error::Error>>;
+type Chart2d<'a, DB> = ChartContext<
+    'a,
+    DB,
+    Cartesian2d<plotters::coord::types::RangedCoordf64, plotters::coord::types::RangedCoordf64>,
+>;
+
+/// The variant name at a rung position of a top-to-bottom category axis.
+fn rung_label(names: &[String], y: f64) -> String {
+    let i = names.len() as i64 - 1 - y.round() as i64;
+    if (y - y.round()).abs() < 0.01 && i >= 0 && (i as usize) < names.len() {
+        names[i as usize].clone()
+    } else {
+        String::new()
+    }
+}
+
+/// The vertical target-accuracy line (x in %) across `n` rungs, with its legend entry.
+fn target_line<DB: DrawingBackend>(c: &mut Chart2d<'_, DB>, target: f64, n: usize) -> Res
+where
+    DB::ErrorType: 'static,
+{
+    c.draw_series(std::iter::once(PathElement::new(
+        vec![(target * 100.0, -0.6), (target * 100.0, n as f64 - 0.4)],
+        RED.stroke_width(2),
+    )))?
+    .label(format!("target {:.1}%", 100.0 * target))
+    .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], RED.stroke_width(2)));
+    Ok(())
+}
 
 fn label(name: &str, max: usize) -> String {
     if name.chars().count() <= max {
@@ -83,14 +112,7 @@ where
     c.configure_mesh()
         .disable_y_mesh()
         .y_labels(n)
-        .y_label_formatter(&|y| {
-            let i = n as i64 - 1 - y.round() as i64;
-            if (y - y.round()).abs() < 0.01 && i >= 0 && (i as usize) < names.len() {
-                names[i as usize].clone()
-            } else {
-                String::new()
-            }
-        })
+        .y_label_formatter(&|y| rung_label(&names, *y))
         .x_desc(clock_name(r.clock))
         .label_style((FAMILY, 15))
         .draw()?;
@@ -149,12 +171,7 @@ where
         .x_desc("test accuracy % (mean ± 95% CI)")
         .label_style((FAMILY, 15))
         .draw()?;
-    a.draw_series(std::iter::once(PathElement::new(
-        vec![(r.target * 100.0, -0.6), (r.target * 100.0, n as f64 - 0.4)],
-        RED.stroke_width(2),
-    )))?
-    .label(format!("target {:.1}%", 100.0 * r.target))
-    .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], RED.stroke_width(2)));
+    target_line(&mut a, r.target, n)?;
     for (i, x) in rows.iter().enumerate() {
         let y = pos(i);
         let m = x.acc_tta_mean * 100.0;
@@ -214,23 +231,11 @@ where
     c.configure_mesh()
         .disable_y_mesh()
         .y_labels(n)
-        .y_label_formatter(&|y| {
-            let i = n as i64 - 1 - y.round() as i64;
-            if (y - y.round()).abs() < 0.01 && i >= 0 && (i as usize) < names.len() {
-                names[i as usize].clone()
-            } else {
-                String::new()
-            }
-        })
+        .y_label_formatter(&|y| rung_label(&names, *y))
         .x_desc("test accuracy %")
         .label_style((FAMILY, 15))
         .draw()?;
-    c.draw_series(std::iter::once(PathElement::new(
-        vec![(r.target * 100.0, -0.6), (r.target * 100.0, n as f64 - 0.4)],
-        RED.stroke_width(2),
-    )))?
-    .label(format!("target {:.1}%", 100.0 * r.target))
-    .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], RED.stroke_width(2)));
+    target_line(&mut c, r.target, n)?;
     for (i, v) in rows.iter().enumerate() {
         let y = (n - 1 - i) as f64;
         let mine: Vec<f64> = runs
