@@ -67,6 +67,7 @@ fn main() {
         let mut df = DataFrame::new(
             n,
             vec![
+                Column::new("matrix".into(), vec!["bench"; n]),
                 Column::new(
                     "index".into(),
                     (0..n)

@@ -7,7 +7,9 @@ use crate::report::{Clock, Report};
 use anyhow::{Context, Result};
 use plotters::coord::Shift;
 use plotters::prelude::*;
-use polars::prelude::{DataType, LazyFrame, PlRefPath, ScanArgsParquet, SortMultipleOptions, col};
+use polars::prelude::{
+    DataType, LazyFrame, PlRefPath, ScanArgsParquet, SortMultipleOptions, col, lit,
+};
 use std::path::{Path, PathBuf};
 use std::sync::Once;
 
@@ -111,6 +113,7 @@ where
         .build_cartesian_2d(0.0..tmax, -0.6..(n as f64 - 0.4))?;
     c.configure_mesh()
         .disable_y_mesh()
+        .max_light_lines(4)
         .y_labels(n)
         .y_label_formatter(&|y| rung_label(&names, *y))
         .x_desc(clock_name(r.clock))
@@ -147,8 +150,8 @@ where
         .iter()
         .flat_map(|x| {
             [
-                x.acc_tta_mean - x.acc_tta_ci95.max(0.0),
-                x.acc_tta_mean + x.acc_tta_ci95.max(0.0),
+                (x.acc_tta_mean - x.acc_tta_ci95.max(0.0)).max(0.0),
+                (x.acc_tta_mean + x.acc_tta_ci95.max(0.0)).min(1.0),
             ]
         })
         .chain([r.target])
@@ -162,13 +165,14 @@ where
         .x_label_area_size(40)
         .y_label_area_size(10)
         .build_cartesian_2d(
-            ((lo - pad) * 100.0)..((hi + pad) * 100.0),
+            ((lo - pad).max(0.0) * 100.0)..((hi + pad).min(1.0) * 100.0),
             -0.6..(n as f64 - 0.4),
         )?;
     a.configure_mesh()
         .disable_y_mesh()
         .y_labels(0)
-        .x_desc("test accuracy % (mean ± 95% CI)")
+        .max_light_lines(4)
+        .x_desc("test accuracy % (mean ± 95% CI, clipped to 0-100)")
         .label_style((FAMILY, 15))
         .draw()?;
     target_line(&mut a, r.target, n)?;
@@ -176,9 +180,10 @@ where
         let y = pos(i);
         let m = x.acc_tta_mean * 100.0;
         if x.acc_tta_ci95.is_finite() {
+            // A t-interval from two seeds can pass 0% or 100%: accuracy cannot.
             let ci = x.acc_tta_ci95 * 100.0;
             a.draw_series(std::iter::once(PathElement::new(
-                vec![(m - ci, y), (m + ci, y)],
+                vec![((m - ci).max(0.0), y), ((m + ci).min(100.0), y)],
                 BLACK.stroke_width(2),
             )))?;
         }
@@ -225,11 +230,12 @@ where
         .x_label_area_size(44)
         .y_label_area_size(230)
         .build_cartesian_2d(
-            ((lo - pad) * 100.0)..((hi + pad) * 100.0),
+            ((lo - pad).max(0.0) * 100.0)..((hi + pad).min(1.0) * 100.0),
             -0.6..(n as f64 - 0.4),
         )?;
     c.configure_mesh()
         .disable_y_mesh()
+        .max_light_lines(4)
         .y_labels(n)
         .y_label_formatter(&|y| rung_label(&names, *y))
         .x_desc("test accuracy %")
@@ -284,10 +290,17 @@ pub fn curves(dirs: &[PathBuf]) -> Result<Vec<Curve>> {
             .unwrap_or(false)
         {
             let g = glob.to_string_lossy().to_string();
-            frames.push(LazyFrame::scan_parquet(
-                PlRefPath::from(g.as_str()),
-                ScanArgsParquet::default(),
-            )?);
+            let mut lf =
+                LazyFrame::scan_parquet(PlRefPath::from(g.as_str()), ScanArgsParquet::default())?;
+            // Step files without a matrix column take it from the folder's manifest.
+            if lf.collect_schema()?.get("matrix").is_none() {
+                let name = crate::store::read_manifest(d)
+                    .ok()
+                    .and_then(|m| m.get("matrix")?.as_str().map(str::to_string))
+                    .unwrap_or_default();
+                lf = lf.with_column(lit(name).alias("matrix"));
+            }
+            frames.push(lf);
         }
     }
     if frames.is_empty() {
@@ -392,16 +405,19 @@ where
     } else {
         (0.1, 10.0)
     };
+    // log10 of the loss on a linear axis, labelled with the loss itself: plotters'
+    // log axis puts its ticks at powers of ten only, and a loss curve rarely spans one.
     let mut loss = ChartBuilder::on(&panels[0])
         .margin(10)
         .x_label_area_size(40)
         .y_label_area_size(55)
         .caption("loss (log scale)", (FAMILY, 18))
-        .build_cartesian_2d(0.0..xmax, (lo..hi).log_scale())?;
+        .build_cartesian_2d(0.0..xmax, lo.log10()..hi.log10())?;
     loss.configure_mesh()
         .x_desc("epoch")
         .y_labels(8)
-        .y_label_formatter(&|v| format!("{v:.2}"))
+        .max_light_lines(4)
+        .y_label_formatter(&|v| format!("{:.2}", 10f64.powf(*v)))
         .label_style((FAMILY, 13))
         .draw()?;
     for (k, c) in cs.iter().enumerate() {
@@ -409,20 +425,23 @@ where
             .points
             .iter()
             .filter(|p| p.2 > 0.0 && p.3 > 0.0)
-            .map(|p| (p.0, p.3))
+            .map(|p| (p.0, p.3.log10()))
             .chain(
                 c.points
                     .iter()
                     .rev()
                     .filter(|p| p.2 > 0.0 && p.3 > 0.0)
-                    .map(|p| (p.0, p.2)),
+                    .map(|p| (p.0, p.2.log10())),
             )
             .collect();
         if band.len() > 2 {
             loss.draw_series(std::iter::once(Polygon::new(band, color(k).mix(0.18))))?;
         }
         loss.draw_series(LineSeries::new(
-            c.points.iter().filter(|p| p.1 > 0.0).map(|p| (p.0, p.1)),
+            c.points
+                .iter()
+                .filter(|p| p.1 > 0.0)
+                .map(|p| (p.0, p.1.log10())),
             color(k).stroke_width(2),
         ))?
         .label(label(&c.variant, 24))
@@ -512,7 +531,13 @@ where
         })
         .filter(|p| p.0.is_finite() && p.1.is_finite())
         .collect();
-    let tmax = pts.iter().map(|p| p.0).fold(0.0, f64::max).max(1e-3) * 1.15;
+    // Zoomed to the points: rungs often differ by a few percent of their time.
+    let t1 = pts.iter().map(|p| p.0).fold(0.0, f64::max).max(1e-3);
+    let t0 = pts.iter().map(|p| p.0).fold(t1, f64::min);
+    let tpad = ((t1 - t0) * 0.12).max(t1 * 0.03);
+    let tmin = (t0 - tpad).max(0.0);
+    // Extra room on the right for the labels.
+    let tmax = t1 + 3.0 * tpad;
     let accs: Vec<f64> = pts.iter().map(|p| p.1).chain([r.target * 100.0]).collect();
     let (lo, hi) = (
         accs.iter().copied().fold(100.0, f64::min),
@@ -524,14 +549,15 @@ where
         .margin(14)
         .x_label_area_size(44)
         .y_label_area_size(60)
-        .build_cartesian_2d(0.0..tmax, (lo - pad)..(hi + pad))?;
+        .build_cartesian_2d(tmin..tmax, (lo - pad)..(hi + pad))?;
     c.configure_mesh()
+        .max_light_lines(4)
         .x_desc(clock_name(r.clock))
         .y_desc("test accuracy % (TTA)")
         .label_style((FAMILY, 15))
         .draw()?;
     c.draw_series(std::iter::once(PathElement::new(
-        vec![(0.0, r.target * 100.0), (tmax, r.target * 100.0)],
+        vec![(tmin, r.target * 100.0), (tmax, r.target * 100.0)],
         RED.stroke_width(2),
     )))?
     .label(format!("target {:.1}%", 100.0 * r.target))
@@ -551,15 +577,29 @@ where
     )))?
     .label("Pareto front")
     .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], color(0).stroke_width(2)));
-    for p in &pts {
+    // Labels placed top-down, each pushed below any earlier one it would overprint.
+    let (xr, yr) = (tmax - tmin, hi - lo + 2.0 * pad);
+    let mut order: Vec<&(f64, f64, usize, String)> = pts.iter().collect();
+    order.sort_by(|a, b| b.1.total_cmp(&a.1));
+    let mut placed: Vec<(f64, f64)> = Vec::new();
+    for p in order {
         c.draw_series(std::iter::once(Circle::new(
             (p.0, p.1),
             6,
             color(p.2).filled(),
         )))?;
+        let x = p.0 + xr * 0.01;
+        let mut y = p.1;
+        while placed
+            .iter()
+            .any(|q| (q.0 - x).abs() < xr * 0.22 && (q.1 - y).abs() < yr * 0.035)
+        {
+            y -= yr * 0.035;
+        }
+        placed.push((x, y));
         c.draw_series(std::iter::once(Text::new(
             format!("{} {}", p.2, label(&p.3, 18)),
-            (p.0 + tmax * 0.01, p.1),
+            (x, y),
             (FAMILY, 13),
         )))?;
     }
@@ -683,9 +723,36 @@ mod tests {
                 _ => assert!(String::from_utf8_lossy(&b).contains("| 2 | + celu |")),
             }
         }
-        let cs = curves(&[dir]).unwrap();
+        // The loss panel (left third) labels its log axis with losses, not only powers of ten.
+        let svg = std::fs::read_to_string(dir.join("curves.svg")).unwrap();
+        let loss_ticks = svg
+            .split("<text")
+            .skip(1)
+            .filter_map(|t| {
+                let x: f64 = t.split("x=\"").nth(1)?.split('"').next()?.parse().ok()?;
+                let body = t.split('>').nth(1)?.split('<').next()?.trim();
+                (x < 100.0).then(|| body.parse::<f64>().ok()).flatten()
+            })
+            .filter(|v| (0.5..=2.5).contains(v))
+            .count();
+        assert!(loss_ticks >= 4, "{loss_ticks} loss tick labels");
+        let cs = curves(std::slice::from_ref(&dir)).unwrap();
         assert_eq!(cs.len(), 3);
         assert_eq!(cs[0].points.len(), 3);
         assert!((cs[0].points[0].1 - 2.0).abs() < 1e-9);
+
+        // Step files written without a matrix column (older stores) still aggregate.
+        for e in std::fs::read_dir(dir.join("steps")).unwrap().flatten() {
+            let f = std::fs::File::open(e.path()).unwrap();
+            let mut df = {
+                use polars::prelude::SerReader;
+                polars::prelude::ParquetReader::new(f).finish().unwrap()
+            };
+            let _ = df.drop_in_place("matrix").unwrap();
+            crate::store::write_parquet(&e.path(), &mut df).unwrap();
+        }
+        let old = curves(&[dir]).unwrap();
+        assert_eq!(old.len(), 3);
+        assert_eq!(old[0].points, cs[0].points);
     }
 }

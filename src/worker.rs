@@ -253,6 +253,7 @@ fn worker_loop(dev: &str, shared: &Shared, factory: &Factory) {
         }
     };
     shared.snapshot();
+    let mut warm = false;
     loop {
         if !shared.wait_unpaused() || !shared.wait_for_work() {
             return;
@@ -263,6 +264,30 @@ fn worker_loop(dev: &str, shared: &Shared, factory: &Factory) {
         shared.busy.fetch_add(1, Ordering::SeqCst);
         shared.cancel.store(false, Ordering::SeqCst);
         shared.snapshot();
+        if !warm {
+            // Otherwise the first run of every session, a ladder's first rung,
+            // carries the one-time costs and every speedup is inflated.
+            warm = true;
+            // A warm-up that panics must not take the worker down: the run
+            // itself then reports the failure, under catch_unwind like every run.
+            let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                trainer.warm_up(&spec, &WorkerControl(shared))
+            }));
+            let log = match r {
+                Ok(Some(msg)) => Some((LogLevel::Info, msg)),
+                Ok(None) => None,
+                Err(p) => Some((
+                    LogLevel::Warn,
+                    format!(
+                        "warm-up on {dev} failed ({}); its run will say why",
+                        panic_text(p.as_ref())
+                    ),
+                )),
+            };
+            if let Some((level, message)) = log {
+                shared.events.push(Event::Log { level, message });
+            }
+        }
         run_one(trainer.as_mut(), &spec, shared);
         shared.busy.fetch_sub(1, Ordering::SeqCst);
         shared.snapshot();
@@ -309,12 +334,7 @@ fn run_one(trainer: &mut dyn Trainer, spec: &RunSpec, shared: &Shared) {
             )
         }
         Err(p) => {
-            let msg = p
-                .downcast_ref::<String>()
-                .cloned()
-                .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
-                .unwrap_or_else(|| "panic".into());
-            let r = format!("internal error: {}", msg.lines().next().unwrap_or(""));
+            let r = format!("internal error: {}", panic_text(p.as_ref()));
             (
                 RunStatus::Failed,
                 Some(r.clone()),
@@ -332,4 +352,14 @@ fn run_one(trainer: &mut dyn Trainer, spec: &RunSpec, shared: &Shared) {
         .lock()
         .expect("queue")
         .finish(&id, status, reason, acc);
+}
+
+/// The first line of a panic's message.
+fn panic_text(p: &(dyn std::any::Any + Send)) -> String {
+    let msg = p
+        .downcast_ref::<String>()
+        .cloned()
+        .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+        .unwrap_or_else(|| "panic".into());
+    msg.lines().next().unwrap_or("").to_string()
 }

@@ -71,6 +71,12 @@ fn same_seed_gives_the_same_loss_curve_in_separate_processes() {
     let a = run(&args, tmp.path());
     let b = run(&args, tmp.path());
     assert!(a.status.success(), "{:?}", text(&a));
+    // The untimed warm-up run comes first, as in a session.
+    assert!(
+        text(&a).0.contains("warm-up on cpu: 0.2 epoch"),
+        "{:?}",
+        text(&a)
+    );
     assert_eq!(table(&a).len(), 2);
     assert_eq!(table(&a), table(&b));
     let c = run(

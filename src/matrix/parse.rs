@@ -530,4 +530,112 @@ on = ["celu"]
         );
         assert!(!e.contains('\n'));
     }
+
+    /// The tricks a variant ends with, resolved against its recipe.
+    fn resolved_on(m: &Matrix, i: usize) -> Vec<String> {
+        recipe::resolve(&m.recipe, &m.variants[i].overrides)
+            .unwrap()
+            .tricks_on()
+    }
+
+    #[test]
+    fn every_shipped_matrix_expands_into_what_it_claims() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("ablations");
+        let files = super::super::matrix_files(&dir);
+        let mut seen = Vec::new();
+        for f in &files {
+            let m = load(f).unwrap_or_else(|e| panic!("{}: {e}", f.display()));
+            assert!(m.variants.len() >= 2, "{}", f.display());
+            assert_eq!(m.runs().len(), m.variants.len() * m.seeds.len());
+            assert!(m.target > 0.0 && m.target <= 1.0);
+            seen.push((m.name.clone(), m));
+        }
+        let get = |name: &str| {
+            &seen
+                .iter()
+                .find(|(n, _)| n == name)
+                .unwrap_or_else(|| panic!("ablations/{name}.toml is missing"))
+                .1
+        };
+
+        // Page part 8: B0..B9b, and the last rung is the page-final recipe.
+        let ladder = get("page-ladder");
+        assert_eq!(ladder.kind, Kind::Ladder);
+        assert_eq!(ladder.variants.len(), 12);
+        let last = recipe::resolve(&ladder.recipe, &ladder.variants[11].overrides).unwrap();
+        let fin = recipe::resolve("page-final", &[]).unwrap();
+        assert_eq!(last.tricks_on(), fin.tricks_on());
+        assert_eq!((last.epochs, last.lr), (fin.epochs, fin.lr));
+        for w in ladder.variants.windows(2) {
+            assert!(
+                w[1].overrides.starts_with(&w[0].overrides),
+                "a rung drops earlier changes"
+            );
+        }
+
+        // Leave-one-out: the reference is the recipe, each variant lacks one trick.
+        let loo = get("airbench94-loo");
+        let full = resolved_on(loo, 0);
+        assert_eq!(
+            full,
+            recipe::resolve("airbench94", &[]).unwrap().tricks_on()
+        );
+        for i in 1..loo.variants.len() {
+            let v = resolved_on(loo, i);
+            let gone: Vec<_> = full.iter().filter(|t| !v.contains(t)).collect();
+            assert_eq!(gone.len(), 1, "{}", loo.variants[i].name);
+            assert!(v.iter().all(|t| full.contains(t)));
+        }
+
+        // Add-one: the bare base plus exactly one tip per variant, every tip of the issue.
+        let tips = get("pytorch-tips");
+        let base = resolved_on(tips, 0);
+        let mut added = Vec::new();
+        for i in 1..tips.variants.len() {
+            let v = resolved_on(tips, i);
+            let new: Vec<_> = v.iter().filter(|t| !base.contains(t)).cloned().collect();
+            assert_eq!(new.len(), 1, "{}", tips.variants[i].name);
+            added.extend(new);
+        }
+        for tip in [
+            "amp",
+            "channels_last",
+            "cudnn_benchmark",
+            "zero_grad_none",
+            "no_bias_before_bn",
+        ] {
+            assert!(added.iter().any(|t| t == tip), "pytorch-tips lacks {tip}");
+        }
+
+        // Large batch: LARS, LAMB, warm-up, label smoothing, no WD on BN, progressive resizing.
+        let lb = get("large-batch");
+        let all: Vec<String> = (0..lb.variants.len())
+            .flat_map(|i| resolved_on(lb, i))
+            .collect();
+        for t in [
+            "lars",
+            "lamb",
+            "warmup",
+            "label_smoothing",
+            "no_wd_bn_bias",
+            "progressive_resize",
+        ] {
+            assert!(all.iter().any(|x| x == t), "large-batch lacks {t}");
+        }
+
+        // Parts 1-4 run from the DAWNBench ResNet-18 to ResNet-9.
+        let parts = get("page-parts1-4");
+        let first = recipe::resolve(&parts.recipe, &parts.variants[0].overrides).unwrap();
+        let end =
+            recipe::resolve(&parts.recipe, &parts.variants.last().unwrap().overrides).unwrap();
+        assert_eq!(first.arch, crate::model::Arch::PageResnet18);
+        assert_eq!(end.arch, crate::model::Arch::Resnet9);
+
+        // The demo runs on the embedded data with the tiny net.
+        let demo = get("demo-ladder");
+        assert_eq!(
+            (demo.data.as_str(), demo.recipe.as_str()),
+            ("embedded", "tiny-page-resnet9")
+        );
+    }
 }

@@ -143,7 +143,10 @@ pub const HYPERPARAMETERS: &[(&str, &str)] = &[
     ("arch", "page-resnet18 | backbone | resnet9 | airbench"),
     ("width_mult", "width multiplier of every layer"),
     ("epochs", "training epochs (fractional allowed)"),
-    ("batch_size", "images per step"),
+    (
+        "batch_size",
+        "images per step; scale lr with it (Page: linearly, in mean-loss units)",
+    ),
     ("lr", "peak learning rate, mean-loss convention"),
     ("momentum", "optimiser momentum"),
     (

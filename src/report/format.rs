@@ -37,7 +37,7 @@ impl Report {
         };
         let mut s = String::new();
         s.push_str(&format!("# tricklab report\n\nTarget accuracy: **{:.1}%**. Time column: {clock}, seconds, mean ± 95% CI (t), with min and median.\n", 100.0 * self.target));
-        s.push_str("Accuracy is the final test accuracy with each run's TTA level, mean ± 95% CI over seeds. Speedups divide the previous (first) rung's mean time by this rung's.\n\n");
+        s.push_str("Accuracy is the final test accuracy with each run's TTA level, mean ± 95% CI over seeds. Speedups divide the previous (first) variant's mean time by this one's; \"vs prev\" only on ladders, where each rung builds on the one before.\n\n");
         s.push_str("Results: ");
         s.push_str(
             &self

@@ -124,6 +124,19 @@ fn runs_file(dir: &Path) -> Result<PathBuf> {
     Ok(p)
 }
 
+/// Matrices whose recorded matrix file is not a ladder. A folder whose matrix
+/// cannot be read back keeps the ladder reading: the columns stay filled.
+fn non_ladder_matrices(dirs: &[PathBuf]) -> std::collections::HashSet<String> {
+    dirs.iter()
+        .filter_map(|d| {
+            let manifest = crate::store::read_manifest(d).ok()?;
+            let text = manifest.get("matrix_file")?.as_str()?;
+            let m = crate::matrix::parse(text, "manifest.json").ok()?;
+            (m.kind != crate::matrix::Kind::Ladder).then_some(m.name)
+        })
+        .collect()
+}
+
 /// All run rows of the folders as one lazy frame.
 pub fn scan_runs(dirs: &[PathBuf]) -> Result<LazyFrame> {
     if dirs.is_empty() {
@@ -330,7 +343,9 @@ pub fn aggregate(dirs: &[PathBuf], opts: &ReportOptions) -> Result<Report> {
             }
         })
         .collect();
-    // Speedups within each matrix, on the chosen clock.
+    // Speedups within each matrix, on the chosen clock. "Against the previous
+    // variant" means something only on a ladder, where each rung builds on the last.
+    let unordered = non_ladder_matrices(dirs);
     let mut first: Option<(String, f64)> = None;
     let mut prev: Option<(String, f64)> = None;
     for r in rows.iter_mut() {
@@ -344,7 +359,10 @@ pub fn aggregate(dirs: &[PathBuf], opts: &ReportOptions) -> Result<Report> {
             .as_ref()
             .filter(|_| prev.is_some())
             .and_then(|(_, b)| ratio(*b));
-        r.speedup_prev = prev.as_ref().and_then(|(_, b)| ratio(*b));
+        r.speedup_prev = prev
+            .as_ref()
+            .filter(|_| !unordered.contains(&r.matrix))
+            .and_then(|(_, b)| ratio(*b));
         if r.n > 0 {
             prev = Some((r.matrix.clone(), t));
         }

@@ -4,7 +4,11 @@ use super::*;
 use crate::store::ResultsWriter;
 
 fn fixture(root: &Path, name: &str, slow: f64) -> PathBuf {
-    let mut w = ResultsWriter::create(root, name, "").unwrap();
+    fixture_kind(root, name, slow, "")
+}
+
+fn fixture_kind(root: &Path, name: &str, slow: f64, matrix_text: &str) -> PathBuf {
+    let mut w = ResultsWriter::create(root, name, matrix_text).unwrap();
     // Rung 0: acc 0.50/0.52/0.54, time 10/12/14; rung 1: acc 0.60/0.62, time 5/7; rung 1 also one failure.
     let data = [
         (0, 0, 0.50, 10.0, None),
@@ -62,6 +66,16 @@ fn aggregate_matches_hand_computed_statistics() {
     );
     assert!(r.to_csv().lines().count() == 3);
     assert!(r.to_json().unwrap().contains("\"speedup_prev\": 2.0"));
+    // Not a ladder: only the speedup against the reference (the first variant) is meaningful.
+    let loo = fixture_kind(
+        root.path(),
+        "m",
+        1.0,
+        "name = 'm'\nrecipe = 'tiny-page-resnet9'\nkind = 'add-one'\nvary = ['celu']\n",
+    );
+    let r2 = aggregate(&[loo], &ReportOptions::default()).unwrap();
+    assert_eq!(r2.rows[1].speedup_prev, None);
+    assert_eq!(r2.rows[1].speedup_first, Some(2.0));
     // Without --target, the runs' own target (0.5) applies.
     let r = aggregate(&[dir], &ReportOptions::default()).unwrap();
     assert_eq!(r.target, 0.5);

@@ -81,6 +81,11 @@ impl Trainer for Fake {
             device: "fake".into(),
         }))
     }
+
+    fn warm_up(&mut self, spec: &RunSpec, ctl: &dyn Control) -> Option<String> {
+        let _ = self.run(spec, ctl, &mut |_| {});
+        Some(format!("fake warm-up on {}", spec.id.variant))
+    }
 }
 
 fn factory(steps: u64, sleep_ms: u64, panic: bool) -> Factory {
@@ -151,6 +156,27 @@ fn failures_and_panics_are_isolated_and_everything_is_stored() {
         .collect();
     assert_eq!(finished, 2, "base ran twice");
     assert_eq!(failed.len(), 4);
+    // One discarded warm-up per device, before its first run; none of its events
+    // escape. A warm-up that panics ("+ celu") is a warning, and its worker lives
+    // on to run its share of the queue.
+    let warm: Vec<&str> = ev
+        .iter()
+        .filter_map(|e| match e {
+            Event::Log { message, .. } if message.contains("warm-up") => Some(message.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(warm.len(), 2, "{warm:?}");
+    assert!(
+        warm.iter()
+            .all(|m| m.starts_with("fake warm-up") || m.contains("fake trainer exploded")),
+        "{warm:?}"
+    );
+    let started = ev
+        .iter()
+        .filter(|e| matches!(e, Event::RunStarted { .. }))
+        .count();
+    assert_eq!(started, 6);
     assert!(
         failed.iter().any(|r| r.contains("NaN"))
             && failed

@@ -45,6 +45,23 @@ fn safe(name: &str) -> String {
     if s.is_empty() { "matrix".into() } else { s }
 }
 
+/// A results folder's `manifest.json`.
+pub fn read_manifest(dir: &Path) -> Result<serde_json::Value> {
+    let mpath = dir.join("manifest.json");
+    let text = std::fs::read_to_string(&mpath).with_context(|| {
+        format!(
+            "{} is not a results folder (no manifest.json); pass a folder made by `tricklab run`",
+            dir.display()
+        )
+    })?;
+    serde_json::from_str(&text).with_context(|| {
+        format!(
+            "{}: not valid JSON; restore it or start a new results folder",
+            mpath.display()
+        )
+    })
+}
+
 fn git_commit() -> String {
     std::process::Command::new("git")
         .args(["rev-parse", "HEAD"])
@@ -100,15 +117,7 @@ impl ResultsWriter {
 
     /// Reopens a results folder to resume it.
     pub fn open(dir: &Path) -> Result<ResultsWriter> {
-        let mpath = dir.join("manifest.json");
-        let text = std::fs::read_to_string(&mpath)
-            .with_context(|| format!("{} is not a results folder (no manifest.json); pass a folder made by `tricklab run`", dir.display()))?;
-        let manifest = serde_json::from_str(&text).with_context(|| {
-            format!(
-                "{}: not valid JSON; restore it or start a new results folder",
-                mpath.display()
-            )
-        })?;
+        let manifest = read_manifest(dir)?;
         let rpath = dir.join("runs.parquet");
         let runs = if rpath.exists() {
             read_runs(&rpath)?

@@ -92,6 +92,10 @@ pub fn cmd_train(args: TrainArgs) -> Result<i32> {
         ),
         _ => {}
     };
+    // The same untimed warm-up a session's worker does, so the clocks compare.
+    if let Some(msg) = trainer.warm_up(&spec, &NeverStop) {
+        println!("{msg}");
+    }
     match trainer.run(&spec, &NeverStop, &mut print)? {
         Outcome::Finished(s) => {
             let c = &s.clocks;

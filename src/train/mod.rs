@@ -51,4 +51,11 @@ pub trait Trainer {
         ctl: &dyn Control,
         emit: &mut dyn FnMut(Event),
     ) -> anyhow::Result<Outcome>;
+
+    /// An untimed, discarded run before the first timed one, so that one-time
+    /// costs (kernel selection, allocation, data loading) land in no run's
+    /// clocks. Returns what it did, for the log; `None` when there is nothing to warm.
+    fn warm_up(&mut self, _spec: &RunSpec, _ctl: &dyn Control) -> Option<String> {
+        None
+    }
 }

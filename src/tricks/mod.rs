@@ -87,8 +87,33 @@ pub fn nearest<'a>(name: &str, candidates: impl IntoIterator<Item = &'a str>) ->
     (best.0 <= limit).then_some(best.1)
 }
 
+/// Rows of TRICKS.md section 4 that are not on/off switches but recipe
+/// settings (`--set KEY=VALUE`, or `set = { KEY = ... }` in a matrix); their
+/// help text is the setting's own, in `recipe::HYPERPARAMETERS`.
+pub const SETTING_ROWS: &[(&str, &str)] = &[
+    ("T9", "arch"),
+    ("T20", "batch_size"),
+    ("T21", "schedule"),
+    ("T30", "epochs"),
+];
+
+/// The recipe setting behind a TRICKS.md row id such as `T20`: (id, key, help).
+pub fn setting_row(id: &str) -> Option<(&'static str, &'static str, &'static str)> {
+    let (id, key) = *SETTING_ROWS.iter().find(|r| r.0.eq_ignore_ascii_case(id))?;
+    let help = crate::recipe::HYPERPARAMETERS
+        .iter()
+        .find(|(k, _)| *k == key)
+        .map_or("", |(_, h)| *h);
+    Some((id, key, help))
+}
+
 /// "unknown trick `x`" with the nearest valid name, for one-line errors.
 pub fn unknown_trick_message(name: &str) -> String {
+    if let Some((id, key, _)) = setting_row(name) {
+        return format!(
+            "{id} is the recipe setting `{key}`, not a switch: use `--set {key}=VALUE` (or `set = {{ {key} = ... }}` in a matrix)"
+        );
+    }
     match nearest(name, CATALOG.iter().map(|t| t.key)) {
         Some(s) => {
             format!("unknown trick `{name}` (did you mean `{s}`? `tricklab tricks` lists them)")
@@ -137,12 +162,17 @@ mod tests {
                 }
             }
         }
-        // Every row of TRICKS.md section 4 and every part-8 rung has an entry.
-        for id in (1..=32)
-            .map(|i| format!("T{i}"))
-            .filter(|id| !["T9", "T20", "T21", "T30"].contains(&id.as_str()))
-        {
-            assert!(find(&id).is_some(), "no entry for {id}");
+        // Every row of TRICKS.md section 4 is a switch or a recipe setting,
+        // and every part-8 rung has an entry.
+        for id in (1..=32).map(|i| format!("T{i}")) {
+            match (find(&id), setting_row(&id)) {
+                (Some(_), None) => {}
+                (None, Some((_, key, help))) => {
+                    assert!(!help.is_empty(), "{key} is not a recipe setting");
+                    assert!(unknown_trick_message(&id).contains(&format!("--set {key}=")));
+                }
+                other => panic!("{id}: {other:?}"),
+            }
         }
         for id in [
             "B1", "B2a", "B2b", "B3", "B4", "B5", "B6", "B7", "B8", "B9a",
@@ -219,16 +249,21 @@ pub fn cmd_tricks(args: TricksArgs) -> anyhow::Result<i32> {
         return Ok(0);
     }
     if let Some(name) = args.trick {
+        if let (None, Some((id, key, help))) = (find(&name), setting_row(&name)) {
+            println!(
+                "{id}: the recipe setting `{key}`: {help}\nchange it with `--set {key}=VALUE`, or `set = {{ {key} = ... }}` in a matrix"
+            );
+            return Ok(0);
+        }
         let t = find(&name).ok_or_else(|| anyhow::anyhow!(unknown_trick_message(&name)))?;
+        let ids = if t.ids.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", t.ids.join(", "))
+        };
         println!(
-            "{} ({}) [{}]\n{}\nsource: {}\noff: {}\non:  {}",
-            t.key,
-            t.ids.join(", "),
-            t.name,
-            t.help,
-            t.source,
-            t.off,
-            t.on
+            "{}{ids} [{}]\n{}\nsource: {}\noff: {}\non:  {}",
+            t.key, t.name, t.help, t.source, t.off, t.on
         );
         for p in t.params {
             println!("  {}.{} = {}  {}", t.key, p.name, p.default, p.help);
@@ -264,9 +299,16 @@ pub fn cmd_tricks(args: TricksArgs) -> anyhow::Result<i32> {
             }
         );
     }
+    for (id, key, help) in SETTING_ROWS.iter().filter_map(|(id, _)| setting_row(id)) {
+        println!(
+            "{:<20} {:<10} {:<14} {help} (a setting: --set {key}=VALUE)",
+            key, id, "Setting"
+        );
+    }
     println!(
-        "\n{} tricks; `tricklab tricks KEY` shows one in full",
-        CATALOG.len()
+        "\n{} tricks and {} settings; `tricklab tricks KEY` shows one in full",
+        CATALOG.len(),
+        SETTING_ROWS.len()
     );
     Ok(0)
 }

@@ -152,10 +152,13 @@ fn keys_become_commands() {
     assert_eq!(s.tab, Tab::Live);
     on_key(&mut s, key(KeyCode::Char('5')));
     assert_eq!(s.tab, Tab::Tricks);
-    // Quitting with a run in progress asks first.
+    // Quitting with a run in progress asks first; any other key stays, a second q quits.
     assert!(on_key(&mut s, key(KeyCode::Char('q'))).is_empty());
     assert_eq!(s.overlay, Overlay::ConfirmQuit);
-    let a = on_key(&mut s, key(KeyCode::Char('y')));
+    assert!(on_key(&mut s, key(KeyCode::Char('x'))).is_empty());
+    assert!(!s.quit && s.overlay == Overlay::None);
+    on_key(&mut s, key(KeyCode::Char('q')));
+    let a = on_key(&mut s, key(KeyCode::Char('q')));
     assert!(s.quit && a.contains(&Action::Send(Command::Shutdown)));
 }
 

@@ -144,7 +144,7 @@ pub fn on_key(state: &mut AppState, key: KeyEvent) -> Vec<Action> {
         Overlay::ConfirmQuit => {
             if matches!(
                 key.code,
-                KeyCode::Char('y') | KeyCode::Char('Y') | KeyCode::Enter
+                KeyCode::Char('y') | KeyCode::Char('Y') | KeyCode::Char('q') | KeyCode::Enter
             ) {
                 state.quit = true;
                 return vec![

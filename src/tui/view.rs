@@ -92,10 +92,10 @@ pub fn render(f: &mut Frame, s: &AppState) {
         Overlay::None => {}
         Overlay::Help => help(f, body),
         Overlay::ConfirmQuit => {
-            let r = centered(body, 44, 3);
+            let r = centered(body, 46, 4);
             f.render_widget(Clear, r);
             f.render_widget(
-                Paragraph::new("A run is in progress. Quit and cancel it? y/n")
+                Paragraph::new("A run is in progress: quitting cancels it.\ny or q: quit    any other key: stay")
                     .block(Block::bordered().title("quit")),
                 r,
             );
@@ -254,12 +254,13 @@ fn live(f: &mut Frame, area: Rect, s: &AppState, pal: &Palette) {
         .peak_mem_bytes
         .map(|b| format!("{:.0} MiB", b as f64 / 1048576.0))
         .unwrap_or_else(|| "-".into());
+    // The numbers first: at 80 columns the run's name is what gets cut.
     let head = format!(
-        "{run}  step {}/{}  {:.0} img/s  peak mem {mem}  ETA {}  {}",
+        "step {}/{}  ETA {}  {:.0} img/s  peak mem {mem}  {run} on {}",
         cur.step,
         cur.total_steps,
-        cur.images_per_s,
         cur.eta_s().map(fmt_secs).unwrap_or_else(|| "-".into()),
+        cur.images_per_s,
         cur.device
     );
     let [h, grid] = Layout::vertical([Constraint::Length(1), Constraint::Min(4)]).areas(area);
@@ -385,10 +386,13 @@ fn live(f: &mut Frame, area: Rect, s: &AppState, pal: &Palette) {
     f.render_widget(
         chart(
             ds,
-            &format!("eval accuracy{last}"),
+            &format!(
+                "eval accuracy{last} (target {:.0}%)",
+                100.0 * cur.target_acc
+            ),
             x_max,
             (0.0, 1.0),
-            vec!["0".into(), "1".into()],
+            vec!["0%".into(), "100%".into()],
         ),
         acc_a,
     );
@@ -481,8 +485,10 @@ fn results(f: &mut Frame, area: Rect, s: &AppState, pal: &Palette) {
                 Cell::from(r.ttt_mean.map(fmt_secs).unwrap_or_else(|| "-".into())),
                 Cell::from(format!("{} ± {:.1}", fmt_secs(r.time_mean), r.time_ci95))
                     .style(time_style),
+                // Against the rung before on a ladder, else against the reference.
                 Cell::from(
                     r.speedup_prev
+                        .or(r.speedup_first)
                         .map(|x| format!("×{x:.2}"))
                         .unwrap_or_else(|| "-".into()),
                 ),
