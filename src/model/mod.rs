@@ -97,12 +97,18 @@ pub enum Whitening {
         images: usize,
     },
     /// Frozen 2×2 conv → 12 (or 24 = ±V) ch, pad 0, uncentred second moment ÷n,
-    /// optional learnable bias initialised to 0.
+    /// optional learnable bias initialised to 0. `centred`: hlb-CIFAR10's
+    /// mean-centred covariance ÷(n−1) instead.
     Airbench {
         eps: f64,
         images: usize,
         negate: bool,
         bias: bool,
+        #[serde(default)]
+        centred: bool,
+        /// The bias starts from PyTorch's conv default U(±1/√fan_in), not 0.
+        #[serde(default)]
+        bias_uniform: bool,
     },
 }
 
@@ -125,6 +131,10 @@ pub struct NetConfig {
     pub dirac_init: bool,
     /// BN + act after the prep conv (when there is no whitening).
     pub prep_bn_relu: bool,
+    /// A bias on every trainable conv (PyTorch's `nn.Conv2d` default). Every
+    /// such conv here feeds a BatchNorm, whose mean subtraction cancels it.
+    #[serde(default)]
+    pub conv_bias: bool,
     pub num_classes: i64,
 }
 
@@ -143,6 +153,7 @@ impl NetConfig {
             whitening: Whitening::Off,
             dirac_init: false,
             prep_bn_relu: true,
+            conv_bias: false,
             num_classes: 10,
         };
         match arch {
@@ -178,6 +189,8 @@ impl NetConfig {
                     images: 5000,
                     negate: true,
                     bias: true,
+                    centred: false,
+                    bias_uniform: false,
                 },
                 dirac_init: true,
                 prep_bn_relu: false,
@@ -223,7 +236,7 @@ impl NetConfig {
 }
 
 /// Trainable tensors by optimiser role. Every trainable tensor is in exactly
-/// one of `weights`, `bn_weights`, `bn_biases`, `whiten_bias`; `conv_filters`
+/// one of `weights`, `bn_weights`, `bn_biases`, `whiten_bias`, `conv_biases`; `conv_filters`
 /// and `head` are subsets of `weights` (shallow clones of the same tensors).
 pub struct ParamGroups {
     /// Conv and linear weights (and the ResNet-18 head's linear bias).
@@ -237,6 +250,8 @@ pub struct ParamGroups {
     pub bn_biases: Vec<Tensor>,
     /// airbench's whitening bias (or the bias of its learnable stand-in conv).
     pub whiten_bias: Vec<Tensor>,
+    /// Biases of convs that feed a BN (empty unless `NetConfig::conv_bias`).
+    pub conv_biases: Vec<Tensor>,
 }
 
 fn shallow(ts: &[Tensor]) -> Vec<Tensor> {
@@ -252,6 +267,7 @@ impl ParamGroups {
             bn_weights: vec![],
             bn_biases: vec![],
             whiten_bias: vec![],
+            conv_biases: vec![],
         }
     }
 
@@ -263,6 +279,7 @@ impl ParamGroups {
             bn_weights: shallow(&self.bn_weights),
             bn_biases: shallow(&self.bn_biases),
             whiten_bias: shallow(&self.whiten_bias),
+            conv_biases: shallow(&self.conv_biases),
         }
     }
 
@@ -287,6 +304,7 @@ impl ParamGroups {
         all.extend(shallow(&self.bn_weights));
         all.extend(shallow(&self.bn_biases));
         all.extend(shallow(&self.whiten_bias));
+        all.extend(shallow(&self.conv_biases));
         all
     }
 }
@@ -299,17 +317,22 @@ pub(crate) struct Registry {
     castable: Vec<Tensor>,
     bn_cfg: BnConfig,
     dirac: bool,
+    conv_bias: bool,
 }
 
 impl Registry {
     fn conv(&mut self, p: &nn::Path, cin: i64, cout: i64, k: i64, stride: i64, pad: i64) -> Conv {
-        let conv = Conv::new(p, cin, cout, k, stride, pad, false, true);
+        let conv = Conv::new(p, cin, cout, k, stride, pad, self.conv_bias, true);
         if self.dirac && k == 3 {
             conv.dirac_init();
         }
         self.groups.weights.push(conv.weight.shallow_clone());
         self.groups.conv_filters.push(conv.weight.shallow_clone());
         self.castable.push(conv.weight.shallow_clone());
+        if let Some(b) = &conv.bias {
+            self.groups.conv_biases.push(b.shallow_clone());
+            self.castable.push(b.shallow_clone());
+        }
         conv
     }
 
@@ -465,6 +488,7 @@ impl Net {
             castable: vec![],
             bn_cfg: cfg.bn.clone(),
             dirac: cfg.dirac_init,
+            conv_bias: cfg.conv_bias,
         };
         let (stem, c) = Stem::build(&(vs / "stem"), &mut reg, cfg);
         let body_p = vs / "body";

@@ -177,10 +177,11 @@ fn param_groups_partition_trainable_parameters() {
         Arch::Resnet9,
         Arch::Airbench,
     ] {
-        for frozen in [false, true] {
+        for (frozen, conv_bias) in [(false, false), (true, false), (false, true)] {
             let vs = nn::VarStore::new(Device::Cpu);
             let mut cfg = tiny(arch);
             cfg.bn.frozen_scale = frozen;
+            cfg.conv_bias = conv_bias;
             let net = Net::new(&vs.root(), &cfg);
             let g = net.param_groups();
             let all = ptrs(&g.all_trainable());
@@ -207,6 +208,49 @@ fn param_groups_partition_trainable_parameters() {
             if arch == Arch::Airbench {
                 assert_eq!(g.whiten_bias.len(), 1);
             }
+            let n_bias = if conv_bias { g.conv_filters.len() } else { 0 };
+            assert_eq!(g.conv_biases.len(), n_bias, "{arch:?}: a bias per conv");
+        }
+    }
+}
+
+#[test]
+fn conv_bias_before_bn_changes_nothing_in_training_mode() {
+    // The claim behind `no_bias_before_bn`: BN subtracts the batch mean, so a
+    // bias on the conv that feeds it cannot change the output (or get a gradient).
+    tch::manual_seed(3);
+    for arch in [Arch::Resnet9, Arch::Airbench] {
+        let vs = nn::VarStore::new(Device::Cpu);
+        let mut cfg = tiny(arch);
+        cfg.conv_bias = true;
+        let net = Net::new(&vs.root(), &cfg);
+        let x = Tensor::randn([8, 3, 32, 32], (Kind::Float, Device::Cpu));
+        // Before its data pass the whitening conv is zero: every BN would see a constant.
+        net.init_whitening(&x).unwrap();
+        let g = net.param_groups();
+        assert!(!g.conv_biases.is_empty());
+        tch::no_grad(|| {
+            for b in &g.conv_biases {
+                let _ = b.shallow_clone().zero_();
+            }
+        });
+        let y0 = net.forward_t(&x, true);
+        tch::no_grad(|| {
+            for b in &g.conv_biases {
+                let _ = b.shallow_clone().uniform_(-3.0, 3.0);
+            }
+        });
+        let y1 = net.forward_t(&x, true);
+        let d = f64::try_from((&y0 - &y1).abs().max()).unwrap();
+        let m = f64::try_from(y0.abs().max()).unwrap();
+        assert!(
+            d <= 1e-3 * m.max(1.0),
+            "{arch:?}: the bias leaked through BN ({d} of {m})"
+        );
+        y1.sum(Kind::Float).backward();
+        for b in &g.conv_biases {
+            let gmax = f64::try_from(b.grad().abs().max()).unwrap();
+            assert!(gmax < 1e-4, "{arch:?}: conv bias gradient {gmax}");
         }
     }
 }
@@ -232,8 +276,25 @@ fn whitening_output_covariance_is_identity() {
             images: 64,
             negate: false,
             bias: false,
+            centred: false,
+            bias_uniform: false,
+        },
+        Whitening::Airbench {
+            eps: 1e-8,
+            images: 64,
+            negate: false,
+            bias: false,
+            centred: true,
+            bias_uniform: false,
         },
     ] {
+        let centred = matches!(whitening, Whitening::Airbench { centred: true, .. });
+        // Off-centre images for hlb's style: only a centred covariance whitens them.
+        let imgs = if centred {
+            &imgs + 0.7
+        } else {
+            imgs.shallow_clone()
+        };
         let vs = nn::VarStore::new(Device::Cpu);
         let mut cfg = tiny(Arch::Airbench);
         cfg.whitening = whitening.clone();
@@ -247,9 +308,12 @@ fn whitening_output_covariance_is_identity() {
             out = out.narrow(2, 1, s[2] - 2).narrow(3, 1, s[3] - 2);
         }
         let c = out.size()[1];
-        let flat = out.transpose(0, 1).reshape([c, -1]);
+        let mut flat = out.transpose(0, 1).reshape([c, -1]);
+        if centred {
+            flat = &flat - flat.mean_dim(1, true, Kind::Float);
+        }
         let n = flat.size()[1] as f64;
-        let denom = if matches!(whitening, Whitening::Page { .. }) {
+        let denom = if matches!(whitening, Whitening::Page { .. }) || centred {
             n - 1.0
         } else {
             n
@@ -307,21 +371,25 @@ fn build(cfg: &NetConfig, seed: i64) -> (nn::VarStore, Net) {
 fn pool_before_act_is_exact_for_relu_but_pool_before_bn_is_not() {
     let base = tiny(Arch::Backbone);
     let x = Tensor::randn([4, 3, 16, 16], (Kind::Float, Device::Cpu));
-    let (_v0, n0) = build(&base, 7);
-    let (_v1, n1) = build(
+    let (v0, n0) = build(&base, 7);
+    let (mut v1, n1) = build(
         &NetConfig {
             pool_before_act: true,
             ..base.clone()
         },
         7,
     );
-    let (_v2, n2) = build(
+    let (mut v2, n2) = build(
         &NetConfig {
             pool_before_bn: true,
             ..base.clone()
         },
         7,
     );
+    // The same weights in all three: tch's RNG is global and other tests run
+    // in parallel threads, so a shared seed alone does not guarantee them.
+    v1.copy(&v0).unwrap();
+    v2.copy(&v0).unwrap();
     let (y0, y1, y2) = (
         n0.forward_t(&x, true),
         n1.forward_t(&x, true),

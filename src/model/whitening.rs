@@ -18,6 +18,8 @@ pub(crate) struct Whiten {
     negate: bool,
     /// Page divides the uncentred second moment by n−1, airbench by n.
     unbiased: bool,
+    /// hlb subtracts the mean patch (a covariance, ÷(n−1)).
+    centred: bool,
 }
 
 impl Whiten {
@@ -32,19 +34,37 @@ impl Whiten {
                 images,
                 negate: false,
                 unbiased: true,
+                centred: false,
             }),
             Whitening::Airbench {
                 eps,
                 images,
                 negate,
                 bias,
+                centred,
+                bias_uniform,
             } => {
                 let cout = if negate { 24 } else { 12 };
                 let conv = Conv::new(p, 3, cout, 2, 1, 0, false, false);
-                // airbench94 zero-initialises the bias; it is trained for the
-                // first epochs only (see `Net::set_whiten_bias_trainable`).
+                // airbench94 zero-initialises the bias, airbench94_muon keeps
+                // nn.Conv2d's default; it is trained for the first epochs only
+                // (see `Net::set_whiten_bias_trainable`).
+                let bound = 1.0 / ((3 * 2 * 2) as f64).sqrt();
                 let conv = Conv {
-                    bias: bias.then(|| p.zeros("bias", &[cout])),
+                    bias: bias.then(|| {
+                        if bias_uniform {
+                            p.var(
+                                "bias",
+                                &[cout],
+                                tch::nn::Init::Uniform {
+                                    lo: -bound,
+                                    up: bound,
+                                },
+                            )
+                        } else {
+                            p.zeros("bias", &[cout])
+                        }
+                    }),
                     ..conv
                 };
                 Some(Whiten {
@@ -53,7 +73,8 @@ impl Whiten {
                     eps,
                     images,
                     negate,
-                    unbiased: false,
+                    unbiased: centred,
+                    centred,
                 })
             }
         }
@@ -67,8 +88,9 @@ impl Whiten {
         self.conv.forward(x)
     }
 
-    /// Computes the eigenbasis of the uncentred patch second moment over the
-    /// first `images` images and copies eigvecs/√(λ+eps) into the frozen conv.
+    /// Computes the eigenbasis of the patch second moment (or covariance, when
+    /// centred) over the first `images` images and copies eigvecs/√(λ+eps) into
+    /// the frozen conv.
     pub fn init(&self, images: &Tensor) -> Result<()> {
         let size = images.size();
         if size.len() != 4 || size[1] != 3 {
@@ -86,6 +108,7 @@ impl Whiten {
         let dev = images.device();
         let (eigvals, eigvecs) = tch::no_grad(|| -> Result<(Tensor, Tensor)> {
             let mut moment = Tensor::zeros([d, d], (Kind::Double, dev));
+            let mut sum = Tensor::zeros([d], (Kind::Double, dev));
             let mut rows: i64 = 0;
             let mut start = 0;
             while start < n {
@@ -99,6 +122,7 @@ impl Whiten {
                     .reshape([-1, d]);
                 rows += patches.size()[0];
                 moment += patches.tr().matmul(&patches);
+                sum += patches.sum_dim_intlist(0, false, Kind::Double);
                 start += len;
             }
             let denom = if self.unbiased {
@@ -106,6 +130,11 @@ impl Whiten {
             } else {
                 rows
             } as f64;
+            if self.centred {
+                // Σ(x−μ)(x−μ)ᵀ = Σxxᵀ − n·μμᵀ, with μ = Σx / n.
+                let mean = &sum / rows as f64;
+                moment -= mean.outer(&mean) * rows as f64;
+            }
             let moment = moment / denom;
             let (vals, vecs) = moment
                 .f_linalg_eigh("L")

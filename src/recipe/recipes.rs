@@ -74,6 +74,7 @@ fn page_resnet18_tricks() -> Vec<Override> {
             "preprocess_once",
             "nesterov",
             "weight_decay_on",
+            "no_bias_before_bn",
         ]),
         set(&[("random_crop.pad", "4")]),
     ]
@@ -99,6 +100,7 @@ fn page_resnet9_tricks() -> Vec<Override> {
             "bn_weight_init_one",
             "logit_scale",
             "fp16",
+            "no_bias_before_bn",
         ]),
         set(&[
             ("random_crop.pad", "4"),
@@ -204,6 +206,7 @@ fn airbench94_tricks() -> Vec<Override> {
             "tta",
             "logit_scale",
             "bn_weight_init_one",
+            "no_bias_before_bn",
         ]),
         set(&[
             ("logit_scale.scale", "1/9"),
@@ -247,6 +250,8 @@ fn airbench94_muon_tricks() -> Vec<Override> {
         ("muon.ns_steps", "3"),
         ("muon.head_lr_mult", "12.64"),
         ("logit_scale.scale", "1/256"),
+        ("whitening_bias.init", "uniform"),
+        ("whitening_bias.schedule", "own"),
     ]));
     v
 }
@@ -336,7 +341,12 @@ pub static RECIPES: &[Recipe] = &[
         name: "tiny-airbench94-muon",
         help: "airbench94-muon at 1/8 width, embedded data, bs 250, 3 epochs (CPU)",
         base: || tiny(airbench94_muon(), 3.0, 250),
-        tricks: || tiny_tricks(airbench94_muon_tricks()),
+        // The logits are divided by the feature width: 256 / 8 here.
+        tricks: || {
+            let mut v = tiny_tricks(airbench94_muon_tricks());
+            v.extend(set(&[("logit_scale.scale", "1/32")]));
+            v
+        },
     },
 ];
 

@@ -12,7 +12,7 @@
 
 use super::pipeline::{Augment, CpuLoader, augment_epoch, normalise, reflect_pad, to_tensor};
 use super::{Control, Flow, Outcome, Trainer};
-use crate::config::RunSpec;
+use crate::config::{Override, RunSpec};
 use crate::data::Dataset;
 use crate::events::{Clocks, EpochRow, Event, RunSummary, StepRow};
 use crate::model::{Activation, Net, NetConfig, Whitening};
@@ -111,7 +111,29 @@ impl Trainer for TchTrainer {
         };
         Run::new(cfg, spec, &data, device, self.label.clone())?.train(spec, ctl, emit)
     }
+
+    fn warm_up(&mut self, spec: &RunSpec, ctl: &dyn Control) -> Option<String> {
+        // airbench throws one run away; a fifth of an epoch reaches every kernel
+        // a full run uses (train step, optimiser, augmentation, TTA eval).
+        let mut w = spec.clone();
+        w.overrides.push(Override::Set {
+            key: "epochs".into(),
+            value: WARM_UP_EPOCHS.to_string(),
+        });
+        let t = Instant::now();
+        // A run that cannot start says why itself; its warm-up stays quiet.
+        self.run(&w, ctl, &mut |_| {}).ok()?;
+        Some(format!(
+            "warm-up on {}: {WARM_UP_EPOCHS} epoch of `{}` in {:.1} s, untimed and discarded",
+            self.label,
+            spec.id.variant,
+            t.elapsed().as_secs_f64()
+        ))
+    }
 }
+
+/// Length of the discarded warm-up run, in epochs.
+pub const WARM_UP_EPOCHS: f64 = 0.2;
 
 fn sync(device: Device) {
     if let Device::Cuda(i) = device {
@@ -119,13 +141,23 @@ fn sync(device: Device) {
     }
 }
 
+/// Page's DAWNBench schedule ends on this lr (mean-loss units) at epoch 30 of 35.
+pub const DAWN_TAIL_LR: f64 = 0.005;
+
 /// The learning-rate multiplier at a fractional epoch.
 pub fn lr_multiplier(cfg: &RunConfig, epoch: f64) -> f64 {
     let e = cfg.epochs;
     let p = cfg.peak_epoch * e;
     let knots: Vec<(f64, f64)> = match cfg.schedule {
         ScheduleKind::Page => vec![(0.0, 0.0), (p, 1.0), (e, cfg.final_lr_frac)],
-        ScheduleKind::Dawn => vec![(0.0, 0.0), (p, 1.0), (e * 30.0 / 35.0, 0.05), (e, 0.0)],
+        // Page parts 1-3: the knot at epoch 30 of 35 is an absolute lr (0.005 at
+        // both bs 128 / lr 0.1 and bs 512 / lr 0.44), not a fraction of the peak.
+        ScheduleKind::Dawn => vec![
+            (0.0, 0.0),
+            (p, 1.0),
+            (e * 30.0 / 35.0, (DAWN_TAIL_LR / cfg.lr).min(1.0)),
+            (e, 0.0),
+        ],
         ScheduleKind::Airbench => vec![(0.0, 0.2), (p, 1.0), (e, cfg.final_lr_frac)],
         ScheduleKind::Onecycle => vec![(0.0, 0.0), (p, 1.0), (e, cfg.final_lr_frac)],
         ScheduleKind::Linear => vec![(0.0, 1.0), (e, 0.0)],
@@ -203,11 +235,15 @@ pub fn net_config(cfg: &RunConfig, classes: i64) -> NetConfig {
                 images,
                 negate: cfg.on("whitening_negate"),
                 bias: cfg.on("whitening_bias"),
+                centred: cfg.text("whitening", "style") == "hlb",
+                bias_uniform: cfg.on("whitening_bias")
+                    && cfg.text("whitening_bias", "init") == "uniform",
             }
         }
     };
     nc.dirac_init = cfg.on("dirac_init");
     nc.prep_bn_relu = cfg.on("prep_bn_relu");
+    nc.conv_bias = !cfg.on("no_bias_before_bn");
     nc.num_classes = classes;
     nc
 }
@@ -379,7 +415,9 @@ impl Run {
                 }
             });
         }
-        let mut opt = build_optimizer(cfg, &net);
+        let mut opt = build_optimizer(cfg, optimizer_groups(cfg, &net));
+        let mut bias_opt = whiten_bias_own_schedule(cfg)
+            .then(|| build_optimizer(cfg, vec![whiten_bias_group(cfg, &net)]));
         let muon_lr = cfg.num("muon", "lr");
         let mut filter_opt = if cfg.on("muon") {
             Some(optim::Muon::new(
@@ -405,8 +443,12 @@ impl Run {
         let mut averager = (cfg.on("ema") || cfg.on("lookahead")).then(|| optim::Ema::new(&live));
         let ema_live = ema_vs.as_ref().map(optim::float_state);
 
-        // cuDNN warm-up outside every clock; BN statistics are restored after it.
-        if dev.is_cuda() && cfg.on("cudnn_benchmark") {
+        // Two steps on random data outside every clock, as Page's dawn.py does
+        // before its timer: kernel selection (cuDNN autotune, oneDNN primitives)
+        // for this run's own shapes, which a rung that changes the net or the
+        // batch would otherwise pay in its clock. The worker's discarded warm-up
+        // run covers the process-wide one-time costs. BN statistics are restored.
+        {
             let saved = optim::Ema::new(&live);
             let x = Tensor::randn([bs, 3, self.h, self.w], (kind, dev));
             let x = if cl { channels_last(&x) } else { x };
@@ -548,7 +590,8 @@ impl Run {
                     x = channels_last(&x);
                 }
                 let frac = epoch as f64 + (s + 1) as f64 / steps_per_epoch as f64;
-                let m = lr_multiplier(cfg, epoch as f64 + s as f64 / steps_per_epoch as f64);
+                let at = epoch as f64 + s as f64 / steps_per_epoch as f64;
+                let m = lr_multiplier(cfg, at);
                 let lr = cfg.lr * m;
                 let cutmix = cfg.on("cutmix")
                     && (epoch as f64) >= cfg.epochs - cfg.num("cutmix", "last_epochs");
@@ -586,6 +629,10 @@ impl Run {
                 if let Some(f) = filter_opt.as_mut() {
                     f.step(muon_lr * m);
                     f.zero_grad(cfg.on("zero_grad_none"));
+                }
+                if let Some(b) = bias_opt.as_mut() {
+                    b.step(cfg.lr * whiten_bias_lr_multiplier(cfg, at));
+                    b.zero_grad(cfg.on("zero_grad_none"));
                 }
                 opt.zero_grad(cfg.on("zero_grad_none"));
                 step += 1;
@@ -848,20 +895,10 @@ fn clip_grad_norm(params: &[Tensor], max_norm: f64) {
     });
 }
 
-/// The optimiser for everything but Muon's filters, with the param groups of
-/// the tricks (BN-bias lr scaling, no wd on BN and biases).
-fn build_optimizer(cfg: &RunConfig, net: &Net) -> Box<dyn Optimizer> {
+/// The parameter groups of everything but Muon's filters, with the tricks'
+/// multipliers (BN-bias lr scaling, no wd on BN and biases, Muon's head lr).
+pub(crate) fn optimizer_groups(cfg: &RunConfig, net: &Net) -> Vec<Group> {
     let pg = net.param_groups();
-    let wd = if cfg.on("weight_decay_on") {
-        cfg.weight_decay
-    } else {
-        0.0
-    };
-    let mu = if cfg.on("nesterov") {
-        cfg.momentum
-    } else {
-        0.0
-    };
     let bias_mult = if cfg.on("bn_bias_lr_scale") {
         cfg.num("bn_bias_lr_scale", "mult")
     } else {
@@ -870,8 +907,14 @@ fn build_optimizer(cfg: &RunConfig, net: &Net) -> Box<dyn Optimizer> {
     let no_bn_wd = cfg.on("no_wd_bn_bias");
     let mut groups = Vec::new();
     if cfg.on("muon") {
+        // airbench passes weight_decay = wd / lr to every SGD group, so each
+        // decays by the same wd per step whatever its lr: the head included.
         let head_mult = cfg.num("muon", "head_lr_mult");
-        groups.push(Group::with_mults(pg.non_filter_weights(), head_mult, 1.0));
+        groups.push(Group::with_mults(
+            pg.non_filter_weights(),
+            head_mult,
+            1.0 / head_mult,
+        ));
     } else {
         groups.push(Group::new(
             pg.weights.iter().map(Tensor::shallow_clone).collect(),
@@ -887,12 +930,51 @@ fn build_optimizer(cfg: &RunConfig, net: &Net) -> Box<dyn Optimizer> {
         bias_mult,
         if no_bn_wd { 0.0 } else { 1.0 / bias_mult },
     ));
+    if !whiten_bias_own_schedule(cfg) {
+        groups.push(whiten_bias_group(cfg, net));
+    }
     groups.push(Group::with_mults(
-        pg.whiten_bias.iter().map(Tensor::shallow_clone).collect(),
+        pg.conv_biases.iter().map(Tensor::shallow_clone).collect(),
         1.0,
         if no_bn_wd { 0.0 } else { 1.0 },
     ));
     groups.retain(|g| !g.params.is_empty());
+    groups
+}
+
+/// airbench94_muon decays the whitening bias's lr on its own clock.
+fn whiten_bias_own_schedule(cfg: &RunConfig) -> bool {
+    cfg.on("whitening_bias") && cfg.text("whitening_bias", "schedule") == "own"
+}
+
+pub(crate) fn whiten_bias_group(cfg: &RunConfig, net: &Net) -> Group {
+    let wd = if cfg.on("no_wd_bn_bias") { 0.0 } else { 1.0 };
+    Group::with_mults(net.param_groups().whiten_bias, 1.0, wd)
+}
+
+/// The whitening bias's lr multiplier under its own schedule: 1 → 0 linearly
+/// over its training epochs (airbench94_muon: × (1 − step/75)).
+pub fn whiten_bias_lr_multiplier(cfg: &RunConfig, epoch: f64) -> f64 {
+    let e = cfg.num("whitening_bias", "epochs");
+    if e <= 0.0 {
+        0.0
+    } else {
+        (1.0 - epoch / e).max(0.0)
+    }
+}
+
+/// The optimiser for `groups`, of the run's optimiser family.
+fn build_optimizer(cfg: &RunConfig, groups: Vec<Group>) -> Box<dyn Optimizer> {
+    let wd = if cfg.on("weight_decay_on") {
+        cfg.weight_decay
+    } else {
+        0.0
+    };
+    let mu = if cfg.on("nesterov") {
+        cfg.momentum
+    } else {
+        0.0
+    };
     if cfg.on("lars") {
         Box::new(optim::Lars::new(
             groups,

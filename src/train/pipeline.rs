@@ -60,17 +60,27 @@ pub struct Augment {
     pub groups: Option<i64>,
 }
 
-/// Per-sample (or per-group) random integers in [0, hi), on the device.
-fn draws(n: i64, hi: i64, groups: Option<i64>, dev: Device) -> Tensor {
+/// Per-sample random option indices in [0, options), on the device. With
+/// `groups` (Page's `max_options`): shuffle, cut into min(options, groups)
+/// near-equal groups, and give each group a distinct option, so a crop's
+/// (dy, dx) or a cutout's position is shared by the whole group.
+fn draws(n: i64, options: i64, groups: Option<i64>, dev: Device) -> Tensor {
     match groups {
-        Some(g) if g < n => {
-            // Shuffle, cut into g equal groups, one option per group.
+        Some(g) => {
+            let k = g.min(options).min(n).max(1);
+            let chosen = Tensor::randperm(options, (Kind::Int64, dev)).narrow(0, 0, k);
             let group_of =
-                (Tensor::randperm(n, (Kind::Int64, dev)) * g).divide_scalar_mode(n, "floor");
-            Tensor::randint(hi, [g], (Kind::Int64, dev)).index_select(0, &group_of)
+                (Tensor::randperm(n, (Kind::Int64, dev)) * k).divide_scalar_mode(n, "floor");
+            chosen.index_select(0, &group_of)
         }
-        _ => Tensor::randint(hi, [n], (Kind::Int64, dev)),
+        None => Tensor::randint(options, [n], (Kind::Int64, dev)),
     }
+}
+
+/// Row and column offsets from one draw over a `rows` x `cols` grid of positions.
+fn draws_2d(n: i64, rows: i64, cols: i64, groups: Option<i64>, dev: Device) -> (Tensor, Tensor) {
+    let i = draws(n, rows * cols, groups, dev);
+    (i.divide_scalar_mode(cols, "floor"), i.remainder(cols))
 }
 
 /// Crops each image of a padded batch at its own offset, with two gathers (no host sync).
@@ -115,13 +125,8 @@ pub fn augment_epoch(
     let dev = xp.device();
     let mut x = if a.pad > 0 {
         let hi = 2 * a.pad + 1;
-        crop(
-            xp,
-            &draws(n, hi, a.groups, dev),
-            &draws(n, hi, a.groups, dev),
-            h,
-            w,
-        )
+        let (dy, dx) = draws_2d(n, hi, hi, a.groups, dev);
+        crop(xp, &dy, &dx, h, w)
     } else {
         xp.shallow_clone()
     };
@@ -138,12 +143,8 @@ pub fn augment_epoch(
         x = x.flip([3]).where_self(&mask.view([n, 1, 1, 1]), &x);
     }
     if let Some(s) = a.cutout {
-        x = cutout(
-            &x,
-            &draws(n, h - s + 1, a.groups, dev),
-            &draws(n, w - s + 1, a.groups, dev),
-            s,
-        );
+        let (y0, x0) = draws_2d(n, h - s + 1, w - s + 1, a.groups, dev);
+        x = cutout(&x, &y0, &x0, s);
     }
     x
 }
@@ -268,5 +269,33 @@ mod tests {
         let distinct: std::collections::HashSet<i64> =
             Vec::<i64>::try_from(&g).unwrap().into_iter().collect();
         assert!(distinct.len() <= 10);
+    }
+
+    #[test]
+    fn page_groups_share_one_option_and_options_are_distinct() {
+        tch::manual_seed(11);
+        let dev = Device::Cpu;
+        // 81 crop positions, at most 200 groups: all 81 used, one (dy, dx) per group.
+        let (dy, dx) = draws_2d(1000, 9, 9, Some(200), dev);
+        let pairs: Vec<i64> = Vec::try_from(dy * 9 + dx).unwrap();
+        let mut distinct = pairs.clone();
+        distinct.sort();
+        distinct.dedup();
+        assert_eq!(distinct.len(), 81);
+        // Groups are near-equal: each option covers 1000/81 (12 or 13) images.
+        for o in &distinct {
+            let c = pairs.iter().filter(|p| *p == o).count();
+            assert!((12..=13).contains(&c), "{c}");
+        }
+        // 2 flip states: exactly half flipped.
+        let flips: Vec<i64> = Vec::try_from(draws(1000, 2, Some(200), dev)).unwrap();
+        assert_eq!(flips.iter().sum::<i64>(), 500);
+        // 625 cutout positions capped at 200 distinct ones.
+        let (y0, x0) = draws_2d(1000, 25, 25, Some(200), dev);
+        let mut pos: Vec<i64> = Vec::try_from(y0 * 25 + x0).unwrap();
+        pos.sort();
+        pos.dedup();
+        assert_eq!(pos.len(), 200);
+        assert!(pos.iter().all(|p| (0..625).contains(p)));
     }
 }

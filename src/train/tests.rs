@@ -187,7 +187,82 @@ fn schedule_values_at_the_knots() {
     assert!((lr_multiplier(&f, 2.0) - 1.0).abs() < 1e-9);
     assert!((lr_multiplier(&f, 8.0) - 0.1).abs() < 1e-9);
     assert!((lr_multiplier(&f, 9.5) - 0.1).abs() < 1e-9);
+    // Page P1 / P2: [0,15,30,35] -> [0, lr, 0.005, 0] in absolute lr.
+    for lr in ["0.1", "0.44"] {
+        let set = Override::Set {
+            key: "lr".into(),
+            value: lr.into(),
+        };
+        let d = crate::recipe::resolve("page-resnet18", &[set]).unwrap();
+        assert!((lr_multiplier(&d, 15.0) - 1.0).abs() < 1e-9);
+        assert!(
+            (d.lr * lr_multiplier(&d, 30.0) - 0.005).abs() < 1e-9,
+            "lr {lr}"
+        );
+        assert!(lr_multiplier(&d, 35.0).abs() < 1e-9);
+    }
     let a = crate::recipe::resolve("airbench94", &[]).unwrap();
     assert!((lr_multiplier(&a, 0.0) - 0.2).abs() < 1e-9);
     assert!((lr_multiplier(&a, 9.9) - 0.07).abs() < 1e-9);
+}
+
+/// A tiny net of a recipe's shape, for checks that need its parameters.
+fn net_of(cfg: &crate::recipe::RunConfig) -> (tch::nn::VarStore, crate::model::Net) {
+    let vs = tch::nn::VarStore::new(tch::Device::Cpu);
+    let net = crate::model::Net::new(&vs.root(), &net_config(cfg, 10));
+    (vs, net)
+}
+
+#[test]
+fn every_sgd_group_decays_by_the_recipe_weight_decay_per_step() {
+    // airbench passes weight_decay = wd / lr to each SGD group: whatever a
+    // group's lr, its per-step decay (lr x weight_decay) is the same wd.
+    for (recipe, wd) in [("airbench94-muon", 0.004), ("airbench94", 1.9957e-3)] {
+        let cfg = crate::recipe::resolve(recipe, &[]).unwrap();
+        let (_vs, net) = net_of(&cfg);
+        let groups = super::engine::optimizer_groups(&cfg, &net);
+        assert!(groups.len() >= 2, "{recipe}");
+        for g in &groups {
+            // Including airbench94's x64 BN-bias group and muon's x12.64 head.
+            let decay = cfg.lr * g.lr_mult * cfg.weight_decay * g.wd_mult;
+            assert!(
+                (decay - wd).abs() < 1e-9,
+                "{recipe}: {decay} (lr x{})",
+                g.lr_mult
+            );
+        }
+    }
+}
+
+#[test]
+fn muon_whitening_bias_starts_uniform_and_decays_on_its_own_clock() {
+    let muon = crate::recipe::resolve("airbench94-muon", &[]).unwrap();
+    let plain = crate::recipe::resolve("airbench94", &[]).unwrap();
+    // (1 - step/75) with 25 steps per epoch: 3 epochs.
+    assert_eq!(super::engine::whiten_bias_lr_multiplier(&muon, 0.0), 1.0);
+    assert!((super::engine::whiten_bias_lr_multiplier(&muon, 1.5) - 0.5).abs() < 1e-12);
+    assert_eq!(super::engine::whiten_bias_lr_multiplier(&muon, 3.0), 0.0);
+    assert_eq!(super::engine::whiten_bias_lr_multiplier(&muon, 5.0), 0.0);
+    // Under its own schedule the bias is outside the shared optimiser.
+    for (cfg, own) in [(&muon, true), (&plain, false)] {
+        let (_vs, net) = net_of(cfg);
+        let bias = net.param_groups().whiten_bias;
+        assert_eq!(bias.len(), 1);
+        let ptr = bias[0].data_ptr();
+        let shared = super::engine::optimizer_groups(cfg, &net)
+            .iter()
+            .any(|g| g.params.iter().any(|p| p.data_ptr() == ptr));
+        assert_eq!(shared, !own);
+        // PyTorch's nn.Conv2d bias default for 3 x 2 x 2 inputs, or zero.
+        let (lo, hi) = (
+            f64::try_from(bias[0].min()).unwrap(),
+            f64::try_from(bias[0].max()).unwrap(),
+        );
+        if own {
+            let bound = 1.0 / 12f64.sqrt();
+            assert!(hi > lo && lo >= -bound && hi <= bound, "{lo}..{hi}");
+        } else {
+            assert_eq!((lo, hi), (0.0, 0.0));
+        }
+    }
 }
