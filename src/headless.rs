@@ -65,6 +65,7 @@ pub fn cmd_run(args: RunArgs) -> Result<i32> {
     if !args.headless {
         return crate::tui::run_session(matrices, opts);
     }
+    crate::session::preflight(&matrices, &opts.devices)?;
     let session = Session::start(matrices, opts, tch_factory())?;
     run_headless(session)
 }

@@ -268,6 +268,82 @@ fn bad_input_gets_one_line_naming_the_file_and_the_fix() {
 
     let o = run(&["tui"], tmp.path());
     assert!(text(&o).1.contains("needs a terminal"), "{:?}", text(&o));
+
+    // A device or data set that every run would fail on stops the session
+    // before it creates a results folder.
+    let ok = tmp.path().join("ok.toml");
+    let head = "name = 'ok'\nrecipe = 'tiny-page-resnet9'\nkind = 'add-one'\nvary = ['celu']\n";
+    std::fs::write(&ok, head).unwrap();
+    for (args, extra, what) in [
+        (
+            vec!["--devices", "cuda:7"],
+            "",
+            "--devices: device `cuda:7`",
+        ),
+        (vec!["--devices", "tpu"], "", "unknown device `tpu`"),
+        (
+            vec![],
+            "data = 'no/such/folder'\n",
+            "unknown data set `no/such/folder`",
+        ),
+    ] {
+        std::fs::write(&ok, format!("{head}{extra}")).unwrap();
+        let mut a = vec!["run", ok.to_str().unwrap(), "--headless", "--results", "r"];
+        a.extend(args);
+        let o = run(&a, tmp.path());
+        let (_, err) = text(&o);
+        assert_eq!(o.status.code(), Some(1), "{err}");
+        assert!(err.contains(what) && err.lines().count() == 1, "{err}");
+        assert!(
+            !tmp.path().join("r").exists(),
+            "{what}: a results folder was made"
+        );
+    }
+
+    // Matrix fields checked when the file is read, each at its position.
+    for (extra, what) in [
+        ("device = 'tpu'\n", "ok.toml:5:10: unknown device `tpu`"),
+        (
+            "data = 'synthetic:abc'\n",
+            "ok.toml:5:8: data spec `synthetic:abc`",
+        ),
+        (
+            "seeds = [1]\nrepeats = 3\n",
+            "ok.toml:6:11: give `seeds = [...]` or `repeats = N`",
+        ),
+        (
+            "on = ['celu']\noff = ['celu']\n",
+            "ok.toml:6:8: `celu` is both in `on` and in `off`",
+        ),
+    ] {
+        std::fs::write(&ok, format!("{head}{extra}")).unwrap();
+        let o = run(&["matrix", "show", ok.to_str().unwrap()], tmp.path());
+        let (_, err) = text(&o);
+        assert!(
+            !o.status.success() && err.contains(what) && err.lines().count() == 1,
+            "{err}"
+        );
+    }
+    let grid =
+        "name = 'g'\nrecipe = 'tiny-page-resnet9'\nkind = 'grid'\n[grid]\ncelu = ['maybe']\n";
+    std::fs::write(&ok, grid).unwrap();
+    let (_, err) = text(&run(&["matrix", "show", ok.to_str().unwrap()], tmp.path()));
+    assert!(
+        err.contains("grid `celu` is a trick") && err.contains("not maybe"),
+        "{err}"
+    );
+
+    // `report` on a matrix folder names a results folder inside it.
+    let res = tmp.path().join("res/m/20260101-000000");
+    std::fs::create_dir_all(&res).unwrap();
+    std::fs::write(res.join("runs.parquet"), b"").unwrap();
+    let (_, err) = text(&run(&["report", "res/m"], tmp.path()));
+    assert!(
+        err.contains(
+            "res/m: not a results folder but 1 of them; pass one, e.g. res/m/20260101-000000"
+        ),
+        "{err}"
+    );
 }
 
 #[test]

@@ -146,19 +146,10 @@ pub const CACHE_FILE: &str = "dataset.tlds";
 /// image tree) | a `.tar.gz` archive (CIFAR binary or image tree).
 pub fn load(spec: &str) -> Result<Dataset> {
     let spec = spec.trim();
-    if spec.is_empty() || spec == "embedded" || spec == "default" {
+    if is_embedded(spec) {
         return load_embedded();
     }
-    if let Some(rest) = spec.strip_prefix("synthetic") {
-        let n = match rest.strip_prefix(':') {
-            Some(n) => n.parse::<usize>().with_context(|| {
-                format!("data spec `{spec}`: expected synthetic:N with N a number of train images")
-            })?,
-            None if rest.is_empty() => 1000,
-            None => {
-                bail!("unknown data set `{spec}`: `tricklab data list` shows what is available")
-            }
-        };
+    if let Some(n) = synthetic_size(spec)? {
         return Ok(synthetic(n, (n / 5).max(10), 10, 32, 0));
     }
     let imported = data_dir().join(spec).join(CACHE_FILE);
@@ -201,10 +192,52 @@ pub fn load(spec: &str) -> Result<Dataset> {
             path.display()
         );
     }
-    bail!(
+    Err(unknown_data(spec))
+}
+
+fn is_embedded(spec: &str) -> bool {
+    spec.is_empty() || spec == "embedded" || spec == "default"
+}
+
+/// `synthetic[:N]` → Some(N train images); any other spec → None.
+fn synthetic_size(spec: &str) -> Result<Option<usize>> {
+    let Some(rest) = spec.strip_prefix("synthetic") else {
+        return Ok(None);
+    };
+    let n = match rest.strip_prefix(':') {
+        Some(n) => n
+            .parse::<usize>()
+            .ok()
+            .filter(|n| *n > 0)
+            .with_context(|| {
+                format!("data spec `{spec}`: expected synthetic:N with N ≥ 1 train images")
+            })?,
+        None if rest.is_empty() => 1000,
+        None => return Err(unknown_data(spec)),
+    };
+    Ok(Some(n))
+}
+
+fn unknown_data(spec: &str) -> anyhow::Error {
+    anyhow::anyhow!(
         "unknown data set `{spec}`: not `embedded`, not imported in {} and not a path; `tricklab data list` shows what is available",
         data_dir().display()
     )
+}
+
+/// Checks that a spec names a data set that exists, without loading it: a
+/// session checks every matrix before it creates a results folder.
+pub fn locate(spec: &str) -> Result<()> {
+    let spec = spec.trim();
+    if is_embedded(spec)
+        || synthetic_size(spec)?.is_some()
+        || data_dir().join(spec).join(CACHE_FILE).is_file()
+        || Path::new(spec).exists()
+    {
+        Ok(())
+    } else {
+        Err(unknown_data(spec))
+    }
 }
 
 fn dir_name(p: &Path) -> String {

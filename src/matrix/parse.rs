@@ -39,8 +39,8 @@ struct RawMatrix {
     description: Option<String>,
     recipe: Spanned<String>,
     kind: Spanned<String>,
-    data: Option<String>,
-    device: Option<String>,
+    data: Option<Spanned<String>>,
+    device: Option<Spanned<String>>,
     target: Option<Spanned<f64>>,
     budget: Option<Spanned<String>>,
     seeds: Option<Vec<u64>>,
@@ -93,10 +93,24 @@ impl Ctx<'_> {
     }
 
     fn step(&self, on: &Names, off: &Names, set: &Sets) -> Result<Vec<(Override, Range<usize>)>> {
-        let mut out = Vec::new();
+        let mut out: Vec<(Override, Range<usize>)> = Vec::new();
         for (names, state) in [(on, true), (off, false)] {
             for n in names.iter().flatten() {
-                out.push((self.trick(n, state)?, n.span()));
+                let o = self.trick(n, state)?;
+                if let Override::Trick { key, .. } = &o
+                    && let Some(was) = out.iter().find_map(|(p, _)| match p {
+                        Override::Trick { key: k, on } if k == key => Some(*on),
+                        _ => None,
+                    })
+                {
+                    let msg = if was == state {
+                        format!("`{key}` is listed twice; drop one")
+                    } else {
+                        format!("`{key}` is both in `on` and in `off`; keep one")
+                    };
+                    return Err(self.err(n.span(), msg));
+                }
+                out.push((o, n.span()));
             }
         }
         for (k, v) in set.iter().flatten() {
@@ -114,7 +128,12 @@ impl Ctx<'_> {
 
 pub fn load(path: &Path) -> Result<Matrix> {
     let text = std::fs::read_to_string(path)
-        .map_err(|e| anyhow!("cannot read matrix file {}: {e}", path.display()))?;
+        .map_err(|e| {
+            anyhow!(
+                "cannot read matrix file {}: {e}; pass a .toml file (`tricklab matrix list` shows the shipped ones)",
+                path.display()
+            )
+        })?;
     let mut m = parse(&text, &path.display().to_string())?;
     m.path = Some(path.to_path_buf());
     Ok(m)
@@ -224,6 +243,25 @@ pub fn parse(text: &str, origin: &str) -> Result<Matrix> {
         }
         None => None,
     };
+    // Syntax only: whether the device exists and the data is there is checked
+    // when a session starts, so GPU matrices can be read on any machine.
+    if let Some(d) = &raw.device {
+        crate::train::parse_device_name(d.get_ref())
+            .map_err(|e| cx.err(d.span(), crate::cli::one_line(&e)))?;
+    }
+    if let Some(d) = raw
+        .data
+        .as_ref()
+        .filter(|d| d.get_ref().starts_with("synthetic"))
+    {
+        crate::data::locate(d.get_ref()).map_err(|e| cx.err(d.span(), crate::cli::one_line(&e)))?;
+    }
+    if let (Some(_), Some(r)) = (&raw.seeds, &raw.repeats) {
+        return Err(cx.err(
+            r.span(),
+            "give `seeds = [...]` or `repeats = N`, not both (repeats N means seeds base_seed..base_seed+N-1)",
+        ));
+    }
     let base_seed = raw.base_seed.unwrap_or(0);
     let seeds: Vec<u64> = match (&raw.seeds, &raw.repeats, &adaptive) {
         (Some(s), _, _) if s.is_empty() => {
@@ -358,6 +396,16 @@ pub fn parse(text: &str, origin: &str) -> Result<Matrix> {
                                 key: t.key.into(),
                                 on: *b,
                             },
+                            (Some(t), v) => {
+                                return Err(cx.err(
+                                    vals.span(),
+                                    format!(
+                                        "grid `{}` is a trick: its values are \"on\"/\"off\" or true/false, not {}",
+                                        t.key,
+                                        cx.value_text(v)
+                                    ),
+                                ));
+                            }
                             _ => Override::Set {
                                 key: k.get_ref().clone(),
                                 value: cx.value_text(v),
@@ -404,8 +452,11 @@ pub fn parse(text: &str, origin: &str) -> Result<Matrix> {
         text: text.to_string(),
         recipe: raw.recipe.into_inner(),
         kind,
-        data: raw.data.unwrap_or_else(|| "embedded".into()),
-        device: raw.device,
+        data: raw
+            .data
+            .map(Spanned::into_inner)
+            .unwrap_or_else(|| "embedded".into()),
+        device: raw.device.map(Spanned::into_inner),
         target,
         budget,
         seeds,

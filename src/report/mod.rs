@@ -112,8 +112,27 @@ pub struct Report {
 
 fn runs_file(dir: &Path) -> Result<PathBuf> {
     let p = dir.join("runs.parquet");
+    if dir.is_file() {
+        bail!(
+            "{}: a file, not a results folder; pass a folder made by `tricklab run` (results/<matrix>/<timestamp>)",
+            dir.display()
+        );
+    }
     if !dir.is_dir() {
         bail!("{}: no such results folder", dir.display());
+    }
+    if !p.is_file() && !dir.join("manifest.json").is_file() {
+        // results/ or results/<matrix>/: name the folder the user meant.
+        let mut inner: Vec<PathBuf> = walk_results(dir);
+        inner.sort();
+        if let Some(newest) = inner.last() {
+            bail!(
+                "{}: not a results folder but {} of them; pass one, e.g. {}",
+                dir.display(),
+                inner.len(),
+                newest.display()
+            );
+        }
     }
     if !p.is_file() {
         bail!(
@@ -122,6 +141,33 @@ fn runs_file(dir: &Path) -> Result<PathBuf> {
         );
     }
     Ok(p)
+}
+
+/// Results folders (with a runs.parquet) up to two levels below `dir`.
+fn walk_results(dir: &Path) -> Vec<PathBuf> {
+    let subdirs = |d: &Path| -> Vec<PathBuf> {
+        std::fs::read_dir(d)
+            .map(|r| {
+                r.flatten()
+                    .map(|e| e.path())
+                    .filter(|p| p.is_dir())
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let mut out = Vec::new();
+    for a in subdirs(dir) {
+        if a.join("runs.parquet").is_file() {
+            out.push(a);
+            continue;
+        }
+        out.extend(
+            subdirs(&a)
+                .into_iter()
+                .filter(|b| b.join("runs.parquet").is_file()),
+        );
+    }
+    out
 }
 
 /// Matrices whose recorded matrix file is not a ladder. A folder whose matrix
@@ -266,7 +312,7 @@ pub fn aggregate(dirs: &[PathBuf], opts: &ReportOptions) -> Result<Report> {
     let target = opts.target.unwrap_or_else(|| {
         f(&df, "target_acc")
             .ok()
-            .and_then(|v| v.into_iter().flatten().next())
+            .and_then(|v| v.into_iter().flatten().find(|t| t.is_finite()))
             .unwrap_or(0.94)
     });
     let get = |name: &str| f(&df, name);

@@ -37,6 +37,25 @@ pub fn tch_factory() -> Factory {
     })
 }
 
+/// What the real engine would fail every run on, checked before a session
+/// creates any results folder: the workers' devices, each matrix's device and data.
+pub fn preflight(matrices: &[Matrix], devices: &[String]) -> Result<()> {
+    for d in devices {
+        crate::train::parse_device(d).map_err(|e| anyhow::anyhow!("--devices: {e}"))?;
+    }
+    for m in matrices {
+        let origin = m
+            .path
+            .as_ref()
+            .map_or_else(|| m.name.clone(), |p| p.display().to_string());
+        if let Some(d) = &m.device {
+            crate::train::parse_device(d).map_err(|e| anyhow::anyhow!("{origin}: {e}"))?;
+        }
+        crate::data::locate(&m.data).map_err(|e| anyhow::anyhow!("{origin}: {e}"))?;
+    }
+    Ok(())
+}
+
 impl Session {
     pub fn start(matrices: Vec<Matrix>, opts: SessionOptions, factory: Factory) -> Result<Session> {
         let events = Arc::new(EventQueue::default());

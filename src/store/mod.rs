@@ -153,6 +153,13 @@ impl ResultsWriter {
         self.manifest["matrix_file"].as_str()
     }
 
+    /// The target accuracy of the matrix this folder runs.
+    fn matrix_target(&self) -> Option<f64> {
+        crate::matrix::parse(self.matrix_text()?, "manifest.json")
+            .ok()
+            .map(|m| m.target)
+    }
+
     fn write_manifest(&self) -> Result<()> {
         write_atomic(
             &self.dir.join("manifest.json"),
@@ -242,13 +249,20 @@ impl ResultsWriter {
                 )?;
             }
         }
-        let row = RunRow::new(
+        let mut row = RunRow::new(
             run,
             live.as_ref().map(|l| (l.seed, &l.config, l.target)),
             status,
             reason,
             summary,
         );
+        // A run that failed before it started (a device that cannot be used)
+        // still belongs to its matrix's target, or the report reads NaN%.
+        if live.is_none()
+            && let Some(t) = self.matrix_target()
+        {
+            row.target_acc = t;
+        }
         // A requeued run replaces its earlier row.
         self.runs
             .retain(|r| !(r.variant == row.variant && r.repeat == row.repeat));

@@ -32,8 +32,9 @@ pub struct TchTrainer {
     loader: fn(&str) -> Result<Dataset>,
 }
 
-pub fn parse_device(s: &str) -> Result<Device> {
-    let d = match s {
+/// A device name's syntax only: `matrix show` of a GPU matrix works on a CPU machine.
+pub fn parse_device_name(s: &str) -> Result<Device> {
+    Ok(match s {
         "cpu" => Device::Cpu,
         "cuda" => Device::Cuda(0),
         other => match other
@@ -43,11 +44,16 @@ pub fn parse_device(s: &str) -> Result<Device> {
             Some(i) => Device::Cuda(i),
             None => bail!("unknown device `{s}`: use cpu, cuda or cuda:N"),
         },
-    };
+    })
+}
+
+/// A device this machine has.
+pub fn parse_device(s: &str) -> Result<Device> {
+    let d = parse_device_name(s)?;
     if let Device::Cuda(i) = d {
         if !tch::Cuda::is_available() {
             bail!(
-                "device `{s}` requested but CUDA is not available here (`tricklab doctor` shows why); use --device cpu"
+                "device `{s}` requested but CUDA is not available here (`tricklab doctor` shows why); use cpu instead"
             );
         }
         let n = tch::Cuda::device_count() as usize;

@@ -274,6 +274,7 @@ pub fn run_session(
     opts: crate::session::SessionOptions,
 ) -> anyhow::Result<i32> {
     need_terminal()?;
+    crate::session::preflight(&matrices, &opts.devices)?;
     let session = crate::session::Session::start(matrices, opts, crate::session::tch_factory())?;
     let source = session.event_source();
     let mut backend = backend::SessionBackend::new(session);
