@@ -84,6 +84,12 @@ pub fn cmd_matrix(args: MatrixArgs) -> Result<i32> {
             Ok(0)
         }
         MatrixCommand::List { dir } => {
+            if !dir.is_dir() {
+                anyhow::bail!(
+                    "{}: no such folder; matrices live in ablations/ (the default)",
+                    dir.display()
+                );
+            }
             let files = matrix_files(&dir);
             if files.is_empty() {
                 anyhow::bail!("no .toml matrix files in {}", dir.display());

@@ -48,8 +48,9 @@ fn safe(name: &str) -> String {
 /// A results folder's `manifest.json`.
 pub fn read_manifest(dir: &Path) -> Result<serde_json::Value> {
     let mpath = dir.join("manifest.json");
-    let text = std::fs::read_to_string(&mpath).with_context(|| {
-        format!(
+    // The io error adds nothing to the fix, and would trail after it.
+    let text = std::fs::read_to_string(&mpath).map_err(|_| {
+        anyhow::anyhow!(
             "{} is not a results folder (no manifest.json); pass a folder made by `tricklab run`",
             dir.display()
         )
