@@ -44,7 +44,7 @@ fn demo_ladder_runs_headless_end_to_end() {
     }
     let rows = out
         .lines()
-        .filter(|l| l.starts_with("| ") && l.contains(" | 2 | 0 |"))
+        .filter(|l| l.starts_with("| ") && l.contains(" | 1 | 0 |"))
         .count();
     assert_eq!(rows, 9, "{out}");
 }
