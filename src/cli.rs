@@ -42,7 +42,18 @@ pub enum Command {
 
 /// Runs the CLI and returns the process exit code.
 pub fn main() -> i32 {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        // --help and --version: clap's own output, exit 0.
+        Err(e) if !e.use_stderr() => {
+            let _ = e.print();
+            return 0;
+        }
+        Err(e) => {
+            eprintln!("{}", clap_one_line(&e.render().to_string()));
+            return 2;
+        }
+    };
     let result = match cli.command {
         None => crate::tui::cmd_tui(crate::tui::TuiArgs::default_args()),
         Some(Command::Tui(a)) => crate::tui::cmd_tui(a),
@@ -64,6 +75,17 @@ pub fn main() -> i32 {
             1
         }
     }
+}
+
+/// A clap error without its usage block, on one line like every other error.
+fn clap_one_line(text: &str) -> String {
+    let head: Vec<&str> = text
+        .lines()
+        .take_while(|l| !l.starts_with("Usage:") && !l.starts_with("For more information"))
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect();
+    format!("{} (`--help` lists the options)", head.join(" "))
 }
 
 /// The whole error chain on one line, without a backtrace.

@@ -333,6 +333,27 @@ fn bad_input_gets_one_line_naming_the_file_and_the_fix() {
         "{err}"
     );
 
+    // Command-line syntax errors are one line too, exit 2.
+    for (args, what) in [
+        (
+            vec!["train", "--seed", "abc"],
+            "invalid value 'abc' for '--seed <SEED>'",
+        ),
+        (
+            vec!["report"],
+            "required arguments were not provided: <RESULTS>...",
+        ),
+        (
+            vec!["train", "--trick", "celu=maybe"],
+            "must be on or off, not `maybe`",
+        ),
+    ] {
+        let o = run(&args, tmp.path());
+        let (_, err) = text(&o);
+        assert_eq!(o.status.code(), Some(2), "{err}");
+        assert!(err.contains(what) && err.lines().count() == 1, "{err}");
+    }
+
     // `report` on a matrix folder names a results folder inside it.
     let res = tmp.path().join("res/m/20260101-000000");
     std::fs::create_dir_all(&res).unwrap();
