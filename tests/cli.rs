@@ -137,6 +137,23 @@ fn headless_run_report_and_compare() {
     );
     assert!(csv.status.success());
     assert_eq!(text(&csv).0.lines().count(), 3);
+    let blocked = tmp.path().join("a-file");
+    std::fs::write(&blocked, "").unwrap();
+    let o = run(
+        &[
+            "report",
+            dir.to_str().unwrap(),
+            "--plots",
+            blocked.join("plots").to_str().unwrap(),
+        ],
+        tmp.path(),
+    );
+    let (out, err) = text(&o);
+    assert!(!o.status.success() && out.is_empty(), "{out}");
+    assert!(
+        err.contains("pass a writable folder to --plots") && err.lines().count() == 1,
+        "{err}"
+    );
     let json = run(
         &[
             "report",

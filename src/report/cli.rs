@@ -37,6 +37,15 @@ pub fn cmd_report(args: ReportArgs) -> Result<i32> {
             clock: args.clock,
         },
     )?;
+    // Before the table is printed: a folder that cannot be made is the only output.
+    if let Some(dir) = &args.plots {
+        std::fs::create_dir_all(dir).map_err(|e| {
+            anyhow::anyhow!(
+                "cannot create the plots folder {}: {e}; pass a writable folder to --plots",
+                dir.display()
+            )
+        })?;
+    }
     match args.format {
         Format::Md => print!("{}", r.to_markdown()),
         Format::Csv => print!("{}", r.to_csv()),
