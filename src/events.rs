@@ -128,6 +128,17 @@ pub enum LogLevel {
     Error,
 }
 
+impl LogLevel {
+    /// The plain-text prefix, as in `error: ...` messages.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LogLevel::Info => "info",
+            LogLevel::Warn => "warn",
+            LogLevel::Error => "error",
+        }
+    }
+}
+
 /// Worker → consumers.
 #[derive(Clone, Debug)]
 pub enum Event {

@@ -172,7 +172,7 @@ fn run_headless(mut session: Session) -> Result<i32> {
                             bars.line(format!("FAILED {run}: {reason}"));
                         }
                         Event::RunCancelled { run } => bars.line(format!("cancelled {run}")),
-                        Event::Log { level, message } if level != LogLevel::Info => bars.line(format!("{}: {message}", format!("{level:?}").to_lowercase())),
+                        Event::Log { level, message } if level != LogLevel::Info => bars.line(format!("{}: {message}", level.as_str())),
                         _ => {}
                     }
                 }

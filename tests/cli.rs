@@ -371,6 +371,15 @@ fn bad_input_gets_one_line_naming_the_file_and_the_fix() {
         assert!(err.contains(what) && err.lines().count() == 1, "{err}");
     }
 
+    // A missing folder and a file where a folder belongs are named as such.
+    let (_, err) = text(&run(&["matrix", "list", "no-such-dir"], tmp.path()));
+    assert!(err.contains("no-such-dir: no such folder"), "{err}");
+    let (_, err) = text(&run(&["report", ok.to_str().unwrap()], tmp.path()));
+    assert!(
+        err.contains("ok.toml: a file, not a results folder"),
+        "{err}"
+    );
+
     // `report` on a matrix folder names a results folder inside it.
     let res = tmp.path().join("res/m/20260101-000000");
     std::fs::create_dir_all(&res).unwrap();

@@ -175,9 +175,7 @@ fn walk_results(dir: &Path) -> Vec<PathBuf> {
 fn non_ladder_matrices(dirs: &[PathBuf]) -> std::collections::HashSet<String> {
     dirs.iter()
         .filter_map(|d| {
-            let manifest = crate::store::read_manifest(d).ok()?;
-            let text = manifest.get("matrix_file")?.as_str()?;
-            let m = crate::matrix::parse(text, "manifest.json").ok()?;
+            let m = crate::store::recorded_matrix(&crate::store::read_manifest(d).ok()?)?;
             (m.kind != crate::matrix::Kind::Ladder).then_some(m.name)
         })
         .collect()

@@ -63,6 +63,12 @@ pub fn read_manifest(dir: &Path) -> Result<serde_json::Value> {
     })
 }
 
+/// The matrix a results folder ran, read back from its manifest; `None` when
+/// it cannot be (an older or edited manifest), for callers with a fallback.
+pub fn recorded_matrix(manifest: &serde_json::Value) -> Option<crate::matrix::Matrix> {
+    crate::matrix::parse(manifest.get("matrix_file")?.as_str()?, "manifest.json").ok()
+}
+
 fn git_commit() -> String {
     std::process::Command::new("git")
         .args(["rev-parse", "HEAD"])
@@ -152,13 +158,6 @@ impl ResultsWriter {
 
     pub fn matrix_text(&self) -> Option<&str> {
         self.manifest["matrix_file"].as_str()
-    }
-
-    /// The target accuracy of the matrix this folder runs.
-    fn matrix_target(&self) -> Option<f64> {
-        crate::matrix::parse(self.matrix_text()?, "manifest.json")
-            .ok()
-            .map(|m| m.target)
     }
 
     fn write_manifest(&self) -> Result<()> {
@@ -260,9 +259,9 @@ impl ResultsWriter {
         // A run that failed before it started (a device that cannot be used)
         // still belongs to its matrix's target, or the report reads NaN%.
         if live.is_none()
-            && let Some(t) = self.matrix_target()
+            && let Some(m) = recorded_matrix(&self.manifest)
         {
-            row.target_acc = t;
+            row.target_acc = m.target;
         }
         // A requeued run replaces its earlier row.
         self.runs
