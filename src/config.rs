@@ -1,9 +1,195 @@
-//! What a queued run is before it is resolved against a recipe: a recipe name
-//! plus overrides. Shared by the CLI (`--trick`, `--set`), the matrix files and
-//! the queue. Resolution into a full configuration lives in `recipe`.
+//! Plain data at the bottom of the crate: what a queued run is before it is
+//! resolved (a recipe name plus overrides), the run's identity, and the
+//! resolved settings and trick states as the manifest records them. Shared by
+//! the CLI (`--trick`, `--set`), the matrix files, the queue, the catalog and
+//! the recipes. No behaviour: resolution lives in `recipe`, effects in `tricks`.
 
-use crate::events::RunId;
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// Identifies one run of a matrix: `variant` and `repeat` are unique together
+/// within a matrix.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct RunId {
+    pub matrix: String,
+    /// Position of the variant in its matrix: the rung number of a ladder.
+    pub index: usize,
+    pub variant: String,
+    pub repeat: usize,
+}
+
+impl RunId {
+    /// A stable key usable in file names: `variant#repeat`, with unsafe characters replaced.
+    pub fn key(&self) -> String {
+        let v: String = self
+            .variant
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || "-_.+".contains(c) {
+                    c
+                } else {
+                    '_'
+                }
+            })
+            .collect();
+        format!("{v}#{}", self.repeat)
+    }
+}
+
+impl std::fmt::Display for RunId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}#{}", self.matrix, self.variant, self.repeat)
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Arch {
+    /// Page's DAWN pre-activation ResNet-18 variant (P1–P3).
+    PageResnet18,
+    /// Page part-4 plain net 64/128/256/512, max-pool downsampling (P4f).
+    Backbone,
+    /// Page's ResNet-9: the backbone with residuals on layers 1 and 3.
+    Resnet9,
+    /// airbench94's 3-ConvGroup net without residuals.
+    Airbench,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OptimizerKind {
+    /// Page's Nesterov form: lr inside the momentum buffer.
+    SgdPage,
+    /// PyTorch's SGD form (airbench, hlb).
+    SgdTorch,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ScheduleKind {
+    /// [0, peak_epoch*E, E] -> [0, 1, final_lr_frac]: Page's triangle.
+    Page,
+    /// Page part 1-3: [0, 15, 30, 35]/35 -> [0, 1, 0.05, 0].
+    Dawn,
+    /// airbench: 0.2 -> 1 over the first peak_epoch, then linear to final_lr_frac.
+    Airbench,
+    /// hlb OneCycle: 0 -> 1 at peak_epoch, then to final_lr_frac.
+    Onecycle,
+    /// 1 -> 0 linearly (airbench94_muon).
+    Linear,
+    Constant,
+}
+
+/// A trick parameter's resolved value.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Value {
+    Num(f64),
+    Text(String),
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TrickState {
+    pub on: bool,
+    pub params: BTreeMap<String, Value>,
+}
+
+/// A run's settings and trick states, fully resolved: what the manifest
+/// records. The engine never reads it: the catalog turns it into a `RunPlan`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RunConfig {
+    pub recipe: String,
+    pub arch: Arch,
+    pub width_mult: f64,
+    pub epochs: f64,
+    pub batch_size: usize,
+    /// Peak learning rate, mean-loss convention (TRICKS.md interaction 7).
+    pub lr: f64,
+    pub momentum: f64,
+    /// Coupled: the per-step decay is lr * weight_decay.
+    pub weight_decay: f64,
+    pub optimizer: OptimizerKind,
+    pub schedule: ScheduleKind,
+    /// Fraction of the epochs at which the schedule peaks.
+    pub peak_epoch: f64,
+    pub final_lr_frac: f64,
+    /// Images per class kept from the data set (0 = all).
+    pub train_per_class: usize,
+    pub test_per_class: usize,
+    pub eval_every: usize,
+    /// Steps between device read-backs of the step metrics.
+    pub metrics_every: usize,
+    pub tricks: BTreeMap<String, TrickState>,
+    /// The overrides as written, in order.
+    pub overrides: Vec<String>,
+}
+
+impl RunConfig {
+    pub fn tricks_on(&self) -> Vec<String> {
+        self.tricks
+            .iter()
+            .filter(|(_, t)| t.on)
+            .map(|(k, _)| k.clone())
+            .collect()
+    }
+
+    /// JSON for events and the manifest, with the fields every consumer relies on.
+    pub fn to_json(&self, seed: u64, data_name: &str, data_hash: &str) -> serde_json::Value {
+        let mut v = serde_json::to_value(self).unwrap_or_default();
+        if let Some(o) = v.as_object_mut() {
+            o.insert("tricks_on".into(), serde_json::json!(self.tricks_on()));
+            o.insert("seed".into(), serde_json::json!(seed));
+            o.insert("data_name".into(), serde_json::json!(data_name));
+            o.insert("data_hash".into(), serde_json::json!(data_hash));
+        }
+        v
+    }
+}
+
+/// The settings of `RunConfig` that `--set KEY=VALUE` changes, with their help.
+pub const SETTINGS: &[(&str, &str)] = &[
+    ("arch", "page-resnet18 | backbone | resnet9 | airbench"),
+    ("width_mult", "width multiplier of every layer"),
+    ("epochs", "training epochs (fractional allowed)"),
+    (
+        "batch_size",
+        "images per step; scale lr with it (Page: linearly, in mean-loss units)",
+    ),
+    ("lr", "peak learning rate, mean-loss convention"),
+    ("momentum", "optimiser momentum"),
+    (
+        "weight_decay",
+        "coupled weight decay (per-step decay lr*wd)",
+    ),
+    (
+        "optimizer",
+        "sgd_page | sgd_torch (lars/lamb/adamw/muon are tricks)",
+    ),
+    (
+        "schedule",
+        "page | dawn | airbench | onecycle | linear | constant",
+    ),
+    (
+        "peak_epoch",
+        "fraction of the epochs at the schedule's peak",
+    ),
+    (
+        "final_lr_frac",
+        "schedule value at the end, as a fraction of the peak",
+    ),
+    (
+        "train_per_class",
+        "training images kept per class (0 = all)",
+    ),
+    ("test_per_class", "test images kept per class (0 = all)"),
+    (
+        "eval_every",
+        "evaluate every N epochs (the last epoch always)",
+    ),
+    (
+        "metrics_every",
+        "steps between device read-backs of step metrics",
+    ),
+];
 
 /// One change to a base recipe.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

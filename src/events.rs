@@ -5,40 +5,7 @@
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 
-/// Identifies one run of a matrix: `variant` and `repeat` are unique together
-/// within a matrix.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-pub struct RunId {
-    pub matrix: String,
-    /// Position of the variant in its matrix: the rung number of a ladder.
-    pub index: usize,
-    pub variant: String,
-    pub repeat: usize,
-}
-
-impl RunId {
-    /// A stable key usable in file names: `variant#repeat`, with unsafe characters replaced.
-    pub fn key(&self) -> String {
-        let v: String = self
-            .variant
-            .chars()
-            .map(|c| {
-                if c.is_ascii_alphanumeric() || "-_.+".contains(c) {
-                    c
-                } else {
-                    '_'
-                }
-            })
-            .collect();
-        format!("{v}#{}", self.repeat)
-    }
-}
-
-impl std::fmt::Display for RunId {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}/{}#{}", self.matrix, self.variant, self.repeat)
-    }
-}
+pub use crate::config::RunId;
 
 /// One training step as read back from the device (in chunks, never per step).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

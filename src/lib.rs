@@ -14,6 +14,7 @@ pub mod headless;
 pub mod matrix;
 pub mod model;
 pub mod optim;
+pub mod plan;
 pub mod queue;
 pub mod recipe;
 pub mod report;

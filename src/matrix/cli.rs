@@ -80,6 +80,9 @@ pub fn cmd_matrix(args: MatrixArgs) -> Result<i32> {
                     }
                 }
                 println!("  {} runs", m.runs().len());
+                for w in &m.warnings {
+                    println!("warn: {w}");
+                }
             }
             Ok(0)
         }

@@ -54,6 +54,9 @@ pub struct Matrix {
     pub seeds: Vec<u64>,
     pub adaptive: Option<Adaptive>,
     pub variants: Vec<Variant>,
+    /// Found by comparing the variants' plans: identical variants, settings of
+    /// tricks that are never on. Shown by `matrix show` and at the start of a run.
+    pub warnings: Vec<String>,
 }
 
 impl Matrix {

@@ -1,7 +1,8 @@
 //! TOML → [`Matrix`], with `FILE:LINE:COL` errors and nearest-name hints.
 
 use super::{Adaptive, Kind, Matrix, Variant};
-use crate::config::Override;
+use crate::config::{Override, RunConfig};
+use crate::plan::RunPlan;
 use crate::recipe;
 use crate::tricks;
 use anyhow::{Result, anyhow};
@@ -124,6 +125,45 @@ impl Ctx<'_> {
         }
         Ok(out)
     }
+}
+
+/// What the plans say about a matrix that its text does not: variants that
+/// train identically, and trick parameters set where the trick is never on.
+fn plan_warnings(
+    origin: &str,
+    variants: &[Variant],
+    resolved: &[(RunConfig, RunPlan)],
+) -> Vec<String> {
+    let mut out = Vec::new();
+    for (j, (vj, (_, pj))) in variants.iter().zip(resolved).enumerate() {
+        if let Some(i) = resolved[..j].iter().position(|(_, pi)| pi == pj) {
+            out.push(format!(
+                "{origin}: variants `{}` and `{}` have the same plan, so they train identically: \
+                 the second changes nothing (is a trick already in that state?); drop it or change what it varies",
+                variants[i].name, vj.name
+            ));
+        }
+    }
+    let mut reported = Vec::new();
+    for o in variants.iter().flat_map(|v| &v.overrides) {
+        let Override::Set { key, .. } = o else {
+            continue;
+        };
+        let Some(t) = key.split_once('.').and_then(|(t, _)| tricks::find(t)) else {
+            continue;
+        };
+        let never_on = resolved
+            .iter()
+            .all(|(cfg, _)| !cfg.tricks.get(t.key).is_some_and(|s| s.on));
+        if never_on && !reported.contains(key) {
+            reported.push(key.clone());
+            out.push(format!(
+                "{origin}: `{key}` is set but `{}` is off in every variant, so the setting changes nothing; turn the trick on or drop the setting",
+                t.key
+            ));
+        }
+    }
+    out
 }
 
 pub fn load(path: &Path) -> Result<Matrix> {
@@ -429,14 +469,20 @@ pub fn parse(text: &str, origin: &str) -> Result<Matrix> {
         }
     }
     // Validate every variant against its recipe, pointing at the variant.
+    let mut resolved = Vec::with_capacity(variants.len());
     for (v, span) in &variants {
-        if let Err(e) = recipe::resolve(raw.recipe.get_ref(), &v.overrides) {
-            return Err(cx.err(
-                span.clone(),
-                format!("variant `{}`: {}", v.name, crate::cli::one_line(&e)),
-            ));
+        match recipe::resolve_plan(raw.recipe.get_ref(), &v.overrides) {
+            Ok(r) => resolved.push(r),
+            Err(e) => {
+                return Err(cx.err(
+                    span.clone(),
+                    format!("variant `{}`: {}", v.name, crate::cli::one_line(&e)),
+                ));
+            }
         }
     }
+    let plain: Vec<Variant> = variants.iter().map(|(v, _)| v.clone()).collect();
+    let warnings = plan_warnings(origin, &plain, &resolved);
     let mut names: Vec<&str> = variants.iter().map(|(v, _)| v.name.as_str()).collect();
     names.sort();
     if let Some(w) = names.windows(2).find(|w| w[0] == w[1]) {
@@ -446,6 +492,7 @@ pub fn parse(text: &str, origin: &str) -> Result<Matrix> {
         ));
     }
     Ok(Matrix {
+        warnings,
         name: raw.name.get_ref().clone(),
         description: raw.description.unwrap_or_default(),
         path: None,
@@ -688,5 +735,77 @@ on = ["celu"]
             (demo.data.as_str(), demo.recipe.as_str()),
             ("embedded", "tiny-page-resnet9")
         );
+    }
+}
+
+#[cfg(test)]
+mod plan_checks {
+    use super::parse;
+
+    #[test]
+    fn identical_variants_and_dead_settings_are_warned_about() {
+        // tiny-page-resnet9 already has cutout on: "+ cutout" trains like the base.
+        let m = parse(
+            r#"
+name = "dup"
+recipe = "tiny-page-resnet9"
+kind = "add-one"
+vary = ["cutout", "label_smoothing"]
+set = { "celu.alpha" = 0.3 }
+"#,
+            "dup.toml",
+        )
+        .unwrap();
+        assert_eq!(m.warnings.len(), 2, "{:#?}", m.warnings);
+        assert!(
+            m.warnings[0].contains("dup.toml")
+                && m.warnings[0].contains("`base`")
+                && m.warnings[0].contains("`+ cutout`"),
+            "{}",
+            m.warnings[0]
+        );
+        assert!(m.warnings[1].contains("`celu.alpha` is set but `celu` is off in every variant"));
+        // A leave-one-out of a trick the recipe lacks, and a ladder rung that repeats one.
+        let m = parse(
+            r#"
+name = "noop"
+recipe = "tiny-page-resnet9"
+kind = "ladder"
+[[rung]]
+name = "a"
+[[rung]]
+name = "b"
+on = ["celu"]
+[[rung]]
+name = "c"
+on = ["celu"]
+"#,
+            "noop.toml",
+        )
+        .unwrap();
+        assert_eq!(m.warnings.len(), 1, "{:#?}", m.warnings);
+        assert!(m.warnings[0].contains("`b` and `c`"));
+        let clean = parse(
+            r#"
+name = "ok"
+recipe = "tiny-page-resnet9"
+kind = "add-one"
+vary = ["label_smoothing"]
+"#,
+            "ok.toml",
+        )
+        .unwrap();
+        assert!(clean.warnings.is_empty(), "{:?}", clean.warnings);
+    }
+
+    #[test]
+    fn absurd_epochs_name_the_limit() {
+        let e = parse(
+            "name = \"x\"\nrecipe = \"tiny-page-resnet9\"\nkind = \"list\"\nset = { epochs = 1e9 }\n[[variant]]\nname = \"a\"\n",
+            "x.toml",
+        )
+        .unwrap_err();
+        let e = format!("{e:#}");
+        assert!(e.contains("x.toml") && e.contains("10000"), "{e}");
     }
 }

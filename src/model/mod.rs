@@ -24,17 +24,7 @@ use layers::{Conv, Linear, global_max};
 use resnet::{PageLayer, PreActBlock};
 use whitening::Whiten;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub enum Arch {
-    /// Page's DAWN pre-activation ResNet-18 variant (P1–P3).
-    PageResnet18,
-    /// Page part-4 plain net 64/128/256/512, max-pool downsampling (P4f).
-    Backbone,
-    /// Page's ResNet-9: the backbone with residuals on layers 1 and 3.
-    Resnet9,
-    /// airbench94's 3-ConvGroup net without residuals.
-    Airbench,
-}
+pub use crate::config::Arch;
 
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub enum Activation {

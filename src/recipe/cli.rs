@@ -1,19 +1,20 @@
 //! `tricklab recipes` and `tricklab recipe show`.
 
-use super::{HYPERPARAMETERS, RECIPES, resolve};
+use super::{recipes, resolve};
 use crate::config::Override;
+use crate::config::SETTINGS;
 use anyhow::Result;
 
 #[derive(clap::Args, Debug)]
 pub struct RecipesArgs {}
 
 pub fn cmd_recipes(_args: RecipesArgs) -> Result<i32> {
-    for r in RECIPES {
+    for r in recipes() {
         println!("{:<22} {}", r.name, r.help);
     }
     println!(
         "\n`tricklab recipe show NAME` prints one resolved; settable with --set: {}",
-        HYPERPARAMETERS
+        SETTINGS
             .iter()
             .map(|(k, _)| *k)
             .collect::<Vec<_>>()
@@ -74,8 +75,8 @@ pub fn cmd_recipe_show(args: RecipeShowArgs) -> Result<i32> {
                 format!(
                     "{p}={}",
                     match v {
-                        super::Value::Num(x) => x.to_string(),
-                        super::Value::Text(s) => s.clone(),
+                        crate::config::Value::Num(x) => x.to_string(),
+                        crate::config::Value::Text(s) => s.clone(),
                     }
                 )
             })

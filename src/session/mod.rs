@@ -88,6 +88,12 @@ impl Session {
                     ResultsWriter::create(&opts.results_root, &m.name, &m.text)?,
                 );
             }
+            for w in &m.warnings {
+                events.push(Event::Log {
+                    level: LogLevel::Warn,
+                    message: w.clone(),
+                });
+            }
             let store = &stores[&m.name];
             let done = store.finished();
             order.push(m.name.clone());
@@ -166,6 +172,12 @@ impl Session {
         }
         let w = ResultsWriter::create(&self.results_root, &m.name, &m.text)?;
         let n = m.runs().len();
+        for w in &m.warnings {
+            self.events.push(Event::Log {
+                level: LogLevel::Warn,
+                message: w.clone(),
+            });
+        }
         let qfile = w.dir().join("queue.json");
         self.order.push(m.name.clone());
         self.stores.insert(m.name.clone(), w);

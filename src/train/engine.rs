@@ -10,14 +10,14 @@
 //! - dawn_s = prep_s + whiten_s + hlb_s.
 //! - airbench_s = whiten_s + hlb_s + the final (TTA) evaluation.
 
-use super::pipeline::{Augment, CpuLoader, augment_epoch, normalise, reflect_pad, to_tensor};
+use super::pipeline::{CpuLoader, augment_epoch, normalise, reflect_pad, to_tensor};
 use super::{Control, Flow, Outcome, Trainer};
 use crate::config::{Override, RunSpec};
 use crate::data::Dataset;
 use crate::events::{Clocks, EpochRow, Event, RunSummary, StepRow};
-use crate::model::{Activation, Net, NetConfig, Whitening};
+use crate::model::{Net, NetConfig, Whitening};
 use crate::optim::{self, Group, Optimizer};
-use crate::recipe::{OptimizerKind, RunConfig, ScheduleKind};
+use crate::plan::{Averaging, CutMix, Family, Half, LossPlan, OptimPlan, RunPlan};
 use anyhow::{Context, Result, bail};
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -103,11 +103,12 @@ impl Trainer for TchTrainer {
         ctl: &dyn Control,
         emit: &mut dyn FnMut(Event),
     ) -> Result<Outcome> {
-        let cfg = crate::recipe::resolve(&spec.recipe, &spec.overrides)?;
+        let (cfg, plan) = crate::recipe::resolve_plan(&spec.recipe, &spec.overrides)?;
         let full = self.dataset(&spec.data)?;
         let per = |n: usize| (n > 0).then_some(n);
-        let data = if cfg.train_per_class > 0 || cfg.test_per_class > 0 {
-            Arc::new(full.subset(per(cfg.train_per_class), per(cfg.test_per_class)))
+        let (train_per, test_per) = (plan.data.train_per_class, plan.data.test_per_class);
+        let data = if train_per > 0 || test_per > 0 {
+            Arc::new(full.subset(per(train_per), per(test_per)))
         } else {
             full
         };
@@ -115,7 +116,21 @@ impl Trainer for TchTrainer {
             Some(d) => parse_device(d)?,
             None => self.device,
         };
-        Run::new(cfg, spec, &data, device, self.label.clone())?.train(spec, ctl, emit)
+        let mut config = cfg.to_json(spec.seed, &data.name, &data.hash);
+        if !device.is_cuda() {
+            // These change nothing here; the manifest says so instead of implying a speedup.
+            config["not_applied_on_device"] = serde_json::json!(plan.cuda_only);
+        }
+        let src = Source::new(&data)?;
+        Run {
+            plan: &plan,
+            spec,
+            src: &src,
+            device,
+            label: self.label.clone(),
+            layout: Layout::of(&plan, device),
+        }
+        .train(config, ctl, emit)
     }
 
     fn warm_up(&mut self, spec: &RunSpec, ctl: &dyn Control) -> Option<String> {
@@ -147,113 +162,6 @@ fn sync(device: Device) {
     }
 }
 
-/// Page's DAWNBench schedule ends on this lr (mean-loss units) at epoch 30 of 35.
-pub const DAWN_TAIL_LR: f64 = 0.005;
-
-/// The learning-rate multiplier at a fractional epoch.
-pub fn lr_multiplier(cfg: &RunConfig, epoch: f64) -> f64 {
-    let e = cfg.epochs;
-    let p = cfg.peak_epoch * e;
-    let knots: Vec<(f64, f64)> = match cfg.schedule {
-        ScheduleKind::Page => vec![(0.0, 0.0), (p, 1.0), (e, cfg.final_lr_frac)],
-        // Page parts 1-3: the knot at epoch 30 of 35 is an absolute lr (0.005 at
-        // both bs 128 / lr 0.1 and bs 512 / lr 0.44), not a fraction of the peak.
-        ScheduleKind::Dawn => vec![
-            (0.0, 0.0),
-            (p, 1.0),
-            (e * 30.0 / 35.0, (DAWN_TAIL_LR / cfg.lr).min(1.0)),
-            (e, 0.0),
-        ],
-        ScheduleKind::Airbench => vec![(0.0, 0.2), (p, 1.0), (e, cfg.final_lr_frac)],
-        ScheduleKind::Onecycle => vec![(0.0, 0.0), (p, 1.0), (e, cfg.final_lr_frac)],
-        ScheduleKind::Linear => vec![(0.0, 1.0), (e, 0.0)],
-        ScheduleKind::Constant => vec![(0.0, 1.0), (e, 1.0)],
-    };
-    let mut sched = optim::Piecewise::new(knots).unwrap_or_else(|_| optim::Piecewise {
-        knots: vec![(0.0, 1.0)],
-    });
-    if cfg.on("ema") {
-        // Page B8: [0, ep/5, ep-2] -> [0, 1, floor], flat at the floor after.
-        let floor_epochs = cfg.num("ema", "floor_epochs");
-        let floor = cfg.num("ema", "floor");
-        if cfg.schedule == ScheduleKind::Page && floor_epochs < e {
-            let end = (e - floor_epochs).max(p + 1e-9);
-            sched = optim::Piecewise {
-                knots: vec![(0.0, 0.0), (p, 1.0), (end, floor), (e, floor)],
-            };
-        } else {
-            sched = sched.with_floor(floor_epochs, floor);
-        }
-    }
-    let mut m = sched.at(epoch);
-    if cfg.on("warmup") {
-        let w = cfg.num("warmup", "epochs");
-        if w > 0.0 && epoch < w {
-            m *= epoch / w;
-        }
-    }
-    m
-}
-
-pub fn net_config(cfg: &RunConfig, classes: i64) -> NetConfig {
-    let mut nc = NetConfig::default_for(cfg.arch).scaled(cfg.width_mult);
-    nc.act = if cfg.on("celu") {
-        Activation::Celu {
-            alpha: cfg.num("celu", "alpha"),
-        }
-    } else if cfg.on("gelu") {
-        Activation::Gelu
-    } else {
-        Activation::Relu
-    };
-    nc.bn.ghost_splits = if cfg.on("ghost_bn") {
-        cfg.num("ghost_bn", "splits") as i64
-    } else {
-        1
-    };
-    nc.bn.frozen_scale = cfg.on("frozen_bn_scale");
-    (nc.bn.momentum, nc.bn.eps) = if cfg.on("bn_stats") {
-        (cfg.num("bn_stats", "momentum"), cfg.num("bn_stats", "eps"))
-    } else {
-        (0.1, 1e-5)
-    };
-    nc.bn.weight_init_one = cfg.on("bn_weight_init_one");
-    nc.pool_before_act = cfg.on("pool_before_act");
-    nc.pool_before_bn = cfg.on("pool_before_bn");
-    nc.residual = cfg.on("residual");
-    nc.logit_scale = if cfg.on("logit_scale") {
-        cfg.num("logit_scale", "scale")
-    } else {
-        1.0
-    };
-    nc.whitening = if !cfg.on("whitening") {
-        Whitening::Off
-    } else {
-        let (eps, images) = (
-            cfg.num("whitening", "eps"),
-            cfg.num("whitening", "images") as usize,
-        );
-        if cfg.text("whitening", "style") == "page" {
-            Whitening::Page { eps, images }
-        } else {
-            Whitening::Airbench {
-                eps,
-                images,
-                negate: cfg.on("whitening_negate"),
-                bias: cfg.on("whitening_bias"),
-                centred: cfg.text("whitening", "style") == "hlb",
-                bias_uniform: cfg.on("whitening_bias")
-                    && cfg.text("whitening_bias", "init") == "uniform",
-            }
-        }
-    };
-    nc.dirac_init = cfg.on("dirac_init");
-    nc.prep_bn_relu = cfg.on("prep_bn_relu");
-    nc.conv_bias = !cfg.on("no_bias_before_bn");
-    nc.num_classes = classes;
-    nc
-}
-
 /// Reads the process's peak resident memory (the CPU stand-in for device memory).
 fn peak_rss() -> Option<u64> {
     let s = std::fs::read_to_string("/proc/self/status").ok()?;
@@ -273,454 +181,464 @@ fn channels_last(x: &Tensor) -> Tensor {
     x.permute([0, 2, 3, 1]).contiguous().permute([0, 3, 1, 2])
 }
 
-struct Run {
-    cfg: RunConfig,
-    device: Device,
-    label: String,
-    data_name: String,
-    data_hash: String,
-    classes: i64,
+/// How tensors are laid out on this run's device: the plan's precision where
+/// the device has it (half precision, autocast and NHWC act on CUDA only).
+#[derive(Clone, Copy)]
+struct Layout {
+    half: Option<Kind>,
+    amp: bool,
+    channels_last: bool,
+}
+
+impl Layout {
+    fn of(plan: &RunPlan, dev: Device) -> Layout {
+        let cuda = dev.is_cuda();
+        Layout {
+            half: plan.precision.half.filter(|_| cuda).map(Half::kind),
+            amp: plan.precision.amp.is_some() && cuda,
+            channels_last: plan.precision.channels_last && cuda,
+        }
+    }
+
+    /// An input batch in the run's kind and memory format.
+    fn input(&self, x: Tensor) -> Tensor {
+        let x = match self.half {
+            Some(k) => x.to_kind(k),
+            None => x,
+        };
+        if self.channels_last {
+            channels_last(&x)
+        } else {
+            x
+        }
+    }
+}
+
+/// The data set on its way into the run, from host bytes.
+struct Source {
     train_u8: Tensor,
     train_y: Tensor,
     test_u8: Tensor,
     test_y: Tensor,
+    classes: i64,
     h: i64,
     w: i64,
 }
 
-impl Run {
-    fn new(
-        cfg: RunConfig,
-        _spec: &RunSpec,
-        data: &Dataset,
-        device: Device,
-        label: String,
-    ) -> Result<Run> {
+impl Source {
+    fn new(data: &Dataset) -> Result<Source> {
         if data.train.is_empty() || data.test.is_empty() {
             bail!("data set `{}` has an empty split", data.name);
         }
         let (c, h, w) = (data.channels, data.height, data.width);
         let (train_u8, train_y) = to_tensor(&data.train, c, h, w, Device::Cpu);
         let (test_u8, test_y) = to_tensor(&data.test, c, h, w, Device::Cpu);
-        Ok(Run {
-            cfg,
-            device,
-            label,
-            data_name: data.name.clone(),
-            data_hash: data.hash.clone(),
-            classes: data.classes.len() as i64,
+        Ok(Source {
             train_u8,
             train_y,
             test_u8,
             test_y,
+            classes: data.classes.len() as i64,
             h: h as i64,
             w: w as i64,
         })
     }
+}
 
-    /// Half-precision weights and activations (BN stays fp32): CUDA only.
-    fn half(&self) -> Option<Kind> {
-        let kind = if self.cfg.text("fp16", "dtype") == "bf16" {
-            Kind::BFloat16
-        } else {
-            Kind::Half
-        };
-        (self.cfg.on("fp16") && self.device.is_cuda()).then_some(kind)
+/// The data after preparation (the DAWNBench clock's `prep_s`).
+struct Prepared {
+    /// Normalised and padded when preprocessed once, raw bytes otherwise.
+    train: Tensor,
+    train_y: Tensor,
+    test_x: Tensor,
+    test_y: Tensor,
+    /// Where the training set lives: the run's device when resident.
+    device: Device,
+}
+
+/// Stage 1: normalise, pad and move the data.
+fn prepare(plan: &RunPlan, src: &Source, dev: Device) -> Prepared {
+    let d = &plan.data;
+    let data_dev = if d.resident { dev } else { Device::Cpu };
+    let train = src.train_u8.to_device(data_dev);
+    let train = if d.preprocess_once {
+        reflect_pad(&normalise(&train), d.augment.pad)
+    } else {
+        train
+    };
+    let prepared = Prepared {
+        train,
+        train_y: src.train_y.to_device(data_dev),
+        test_x: normalise(&src.test_u8.to_device(dev)),
+        test_y: src.test_y.to_device(dev),
+        device: data_dev,
+    };
+    sync(dev);
+    prepared
+}
+
+/// Stage 2: the network, with its whitening conv computed from the data
+/// (timed apart: the `whiten_s` clock), then the plan's init and precision.
+fn build_net(
+    plan: &RunPlan,
+    src: &Source,
+    vs: &nn::VarStore,
+    layout: Layout,
+    clocks: &mut Clocks,
+) -> Result<(Net, NetConfig)> {
+    let dev = vs.device();
+    let nc = NetConfig {
+        num_classes: src.classes,
+        ..plan.net.clone()
+    };
+    let net = Net::try_new(&vs.root(), &nc).context("building the network")?;
+    let t = Instant::now();
+    let images = match &nc.whitening {
+        Whitening::Off => None,
+        Whitening::Page { images, .. } | Whitening::Airbench { images, .. } => Some(*images),
+    };
+    if let Some(k) = images {
+        let k = (k as i64).min(src.train_y.size()[0]);
+        net.init_whitening(&normalise(&src.train_u8.narrow(0, 0, k).to_device(dev)))?;
+    }
+    sync(dev);
+    clocks.whiten_s = t.elapsed().as_secs_f64();
+    if plan.head_unit_std {
+        net.init_head_unit_std();
+    }
+    if let Some(k) = layout.half {
+        net.cast_weights(k);
+    }
+    if layout.channels_last {
+        tch::no_grad(|| {
+            for mut p in net.param_groups().conv_filters {
+                p.set_data(&channels_last(&p));
+            }
+        });
+    }
+    Ok((net, nc))
+}
+
+/// Stage 3: the optimisers. Muon takes the conv filters when it is on; the
+/// whitening bias takes its own optimiser when it decays on its own clock.
+struct Optimisers {
+    main: Box<dyn Optimizer>,
+    filters: Option<optim::Muon>,
+    whiten_bias: Option<Box<dyn Optimizer>>,
+}
+
+impl Optimisers {
+    fn new(o: &OptimPlan, net: &Net) -> Optimisers {
+        let own_bias = o.whiten_bias.as_ref().is_some_and(|b| b.own_schedule);
+        Optimisers {
+            main: build_optimizer(o, optimizer_groups(o, net)),
+            filters: o.muon.as_ref().map(|m| {
+                optim::Muon::new(
+                    vec![Group::new(net.param_groups().conv_filters)],
+                    m.momentum,
+                    true,
+                    m.ns_steps,
+                )
+            }),
+            whiten_bias: own_bias.then(|| build_optimizer(o, vec![whiten_bias_group(o, net)])),
+        }
     }
 
+    /// One step of every optimiser at schedule multiplier `m`, then zero the grads.
+    fn step(&mut self, o: &OptimPlan, m: f64, at: f64, zero_none: bool) {
+        self.main.step(o.lr * m);
+        if let (Some(f), Some(mp)) = (self.filters.as_mut(), o.muon.as_ref()) {
+            f.step(mp.lr * m);
+            f.zero_grad(zero_none);
+        }
+        if let (Some(b), Some(wb)) = (self.whiten_bias.as_mut(), o.whiten_bias.as_ref()) {
+            b.step(o.lr * wb.own_multiplier(at));
+            b.zero_grad(zero_none);
+        }
+        self.main.zero_grad(zero_none);
+    }
+}
+
+/// Stage 3b: parameter averaging. Page evaluates a separate copy; airbench
+/// copies the average back into the live weights.
+struct Averager {
+    plan: Averaging,
+    live: Vec<Tensor>,
+    avg: Option<optim::Ema>,
+    /// Page's eval-only net and its float state.
+    eval: Option<(nn::VarStore, Net, Vec<Tensor>)>,
+}
+
+impl Averager {
+    fn new(plan: &RunPlan, vs: &nn::VarStore, nc: &NetConfig, layout: Layout) -> Result<Averager> {
+        let live = optim::float_state(vs);
+        let eval = match plan.averaging {
+            Averaging::PageEma { .. } => {
+                let evs = nn::VarStore::new(vs.device());
+                let net = Net::try_new(&evs.root(), nc)?;
+                if let Some(k) = layout.half {
+                    net.cast_weights(k);
+                }
+                let state = optim::float_state(&evs);
+                Some((evs, net, state))
+            }
+            _ => None,
+        };
+        let avg = (plan.averaging != Averaging::None).then(|| optim::Ema::new(&live));
+        Ok(Averager {
+            plan: plan.averaging,
+            live,
+            avg,
+            eval,
+        })
+    }
+
+    fn after_step(&mut self, step: u64, total_steps: u64) {
+        let Some(avg) = self.avg.as_mut() else { return };
+        match self.plan {
+            Averaging::PageEma { decay, every } if step.is_multiple_of(every) => {
+                avg.update(&self.live, decay)
+            }
+            Averaging::Lookahead { every } if step.is_multiple_of(every) => {
+                avg.update(
+                    &self.live,
+                    optim::lookahead_decay(step as usize, total_steps as usize),
+                );
+                avg.copy_into(&self.live);
+            }
+            _ => {}
+        }
+    }
+
+    /// airbench ends with net <- average (d = 1) at the final step.
+    fn finish(&self) {
+        if let (Averaging::Lookahead { .. }, Some(avg)) = (self.plan, self.avg.as_ref()) {
+            avg.copy_into(&self.live);
+        }
+    }
+
+    /// The net to evaluate: Page's EMA copy, loaded with the average, or the live net.
+    fn eval_net<'a>(&'a self, live: &'a Net) -> &'a Net {
+        match (&self.eval, &self.avg) {
+            (Some((_, net, state)), Some(avg)) => {
+                avg.copy_into(state);
+                net
+            }
+            _ => live,
+        }
+    }
+}
+
+/// Stage 4: two steps on random data outside every clock, as Page's dawn.py
+/// does before its timer: kernel selection (cuDNN autotune, oneDNN
+/// primitives) for this run's own shapes, which a rung that changes the net
+/// or the batch would otherwise pay in its clock. The worker's discarded
+/// warm-up run covers the process-wide one-time costs. BN statistics are restored.
+fn warm_kernels(
+    net: &Net,
+    opt: &mut Optimisers,
+    live: &[Tensor],
+    shape: [i64; 4],
+    classes: i64,
+    layout: Layout,
+    dev: Device,
+) {
+    let saved = optim::Ema::new(live);
+    let x = layout.input(Tensor::randn(shape, (Kind::Float, dev)));
+    let y = Tensor::randint(classes, [shape[0]], (Kind::Int64, dev));
+    for _ in 0..2 {
+        let loss = net.forward_t(&x, true).cross_entropy_for_logits(&y);
+        loss.backward();
+        opt.main.zero_grad(true);
+    }
+    saved.copy_into(live);
+    sync(dev);
+}
+
+/// The training loss of one micro-batch: label-smoothed cross-entropy, on
+/// CutMix's soft targets when the batch was mixed.
+pub(crate) fn batch_loss(
+    loss: &LossPlan,
+    logits: &Tensor,
+    y: &Tensor,
+    soft: Option<&Tensor>,
+) -> Tensor {
+    match soft {
+        Some(soft) => optim::soft_target_ce(logits, &optim::smooth_targets(soft, loss.smoothing)),
+        None => optim::label_smoothed_ce(logits, y, loss.smoothing),
+    }
+}
+
+/// Where a run's step counter and metric read-backs stand.
+struct Progress {
+    step: u64,
+    total_steps: u64,
+    steps_per_epoch: u64,
+    pending: Vec<(u64, f64, f64, Tensor)>,
+    chunk_start: Instant,
+    chunk_images: i64,
+}
+
+/// What one training epoch produced.
+struct EpochTrain {
+    steps: u64,
+    loss: f64,
+    acc: f64,
+    seconds: f64,
+}
+
+struct Run<'a> {
+    plan: &'a RunPlan,
+    spec: &'a RunSpec,
+    src: &'a Source,
+    device: Device,
+    label: String,
+    layout: Layout,
+}
+
+impl Run<'_> {
     fn train(
         &self,
-        spec: &RunSpec,
+        config: serde_json::Value,
         ctl: &dyn Control,
         emit: &mut dyn FnMut(Event),
     ) -> Result<Outcome> {
-        let cfg = &self.cfg;
-        let dev = self.device;
+        let (plan, spec, src, dev) = (self.plan, self.spec, self.src, self.device);
         let wall = Instant::now();
         tch::manual_seed(spec.seed as i64);
         if dev.is_cuda() {
             tch::Cuda::manual_seed_all(spec.seed);
-            tch::Cuda::cudnn_set_benchmark(cfg.on("cudnn_benchmark"));
+            tch::Cuda::cudnn_set_benchmark(plan.precision.cudnn_benchmark);
         }
-        let n = self.train_y.size()[0];
-        let bs = cfg.batch_size as i64;
+        let n = src.train_y.size()[0];
+        let bs = plan.batch_size as i64;
         if bs > n {
             bail!(
                 "batch_size {bs} is larger than the {n} training images: lower batch_size or use more data"
             );
         }
         let steps_per_epoch = (n / bs) as u64; // drop_last, as Page and airbench do
-        let total_steps = (cfg.epochs * steps_per_epoch as f64).ceil() as u64;
-        let n_epochs = cfg.epochs.ceil() as usize;
-        let mut config = cfg.to_json(spec.seed, &self.data_name, &self.data_hash);
-        if !dev.is_cuda() {
-            // These change nothing on a CPU; the manifest says so instead of implying a speedup.
-            let inert: Vec<&str> = ["fp16", "amp", "channels_last", "cudnn_benchmark"]
-                .into_iter()
-                .filter(|t| cfg.on(t))
-                .collect();
-            config["not_applied_on_device"] = serde_json::json!(inert);
-        }
+        let total_steps = (plan.epochs * steps_per_epoch as f64).ceil() as u64;
+        let n_epochs = plan.epochs.ceil() as usize;
         emit(Event::RunStarted {
             run: spec.id.clone(),
             seed: spec.seed,
             config: Arc::new(config),
             total_steps,
-            total_epochs: cfg.epochs,
+            total_epochs: plan.epochs,
             target_acc: spec.target_acc,
             device: self.label.clone(),
         });
 
-        // Data preparation.
         let t = Instant::now();
-        let pad = if cfg.on("random_crop") {
-            cfg.num("random_crop", "pad") as i64
-        } else {
-            0
-        };
-        let resident = cfg.on("gpu_data");
-        let once = cfg.on("preprocess_once");
-        let data_dev = if resident { dev } else { Device::Cpu };
-        let train_src = self.train_u8.to_device(data_dev);
-        let train_ready = if once {
-            reflect_pad(&normalise(&train_src), pad)
-        } else {
-            train_src.shallow_clone()
-        };
-        let train_y = self.train_y.to_device(data_dev);
-        let test_x = normalise(&self.test_u8.to_device(dev));
-        let test_y = self.test_y.to_device(dev);
-        sync(dev);
-        let prep_s = t.elapsed().as_secs_f64();
-
-        // Model, whitening, precision, optimiser.
-        let vs = nn::VarStore::new(dev);
-        let nc = net_config(cfg, self.classes);
-        let net = Net::try_new(&vs.root(), &nc).context("building the network")?;
-        let t = Instant::now();
-        if cfg.on("whitening") {
-            let k = (cfg.num("whitening", "images") as i64).min(n);
-            let imgs = normalise(&self.train_u8.narrow(0, 0, k).to_device(dev));
-            net.init_whitening(&imgs)?;
-        }
-        sync(dev);
-        let whiten_s = t.elapsed().as_secs_f64();
-        if cfg.on("muon") && cfg.arch == crate::model::Arch::Airbench {
-            net.init_head_unit_std();
-        }
-        let kind = self.half().unwrap_or(Kind::Float);
-        if let Some(k) = self.half() {
-            net.cast_weights(k);
-        }
-        let cl = cfg.on("channels_last") && dev.is_cuda();
-        if cl {
-            tch::no_grad(|| {
-                for p in net.param_groups().conv_filters {
-                    let mut p = p;
-                    p.set_data(&channels_last(&p));
-                }
-            });
-        }
-        let mut opt = build_optimizer(cfg, optimizer_groups(cfg, &net));
-        let mut bias_opt = whiten_bias_own_schedule(cfg)
-            .then(|| build_optimizer(cfg, vec![whiten_bias_group(cfg, &net)]));
-        let muon_lr = cfg.num("muon", "lr");
-        let mut filter_opt = if cfg.on("muon") {
-            Some(optim::Muon::new(
-                vec![Group::new(net.param_groups().conv_filters)],
-                cfg.num("muon", "momentum"),
-                true,
-                cfg.num("muon", "ns_steps") as i64,
-            ))
-        } else {
-            None
-        };
-
-        // Averaging: Page's eval-only EMA copy, or airbench's Lookahead.
-        let live = optim::float_state(&vs);
-        let ema_vs = cfg.on("ema").then(|| nn::VarStore::new(dev));
-        let ema_net = match &ema_vs {
-            Some(v) => Some(Net::try_new(&v.root(), &nc)?),
-            None => None,
-        };
-        if let (Some(en), Some(k)) = (&ema_net, self.half()) {
-            en.cast_weights(k);
-        }
-        let mut averager = (cfg.on("ema") || cfg.on("lookahead")).then(|| optim::Ema::new(&live));
-        let ema_live = ema_vs.as_ref().map(optim::float_state);
-
-        // Two steps on random data outside every clock, as Page's dawn.py does
-        // before its timer: kernel selection (cuDNN autotune, oneDNN primitives)
-        // for this run's own shapes, which a rung that changes the net or the
-        // batch would otherwise pay in its clock. The worker's discarded warm-up
-        // run covers the process-wide one-time costs. BN statistics are restored.
-        {
-            let saved = optim::Ema::new(&live);
-            let x = Tensor::randn([bs, 3, self.h, self.w], (kind, dev));
-            let x = if cl { channels_last(&x) } else { x };
-            let y = Tensor::randint(self.classes, [bs], (Kind::Int64, dev));
-            for _ in 0..2 {
-                let loss = net.forward_t(&x, true).cross_entropy_for_logits(&y);
-                loss.backward();
-                opt.zero_grad(true);
-            }
-            saved.copy_into(&live);
-            sync(dev);
-        }
-
-        let augment = Augment {
-            pad,
-            flip: cfg.on("flip"),
-            alternating: cfg.on("alternating_flip"),
-            cutout: cfg.on("cutout").then(|| cfg.num("cutout", "size") as i64),
-            groups: cfg
-                .on("group_aug")
-                .then(|| cfg.num("group_aug", "max_options") as i64),
-        };
-        let flip0 = Tensor::randint(2, [n], (Kind::Int64, data_dev)).eq(1);
-        let flip0_host: Vec<bool> = if resident {
-            Vec::new()
-        } else {
-            Vec::<bool>::try_from(&flip0).unwrap_or_default()
-        };
-        let cpu_loader = (!resident).then(|| CpuLoader {
-            x: train_ready.shallow_clone(),
-            y: train_y.shallow_clone(),
-            pre_normalised: once,
-            pre_padded: once,
-            pad,
-            h: self.h,
-            w: self.w,
-        });
-        let mut rng = spec.seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-        let smoothing = if cfg.on("label_smoothing") {
-            cfg.num("label_smoothing", "alpha")
-        } else {
-            0.0
-        };
-        let accum = if cfg.on("grad_accum") {
-            cfg.num("grad_accum", "steps") as i64
-        } else {
-            1
-        };
-        let every = if cfg.on("ema") {
-            cfg.num("ema", "every") as u64
-        } else {
-            cfg.num("lookahead", "every").max(1.0) as u64
-        };
-        let ema_decay = optim::page_ema_decay(cfg.num("ema", "momentum"), every as usize);
-        let metrics_every = cfg.metrics_every.max(1) as u64;
-        let bn = net.bn_params();
-
+        let data = prepare(plan, src, dev);
         let mut clocks = Clocks {
-            prep_s,
-            whiten_s,
+            prep_s: t.elapsed().as_secs_f64(),
             ..Clocks::default()
         };
-        let mut step: u64 = 0;
-        let mut pending: Vec<(u64, f64, f64, Tensor)> = Vec::new();
-        let mut chunk_start = Instant::now();
-        let mut chunk_images = 0i64;
+        let vs = nn::VarStore::new(dev);
+        let (net, nc) = build_net(plan, src, &vs, self.layout, &mut clocks)?;
+        let mut opt = Optimisers::new(&plan.optim, &net);
+        let mut avg = Averager::new(plan, &vs, &nc, self.layout)?;
+        warm_kernels(
+            &net,
+            &mut opt,
+            &avg.live,
+            [bs, 3, src.h, src.w],
+            src.classes,
+            self.layout,
+            dev,
+        );
+
+        // Alternating flip keeps the epoch-0 draw.
+        let flip0 = Tensor::randint(2, [n], (Kind::Int64, data.device)).eq(1);
+        let mut loader = (!plan.data.resident).then(|| CpuLoader {
+            x: data.train.shallow_clone(),
+            y: data.train_y.shallow_clone(),
+            pre_normalised: plan.data.preprocess_once,
+            pre_padded: plan.data.preprocess_once,
+            pad: plan.data.augment.pad,
+            h: src.h,
+            w: src.w,
+            flip0: Vec::<bool>::try_from(&flip0).unwrap_or_default(),
+            rng: spec.seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1,
+        });
+        let bn = net.bn_params();
+        let mut progress = Progress {
+            step: 0,
+            total_steps,
+            steps_per_epoch,
+            pending: Vec::new(),
+            chunk_start: Instant::now(),
+            chunk_images: 0,
+        };
         let mut time_to_target = None;
         let mut epoch_to_target = None;
         let mut last_acc = (0.0, 0.0);
         let mut final_train_loss = f64::NAN;
-        let mut whiten_bias_frozen = false;
 
         for epoch in 0..n_epochs {
-            let steps_now = (total_steps - step).min(steps_per_epoch);
-            if steps_now == 0 {
-                break;
-            }
-            if cfg.on("whitening_bias")
-                && !whiten_bias_frozen
-                && epoch as f64 >= cfg.num("whitening_bias", "epochs")
+            if let Some(wb) = &plan.optim.whiten_bias
+                && epoch as f64 >= wb.epochs
             {
                 net.set_whiten_bias_trainable(false);
-                whiten_bias_frozen = true;
             }
-            let small = cfg.on("progressive_resize")
-                && (epoch as f64) < cfg.num("progressive_resize", "until") * cfg.epochs;
-            let t_epoch = Instant::now();
-            let (epoch_x, perm) = if resident {
-                let src = if once {
-                    train_ready.shallow_clone()
-                } else {
-                    reflect_pad(&normalise(&train_ready), pad)
-                };
-                (
-                    Some(augment_epoch(&src, self.h, self.w, &augment, epoch, &flip0)),
-                    Tensor::randperm(n, (Kind::Int64, dev)),
-                )
-            } else {
-                (None, Tensor::randperm(n, (Kind::Int64, Device::Cpu)))
+            let small = plan
+                .data
+                .progressive
+                .as_ref()
+                .filter(|p| p.small_at(epoch, plan.epochs));
+            let Some(tr) = self.train_epoch(
+                epoch,
+                &data,
+                &flip0,
+                loader.as_mut(),
+                small.map(|p| p.size),
+                &net,
+                &mut opt,
+                &mut avg,
+                &bn,
+                &mut progress,
+                ctl,
+                emit,
+            )?
+            else {
+                return Ok(Outcome::Cancelled);
             };
-            let perm_host: Vec<i64> = if resident {
-                Vec::new()
-            } else {
-                Vec::<i64>::try_from(&perm)?
-            };
-            let mut loss_sum = Tensor::zeros([], (Kind::Float, dev));
-            let mut correct = Tensor::zeros([], (Kind::Int64, dev));
-            for s in 0..steps_now as i64 {
-                if ctl.poll() == Flow::Cancel {
-                    return Ok(Outcome::Cancelled);
-                }
-                let (x, y) = match &epoch_x {
-                    Some(ex) => {
-                        let idx = perm.narrow(0, s * bs, bs);
-                        (ex.index_select(0, &idx), train_y.index_select(0, &idx))
-                    }
-                    None => {
-                        let idx = &perm_host[(s * bs) as usize..((s + 1) * bs) as usize];
-                        cpu_loader.as_ref().expect("cpu loader").batch(
-                            idx,
-                            &augment,
-                            epoch,
-                            &flip0_host,
-                            &mut rng,
-                            dev,
-                        )
-                    }
-                };
-                let mut x = if small {
-                    let sz = cfg.num("progressive_resize", "start_size") as i64;
-                    x.upsample_bilinear2d([sz, sz], false, None, None)
-                } else {
-                    x
-                };
-                if let Some(k) = self.half() {
-                    x = x.to_kind(k);
-                }
-                if cl {
-                    x = channels_last(&x);
-                }
-                let frac = epoch as f64 + (s + 1) as f64 / steps_per_epoch as f64;
-                let at = epoch as f64 + s as f64 / steps_per_epoch as f64;
-                let m = lr_multiplier(cfg, at);
-                let lr = cfg.lr * m;
-                let cutmix = cfg.on("cutmix")
-                    && (epoch as f64) >= cfg.epochs - cfg.num("cutmix", "last_epochs");
-                let mut step_loss = Tensor::zeros([], (Kind::Float, dev));
-                for (xm, ym) in x.chunk(accum, 0).iter().zip(y.chunk(accum, 0)) {
-                    let amp = cfg.on("amp") && dev.is_cuda();
-                    // With CutMix the mixed batch is the only forward pass (one BN update per step).
-                    let (input, soft) = if cutmix {
-                        let (xc, soft) =
-                            cutmix_batch(xm, &ym, cfg.num("cutmix", "size") as i64, self.classes);
-                        (xc, Some(soft))
-                    } else {
-                        (xm.shallow_clone(), None)
-                    };
-                    let logits =
-                        tch::autocast(amp, || net.forward_t(&input, true)).to_kind(Kind::Float);
-                    let loss = match &soft {
-                        Some(soft) => {
-                            optim::soft_target_ce(&logits, &optim::smooth_targets(soft, smoothing))
-                        }
-                        None => optim::label_smoothed_ce(&logits, &ym, smoothing),
-                    };
-                    (&loss / accum as f64).backward();
-                    let _ =
-                        correct.g_add_(&logits.argmax(-1, false).eq_tensor(&ym).sum(Kind::Int64));
-                    step_loss += loss.detach() / accum as f64;
-                }
-                if cfg.on("grad_clip") {
-                    clip_grad_norm(
-                        &net.param_groups().all_trainable(),
-                        cfg.num("grad_clip", "max_norm"),
-                    );
-                }
-                opt.step(lr);
-                if let Some(f) = filter_opt.as_mut() {
-                    f.step(muon_lr * m);
-                    f.zero_grad(cfg.on("zero_grad_none"));
-                }
-                if let Some(b) = bias_opt.as_mut() {
-                    b.step(cfg.lr * whiten_bias_lr_multiplier(cfg, at));
-                    b.zero_grad(cfg.on("zero_grad_none"));
-                }
-                opt.zero_grad(cfg.on("zero_grad_none"));
-                step += 1;
-                if let Some(avg) = averager.as_mut()
-                    && step.is_multiple_of(every)
-                {
-                    if cfg.on("ema") {
-                        avg.update(&live, ema_decay);
-                    } else {
-                        avg.update(
-                            &live,
-                            optim::lookahead_decay(step as usize, total_steps as usize),
-                        );
-                        avg.copy_into(&live);
-                    }
-                }
-                let _ = loss_sum.g_add_(&step_loss);
-                chunk_images += bs;
-                pending.push((step, frac, lr, step_loss));
-                if step.is_multiple_of(metrics_every) || s as u64 + 1 == steps_now {
-                    let rows = read_back(&mut pending, &bn)?;
-                    let secs = chunk_start.elapsed().as_secs_f64().max(1e-9);
-                    emit(Event::Steps {
-                        run: spec.id.clone(),
-                        rows,
-                        images_per_s: chunk_images as f64 / secs,
-                    });
-                    chunk_start = Instant::now();
-                    chunk_images = 0;
-                }
+            if tr.steps == 0 {
+                break;
             }
-            sync(dev);
-            let train_s = t_epoch.elapsed().as_secs_f64();
-            clocks.hlb_s += train_s;
-            let train_loss = loss_sum.double_value(&[]) / steps_now as f64;
-            let train_acc = correct.double_value(&[]) / (steps_now as f64 * bs as f64);
-            final_train_loss = train_loss;
+            clocks.hlb_s += tr.seconds;
+            final_train_loss = tr.loss;
 
-            let last = epoch + 1 == n_epochs || step >= total_steps;
-            if cfg.on("lookahead")
-                && last
-                && let Some(avg) = averager.as_ref()
-            {
-                // airbench: net <- ema (d = 1) at the final step.
-                avg.copy_into(&live);
+            let last = epoch + 1 == n_epochs || progress.step >= total_steps;
+            if last {
+                avg.finish();
             }
-            let eval_now = last || (epoch + 1) % cfg.eval_every.max(1) == 0;
             let mut test_acc = f64::NAN;
             let mut test_acc_tta = None;
             let mut eval_s = 0.0;
-            if eval_now {
+            if last || (epoch + 1).is_multiple_of(plan.eval.every) {
                 let t = Instant::now();
-                let eval_net = match (&ema_net, &averager, &ema_live) {
-                    (Some(en), Some(avg), Some(el)) => {
-                        avg.copy_into(el);
-                        en
-                    }
-                    _ => &net,
-                };
-                let level = if cfg.on("tta") {
-                    cfg.num("tta", "level") as u8
-                } else {
-                    0
-                };
-                let size = if small && !cfg.on("full_size_val") {
-                    Some(cfg.num("progressive_resize", "start_size") as i64)
-                } else {
-                    None
-                };
-                let (plain, tta) =
-                    evaluate(eval_net, &test_x, &test_y, level, self.half(), cl, size);
+                let size = small.filter(|p| !p.eval_full_size).map(|p| p.size);
+                let (plain, tta) = evaluate(
+                    avg.eval_net(&net),
+                    &data.test_x,
+                    &data.test_y,
+                    plan.eval.tta_level,
+                    self.layout,
+                    size,
+                );
                 sync(dev);
                 eval_s = t.elapsed().as_secs_f64();
                 clocks.eval_s += eval_s;
                 test_acc = plain;
-                test_acc_tta = (level > 0).then_some(tta);
+                test_acc_tta = (plan.eval.tta_level > 0).then_some(tta);
                 last_acc = (plain, tta);
                 if last {
                     clocks.airbench_s = clocks.whiten_s + clocks.hlb_s + eval_s;
                 }
-                let reached = test_acc_tta.unwrap_or(test_acc);
-                if time_to_target.is_none() && reached >= spec.target_acc {
+                if time_to_target.is_none() && test_acc_tta.unwrap_or(test_acc) >= spec.target_acc {
                     time_to_target = Some(clocks.prep_s + clocks.whiten_s + clocks.hlb_s);
                     epoch_to_target = Some(epoch + 1);
                 }
@@ -729,14 +647,14 @@ impl Run {
                 run: spec.id.clone(),
                 row: EpochRow {
                     epoch: epoch + 1,
-                    steps: step,
-                    train_loss,
-                    train_acc,
+                    steps: progress.step,
+                    train_loss: tr.loss,
+                    train_acc: tr.acc,
                     test_acc,
                     test_acc_tta,
-                    train_s,
+                    train_s: tr.seconds,
                     eval_s,
-                    images_per_s: steps_now as f64 * bs as f64 / train_s.max(1e-9),
+                    images_per_s: tr.steps as f64 * bs as f64 / tr.seconds.max(1e-9),
                     peak_mem_bytes: peak_rss(),
                 },
             });
@@ -746,19 +664,169 @@ impl Run {
         }
         clocks.dawn_s = clocks.prep_s + clocks.whiten_s + clocks.hlb_s;
         clocks.wall_s = wall.elapsed().as_secs_f64();
-        let level = cfg.on("tta");
         Ok(Outcome::Finished(RunSummary {
             acc: last_acc.0,
-            acc_tta: if level { last_acc.1 } else { last_acc.0 },
+            acc_tta: if plan.eval.tta_level > 0 {
+                last_acc.1
+            } else {
+                last_acc.0
+            },
             clocks,
             time_to_target_s: time_to_target,
             epoch_to_target,
-            epochs: cfg.epochs,
-            steps: step,
+            epochs: plan.epochs,
+            steps: progress.step,
             peak_mem_bytes: peak_rss(),
             final_train_loss,
             device: self.label.clone(),
         }))
+    }
+
+    /// Stage 5: one epoch of training steps. `None` when the run was cancelled.
+    #[allow(clippy::too_many_arguments)]
+    fn train_epoch(
+        &self,
+        epoch: usize,
+        data: &Prepared,
+        flip0: &Tensor,
+        loader: Option<&mut CpuLoader>,
+        small: Option<i64>,
+        net: &Net,
+        opt: &mut Optimisers,
+        avg: &mut Averager,
+        bn: &[(Tensor, Tensor)],
+        pr: &mut Progress,
+        ctl: &dyn Control,
+        emit: &mut dyn FnMut(Event),
+    ) -> Result<Option<EpochTrain>> {
+        let (plan, dev) = (self.plan, self.device);
+        let bs = plan.batch_size as i64;
+        let steps_now = (pr.total_steps - pr.step).min(pr.steps_per_epoch);
+        if steps_now == 0 {
+            return Ok(Some(EpochTrain {
+                steps: 0,
+                loss: f64::NAN,
+                acc: f64::NAN,
+                seconds: 0.0,
+            }));
+        }
+        let cutmix = plan
+            .loss
+            .cutmix
+            .as_ref()
+            .filter(|c| c.active_at(epoch, plan.epochs));
+        let aug = &plan.data.augment;
+        let t_epoch = Instant::now();
+        let n = data.train_y.size()[0];
+        // Resident data: the whole epoch augmented on the device at once.
+        let (epoch_x, perm) = if plan.data.resident {
+            let src = if plan.data.preprocess_once {
+                data.train.shallow_clone()
+            } else {
+                reflect_pad(&normalise(&data.train), aug.pad)
+            };
+            (
+                Some(augment_epoch(
+                    &src, self.src.h, self.src.w, aug, epoch, flip0,
+                )),
+                Tensor::randperm(n, (Kind::Int64, dev)),
+            )
+        } else {
+            (None, Tensor::randperm(n, (Kind::Int64, Device::Cpu)))
+        };
+        let perm_host: Vec<i64> = if plan.data.resident {
+            Vec::new()
+        } else {
+            Vec::<i64>::try_from(&perm)?
+        };
+        let mut loader = loader;
+        let mut loss_sum = Tensor::zeros([], (Kind::Float, dev));
+        let mut correct = Tensor::zeros([], (Kind::Int64, dev));
+        for s in 0..steps_now as i64 {
+            if ctl.poll() == Flow::Cancel {
+                return Ok(None);
+            }
+            let (x, y) = match (&epoch_x, loader.as_deref_mut()) {
+                (Some(ex), _) => {
+                    let idx = perm.narrow(0, s * bs, bs);
+                    (ex.index_select(0, &idx), data.train_y.index_select(0, &idx))
+                }
+                (None, Some(l)) => {
+                    let idx = &perm_host[(s * bs) as usize..((s + 1) * bs) as usize];
+                    l.batch(idx, aug, epoch, dev)
+                }
+                (None, None) => unreachable!("a CPU loader exists when the data is not resident"),
+            };
+            let x = match small {
+                Some(sz) => x.upsample_bilinear2d([sz, sz], false, None, None),
+                None => x,
+            };
+            let x = self.layout.input(x);
+            let frac = epoch as f64 + (s + 1) as f64 / pr.steps_per_epoch as f64;
+            let at = epoch as f64 + s as f64 / pr.steps_per_epoch as f64;
+            let m = plan.schedule.at(at);
+            let step_loss = self.forward_backward(&x, &y, cutmix, net, &mut correct);
+            if let Some(max_norm) = plan.step.clip_norm {
+                clip_grad_norm(&net.param_groups().all_trainable(), max_norm);
+            }
+            opt.step(&plan.optim, m, at, plan.step.zero_grad_none);
+            pr.step += 1;
+            avg.after_step(pr.step, pr.total_steps);
+            let _ = loss_sum.g_add_(&step_loss);
+            pr.chunk_images += bs;
+            pr.pending
+                .push((pr.step, frac, plan.optim.lr * m, step_loss));
+            if pr.step.is_multiple_of(plan.metrics_every) || s as u64 + 1 == steps_now {
+                let rows = read_back(&mut pr.pending, bn)?;
+                let secs = pr.chunk_start.elapsed().as_secs_f64().max(1e-9);
+                emit(Event::Steps {
+                    run: self.spec.id.clone(),
+                    rows,
+                    images_per_s: pr.chunk_images as f64 / secs,
+                });
+                pr.chunk_start = Instant::now();
+                pr.chunk_images = 0;
+            }
+        }
+        sync(dev);
+        Ok(Some(EpochTrain {
+            steps: steps_now,
+            loss: loss_sum.double_value(&[]) / steps_now as f64,
+            acc: correct.double_value(&[]) / (steps_now as f64 * bs as f64),
+            seconds: t_epoch.elapsed().as_secs_f64(),
+        }))
+    }
+
+    /// Forward and backward over the step's micro-batches; returns the step's
+    /// mean loss on the device and adds the correct predictions to `correct`.
+    fn forward_backward(
+        &self,
+        x: &Tensor,
+        y: &Tensor,
+        cutmix: Option<&CutMix>,
+        net: &Net,
+        correct: &mut Tensor,
+    ) -> Tensor {
+        let plan = self.plan;
+        let accum = plan.step.accum;
+        let mut step_loss = Tensor::zeros([], (Kind::Float, self.device));
+        for (xm, ym) in x.chunk(accum, 0).iter().zip(y.chunk(accum, 0)) {
+            // With CutMix the mixed batch is the only forward pass (one BN update per step).
+            let (input, soft) = match cutmix {
+                Some(c) => {
+                    let (xc, soft) = cutmix_batch(xm, &ym, c.size, self.src.classes);
+                    (xc, Some(soft))
+                }
+                None => (xm.shallow_clone(), None),
+            };
+            let logits =
+                tch::autocast(self.layout.amp, || net.forward_t(&input, true)).to_kind(Kind::Float);
+            let loss = batch_loss(&plan.loss, &logits, &ym, soft.as_ref());
+            (&loss / accum as f64).backward();
+            let _ = correct.g_add_(&logits.argmax(-1, false).eq_tensor(&ym).sum(Kind::Int64));
+            step_loss += loss.detach() / accum as f64;
+        }
+        step_loss
     }
 }
 
@@ -808,14 +876,13 @@ fn read_back(
     Ok(rows)
 }
 
-/// Accuracy without and with TTA at `level`, summed on the device, read once.
+/// Stage 6: accuracy without and with TTA at `level`, summed on the device, read once.
 fn evaluate(
     net: &Net,
     x: &Tensor,
     y: &Tensor,
     level: u8,
-    half: Option<Kind>,
-    cl: bool,
+    layout: Layout,
     size: Option<i64>,
 ) -> (f64, f64) {
     tch::no_grad(|| {
@@ -830,12 +897,7 @@ fn evaluate(
             if let Some(s) = size {
                 xb = xb.upsample_bilinear2d([s, s], false, None, None);
             }
-            if let Some(h) = half {
-                xb = xb.to_kind(h);
-            }
-            if cl {
-                xb = channels_last(&xb);
-            }
+            let xb = layout.input(xb);
             let yb = y.narrow(0, i, k);
             let fwd = |t: &Tensor| net.forward_t(t, false).to_kind(Kind::Float);
             let logits = fwd(&xb);
@@ -901,104 +963,51 @@ fn clip_grad_norm(params: &[Tensor], max_norm: f64) {
     });
 }
 
-/// The parameter groups of everything but Muon's filters, with the tricks'
+/// The parameter groups of everything but Muon's filters, with the plan's
 /// multipliers (BN-bias lr scaling, no wd on BN and biases, Muon's head lr).
-pub(crate) fn optimizer_groups(cfg: &RunConfig, net: &Net) -> Vec<Group> {
+pub(crate) fn optimizer_groups(o: &OptimPlan, net: &Net) -> Vec<Group> {
     let pg = net.param_groups();
-    let bias_mult = if cfg.on("bn_bias_lr_scale") {
-        cfg.num("bn_bias_lr_scale", "mult")
-    } else {
-        1.0
-    };
-    let no_bn_wd = cfg.on("no_wd_bn_bias");
+    let wd_mult = if o.no_wd_bn_bias { 0.0 } else { 1.0 };
     let mut groups = Vec::new();
-    if cfg.on("muon") {
+    match &o.muon {
         // airbench passes weight_decay = wd / lr to every SGD group, so each
         // decays by the same wd per step whatever its lr: the head included.
-        let head_mult = cfg.num("muon", "head_lr_mult");
-        groups.push(Group::with_mults(
+        Some(m) => groups.push(Group::with_mults(
             pg.non_filter_weights(),
-            head_mult,
-            1.0 / head_mult,
-        ));
-    } else {
-        groups.push(Group::new(
+            m.head_lr_mult,
+            1.0 / m.head_lr_mult,
+        )),
+        None => groups.push(Group::new(
             pg.weights.iter().map(Tensor::shallow_clone).collect(),
-        ));
+        )),
     }
+    groups.push(Group::with_mults(pg.bn_weights, 1.0, wd_mult));
     groups.push(Group::with_mults(
-        pg.bn_weights.iter().map(Tensor::shallow_clone).collect(),
-        1.0,
-        if no_bn_wd { 0.0 } else { 1.0 },
+        pg.bn_biases,
+        o.bn_bias_mult,
+        wd_mult / o.bn_bias_mult,
     ));
-    groups.push(Group::with_mults(
-        pg.bn_biases.iter().map(Tensor::shallow_clone).collect(),
-        bias_mult,
-        if no_bn_wd { 0.0 } else { 1.0 / bias_mult },
-    ));
-    if !whiten_bias_own_schedule(cfg) {
-        groups.push(whiten_bias_group(cfg, net));
+    if !o.whiten_bias.as_ref().is_some_and(|b| b.own_schedule) {
+        groups.push(whiten_bias_group(o, net));
     }
-    groups.push(Group::with_mults(
-        pg.conv_biases.iter().map(Tensor::shallow_clone).collect(),
-        1.0,
-        if no_bn_wd { 0.0 } else { 1.0 },
-    ));
+    groups.push(Group::with_mults(pg.conv_biases, 1.0, wd_mult));
     groups.retain(|g| !g.params.is_empty());
     groups
 }
 
-/// airbench94_muon decays the whitening bias's lr on its own clock.
-fn whiten_bias_own_schedule(cfg: &RunConfig) -> bool {
-    cfg.on("whitening_bias") && cfg.text("whitening_bias", "schedule") == "own"
-}
-
-pub(crate) fn whiten_bias_group(cfg: &RunConfig, net: &Net) -> Group {
-    let wd = if cfg.on("no_wd_bn_bias") { 0.0 } else { 1.0 };
+pub(crate) fn whiten_bias_group(o: &OptimPlan, net: &Net) -> Group {
+    let wd = if o.no_wd_bn_bias { 0.0 } else { 1.0 };
     Group::with_mults(net.param_groups().whiten_bias, 1.0, wd)
 }
 
-/// The whitening bias's lr multiplier under its own schedule: 1 → 0 linearly
-/// over its training epochs (airbench94_muon: × (1 − step/75)).
-pub fn whiten_bias_lr_multiplier(cfg: &RunConfig, epoch: f64) -> f64 {
-    let e = cfg.num("whitening_bias", "epochs");
-    if e <= 0.0 {
-        0.0
-    } else {
-        (1.0 - epoch / e).max(0.0)
-    }
-}
-
-/// The optimiser for `groups`, of the run's optimiser family.
-fn build_optimizer(cfg: &RunConfig, groups: Vec<Group>) -> Box<dyn Optimizer> {
-    let wd = if cfg.on("weight_decay_on") {
-        cfg.weight_decay
-    } else {
-        0.0
-    };
-    let mu = if cfg.on("nesterov") {
-        cfg.momentum
-    } else {
-        0.0
-    };
-    if cfg.on("lars") {
-        Box::new(optim::Lars::new(
-            groups,
-            mu,
-            wd,
-            cfg.num("lars", "trust"),
-            false,
-        ))
-    } else if cfg.on("lamb") {
-        Box::new(optim::Lamb::new(groups, (0.9, 0.999), 1e-6, wd))
-    } else if cfg.on("adamw") {
-        Box::new(optim::AdamW::new(groups, (0.9, 0.999), 1e-8, wd))
-    } else {
-        match cfg.optimizer {
-            OptimizerKind::SgdPage if !cfg.on("muon") => {
-                Box::new(optim::SgdPage::new(groups, mu, wd))
-            }
-            _ => Box::new(optim::SgdTorch::new(groups, mu, wd, mu > 0.0)),
-        }
+/// The optimiser for `groups`, of the plan's family.
+fn build_optimizer(o: &OptimPlan, groups: Vec<Group>) -> Box<dyn Optimizer> {
+    let (mu, wd) = (o.momentum, o.weight_decay);
+    match o.family {
+        Family::Lars { trust } => Box::new(optim::Lars::new(groups, mu, wd, trust, false)),
+        Family::Lamb => Box::new(optim::Lamb::new(groups, (0.9, 0.999), 1e-6, wd)),
+        Family::AdamW => Box::new(optim::AdamW::new(groups, (0.9, 0.999), 1e-8, wd)),
+        Family::SgdPage => Box::new(optim::SgdPage::new(groups, mu, wd)),
+        Family::SgdTorch => Box::new(optim::SgdTorch::new(groups, mu, wd, mu > 0.0)),
     }
 }

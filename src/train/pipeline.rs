@@ -3,6 +3,7 @@
 //! augments per sample and copies each batch to the device (off).
 
 use crate::data::Split;
+pub use crate::plan::Augment;
 use tch::{Device, Kind, Tensor};
 
 /// Page's CIFAR-10 statistics on the 0-255 scale (TRICKS.md 1.1).
@@ -46,18 +47,6 @@ pub fn reflect_pad(x: &Tensor, pad: i64) -> Tensor {
     } else {
         x.reflection_pad2d([pad, pad, pad, pad])
     }
-}
-
-/// What to do to the training images each epoch.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Augment {
-    /// Reflect padding the crop takes its 32×32 window from (0 = no crop).
-    pub pad: i64,
-    pub flip: bool,
-    pub alternating: bool,
-    pub cutout: Option<i64>,
-    /// Page's group-wise sampling: at most this many groups per transform.
-    pub groups: Option<i64>,
 }
 
 /// Per-sample random option indices in [0, options), on the device. With
@@ -159,19 +148,22 @@ pub struct CpuLoader {
     pub pad: i64,
     pub h: i64,
     pub w: i64,
+    /// The epoch-0 flip draw that alternating flip keeps.
+    pub flip0: Vec<bool>,
+    /// The loader's own generator state (per-sample draws stay off libtorch's).
+    pub rng: u64,
 }
 
 impl CpuLoader {
     /// Builds one batch from CPU indices, sample by sample.
     pub fn batch(
-        &self,
+        &mut self,
         idx: &[i64],
         a: &Augment,
         epoch: usize,
-        flip0: &[bool],
-        rng: &mut u64,
         device: Device,
     ) -> (Tensor, Tensor) {
+        let (flip0, rng) = (&self.flip0, &mut self.rng);
         let mut next = |hi: i64| -> i64 {
             *rng = rng
                 .wrapping_mul(6364136223846793005)

@@ -50,20 +50,6 @@ fn run(s: &RunSpec) -> (anyhow::Result<Outcome>, Vec<Event>) {
     (r, events)
 }
 
-fn losses(events: &[Event]) -> Vec<f64> {
-    events
-        .iter()
-        .filter_map(|e| {
-            if let Event::Steps { rows, .. } = e {
-                Some(rows.iter().map(|r| r.loss).collect::<Vec<_>>())
-            } else {
-                None
-            }
-        })
-        .flatten()
-        .collect()
-}
-
 #[test]
 fn every_tiny_recipe_trains_and_reports_in_order() {
     for recipe in [
@@ -113,19 +99,34 @@ fn every_tiny_recipe_trains_and_reports_in_order() {
 // libtorch's CPU generator is global, and unit tests run in parallel threads.
 
 #[test]
-fn tricks_change_the_curve() {
-    let a = losses(&run(&spec("tiny-page-resnet9", &["batch_size=40"])).1);
-    let c = losses(
-        &run(&spec(
-            "tiny-page-resnet9",
-            &["batch_size=40", "label_smoothing"],
-        ))
-        .1,
-    );
-    assert_eq!(a.len(), c.len());
-    // Label smoothing raises the loss floor: (1-a)CE + a*uniform term > CE early on.
-    assert!(c.iter().sum::<f64>() > a.iter().sum::<f64>() * 0.9);
-    assert_ne!(a, c);
+fn label_smoothing_reaches_the_training_loss_through_the_plan() {
+    // The engine's loss for a hand-made batch, with the trick on and off,
+    // against (1-a)*CE + a*mean_c(-log p_c) computed here by hand.
+    let logits = tch::Tensor::from_slice(&[2.0f32, 0.5, -1.0, 0.0, 1.0, 3.0]).view([2, 3]);
+    let y = tch::Tensor::from_slice(&[0i64, 2]);
+    let rows = [[2.0f64, 0.5, -1.0], [0.0, 1.0, 3.0]];
+    let by_hand = |a: f64| {
+        rows.iter()
+            .zip([0usize, 2])
+            .map(|(r, t)| {
+                let lse = r.iter().map(|v| v.exp()).sum::<f64>().ln();
+                let nll: Vec<f64> = r.iter().map(|v| lse - v).collect();
+                (1.0 - a) * nll[t] + a * nll.iter().sum::<f64>() / 3.0
+            })
+            .sum::<f64>()
+            / 2.0
+    };
+    for (sets, alpha) in [(&[][..], 0.0), (&["label_smoothing"][..], 0.2)] {
+        let ov: Vec<Override> = sets
+            .iter()
+            .map(|s| Override::parse_trick(s).unwrap())
+            .collect();
+        let (_, plan) = crate::recipe::resolve_plan("page-resnet9", &ov).unwrap();
+        assert_eq!(plan.loss.smoothing, alpha);
+        let got = f64::try_from(super::engine::batch_loss(&plan.loss, &logits, &y, None)).unwrap();
+        assert!((got - by_hand(alpha)).abs() < 1e-5, "{alpha}: {got}");
+    }
+    assert!((by_hand(0.2) - by_hand(0.0)).abs() > 1e-3);
 }
 
 #[test]
@@ -176,13 +177,18 @@ fn cancel_stops_promptly_and_cpu_loader_works() {
     assert!(matches!(r, Ok(Outcome::Finished(_))));
 }
 
+fn plan(recipe: &str, overrides: &[Override]) -> crate::plan::RunPlan {
+    crate::recipe::resolve_plan(recipe, overrides).unwrap().1
+}
+
 #[test]
 fn schedule_values_at_the_knots() {
-    let c = crate::recipe::resolve("page-resnet9", &[]).unwrap();
+    let lr_multiplier = |p: &crate::plan::RunPlan, e: f64| p.schedule.at(e);
+    let c = plan("page-resnet9", &[]);
     assert_eq!(lr_multiplier(&c, 0.0), 0.0);
     assert!((lr_multiplier(&c, 5.0) - 1.0).abs() < 1e-9);
     assert!(lr_multiplier(&c, 24.0).abs() < 1e-9);
-    let f = crate::recipe::resolve("page-final", &[]).unwrap();
+    let f = plan("page-final", &[]);
     // [0, 2, 8] -> [0, 1, 0.1], flat at 0.1 after epoch 8.
     assert!((lr_multiplier(&f, 2.0) - 1.0).abs() < 1e-9);
     assert!((lr_multiplier(&f, 8.0) - 0.1).abs() < 1e-9);
@@ -193,23 +199,23 @@ fn schedule_values_at_the_knots() {
             key: "lr".into(),
             value: lr.into(),
         };
-        let d = crate::recipe::resolve("page-resnet18", &[set]).unwrap();
+        let d = plan("page-resnet18", &[set]);
         assert!((lr_multiplier(&d, 15.0) - 1.0).abs() < 1e-9);
         assert!(
-            (d.lr * lr_multiplier(&d, 30.0) - 0.005).abs() < 1e-9,
+            (d.optim.lr * lr_multiplier(&d, 30.0) - 0.005).abs() < 1e-9,
             "lr {lr}"
         );
         assert!(lr_multiplier(&d, 35.0).abs() < 1e-9);
     }
-    let a = crate::recipe::resolve("airbench94", &[]).unwrap();
+    let a = plan("airbench94", &[]);
     assert!((lr_multiplier(&a, 0.0) - 0.2).abs() < 1e-9);
     assert!((lr_multiplier(&a, 9.9) - 0.07).abs() < 1e-9);
 }
 
 /// A tiny net of a recipe's shape, for checks that need its parameters.
-fn net_of(cfg: &crate::recipe::RunConfig) -> (tch::nn::VarStore, crate::model::Net) {
+fn net_of(plan: &crate::plan::RunPlan) -> (tch::nn::VarStore, crate::model::Net) {
     let vs = tch::nn::VarStore::new(tch::Device::Cpu);
-    let net = crate::model::Net::new(&vs.root(), &net_config(cfg, 10));
+    let net = crate::model::Net::new(&vs.root(), &plan.net);
     (vs, net)
 }
 
@@ -218,13 +224,13 @@ fn every_sgd_group_decays_by_the_recipe_weight_decay_per_step() {
     // airbench passes weight_decay = wd / lr to each SGD group: whatever a
     // group's lr, its per-step decay (lr x weight_decay) is the same wd.
     for (recipe, wd) in [("airbench94-muon", 0.004), ("airbench94", 1.9957e-3)] {
-        let cfg = crate::recipe::resolve(recipe, &[]).unwrap();
-        let (_vs, net) = net_of(&cfg);
-        let groups = super::engine::optimizer_groups(&cfg, &net);
+        let p = plan(recipe, &[]);
+        let (_vs, net) = net_of(&p);
+        let groups = super::engine::optimizer_groups(&p.optim, &net);
         assert!(groups.len() >= 2, "{recipe}");
         for g in &groups {
             // Including airbench94's x64 BN-bias group and muon's x12.64 head.
-            let decay = cfg.lr * g.lr_mult * cfg.weight_decay * g.wd_mult;
+            let decay = p.optim.lr * g.lr_mult * p.optim.weight_decay * g.wd_mult;
             assert!(
                 (decay - wd).abs() < 1e-9,
                 "{recipe}: {decay} (lr x{})",
@@ -236,20 +242,22 @@ fn every_sgd_group_decays_by_the_recipe_weight_decay_per_step() {
 
 #[test]
 fn muon_whitening_bias_starts_uniform_and_decays_on_its_own_clock() {
-    let muon = crate::recipe::resolve("airbench94-muon", &[]).unwrap();
-    let plain = crate::recipe::resolve("airbench94", &[]).unwrap();
+    let muon = plan("airbench94-muon", &[]);
+    let plain = plan("airbench94", &[]);
     // (1 - step/75) with 25 steps per epoch: 3 epochs.
-    assert_eq!(super::engine::whiten_bias_lr_multiplier(&muon, 0.0), 1.0);
-    assert!((super::engine::whiten_bias_lr_multiplier(&muon, 1.5) - 0.5).abs() < 1e-12);
-    assert_eq!(super::engine::whiten_bias_lr_multiplier(&muon, 3.0), 0.0);
-    assert_eq!(super::engine::whiten_bias_lr_multiplier(&muon, 5.0), 0.0);
+    let own = muon.optim.whiten_bias.clone().unwrap();
+    assert!(own.own_schedule);
+    assert_eq!(own.own_multiplier(0.0), 1.0);
+    assert!((own.own_multiplier(1.5) - 0.5).abs() < 1e-12);
+    assert_eq!(own.own_multiplier(3.0), 0.0);
+    assert_eq!(own.own_multiplier(5.0), 0.0);
     // Under its own schedule the bias is outside the shared optimiser.
     for (cfg, own) in [(&muon, true), (&plain, false)] {
         let (_vs, net) = net_of(cfg);
         let bias = net.param_groups().whiten_bias;
         assert_eq!(bias.len(), 1);
         let ptr = bias[0].data_ptr();
-        let shared = super::engine::optimizer_groups(cfg, &net)
+        let shared = super::engine::optimizer_groups(&cfg.optim, &net)
             .iter()
             .any(|g| g.params.iter().any(|p| p.data_ptr() == ptr));
         assert_eq!(shared, !own);

@@ -3,6 +3,11 @@
 //! the single-GPU performance and large-batch literature.
 
 use super::*;
+use crate::config::{Arch, ScheduleKind};
+use crate::model::{Activation, Whitening};
+use crate::optim::{Piecewise, page_ema_decay};
+use crate::plan::{Averaging, CutMix, Family, Half, MuonPlan, Progressive, WhitenBias};
+use anyhow::bail;
 
 const fn f(name: &'static str, help: &'static str, default: f64, lo: f64, hi: f64) -> ParamSpec {
     ParamSpec {
@@ -39,308 +44,390 @@ const fn c(
     }
 }
 
-#[allow(clippy::too_many_arguments)]
-const fn t(
-    key: &'static str,
-    ids: &'static [&'static str],
-    name: &'static str,
-    category: Category,
-    help: &'static str,
-    source: &'static str,
-    off: &'static str,
-    on: &'static str,
-    params: &'static [ParamSpec],
-    requires: &'static [&'static str],
-    conflicts: &'static [&'static str],
-) -> TrickSpec {
-    TrickSpec {
-        key,
-        ids,
-        name,
-        help,
-        source,
-        category,
-        off,
-        on,
-        params,
-        requires,
-        conflicts,
-    }
-}
-
 use Category::*;
+
+/// The `dtype` choice of the half-precision tricks.
+fn half(a: &Args) -> anyhow::Result<Half> {
+    Ok(match a.text("dtype")? {
+        "bf16" => Half::Bf16,
+        _ => Half::F16,
+    })
+}
 
 const OPTIMISERS: &[&str] = &["lars", "lamb", "adamw", "muon"];
 
 pub static CATALOG: &[TrickSpec] = &[
-    t(
-        "gpu_data",
-        &["T1", "B1"],
-        "GPU-resident data and augmentation",
-        Data,
-        "Keep the whole data set on the device and augment whole batches there instead of a per-sample CPU loader.",
-        "Page part 8 B1 (75 s -> <70 s); airbench, hlb",
-        "CPU loader: per-sample augmentation, host-to-device copy per batch",
-        "data set resident on the device, batched crop/flip/cutout on the device",
-        &[],
-        &[],
-        &[],
-    ),
-    t(
-        "group_aug",
-        &["T1b"],
-        "Page group-wise augmentation sampling",
-        Data,
-        "Shuffle, cut the data set into at most max_options equal groups per transform, one random option per group.",
-        "Page part 8 (CF:bot#19-20, new_dawn max_options=200)",
-        "an independent draw per sample",
-        "<= 200 groups per transform per epoch",
-        &[i(
+    TrickSpec {
+        key: "gpu_data",
+        ids: &["T1", "B1"],
+        name: "GPU-resident data and augmentation",
+        category: Data,
+        help: "Keep the whole data set on the device and augment whole batches there instead of a per-sample CPU loader.",
+        source: "Page part 8 B1 (75 s -> <70 s); airbench, hlb",
+        off: "CPU loader: per-sample augmentation, host-to-device copy per batch",
+        on: "data set resident on the device, batched crop/flip/cutout on the device",
+        params: &[],
+        requires: &[],
+        conflicts: &[],
+        cuda_only: false,
+        apply: |p, _| {
+            p.data.resident = true;
+            Ok(())
+        },
+    },
+    TrickSpec {
+        key: "group_aug",
+        ids: &["T1b"],
+        name: "Page group-wise augmentation sampling",
+        category: Data,
+        help: "Shuffle, cut the data set into at most max_options equal groups per transform, one random option per group.",
+        source: "Page part 8 (CF:bot#19-20, new_dawn max_options=200)",
+        off: "an independent draw per sample",
+        on: "<= 200 groups per transform per epoch",
+        params: &[i(
             "max_options",
             "groups per transform per epoch",
             200,
             1.0,
             100000.0,
         )],
-        &["gpu_data"],
-        &[],
-    ),
-    t(
-        "preprocess_once",
-        &["T2"],
-        "Preprocess once",
-        Data,
-        "Normalise and pad the data set once before training instead of every epoch.",
-        "Page part 1 P1c (301 s), part 8 B1",
-        "normalise and pad every epoch",
-        "once, before the first epoch (counted in the DAWNBench clock)",
-        &[],
-        &[],
-        &[],
-    ),
-    t(
-        "fp16",
-        &["T3", "P3a"],
-        "Half precision",
-        Systems,
-        "fp16 weights and activations with BatchNorm kept in fp32 (no fp32 master copy). CUDA only: CPU runs stay fp32.",
-        "Page part 3 P3a (256 s -> 186 s with BN in fp32); airbench, hlb",
-        "fp32",
-        "fp16 weights and activations, fp32 BatchNorm",
-        &[],
-        &[],
-        &["amp"],
-    ),
-    t(
-        "amp",
-        &[],
-        "Automatic mixed precision",
-        Systems,
-        "Autocast the forward pass to fp16 or bf16 with fp32 master weights. CUDA only: CPU runs stay fp32.",
-        "PyTorch performance tuning guide; Page notes proper mixed precision 'adds about a second' (CF:bot#30)",
-        "fp32",
-        "autocast in the chosen dtype, fp32 weights",
-        &[c("dtype", "autocast dtype", "fp16", &["fp16", "bf16"])],
-        &[],
-        &["fp16"],
-    ),
-    t(
-        "channels_last",
-        &["T4"],
-        "channels_last memory format",
-        Systems,
-        "Store activations and conv filters NHWC so tensor-core convolutions avoid layout transposes. CUDA only.",
-        "airbench, hlb; PyTorch performance tuning guide",
-        "NCHW contiguous",
-        "NHWC (channels_last)",
-        &[],
-        &[],
-        &[],
-    ),
-    t(
-        "cudnn_benchmark",
-        &["T5"],
-        "cuDNN benchmark and warm-up",
-        Systems,
-        "Let cuDNN time its algorithms, with a warm-up pass on random data outside the timer.",
-        "Page dawn.py; airbench",
-        "no benchmark, no warm-up",
-        "cudnn.benchmark=True, warm-up outside the timer",
-        &[],
-        &[],
-        &[],
-    ),
-    t(
-        "compile",
-        &["T6"],
-        "torch.compile",
-        Systems,
-        "Graph compilation (max-autotune). Not available through tch/libtorch: reported as N/A.",
-        "airbench94_compiled, airbench94_muon",
-        "eager",
-        "torch.compile(mode='max-autotune') - not available in tch",
-        &[],
-        &[],
-        &[],
-    ),
-    t(
-        "pool_before_act",
-        &["T7", "B2a"],
-        "Pool before activation",
-        Architecture,
-        "conv -> BN -> pool -> act instead of conv -> BN -> act -> pool: the same maths for a monotonic activation, on 4x fewer pixels.",
-        "Page part 8 B2a (-3 s)",
-        "conv -> BN -> act -> pool",
-        "conv -> BN -> pool -> act",
-        &[],
-        &[],
-        &[],
-    ),
-    t(
-        "pool_before_bn",
-        &["T8", "B2b"],
-        "Max-pool before BatchNorm",
-        Architecture,
-        "conv -> pool -> BN -> act: BN runs on pooled maps, which changes its statistics.",
-        "Page part 8 B2b (64 s, +1 epoch); airbench, hlb",
-        "conv -> BN -> (pool) -> act",
-        "conv -> pool -> BN -> act",
-        &[],
-        &[],
-        &[],
-    ),
-    t(
-        "residual",
-        &["T10", "P4i"],
-        "Residual branches",
-        Architecture,
-        "Residual blocks after layer 1 and layer 3 of the ResNet-9 backbone.",
-        "Page part 4 P4i (ResNet-9)",
-        "res_layers=() (plain 4-conv backbone)",
-        "residuals on layer 1 and layer 3",
-        &[],
-        &[],
-        &[],
-    ),
-    t(
-        "logit_scale",
-        &["T11", "P4f"],
-        "Logit scale",
-        Architecture,
-        "Multiply the logits by a constant: a temperature that matters with fixed-scale BatchNorm.",
-        "Page P4f (0.125), B6 (1/16); airbench and hlb (1/9)",
-        "1.0",
-        "x scale",
-        &[f(
+        requires: &["gpu_data"],
+        conflicts: &[],
+        cuda_only: false,
+        apply: |p, a| {
+            p.data.augment.groups = Some(a.int("max_options")?);
+            Ok(())
+        },
+    },
+    TrickSpec {
+        key: "preprocess_once",
+        ids: &["T2"],
+        name: "Preprocess once",
+        category: Data,
+        help: "Normalise and pad the data set once before training instead of every epoch.",
+        source: "Page part 1 P1c (301 s), part 8 B1",
+        off: "normalise and pad every epoch",
+        on: "once, before the first epoch (counted in the DAWNBench clock)",
+        params: &[],
+        requires: &[],
+        conflicts: &[],
+        cuda_only: false,
+        apply: |p, _| {
+            p.data.preprocess_once = true;
+            Ok(())
+        },
+    },
+    TrickSpec {
+        key: "fp16",
+        ids: &["T3", "P3a"],
+        name: "Half precision",
+        category: Systems,
+        help: "fp16 (or bf16) weights and activations with BatchNorm kept in fp32 (no fp32 master copy). CUDA only: CPU runs stay fp32.",
+        source: "Page part 3 P3a (256 s -> 186 s with BN in fp32); airbench, hlb",
+        off: "fp32",
+        on: "half-precision weights and activations, fp32 BatchNorm",
+        params: &[c(
+            "dtype",
+            "half-precision dtype",
+            "fp16",
+            &["fp16", "bf16"],
+        )],
+        requires: &[],
+        conflicts: &["amp"],
+        cuda_only: true,
+        apply: |p, a| {
+            p.precision.half = Some(half(a)?);
+            Ok(())
+        },
+    },
+    TrickSpec {
+        key: "amp",
+        ids: &[],
+        name: "Automatic mixed precision",
+        category: Systems,
+        help: "Autocast the forward pass to fp16 or bf16 with fp32 master weights. CUDA only: CPU runs stay fp32.",
+        source: "PyTorch performance tuning guide; Page notes proper mixed precision 'adds about a second' (CF:bot#30)",
+        off: "fp32",
+        on: "autocast in the chosen dtype, fp32 weights",
+        params: &[c("dtype", "autocast dtype", "fp16", &["fp16", "bf16"])],
+        requires: &[],
+        conflicts: &["fp16"],
+        cuda_only: true,
+        apply: |p, a| {
+            p.precision.amp = Some(half(a)?);
+            Ok(())
+        },
+    },
+    TrickSpec {
+        key: "channels_last",
+        ids: &["T4"],
+        name: "channels_last memory format",
+        category: Systems,
+        help: "Store activations and conv filters NHWC so tensor-core convolutions avoid layout transposes. CUDA only.",
+        source: "airbench, hlb; PyTorch performance tuning guide",
+        off: "NCHW contiguous",
+        on: "NHWC (channels_last)",
+        params: &[],
+        requires: &[],
+        conflicts: &[],
+        cuda_only: true,
+        apply: |p, _| {
+            p.precision.channels_last = true;
+            Ok(())
+        },
+    },
+    TrickSpec {
+        key: "cudnn_benchmark",
+        ids: &["T5"],
+        name: "cuDNN benchmark and warm-up",
+        category: Systems,
+        help: "Let cuDNN time its algorithms, with a warm-up pass on random data outside the timer.",
+        source: "Page dawn.py; airbench",
+        off: "no benchmark, no warm-up",
+        on: "cudnn.benchmark=True, warm-up outside the timer",
+        params: &[],
+        requires: &[],
+        conflicts: &[],
+        cuda_only: true,
+        apply: |p, _| {
+            p.precision.cudnn_benchmark = true;
+            Ok(())
+        },
+    },
+    TrickSpec {
+        key: "compile",
+        ids: &["T6"],
+        name: "torch.compile",
+        category: Systems,
+        help: "Graph compilation (max-autotune). Not available through tch/libtorch: reported as N/A.",
+        source: "airbench94_compiled, airbench94_muon",
+        off: "eager",
+        on: "torch.compile(mode='max-autotune') - not available in tch",
+        params: &[],
+        requires: &[],
+        conflicts: &[],
+        cuda_only: false,
+        apply: |p, _| {
+            p.precision.compile = true;
+            Ok(())
+        },
+    },
+    TrickSpec {
+        key: "pool_before_act",
+        ids: &["T7", "B2a"],
+        name: "Pool before activation",
+        category: Architecture,
+        help: "conv -> BN -> pool -> act instead of conv -> BN -> act -> pool: the same maths for a monotonic activation, on 4x fewer pixels.",
+        source: "Page part 8 B2a (-3 s)",
+        off: "conv -> BN -> act -> pool",
+        on: "conv -> BN -> pool -> act",
+        params: &[],
+        requires: &[],
+        conflicts: &[],
+        cuda_only: false,
+        apply: |p, _| {
+            p.net.pool_before_act = true;
+            Ok(())
+        },
+    },
+    TrickSpec {
+        key: "pool_before_bn",
+        ids: &["T8", "B2b"],
+        name: "Max-pool before BatchNorm",
+        category: Architecture,
+        help: "conv -> pool -> BN -> act: BN runs on pooled maps, which changes its statistics.",
+        source: "Page part 8 B2b (64 s, +1 epoch); airbench, hlb",
+        off: "conv -> BN -> (pool) -> act",
+        on: "conv -> pool -> BN -> act",
+        params: &[],
+        requires: &[],
+        conflicts: &[],
+        cuda_only: false,
+        apply: |p, _| {
+            p.net.pool_before_bn = true;
+            Ok(())
+        },
+    },
+    TrickSpec {
+        key: "residual",
+        ids: &["T10", "P4i"],
+        name: "Residual branches",
+        category: Architecture,
+        help: "Residual blocks after layer 1 and layer 3 of the ResNet-9 backbone.",
+        source: "Page part 4 P4i (ResNet-9)",
+        off: "res_layers=() (plain 4-conv backbone)",
+        on: "residuals on layer 1 and layer 3",
+        params: &[],
+        requires: &[],
+        conflicts: &[],
+        cuda_only: false,
+        apply: |p, a| {
+            if !matches!(a.settings.arch, Arch::Backbone | Arch::Resnet9) {
+                bail!(
+                    "`residual` adds Page's layer-1 and layer-3 branches to the backbone/resnet9 nets; arch {:?} has its own shape: turn it off or --set arch=resnet9",
+                    a.settings.arch
+                );
+            }
+            p.net.residual = true;
+            Ok(())
+        },
+    },
+    TrickSpec {
+        key: "logit_scale",
+        ids: &["T11", "P4f"],
+        name: "Logit scale",
+        category: Architecture,
+        help: "Multiply the logits by a constant: a temperature that matters with fixed-scale BatchNorm.",
+        source: "Page P4f (0.125), B6 (1/16); airbench and hlb (1/9)",
+        off: "1.0",
+        on: "x scale",
+        params: &[f(
             "scale",
             "multiplier applied to the logits",
             0.125,
             1e-4,
             10.0,
         )],
-        &[],
-        &[],
-    ),
-    t(
-        "bn_weight_init_one",
-        &["T12", "P4f"],
-        "BatchNorm weight init 1",
-        Normalisation,
-        "Initialise BN weights to 1 instead of PyTorch 0.4's U[0,1].",
-        "Page part 4 P4f",
-        "weight ~ U[0,1]",
-        "weight = 1 (modern default)",
-        &[],
-        &[],
-        &[],
-    ),
-    t(
-        "celu",
-        &["T13", "B4"],
-        "CELU activation",
-        Architecture,
-        "Replace ReLU by a smoothed CELU(x; a) = a*celu(x/a).",
-        "Page part 8 B4 (52 s, a = 0.075); a = 0.3 with the frozen BN scale (B6)",
-        "ReLU",
-        "CELU(a)",
-        &[f("alpha", "CELU smoothing a", 0.075, 1e-4, 10.0)],
-        &[],
-        &["gelu"],
-    ),
-    t(
-        "gelu",
-        &["T13"],
-        "GELU activation",
-        Architecture,
-        "Replace ReLU by the exact GELU.",
-        "airbench, hlb",
-        "ReLU",
-        "GELU",
-        &[],
-        &[],
-        &["celu"],
-    ),
-    t(
-        "ghost_bn",
-        &["T14", "B5"],
-        "Ghost BatchNorm",
-        Normalisation,
-        "Normalise over splits of the batch, keep running statistics per split and average them for eval.",
-        "Page part 8 B5 (46 s, 16 splits, peak lr 0.4 -> 0.6)",
-        "num_splits 1",
-        "16 splits (32 examples each at batch 512)",
-        &[i(
+        requires: &[],
+        conflicts: &[],
+        cuda_only: false,
+        apply: |p, a| {
+            p.net.logit_scale = a.num("scale")?;
+            Ok(())
+        },
+    },
+    TrickSpec {
+        key: "bn_weight_init_one",
+        ids: &["T12", "P4f"],
+        name: "BatchNorm weight init 1",
+        category: Normalisation,
+        help: "Initialise BN weights to 1 instead of PyTorch 0.4's U[0,1].",
+        source: "Page part 4 P4f",
+        off: "weight ~ U[0,1]",
+        on: "weight = 1 (modern default)",
+        params: &[],
+        requires: &[],
+        conflicts: &[],
+        cuda_only: false,
+        apply: |p, _| {
+            p.net.bn.weight_init_one = true;
+            Ok(())
+        },
+    },
+    TrickSpec {
+        key: "celu",
+        ids: &["T13", "B4"],
+        name: "CELU activation",
+        category: Architecture,
+        help: "Replace ReLU by a smoothed CELU(x; a) = a*celu(x/a).",
+        source: "Page part 8 B4 (52 s, a = 0.075); a = 0.3 with the frozen BN scale (B6)",
+        off: "ReLU",
+        on: "CELU(a)",
+        params: &[f("alpha", "CELU smoothing a", 0.075, 1e-4, 10.0)],
+        requires: &[],
+        conflicts: &["gelu"],
+        cuda_only: false,
+        apply: |p, a| {
+            p.net.act = Activation::Celu {
+                alpha: a.num("alpha")?,
+            };
+            Ok(())
+        },
+    },
+    TrickSpec {
+        key: "gelu",
+        ids: &["T13"],
+        name: "GELU activation",
+        category: Architecture,
+        help: "Replace ReLU by the exact GELU.",
+        source: "airbench, hlb",
+        off: "ReLU",
+        on: "GELU",
+        params: &[],
+        requires: &[],
+        conflicts: &["celu"],
+        cuda_only: false,
+        apply: |p, _| {
+            p.net.act = Activation::Gelu;
+            Ok(())
+        },
+    },
+    TrickSpec {
+        key: "ghost_bn",
+        ids: &["T14", "B5"],
+        name: "Ghost BatchNorm",
+        category: Normalisation,
+        help: "Normalise over splits of the batch, keep running statistics per split and average them for eval.",
+        source: "Page part 8 B5 (46 s, 16 splits, peak lr 0.4 -> 0.6)",
+        off: "num_splits 1",
+        on: "16 splits (32 examples each at batch 512)",
+        params: &[i(
             "splits",
             "number of splits; the batch must divide by it",
             16,
             1.0,
             4096.0,
         )],
-        &[],
-        &[],
-    ),
-    t(
-        "frozen_bn_scale",
-        &["T15", "B6"],
-        "Frozen BN scale",
-        Normalisation,
-        "Fix every BN weight at 1 (no gradient, no weight decay). Alone it changes only this; Page's B6 rung also sets celu.alpha 0.075 -> 0.3, logit_scale 1/8 -> 1/16 and bn_bias_lr_scale x64 - the ladder sets those together.",
-        "Page part 8 B6 (43 s); airbench, hlb",
-        "BN weight trained (with wd)",
-        "weight = 1, out of the optimiser",
-        &[],
-        &[],
-        &[],
-    ),
-    t(
-        "bn_bias_lr_scale",
-        &["T16", "B6"],
-        "BN-bias learning-rate scaling",
-        Optimiser,
-        "A separate optimiser group for BN biases with lr x mult and weight decay / mult (same lr*wd product).",
-        "Page part 8 B6 (x16, then x64); hlb x64; airbench bias_scaler 64",
-        "x1",
-        "lr x64, wd /64",
-        &[f(
+        requires: &[],
+        conflicts: &[],
+        cuda_only: false,
+        apply: |p, a| {
+            p.net.bn.ghost_splits = a.int("splits")?;
+            Ok(())
+        },
+    },
+    TrickSpec {
+        key: "frozen_bn_scale",
+        ids: &["T15", "B6"],
+        name: "Frozen BN scale",
+        category: Normalisation,
+        help: "Fix every BN weight at 1 (no gradient, no weight decay). Alone it changes only this; Page's B6 rung also sets celu.alpha 0.075 -> 0.3, logit_scale 1/8 -> 1/16 and bn_bias_lr_scale x64 - the ladder sets those together.",
+        source: "Page part 8 B6 (43 s); airbench, hlb",
+        off: "BN weight trained (with wd)",
+        on: "weight = 1, out of the optimiser",
+        params: &[],
+        requires: &[],
+        conflicts: &[],
+        cuda_only: false,
+        apply: |p, _| {
+            p.net.bn.frozen_scale = true;
+            Ok(())
+        },
+    },
+    TrickSpec {
+        key: "bn_bias_lr_scale",
+        ids: &["T16", "B6"],
+        name: "BN-bias learning-rate scaling",
+        category: Optimiser,
+        help: "A separate optimiser group for BN biases with lr x mult and weight decay / mult (same lr*wd product).",
+        source: "Page part 8 B6 (x16, then x64); hlb x64; airbench bias_scaler 64",
+        off: "x1",
+        on: "lr x64, wd /64",
+        params: &[f(
             "mult",
             "lr multiplier of the BN-bias group",
             64.0,
             1.0,
             1024.0,
         )],
-        &["frozen_bn_scale"],
-        &[],
-    ),
-    t(
-        "bn_stats",
-        &["T17"],
-        "BN statistics momentum and eps",
-        Normalisation,
-        "Faster running-statistics updates and a tiny eps, which matters for eval after short runs.",
-        "airbench, hlb (momentum 0.4 in PyTorch's convention, eps 1e-12)",
-        "momentum 0.1, eps 1e-5",
-        "momentum 0.4, eps 1e-12",
-        &[
+        requires: &["frozen_bn_scale"],
+        conflicts: &[],
+        cuda_only: false,
+        apply: |p, a| {
+            p.optim.bn_bias_mult = a.num("mult")?;
+            Ok(())
+        },
+    },
+    TrickSpec {
+        key: "bn_stats",
+        ids: &["T17"],
+        name: "BN statistics momentum and eps",
+        category: Normalisation,
+        help: "Faster running-statistics updates and a tiny eps, which matters for eval after short runs.",
+        source: "airbench, hlb (momentum 0.4 in PyTorch's convention, eps 1e-12)",
+        off: "momentum 0.1, eps 1e-5",
+        on: "momentum 0.4, eps 1e-12",
+        params: &[
             f(
                 "momentum",
                 "PyTorch-convention running-stat momentum",
@@ -350,19 +437,25 @@ pub static CATALOG: &[TrickSpec] = &[
             ),
             f("eps", "BN epsilon", 1e-12, 0.0, 1.0),
         ],
-        &[],
-        &[],
-    ),
-    t(
-        "whitening",
-        &["T18", "B7"],
-        "Input patch whitening",
-        Architecture,
-        "Replace the first conv by a frozen PCA-whitening conv computed from a pass over training images (plus, Page style, a learnable 1x1 conv).",
-        "Page part 8 B7 (36 s @ 14 epochs); airbench (2x2, eps 5e-4, 5000 images); hlb (2x2, centred, eps 1e-2, all images)",
-        "learnable first conv",
-        "frozen 3x3 -> 27 channels + 1x1 27 -> 64 (page) or frozen 2x2 -> 12/24 channels (airbench, hlb)",
-        &[
+        requires: &[],
+        conflicts: &[],
+        cuda_only: false,
+        apply: |p, a| {
+            p.net.bn.momentum = a.num("momentum")?;
+            p.net.bn.eps = a.num("eps")?;
+            Ok(())
+        },
+    },
+    TrickSpec {
+        key: "whitening",
+        ids: &["T18", "B7"],
+        name: "Input patch whitening",
+        category: Architecture,
+        help: "Replace the first conv by a frozen PCA-whitening conv computed from a pass over training images (plus, Page style, a learnable 1x1 conv).",
+        source: "Page part 8 B7 (36 s @ 14 epochs); airbench (2x2, eps 5e-4, 5000 images); hlb (2x2, centred, eps 1e-2, all images)",
+        off: "learnable first conv",
+        on: "frozen 3x3 -> 27 channels + 1x1 27 -> 64 (page) or frozen 2x2 -> 12/24 channels (airbench, hlb)",
+        params: &[
             c(
                 "style",
                 "page (3x3, 27 ch), airbench (2x2, 12 ch, uncentred) or hlb (2x2, 12 ch, mean-centred covariance)",
@@ -378,32 +471,61 @@ pub static CATALOG: &[TrickSpec] = &[
                 1e7,
             ),
         ],
-        &[],
-        &[],
-    ),
-    t(
-        "whitening_negate",
-        &["T18b"],
-        "Whitening negation",
-        Architecture,
-        "Use both the eigen-filters and their negations (24 channels), so the following GELU sees both signs.",
-        "airbench, hlb",
-        "12 filters",
-        "24 = [V, -V]",
-        &[],
-        &["whitening"],
-        &[],
-    ),
-    t(
-        "whitening_bias",
-        &["T18c"],
-        "Trained whitening bias",
-        Architecture,
-        "A learnable bias on the whitening conv, trained for the first epochs and then frozen.",
-        "airbench (3 epochs; cuts steps to 94% by 5-10%)",
-        "no bias",
-        "bias init 0 (muon: PyTorch's uniform), trained for 3 epochs, then frozen",
-        &[
+        requires: &[],
+        conflicts: &[],
+        cuda_only: false,
+        apply: |p, a| {
+            let (eps, images) = (a.num("eps")?, a.int("images")? as usize);
+            p.net.whitening = match a.text("style")? {
+                "page" if a.settings.arch == Arch::Airbench => bail!(
+                    "whitening.style=page needs a Page net (resnet9/backbone); the airbench net takes whitening.style=airbench"
+                ),
+                "page" => Whitening::Page { eps, images },
+                style => Whitening::Airbench {
+                    eps,
+                    images,
+                    negate: false,
+                    bias: false,
+                    centred: style == "hlb",
+                    bias_uniform: false,
+                },
+            };
+            Ok(())
+        },
+    },
+    TrickSpec {
+        key: "whitening_negate",
+        ids: &["T18b"],
+        name: "Whitening negation",
+        category: Architecture,
+        help: "Use both the eigen-filters and their negations (24 channels), so the following GELU sees both signs.",
+        source: "airbench, hlb",
+        off: "12 filters",
+        on: "24 = [V, -V]",
+        params: &[],
+        requires: &["whitening"],
+        conflicts: &[],
+        cuda_only: false,
+        apply: |p, _| match &mut p.net.whitening {
+            Whitening::Airbench { negate, .. } => {
+                *negate = true;
+                Ok(())
+            }
+            _ => bail!(
+                "`whitening_negate` needs whitening.style=airbench or hlb: Page's whitening has no negated filters"
+            ),
+        },
+    },
+    TrickSpec {
+        key: "whitening_bias",
+        ids: &["T18c"],
+        name: "Trained whitening bias",
+        category: Architecture,
+        help: "A learnable bias on the whitening conv, trained for the first epochs and then frozen.",
+        source: "airbench (3 epochs; cuts steps to 94% by 5-10%)",
+        off: "no bias",
+        on: "bias init 0 (muon: PyTorch's uniform), trained for 3 epochs, then frozen",
+        params: &[
             f(
                 "epochs",
                 "epochs during which the bias trains",
@@ -424,102 +546,167 @@ pub static CATALOG: &[TrickSpec] = &[
                 &["shared", "own"],
             ),
         ],
-        &["whitening"],
-        &[],
-    ),
-    t(
-        "dirac_init",
-        &["T19"],
-        "Dirac (identity) init",
-        Architecture,
-        "Initialise the first C_in filters of each 3x3 conv as the identity, so a deep plain net starts near a shallow one.",
-        "airbench (partial identity init); hlb",
-        "PyTorch default (kaiming-uniform)",
-        "identity on the first C_in filters",
-        &[],
-        &[],
-        &[],
-    ),
-    t(
-        "nesterov",
-        &["T22"],
-        "Nesterov momentum",
-        Optimiser,
-        "Nesterov momentum in the optimiser (Page's lr-in-buffer form for sgd_page).",
-        "Page (0.9), airbench and hlb (0.85)",
-        "plain SGD (momentum 0)",
-        "Nesterov with the recipe's momentum",
-        &[],
-        &[],
-        &[],
-    ),
-    t(
-        "weight_decay_on",
-        &["T23"],
-        "Weight decay",
-        Regularisation,
-        "Coupled L2 weight decay (per-step decay lr*wd) with the recipe's wd.",
-        "Page 5e-4; airbench 0.0153 per 1024 (decoupled, converted); hlb",
-        "wd = 0",
-        "the recipe's weight_decay",
-        &[],
-        &[],
-        &[],
-    ),
-    t(
-        "label_smoothing",
-        &["T24", "B3"],
-        "Label smoothing",
-        Regularisation,
-        "Mix the one-hot target with the uniform distribution: (1-a)*CE + a*mean_c(-log p_c).",
-        "Page part 8 B3 (59 s); airbench and hlb use the same 0.2",
-        "a = 0 (plain cross-entropy)",
-        "a = 0.2",
-        &[f("alpha", "smoothing weight", 0.2, 0.0, 1.0)],
-        &[],
-        &[],
-    ),
-    t(
-        "ema",
-        &["T25", "B8"],
-        "EMA of the weights (Page)",
-        Averaging,
-        "Evaluate an exponential moving average of all float state (BN statistics included) kept in a separate copy, with the LR floored for the last epochs.",
-        "Page part 8 B8 (33.5 s): 0.99 every 5 steps, LR floor 0.1 for the last 2 epochs",
-        "none",
-        "eval-only EMA copy + LR floor",
-        &[
+        requires: &["whitening"],
+        conflicts: &[],
+        cuda_only: false,
+        apply: |p, a| {
+            let uniform = a.text("init")? == "uniform";
+            match &mut p.net.whitening {
+                Whitening::Airbench {
+                    bias, bias_uniform, ..
+                } => (*bias, *bias_uniform) = (true, uniform),
+                _ => bail!(
+                    "`whitening_bias` needs whitening.style=airbench or hlb: Page's whitening is followed by a learnable 1x1 conv instead"
+                ),
+            }
+            p.optim.whiten_bias = Some(WhitenBias {
+                epochs: a.num("epochs")?,
+                own_schedule: a.text("schedule")? == "own",
+            });
+            Ok(())
+        },
+    },
+    TrickSpec {
+        key: "dirac_init",
+        ids: &["T19"],
+        name: "Dirac (identity) init",
+        category: Architecture,
+        help: "Initialise the first C_in filters of each 3x3 conv as the identity, so a deep plain net starts near a shallow one.",
+        source: "airbench (partial identity init); hlb",
+        off: "PyTorch default (kaiming-uniform)",
+        on: "identity on the first C_in filters",
+        params: &[],
+        requires: &[],
+        conflicts: &[],
+        cuda_only: false,
+        apply: |p, _| {
+            p.net.dirac_init = true;
+            Ok(())
+        },
+    },
+    TrickSpec {
+        key: "nesterov",
+        ids: &["T22"],
+        name: "Nesterov momentum",
+        category: Optimiser,
+        help: "Nesterov momentum in the optimiser (Page's lr-in-buffer form for sgd_page).",
+        source: "Page (0.9), airbench and hlb (0.85)",
+        off: "plain SGD (momentum 0)",
+        on: "Nesterov with the recipe's momentum",
+        params: &[],
+        requires: &[],
+        conflicts: &[],
+        cuda_only: false,
+        apply: |p, a| {
+            p.optim.momentum = a.settings.momentum;
+            Ok(())
+        },
+    },
+    TrickSpec {
+        key: "weight_decay_on",
+        ids: &["T23"],
+        name: "Weight decay",
+        category: Regularisation,
+        help: "Coupled L2 weight decay (per-step decay lr*wd) with the recipe's wd.",
+        source: "Page 5e-4; airbench 0.0153 per 1024 (decoupled, converted); hlb",
+        off: "wd = 0",
+        on: "the recipe's weight_decay",
+        params: &[],
+        requires: &[],
+        conflicts: &[],
+        cuda_only: false,
+        apply: |p, a| {
+            p.optim.weight_decay = a.settings.weight_decay;
+            Ok(())
+        },
+    },
+    TrickSpec {
+        key: "label_smoothing",
+        ids: &["T24", "B3"],
+        name: "Label smoothing",
+        category: Regularisation,
+        help: "Mix the one-hot target with the uniform distribution: (1-a)*CE + a*mean_c(-log p_c).",
+        source: "Page part 8 B3 (59 s); airbench and hlb use the same 0.2",
+        off: "a = 0 (plain cross-entropy)",
+        on: "a = 0.2",
+        params: &[f("alpha", "smoothing weight", 0.2, 0.0, 1.0)],
+        requires: &[],
+        conflicts: &[],
+        cuda_only: false,
+        apply: |p, a| {
+            p.loss.smoothing = a.num("alpha")?;
+            Ok(())
+        },
+    },
+    TrickSpec {
+        key: "ema",
+        ids: &["T25", "B8"],
+        name: "EMA of the weights (Page)",
+        category: Averaging,
+        help: "Evaluate an exponential moving average of all float state (BN statistics included) kept in a separate copy, with the LR floored for the last epochs.",
+        source: "Page part 8 B8 (33.5 s): 0.99 every 5 steps, LR floor 0.1 for the last 2 epochs",
+        off: "none",
+        on: "eval-only EMA copy + LR floor",
+        params: &[
             f("momentum", "per-step EMA momentum", 0.99, 0.0, 1.0),
             i("every", "update every N steps", 5, 1.0, 1000.0),
             f("floor", "LR floor as a fraction of the peak", 0.1, 0.0, 1.0),
             f("floor_epochs", "epochs at the floor", 2.0, 0.0, 1000.0),
         ],
-        &[],
-        &["lookahead"],
-    ),
-    t(
-        "lookahead",
-        &["T25"],
-        "Lookahead (airbench/hlb EMA with copy-back)",
-        Averaging,
-        "Every N steps average the live weights into a slow copy with d = 0.95^5*(t/T)^3 and copy it back: changes the trajectory.",
-        "airbench94 (every 5 steps), hlb",
-        "none",
-        "copy-back averaging every 5 steps",
-        &[i("every", "update every N steps", 5, 1.0, 1000.0)],
-        &[],
-        &["ema"],
-    ),
-    t(
-        "muon",
-        &["T26"],
-        "Muon for conv filters",
-        Optimiser,
-        "Orthogonalised momentum (Newton-Schulz) for every trainable conv filter; SGD-Nesterov for the rest.",
-        "airbench94_muon (2.59 s): lr 0.24, momentum 0.6, 3 NS iterations, weight renorm",
-        "SGD-Nesterov on the filters",
-        "Muon on the filters",
-        &[
+        requires: &[],
+        conflicts: &["lookahead"],
+        cuda_only: false,
+        apply: |p, a| {
+            let every = a.int("every")? as u64;
+            p.averaging = Averaging::PageEma {
+                decay: page_ema_decay(a.num("momentum")?, every as usize),
+                every,
+            };
+            // Page B8: [0, ep/5, ep-2] -> [0, 1, floor], flat at the floor after.
+            let (floor, floor_epochs) = (a.num("floor")?, a.num("floor_epochs")?);
+            let s = a.settings;
+            let (e, peak) = (s.epochs, s.peak_epoch * s.epochs);
+            p.schedule.knots = if s.schedule == ScheduleKind::Page && floor_epochs < e {
+                let end = (e - floor_epochs).max(peak + 1e-9);
+                Piecewise {
+                    knots: vec![(0.0, 0.0), (peak, 1.0), (end, floor), (e, floor)],
+                }
+            } else {
+                p.schedule.knots.clone().with_floor(floor_epochs, floor)
+            };
+            Ok(())
+        },
+    },
+    TrickSpec {
+        key: "lookahead",
+        ids: &["T25"],
+        name: "Lookahead (airbench/hlb EMA with copy-back)",
+        category: Averaging,
+        help: "Every N steps average the live weights into a slow copy with d = 0.95^5*(t/T)^3 and copy it back: changes the trajectory.",
+        source: "airbench94 (every 5 steps), hlb",
+        off: "none",
+        on: "copy-back averaging every 5 steps",
+        params: &[i("every", "update every N steps", 5, 1.0, 1000.0)],
+        requires: &[],
+        conflicts: &["ema"],
+        cuda_only: false,
+        apply: |p, a| {
+            p.averaging = Averaging::Lookahead {
+                every: a.int("every")?.max(1) as u64,
+            };
+            Ok(())
+        },
+    },
+    TrickSpec {
+        key: "muon",
+        ids: &["T26"],
+        name: "Muon for conv filters",
+        category: Optimiser,
+        help: "Orthogonalised momentum (Newton-Schulz) for every trainable conv filter; SGD-Nesterov for the rest.",
+        source: "airbench94_muon (2.59 s): lr 0.24, momentum 0.6, 3 NS iterations, weight renorm",
+        off: "SGD-Nesterov on the filters",
+        on: "Muon on the filters",
+        params: &[
             f("lr", "Muon learning rate (absolute)", 0.24, 0.0, 10.0),
             f("momentum", "Muon momentum", 0.6, 0.0, 1.0),
             i("ns_steps", "Newton-Schulz iterations", 3, 1.0, 20.0),
@@ -531,71 +718,106 @@ pub static CATALOG: &[TrickSpec] = &[
                 1e4,
             ),
         ],
-        &[],
-        &["lars", "lamb", "adamw"],
-    ),
-    t(
-        "random_crop",
-        &["T27"],
-        "Random crop (translate)",
-        Data,
-        "Reflect-pad and take a random 32x32 crop.",
-        "Page (pad 4); airbench, hlb (pad 2)",
-        "none",
-        "reflect pad and random crop",
-        &[i("pad", "padding in pixels", 4, 0.0, 16.0)],
-        &[],
-        &[],
-    ),
-    t(
-        "flip",
-        &["T28"],
-        "Horizontal flip",
-        Data,
-        "Mirror each image with p = 0.5.",
-        "Page, hlb",
-        "none",
-        "random left-right flip",
-        &[],
-        &[],
-        &[],
-    ),
-    t(
-        "alternating_flip",
-        &["T28b"],
-        "Alternating flip",
-        Data,
-        "Flip a random half at epoch 0, then alternate every image's orientation each epoch.",
-        "airbench (cuts steps to 94% by about 10%)",
-        "random flip",
-        "derandomised alternating flip",
-        &[],
-        &["flip"],
-        &[],
-    ),
-    t(
-        "cutout",
-        &["T29", "P3b"],
-        "Cutout",
-        Regularisation,
-        "Zero a random square (after normalisation, so it takes the mean colour), fully inside the image.",
-        "Page P3b (8x8), B7 (5x5)",
-        "none",
-        "8x8 square",
-        &[i("size", "square side in pixels", 8, 1.0, 32.0)],
-        &[],
-        &[],
-    ),
-    t(
-        "cutmix",
-        &["T31"],
-        "CutMix",
-        Regularisation,
-        "Paste a square from another image of the batch, mixing the labels by area, in the last epochs.",
-        "hlb v0.7.0 (size 3, last 6 of 12.1 epochs)",
-        "none",
-        "size-3 CutMix in the last epochs",
-        &[
+        requires: &[],
+        conflicts: &["lars", "lamb", "adamw"],
+        cuda_only: false,
+        apply: |p, a| {
+            p.optim.muon = Some(MuonPlan {
+                lr: a.num("lr")?,
+                momentum: a.num("momentum")?,
+                ns_steps: a.int("ns_steps")?,
+                head_lr_mult: a.num("head_lr_mult")?,
+            });
+            // The rest of the net takes airbench's PyTorch-form SGD.
+            if p.optim.family == Family::SgdPage {
+                p.optim.family = Family::SgdTorch;
+            }
+            p.head_unit_std = a.settings.arch == Arch::Airbench;
+            Ok(())
+        },
+    },
+    TrickSpec {
+        key: "random_crop",
+        ids: &["T27"],
+        name: "Random crop (translate)",
+        category: Data,
+        help: "Reflect-pad and take a random 32x32 crop.",
+        source: "Page (pad 4); airbench, hlb (pad 2)",
+        off: "none",
+        on: "reflect pad and random crop",
+        params: &[i("pad", "padding in pixels", 4, 0.0, 16.0)],
+        requires: &[],
+        conflicts: &[],
+        cuda_only: false,
+        apply: |p, a| {
+            p.data.augment.pad = a.int("pad")?;
+            Ok(())
+        },
+    },
+    TrickSpec {
+        key: "flip",
+        ids: &["T28"],
+        name: "Horizontal flip",
+        category: Data,
+        help: "Mirror each image with p = 0.5.",
+        source: "Page, hlb",
+        off: "none",
+        on: "random left-right flip",
+        params: &[],
+        requires: &[],
+        conflicts: &[],
+        cuda_only: false,
+        apply: |p, _| {
+            p.data.augment.flip = true;
+            Ok(())
+        },
+    },
+    TrickSpec {
+        key: "alternating_flip",
+        ids: &["T28b"],
+        name: "Alternating flip",
+        category: Data,
+        help: "Flip a random half at epoch 0, then alternate every image's orientation each epoch.",
+        source: "airbench (cuts steps to 94% by about 10%)",
+        off: "random flip",
+        on: "derandomised alternating flip",
+        params: &[],
+        requires: &["flip"],
+        conflicts: &[],
+        cuda_only: false,
+        apply: |p, _| {
+            p.data.augment.alternating = true;
+            Ok(())
+        },
+    },
+    TrickSpec {
+        key: "cutout",
+        ids: &["T29", "P3b"],
+        name: "Cutout",
+        category: Regularisation,
+        help: "Zero a random square (after normalisation, so it takes the mean colour), fully inside the image.",
+        source: "Page P3b (8x8), B7 (5x5)",
+        off: "none",
+        on: "8x8 square",
+        params: &[i("size", "square side in pixels", 8, 1.0, 32.0)],
+        requires: &[],
+        conflicts: &[],
+        cuda_only: false,
+        apply: |p, a| {
+            p.data.augment.cutout = Some(a.int("size")?);
+            Ok(())
+        },
+    },
+    TrickSpec {
+        key: "cutmix",
+        ids: &["T31"],
+        name: "CutMix",
+        category: Regularisation,
+        help: "Paste a square from another image of the batch, mixing the labels by area, in the last epochs.",
+        source: "hlb v0.7.0 (size 3, last 6 of 12.1 epochs)",
+        off: "none",
+        on: "size-3 CutMix in the last epochs",
+        params: &[
             i("size", "square side in pixels", 3, 1.0, 32.0),
             f(
                 "last_epochs",
@@ -605,180 +827,245 @@ pub static CATALOG: &[TrickSpec] = &[
                 1000.0,
             ),
         ],
-        &[],
-        &[],
-    ),
-    t(
-        "tta",
-        &["T32", "B9a"],
-        "Test-time augmentation",
-        Eval,
-        "Average the logits over views: level 1 = image + mirror, level 2 = also two 1-px translations (6 passes).",
-        "Page part 8 B9a (flip); airbench (level 2); hlb (flip)",
-        "a single view",
-        "mirror (level 1)",
-        &[i(
+        requires: &[],
+        conflicts: &[],
+        cuda_only: false,
+        apply: |p, a| {
+            p.loss.cutmix = Some(CutMix {
+                size: a.int("size")?,
+                last_epochs: a.num("last_epochs")?,
+            });
+            Ok(())
+        },
+    },
+    TrickSpec {
+        key: "tta",
+        ids: &["T32", "B9a"],
+        name: "Test-time augmentation",
+        category: Eval,
+        help: "Average the logits over views: level 1 = image + mirror, level 2 = also two 1-px translations (6 passes).",
+        source: "Page part 8 B9a (flip); airbench (level 2); hlb (flip)",
+        off: "a single view",
+        on: "mirror (level 1)",
+        params: &[i(
             "level",
             "1: mirror, 2: mirror + translations",
             1,
             1.0,
             2.0,
         )],
-        &[],
-        &[],
-    ),
-    t(
-        "prep_bn_relu",
-        &["P1b"],
-        "BN-ReLU after the prep conv",
-        Architecture,
-        "Keep a BN-ReLU after the first conv; Page removed it as redundant in the ResNet-18 (P1b) and reinstated it in the part-4 nets.",
-        "Page part 1 P1b, part 4 P4b",
-        "prep = conv only",
-        "prep = conv -> BN -> act",
-        &[],
-        &[],
-        &[],
-    ),
-    t(
-        "zero_grad_none",
-        &[],
-        "Zero grad by setting to none",
-        Systems,
-        "Release gradients instead of zero-filling them (tch has no set-to-none: same maths, same kernels here).",
-        "PyTorch performance tuning guide",
-        "zero-fill",
-        "set to none",
-        &[],
-        &[],
-        &[],
-    ),
-    t(
-        "no_bias_before_bn",
-        &[],
-        "No bias before BN",
-        Systems,
-        "Build the convs that feed a BatchNorm without a bias: BN subtracts the batch mean, which cancels it, so it only costs memory traffic and optimiser work. Off adds one to every trainable conv (PyTorch's nn.Conv2d default).",
-        "PyTorch performance tuning guide; Page's, airbench's and hlb's nets have none",
-        "bias on every conv",
-        "no bias on convs before BN",
-        &[],
-        &[],
-        &[],
-    ),
-    t(
-        "no_wd_bn_bias",
-        &[],
-        "No weight decay on BN and biases",
-        Regularisation,
-        "Exclude BN weights and biases from weight decay.",
-        "Goyal et al. large-minibatch SGD; Jia et al. (ImageNet in 4 minutes)",
-        "wd on every parameter",
-        "wd 0 on BN weights and biases",
-        &[],
-        &[],
-        &[],
-    ),
-    t(
-        "grad_clip",
-        &[],
-        "Gradient clipping",
-        Optimiser,
-        "Rescale the gradient to a maximum global norm (computed on the device, no host sync).",
-        "common large-batch practice",
-        "none",
-        "clip the global norm",
-        &[f(
+        requires: &[],
+        conflicts: &[],
+        cuda_only: false,
+        apply: |p, a| {
+            p.eval.tta_level = a.int("level")? as u8;
+            Ok(())
+        },
+    },
+    TrickSpec {
+        key: "prep_bn_relu",
+        ids: &["P1b"],
+        name: "BN-ReLU after the prep conv",
+        category: Architecture,
+        help: "Keep a BN-ReLU after the first conv; Page removed it as redundant in the ResNet-18 (P1b) and reinstated it in the part-4 nets.",
+        source: "Page part 1 P1b, part 4 P4b",
+        off: "prep = conv only",
+        on: "prep = conv -> BN -> act",
+        params: &[],
+        requires: &[],
+        conflicts: &[],
+        cuda_only: false,
+        apply: |p, _| {
+            p.net.prep_bn_relu = true;
+            Ok(())
+        },
+    },
+    TrickSpec {
+        key: "zero_grad_none",
+        ids: &[],
+        name: "Zero grad by setting to none",
+        category: Systems,
+        help: "Release gradients instead of zero-filling them (tch has no set-to-none: same maths, same kernels here).",
+        source: "PyTorch performance tuning guide",
+        off: "zero-fill",
+        on: "set to none",
+        params: &[],
+        requires: &[],
+        conflicts: &[],
+        cuda_only: false,
+        apply: |p, _| {
+            p.step.zero_grad_none = true;
+            Ok(())
+        },
+    },
+    TrickSpec {
+        key: "no_bias_before_bn",
+        ids: &[],
+        name: "No bias before BN",
+        category: Systems,
+        help: "Build the convs that feed a BatchNorm without a bias: BN subtracts the batch mean, which cancels it, so it only costs memory traffic and optimiser work. Off adds one to every trainable conv (PyTorch's nn.Conv2d default).",
+        source: "PyTorch performance tuning guide; Page's, airbench's and hlb's nets have none",
+        off: "bias on every conv",
+        on: "no bias on convs before BN",
+        params: &[],
+        requires: &[],
+        conflicts: &[],
+        cuda_only: false,
+        apply: |p, _| {
+            p.net.conv_bias = false;
+            Ok(())
+        },
+    },
+    TrickSpec {
+        key: "no_wd_bn_bias",
+        ids: &[],
+        name: "No weight decay on BN and biases",
+        category: Regularisation,
+        help: "Exclude BN weights and biases from weight decay.",
+        source: "Goyal et al. large-minibatch SGD; Jia et al. (ImageNet in 4 minutes)",
+        off: "wd on every parameter",
+        on: "wd 0 on BN weights and biases",
+        params: &[],
+        requires: &[],
+        conflicts: &[],
+        cuda_only: false,
+        apply: |p, _| {
+            p.optim.no_wd_bn_bias = true;
+            Ok(())
+        },
+    },
+    TrickSpec {
+        key: "grad_clip",
+        ids: &[],
+        name: "Gradient clipping",
+        category: Optimiser,
+        help: "Rescale the gradient to a maximum global norm (computed on the device, no host sync).",
+        source: "common large-batch practice",
+        off: "none",
+        on: "clip the global norm",
+        params: &[f(
             "max_norm",
             "maximum global gradient norm",
             1.0,
             1e-6,
             1e6,
         )],
-        &[],
-        &[],
-    ),
-    t(
-        "grad_accum",
-        &[],
-        "Gradient accumulation",
-        Optimiser,
-        "Split each batch into micro-batches and accumulate their gradients before one step (same batch, less memory).",
-        "common practice",
-        "one pass per batch",
-        "k micro-batches per step",
-        &[i(
+        requires: &[],
+        conflicts: &[],
+        cuda_only: false,
+        apply: |p, a| {
+            p.step.clip_norm = Some(a.num("max_norm")?);
+            Ok(())
+        },
+    },
+    TrickSpec {
+        key: "grad_accum",
+        ids: &[],
+        name: "Gradient accumulation",
+        category: Optimiser,
+        help: "Split each batch into micro-batches and accumulate their gradients before one step (same batch, less memory).",
+        source: "common practice",
+        off: "one pass per batch",
+        on: "k micro-batches per step",
+        params: &[i(
             "steps",
             "micro-batches per step; the batch must divide by it",
             2,
             1.0,
             1024.0,
         )],
-        &[],
-        &[],
-    ),
-    t(
-        "warmup",
-        &[],
-        "Linear LR warm-up",
-        Schedule,
-        "Multiply the schedule by a ramp from 0 to 1 over the first epochs.",
-        "Goyal et al. (gradual warm-up)",
-        "none",
-        "linear ramp over the first epochs",
-        &[f("epochs", "warm-up length in epochs", 1.0, 0.0, 1000.0)],
-        &[],
-        &[],
-    ),
-    t(
-        "lars",
-        &[],
-        "LARS",
-        Optimiser,
-        "Layer-wise adaptive rate scaling on top of momentum SGD.",
-        "You et al. (large-batch training)",
-        "the recipe's optimiser",
-        "LARS",
-        &[f("trust", "trust coefficient", 0.001, 1e-6, 1.0)],
-        &[],
-        &["lamb", "adamw", "muon"],
-    ),
-    t(
-        "lamb",
-        &[],
-        "LAMB",
-        Optimiser,
-        "Layer-wise adaptive Adam.",
-        "You et al. (LAMB)",
-        "the recipe's optimiser",
-        "LAMB",
-        &[],
-        &[],
-        &["lars", "adamw", "muon"],
-    ),
-    t(
-        "adamw",
-        &[],
-        "AdamW",
-        Optimiser,
-        "Adam with decoupled weight decay.",
-        "Loshchilov and Hutter",
-        "the recipe's optimiser",
-        "AdamW",
-        &[],
-        &[],
-        &["lars", "lamb", "muon"],
-    ),
-    t(
-        "progressive_resize",
-        &[],
-        "Progressive resizing",
-        Data,
-        "Train on downscaled images first and at full size for the rest.",
-        "fast.ai DAWNBench ImageNet entry",
-        "full size throughout",
-        "start small, full size after a fraction of the epochs",
-        &[
+        requires: &[],
+        conflicts: &[],
+        cuda_only: false,
+        apply: |p, a| {
+            p.step.accum = a.int("steps")?;
+            Ok(())
+        },
+    },
+    TrickSpec {
+        key: "warmup",
+        ids: &[],
+        name: "Linear LR warm-up",
+        category: Schedule,
+        help: "Multiply the schedule by a ramp from 0 to 1 over the first epochs.",
+        source: "Goyal et al. (gradual warm-up)",
+        off: "none",
+        on: "linear ramp over the first epochs",
+        params: &[f("epochs", "warm-up length in epochs", 1.0, 0.0, 1000.0)],
+        requires: &[],
+        conflicts: &[],
+        cuda_only: false,
+        apply: |p, a| {
+            p.schedule.warmup_epochs = Some(a.num("epochs")?);
+            Ok(())
+        },
+    },
+    TrickSpec {
+        key: "lars",
+        ids: &[],
+        name: "LARS",
+        category: Optimiser,
+        help: "Layer-wise adaptive rate scaling on top of momentum SGD.",
+        source: "You et al. (large-batch training)",
+        off: "the recipe's optimiser",
+        on: "LARS",
+        params: &[f("trust", "trust coefficient", 0.001, 1e-6, 1.0)],
+        requires: &[],
+        conflicts: &["lamb", "adamw", "muon"],
+        cuda_only: false,
+        apply: |p, a| {
+            p.optim.family = Family::Lars {
+                trust: a.num("trust")?,
+            };
+            Ok(())
+        },
+    },
+    TrickSpec {
+        key: "lamb",
+        ids: &[],
+        name: "LAMB",
+        category: Optimiser,
+        help: "Layer-wise adaptive Adam.",
+        source: "You et al. (LAMB)",
+        off: "the recipe's optimiser",
+        on: "LAMB",
+        params: &[],
+        requires: &[],
+        conflicts: &["lars", "adamw", "muon"],
+        cuda_only: false,
+        apply: |p, _| {
+            p.optim.family = Family::Lamb;
+            Ok(())
+        },
+    },
+    TrickSpec {
+        key: "adamw",
+        ids: &[],
+        name: "AdamW",
+        category: Optimiser,
+        help: "Adam with decoupled weight decay.",
+        source: "Loshchilov and Hutter",
+        off: "the recipe's optimiser",
+        on: "AdamW",
+        params: &[],
+        requires: &[],
+        conflicts: &["lars", "lamb", "muon"],
+        cuda_only: false,
+        apply: |p, _| {
+            p.optim.family = Family::AdamW;
+            Ok(())
+        },
+    },
+    TrickSpec {
+        key: "progressive_resize",
+        ids: &[],
+        name: "Progressive resizing",
+        category: Data,
+        help: "Train on downscaled images first and at full size for the rest.",
+        source: "fast.ai DAWNBench ImageNet entry",
+        off: "full size throughout",
+        on: "start small, full size after a fraction of the epochs",
+        params: &[
             i("start_size", "side of the first images", 24, 8.0, 32.0),
             f(
                 "until",
@@ -788,22 +1075,38 @@ pub static CATALOG: &[TrickSpec] = &[
                 1.0,
             ),
         ],
-        &[],
-        &[],
-    ),
-    t(
-        "full_size_val",
-        &[],
-        "Full-size validation",
-        Eval,
-        "Evaluate on the whole image instead of a centre crop.",
-        "fast.ai DAWNBench ImageNet entry (rectangular/full-size validation)",
-        "centre 28x28 crop",
-        "full 32x32 image",
-        &[],
-        &[],
-        &[],
-    ),
+        requires: &[],
+        conflicts: &[],
+        cuda_only: false,
+        apply: |p, a| {
+            p.data.progressive = Some(Progressive {
+                size: a.int("start_size")?,
+                until: a.num("until")?,
+                eval_full_size: false,
+            });
+            Ok(())
+        },
+    },
+    TrickSpec {
+        key: "full_size_val",
+        ids: &[],
+        name: "Full-size validation",
+        category: Eval,
+        help: "While progressive resizing trains on small images, evaluate the full image instead of the small size.",
+        source: "fast.ai DAWNBench ImageNet entry (rectangular/full-size validation)",
+        off: "evaluate at the small size while training small",
+        on: "always evaluate the full 32x32 image",
+        params: &[],
+        requires: &["progressive_resize"],
+        conflicts: &[],
+        cuda_only: false,
+        apply: |p, _| {
+            if let Some(pr) = p.data.progressive.as_mut() {
+                pr.eval_full_size = true;
+            }
+            Ok(())
+        },
+    },
 ];
 
 /// Optimiser tricks replace the recipe's optimiser; at most one may be on.

@@ -1,10 +1,18 @@
 //! The trick registry: the one place where a trick's name, help text, source,
-//! off and on states, parameters and dependencies are written down. The TOML
-//! parser, the CLI, the TUI and the docs all read it from here.
+//! off and on states, parameters, dependencies and effect are written down.
+//! The TOML parser, the CLI, the TUI and the docs read it from here, and the
+//! engine sees only what the effects wrote into the `RunPlan`.
 
 mod catalog;
+#[cfg(test)]
+mod tests;
 
 pub use catalog::{CATALOG, optimiser_tricks};
+
+use crate::config::{RunConfig, SETTINGS, Value};
+use crate::plan::RunPlan;
+use anyhow::{Result, bail};
+use std::collections::BTreeMap;
 
 /// A parameter value as the registry states it.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -40,7 +48,6 @@ pub enum Category {
     Eval,
 }
 
-#[derive(Debug)]
 pub struct TrickSpec {
     /// Machine name used in TOML and on the command line (`label_smoothing`).
     pub key: &'static str,
@@ -58,6 +65,111 @@ pub struct TrickSpec {
     pub requires: &'static [&'static str],
     /// Tricks that cannot be on together with this one.
     pub conflicts: &'static [&'static str],
+    /// Its effect exists only on CUDA (recorded as not applied elsewhere).
+    pub cuda_only: bool,
+    /// The trick's whole effect: the plan fields it changes when it is on.
+    pub apply: fn(&mut RunPlan, &Args) -> Result<()>,
+}
+
+impl std::fmt::Debug for TrickSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TrickSpec").field("key", &self.key).finish()
+    }
+}
+
+/// What an effect reads: its own parameters, typed, and the run's settings.
+pub struct Args<'a> {
+    pub key: &'static str,
+    params: &'a BTreeMap<String, Value>,
+    pub settings: &'a RunConfig,
+}
+
+impl Args<'_> {
+    fn value(&self, name: &str) -> Result<&Value> {
+        self.params.get(name).ok_or_else(|| {
+            anyhow::anyhow!(
+                "trick `{}` has no value for its parameter `{name}`: set `{}.{name}`",
+                self.key,
+                self.key
+            )
+        })
+    }
+
+    pub fn num(&self, name: &str) -> Result<f64> {
+        match self.value(name)? {
+            Value::Num(v) if v.is_finite() => Ok(*v),
+            other => bail!(
+                "`{}.{name}` must be a finite number, not {other:?}",
+                self.key
+            ),
+        }
+    }
+
+    pub fn int(&self, name: &str) -> Result<i64> {
+        let v = self.num(name)?;
+        if v.fract() != 0.0 {
+            bail!("`{}.{name}` must be a whole number, not {v}", self.key);
+        }
+        Ok(v as i64)
+    }
+
+    pub fn text(&self, name: &str) -> Result<&str> {
+        match self.value(name)? {
+            Value::Text(s) => Ok(s),
+            Value::Num(v) => bail!("`{}.{name}` must be one of its choices, not {v}", self.key),
+        }
+    }
+}
+
+/// Checks that every trick on has what it requires and nothing it conflicts with.
+pub fn check_combination(cfg: &RunConfig) -> Result<()> {
+    let on = |k: &str| cfg.tricks.get(k).is_some_and(|t| t.on);
+    for t in CATALOG.iter().filter(|t| on(t.key)) {
+        if let Some(r) = t.requires.iter().find(|r| !on(r)) {
+            bail!(
+                "trick `{}` needs `{r}` on: add `--trick {r}` or turn `{}` off",
+                t.key,
+                t.key
+            );
+        }
+        if let Some(c) = t.conflicts.iter().find(|c| on(c)) {
+            bail!(
+                "tricks `{}` and `{c}` cannot both be on: turn one off",
+                t.key
+            );
+        }
+    }
+    Ok(())
+}
+
+/// The plan of a resolved configuration: the settings with every trick off,
+/// then each trick that is on applied in catalog order, then validated.
+pub fn build_plan(cfg: &RunConfig) -> Result<RunPlan> {
+    check_combination(cfg)?;
+    let plan = unchecked_plan(cfg)?;
+    plan.validate()?;
+    Ok(plan)
+}
+
+/// `build_plan` without the cross-trick and whole-plan checks (tests compare
+/// a trick's on and off plans even where the combination would be refused).
+pub(crate) fn unchecked_plan(cfg: &RunConfig) -> Result<RunPlan> {
+    let mut plan = RunPlan::base(cfg);
+    for t in CATALOG {
+        let Some(state) = cfg.tricks.get(t.key).filter(|s| s.on) else {
+            continue;
+        };
+        let args = Args {
+            key: t.key,
+            params: &state.params,
+            settings: cfg,
+        };
+        (t.apply)(&mut plan, &args)?;
+        if t.cuda_only {
+            plan.cuda_only.push(t.key);
+        }
+    }
+    Ok(plan)
 }
 
 impl TrickSpec {
@@ -89,7 +201,7 @@ pub fn nearest<'a>(name: &str, candidates: impl IntoIterator<Item = &'a str>) ->
 
 /// Rows of TRICKS.md section 4 that are not on/off switches but recipe
 /// settings (`--set KEY=VALUE`, or `set = { KEY = ... }` in a matrix); their
-/// help text is the setting's own, in `recipe::HYPERPARAMETERS`.
+/// help text is the setting's own, in `config::SETTINGS`.
 pub const SETTING_ROWS: &[(&str, &str)] = &[
     ("T9", "arch"),
     ("T20", "batch_size"),
@@ -100,7 +212,7 @@ pub const SETTING_ROWS: &[(&str, &str)] = &[
 /// The recipe setting behind a TRICKS.md row id such as `T20`: (id, key, help).
 pub fn setting_row(id: &str) -> Option<(&'static str, &'static str, &'static str)> {
     let (id, key) = *SETTING_ROWS.iter().find(|r| r.0.eq_ignore_ascii_case(id))?;
-    let help = crate::recipe::HYPERPARAMETERS
+    let help = SETTINGS
         .iter()
         .find(|(k, _)| *k == key)
         .map_or("", |(_, h)| *h);
@@ -134,62 +246,6 @@ pub fn edit_distance(a: &str, b: &str) -> usize {
         prev = cur;
     }
     prev[b.len()]
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn catalog_is_consistent() {
-        let mut keys: Vec<&str> = CATALOG.iter().map(|t| t.key).collect();
-        keys.sort();
-        let n = keys.len();
-        keys.dedup();
-        assert_eq!(n, keys.len(), "duplicate trick keys");
-        for t in CATALOG {
-            for r in t.requires.iter().chain(t.conflicts) {
-                assert!(find(r).is_some(), "{} names unknown trick {r}", t.key);
-            }
-            for p in t.params {
-                if let (Some((lo, hi)), ParamValue::Float(v)) = (p.range, p.default) {
-                    assert!(
-                        lo <= v && v <= hi,
-                        "{}.{} default out of range",
-                        t.key,
-                        p.name
-                    );
-                }
-            }
-        }
-        // Every row of TRICKS.md section 4 is a switch or a recipe setting,
-        // and every part-8 rung has an entry.
-        for id in (1..=32).map(|i| format!("T{i}")) {
-            match (find(&id), setting_row(&id)) {
-                (Some(_), None) => {}
-                (None, Some((_, key, help))) => {
-                    assert!(!help.is_empty(), "{key} is not a recipe setting");
-                    assert!(unknown_trick_message(&id).contains(&format!("--set {key}=")));
-                }
-                other => panic!("{id}: {other:?}"),
-            }
-        }
-        for id in [
-            "B1", "B2a", "B2b", "B3", "B4", "B5", "B6", "B7", "B8", "B9a",
-        ] {
-            assert!(find(id).is_some(), "no entry for {id}");
-        }
-        assert_eq!(find("t24").unwrap().key, "label_smoothing");
-    }
-
-    #[test]
-    fn nearest_finds_typos_only() {
-        assert_eq!(
-            nearest("lable_smoothing", ["label_smoothing", "celu"]),
-            Some("label_smoothing")
-        );
-        assert_eq!(nearest("zzzzzzzz", ["label_smoothing", "celu"]), None);
-    }
 }
 
 impl ParamValue {
