@@ -74,6 +74,11 @@ impl Progressive {
     pub fn small_at(&self, epoch: usize, epochs: f64) -> bool {
         (epoch as f64) < self.until * epochs
     }
+
+    /// The side to evaluate at while training small (`None`: the full image).
+    pub fn eval_size(&self) -> Option<i64> {
+        (!self.eval_full_size).then_some(self.size)
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -491,3 +491,173 @@ fn lookahead_over_var_store_includes_bn_running_stats() {
     assert!(close(rv, &rv.ones_like(), 0.0));
     assert!(!close(&moved, &rv.ones_like(), 1e-3));
 }
+
+/// The same network twice from the same seed, differing only in `change`.
+fn pair(
+    base: &NetConfig,
+    change: impl Fn(&mut NetConfig),
+) -> ((nn::VarStore, Net), (nn::VarStore, Net)) {
+    let mut other = base.clone();
+    change(&mut other);
+    (build(base, 5), build(&other, 5))
+}
+
+#[test]
+fn logit_scale_multiplies_the_logits() {
+    let x = Tensor::randn([3, 3, 32, 32], (Kind::Float, Device::Cpu));
+    let base = NetConfig {
+        logit_scale: 1.0,
+        ..tiny(Arch::Resnet9)
+    };
+    let ((_a, one), (_b, eighth)) = pair(&base, |c| c.logit_scale = 0.125);
+    let (y1, y8) = (one.forward_t(&x, false), eighth.forward_t(&x, false));
+    assert!(close(&(y1 * 0.125), &y8, 1e-6));
+}
+
+#[test]
+fn bn_weight_init_one_or_pytorch_0_4_uniform() {
+    for one in [true, false] {
+        let mut cfg = tiny(Arch::Resnet9);
+        cfg.bn.weight_init_one = one;
+        let (_vs, net) = build(&cfg, 2);
+        let w = Tensor::cat(
+            &net.bn_params()
+                .iter()
+                .map(|p| p.0.shallow_clone())
+                .collect::<Vec<_>>(),
+            0,
+        );
+        let (lo, hi) = (
+            f64::try_from(w.min()).unwrap(),
+            f64::try_from(w.max()).unwrap(),
+        );
+        if one {
+            assert_eq!((lo, hi), (1.0, 1.0));
+        } else {
+            assert!(
+                lo >= 0.0 && hi <= 1.0 && hi - lo > 0.5,
+                "U[0,1]: {lo}..{hi}"
+            );
+        }
+    }
+}
+
+#[test]
+fn gelu_is_the_exact_erf_form() {
+    let x = Tensor::from_slice(&[-2.0f32, -0.5, 0.0, 1.0, 3.0]);
+    let by_hand: Vec<f32> = [-2.0f64, -0.5, 0.0, 1.0, 3.0]
+        .iter()
+        .map(|&v| (v * 0.5 * (1.0 + libm_erf(v / 2f64.sqrt()))) as f32)
+        .collect();
+    assert!(close(
+        &Activation::Gelu.apply(&x),
+        &Tensor::from_slice(&by_hand),
+        1e-6
+    ));
+    assert!(close(&Activation::Relu.apply(&x), &x.clamp_min(0.0), 0.0));
+}
+
+/// erf by its series (enough terms for |x| ≤ 3), to keep the expected values independent of libtorch.
+fn libm_erf(x: f64) -> f64 {
+    let mut term = x;
+    let mut sum = x;
+    for n in 1..80 {
+        term *= -x * x / n as f64;
+        sum += term / (2 * n + 1) as f64;
+    }
+    sum * 2.0 / std::f64::consts::PI.sqrt()
+}
+
+#[test]
+fn bn_stats_momentum_moves_the_running_mean() {
+    // One training pass from running_mean = 0: the new value is momentum x the batch mean.
+    let x = Tensor::randn([8, 3, 32, 32], (Kind::Float, Device::Cpu)) + 2.0;
+    for m in [0.1, 0.4] {
+        let mut cfg = tiny(Arch::Resnet9);
+        cfg.bn.momentum = m;
+        let (vs, net) = build(&cfg, 3);
+        let _ = net.forward_t(&x, true);
+        let first = vs
+            .variables()
+            .into_iter()
+            .filter(|(k, _)| k.ends_with("running_mean"))
+            .min_by_key(|(k, _)| k.clone())
+            .unwrap()
+            .1;
+        let mean = f64::try_from(first.abs().mean(Kind::Float)).unwrap();
+        assert!(mean > 0.0, "{m}");
+        // The same batch through momentum 1 gives the batch mean itself.
+        let mut full = cfg.clone();
+        full.bn.momentum = 1.0;
+        let (vs1, net1) = build(&full, 3);
+        let _ = net1.forward_t(&x, true);
+        let batch = vs1
+            .variables()
+            .into_iter()
+            .filter(|(k, _)| k.ends_with("running_mean"))
+            .min_by_key(|(k, _)| k.clone())
+            .unwrap()
+            .1;
+        assert!(close(&first, &(batch * m), 1e-5), "momentum {m}");
+    }
+}
+
+#[test]
+fn residual_adds_the_layer_1_and_3_branches() {
+    let base = NetConfig {
+        residual: false,
+        ..tiny(Arch::Backbone)
+    };
+    let ((a, _), (b, _)) = pair(&base, |c| c.residual = true);
+    let count = |vs: &nn::VarStore| {
+        vs.trainable_variables()
+            .iter()
+            .map(|t| t.numel())
+            .sum::<usize>()
+    };
+    // Two conv_bn per branch, on layer 1 (w1 -> w1) and layer 3 (w3 -> w3).
+    let w = &base.widths;
+    let extra: usize = [w[1], w[3]]
+        .iter()
+        .map(|&c| 2 * (c * c * 9 + 2 * c) as usize)
+        .sum();
+    assert_eq!(count(&b) - count(&a), extra);
+}
+
+#[test]
+fn prep_bn_relu_adds_a_batch_norm_after_the_prep_conv() {
+    let base = NetConfig {
+        prep_bn_relu: false,
+        ..tiny(Arch::PageResnet18)
+    };
+    let ((_a, off), (_b, on)) = pair(&base, |c| c.prep_bn_relu = true);
+    assert_eq!(on.bn_params().len(), off.bn_params().len() + 1);
+}
+
+#[test]
+fn whitening_negate_doubles_the_filters_with_their_negations() {
+    let cfg = |negate| NetConfig {
+        whitening: Whitening::Airbench {
+            eps: 5e-4,
+            images: 16,
+            negate,
+            bias: false,
+            centred: false,
+            bias_uniform: false,
+        },
+        ..tiny(Arch::Airbench)
+    };
+    let imgs = Tensor::randn([16, 3, 32, 32], (Kind::Float, Device::Cpu));
+    let x = Tensor::randn([2, 3, 32, 32], (Kind::Float, Device::Cpu));
+    let mut outs = Vec::new();
+    for negate in [false, true] {
+        let vs = nn::VarStore::new(Device::Cpu);
+        let w = super::whitening::Whiten::new(&vs.root(), &cfg(negate).whitening).unwrap();
+        w.init(&imgs).unwrap();
+        outs.push(tch::no_grad(|| w.forward(&x)));
+    }
+    assert_eq!(outs[0].size()[1], 12);
+    assert_eq!(outs[1].size()[1], 24);
+    assert!(close(&outs[1].narrow(1, 0, 12), &outs[0], 1e-5));
+    assert!(close(&outs[1].narrow(1, 12, 12), &(-&outs[0]), 1e-5));
+}

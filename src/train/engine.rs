@@ -18,6 +18,10 @@ use crate::events::{Clocks, EpochRow, Event, RunSummary, StepRow};
 use crate::model::{Net, NetConfig, Whitening};
 use crate::optim::{self, Group, Optimizer};
 use crate::plan::{Averaging, CutMix, Family, Half, LossPlan, OptimPlan, RunPlan};
+
+#[cfg(test)]
+#[path = "effects.rs"]
+mod effects;
 use anyhow::{Context, Result, bail};
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -275,6 +279,27 @@ fn prepare(plan: &RunPlan, src: &Source, dev: Device) -> Prepared {
     };
     sync(dev);
     prepared
+}
+
+/// The T1 off state: a loader that builds each batch on the CPU.
+fn cpu_loader(
+    plan: &RunPlan,
+    data: &Prepared,
+    src: &Source,
+    flip0: &Tensor,
+    seed: u64,
+) -> Option<CpuLoader> {
+    (!plan.data.resident).then(|| CpuLoader {
+        x: data.train.shallow_clone(),
+        y: data.train_y.shallow_clone(),
+        pre_normalised: plan.data.preprocess_once,
+        pre_padded: plan.data.preprocess_once,
+        pad: plan.data.augment.pad,
+        h: src.h,
+        w: src.w,
+        flip0: Vec::<bool>::try_from(flip0).unwrap_or_default(),
+        rng: seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1,
+    })
 }
 
 /// Stage 2: the network, with its whitening conv computed from the data
@@ -552,17 +577,7 @@ impl Run<'_> {
 
         // Alternating flip keeps the epoch-0 draw.
         let flip0 = Tensor::randint(2, [n], (Kind::Int64, data.device)).eq(1);
-        let mut loader = (!plan.data.resident).then(|| CpuLoader {
-            x: data.train.shallow_clone(),
-            y: data.train_y.shallow_clone(),
-            pre_normalised: plan.data.preprocess_once,
-            pre_padded: plan.data.preprocess_once,
-            pad: plan.data.augment.pad,
-            h: src.h,
-            w: src.w,
-            flip0: Vec::<bool>::try_from(&flip0).unwrap_or_default(),
-            rng: spec.seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1,
-        });
+        let mut loader = cpu_loader(plan, &data, src, &flip0, spec.seed);
         let bn = net.bn_params();
         let mut progress = Progress {
             step: 0,
@@ -620,7 +635,7 @@ impl Run<'_> {
             let mut eval_s = 0.0;
             if last || (epoch + 1).is_multiple_of(plan.eval.every) {
                 let t = Instant::now();
-                let size = small.filter(|p| !p.eval_full_size).map(|p| p.size);
+                let size = small.and_then(|p| p.eval_size());
                 let (plain, tta) = evaluate(
                     avg.eval_net(&net),
                     &data.test_x,

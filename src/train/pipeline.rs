@@ -242,6 +242,36 @@ mod tests {
     }
 
     #[test]
+    fn flip_mirrors_each_image_or_leaves_it() {
+        tch::manual_seed(2);
+        let x = Tensor::randn([64, 1, 4, 4], (Kind::Float, Device::Cpu));
+        let flip0 = Tensor::zeros([64], (Kind::Bool, Device::Cpu));
+        let a = Augment {
+            pad: 0,
+            flip: true,
+            alternating: false,
+            cutout: None,
+            groups: None,
+        };
+        let out = augment_epoch(&x, 4, 4, &a, 0, &flip0);
+        let (mut kept, mut mirrored) = (0, 0);
+        for i in 0..64 {
+            if out.get(i).equal(&x.get(i)) {
+                kept += 1;
+            } else if out.get(i).equal(&x.get(i).flip([2])) {
+                mirrored += 1;
+            }
+        }
+        assert_eq!(kept + mirrored, 64);
+        assert!(
+            kept > 16 && mirrored > 16,
+            "p = 0.5: {kept} kept, {mirrored} mirrored"
+        );
+        let off = Augment { flip: false, ..a };
+        assert!(augment_epoch(&x, 4, 4, &off, 0, &flip0).equal(&x));
+    }
+
+    #[test]
     fn alternating_flip_alternates_and_groups_share_options() {
         tch::manual_seed(0);
         let x = Tensor::randn([16, 3, 8, 8], (Kind::Float, Device::Cpu));
