@@ -29,9 +29,9 @@ fn main() {
                 repeat: (i / variants) as u32,
                 seed: i as u64,
                 status: if i % 97 == 0 {
-                    "failed".into()
+                    tricklab::store::Ended::Failed
                 } else {
-                    "done".into()
+                    tricklab::store::Ended::Done
                 },
                 reason: None,
                 recipe: "page-final".into(),

@@ -650,7 +650,7 @@ pub fn write_all(r: &Report, dirs: &[PathBuf], out: &Path) -> Result<Vec<PathBuf
         runs.extend(
             crate::store::read_runs(&d.join("runs.parquet"))?
                 .into_iter()
-                .filter(|x| x.status == "done"),
+                .filter(|x| x.status == crate::store::Ended::Done),
         );
     }
     let cs = curves(dirs)?;
@@ -677,6 +677,19 @@ pub fn write_all(r: &Report, dirs: &[PathBuf], out: &Path) -> Result<Vec<PathBuf
         pareto(a, r)
     })?);
     Ok(files)
+}
+
+/// Writes report.md and the charts into a results folder; returns the files written.
+pub fn export(dir: &Path) -> Result<Vec<PathBuf>> {
+    let report = crate::report::aggregate(
+        &[dir.to_path_buf()],
+        &crate::report::ReportOptions::default(),
+    )?;
+    let md = dir.join("report.md");
+    crate::util::write_atomic(&md, report.to_markdown().as_bytes())?;
+    let mut out = vec![md];
+    out.extend(write_all(&report, &[dir.to_path_buf()], dir)?);
+    Ok(out)
 }
 
 #[cfg(test)]
@@ -709,7 +722,7 @@ mod tests {
             }
         }
         let dir = w.dir().to_path_buf();
-        let files = crate::report::export(&dir).unwrap();
+        let files = export(&dir).unwrap();
         assert_eq!(files.len(), 9);
         for f in &files {
             let b = std::fs::read(f).unwrap();

@@ -3,72 +3,10 @@
 //! cancels it. Nothing finished is lost: the store records each run as it ends.
 
 use crate::events::{Command, Event, LogLevel, RunStatus};
-use crate::session::{Session, SessionOptions, tch_factory};
+use crate::session::Session;
 use anyhow::Result;
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 use std::io::IsTerminal;
-use std::path::PathBuf;
-
-#[derive(clap::Args, Debug)]
-pub struct RunArgs {
-    /// Matrix files (ablations/*.toml).
-    pub matrices: Vec<PathBuf>,
-    /// Progress bars instead of the TUI.
-    #[arg(long)]
-    pub headless: bool,
-    /// Results root; each matrix gets results/<matrix>/<timestamp>/.
-    #[arg(long, default_value = "results")]
-    pub results: PathBuf,
-    /// Devices, one worker each: cpu, cuda, cuda:0,cuda:1.
-    #[arg(long, value_delimiter = ',', default_value = "cpu")]
-    pub devices: Vec<String>,
-    /// Continue a results folder: finished runs are skipped.
-    #[arg(long)]
-    pub resume: Option<PathBuf>,
-    /// Override the number of repeats (seeds 0..N) of every matrix.
-    #[arg(long)]
-    pub repeats: Option<usize>,
-}
-
-pub fn load_matrices(
-    paths: &[PathBuf],
-    repeats: Option<usize>,
-) -> Result<Vec<crate::matrix::Matrix>> {
-    paths
-        .iter()
-        .map(|p| {
-            let mut m = crate::matrix::load(p)?;
-            if let Some(n) = repeats {
-                if n == 0 {
-                    anyhow::bail!("--repeats must be at least 1");
-                }
-                m.seeds = (0..n as u64).collect();
-            }
-            Ok(m)
-        })
-        .collect()
-}
-
-pub fn cmd_run(args: RunArgs) -> Result<i32> {
-    if args.matrices.is_empty() && args.resume.is_none() {
-        anyhow::bail!(
-            "name a matrix file (e.g. ablations/demo-ladder.toml) or --resume a results folder"
-        );
-    }
-    let matrices = load_matrices(&args.matrices, args.repeats)?;
-    let opts = SessionOptions {
-        results_root: args.results.clone(),
-        devices: args.devices.clone(),
-        resume: args.resume.clone(),
-        keep_alive: !args.headless,
-    };
-    if !args.headless {
-        return crate::tui::run_session(matrices, opts);
-    }
-    crate::session::preflight(&matrices, &opts.devices)?;
-    let session = Session::start(matrices, opts, tch_factory())?;
-    run_headless(session)
-}
 
 struct Bars {
     multi: Option<MultiProgress>,
@@ -119,7 +57,7 @@ impl Bars {
     }
 }
 
-fn run_headless(mut session: Session) -> Result<i32> {
+pub fn run_headless(mut session: Session) -> Result<i32> {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
@@ -201,7 +139,7 @@ fn run_headless(mut session: Session) -> Result<i32> {
         }
         let report = crate::report::aggregate(std::slice::from_ref(d), &Default::default())?;
         println!("{}", report.to_markdown());
-        let files = crate::report::export(d)?;
+        let files = crate::charts::export(d)?;
         println!(
             "results: {} ({} runs finished, {failed} failed); report and charts: {}",
             d.display(),

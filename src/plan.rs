@@ -100,8 +100,8 @@ impl Half {
 pub struct Precision {
     /// Weights and activations in half precision, BatchNorm in fp32.
     pub half: Option<Half>,
-    /// Autocast the forward pass, fp32 weights.
-    pub amp: Option<Half>,
+    /// Autocast the forward pass (fp16 on CUDA), fp32 weights.
+    pub amp: bool,
     pub channels_last: bool,
     pub cudnn_benchmark: bool,
     /// torch.compile: asked for, but libtorch has no compiler (`validate` refuses it).
@@ -375,10 +375,5 @@ impl RunPlan {
             );
         }
         Ok(())
-    }
-
-    /// The tensor kind of weights and inputs.
-    pub fn weight_kind(&self) -> Kind {
-        self.precision.half.map_or(Kind::Float, Half::kind)
     }
 }

@@ -122,7 +122,7 @@ impl Shared {
         if let Err(e) = q.save() {
             self.events.push(Event::Log {
                 level: LogLevel::Warn,
-                message: format!("queue.json: {}", crate::cli::one_line(&e)),
+                message: format!("queue.json: {}", crate::util::one_line(&e)),
             });
         }
         self.events.push(Event::Queue(q.snapshot()));
@@ -247,7 +247,7 @@ fn worker_loop(dev: &str, shared: &Shared, factory: &Factory) {
         Err(e) => {
             shared.events.push(Event::Log {
                 level: LogLevel::Error,
-                message: format!("worker {dev}: {}", crate::cli::one_line(&e)),
+                message: format!("worker {dev}: {}", crate::util::one_line(&e)),
             });
             return;
         }
@@ -322,7 +322,7 @@ fn run_one(trainer: &mut dyn Trainer, spec: &RunSpec, shared: &Shared) {
             Event::RunCancelled { run: id.clone() },
         ),
         Ok(Err(e)) => {
-            let r = crate::cli::one_line(&e);
+            let r = crate::util::one_line(&e);
             (
                 RunStatus::Failed,
                 Some(r.clone()),

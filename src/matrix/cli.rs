@@ -105,7 +105,7 @@ pub fn cmd_matrix(args: MatrixArgs) -> Result<i32> {
                         m.variants.len(),
                         m.description
                     ),
-                    Err(e) => println!("{:<40} ERROR {}", f.display(), crate::cli::one_line(&e)),
+                    Err(e) => println!("{:<40} ERROR {}", f.display(), crate::util::one_line(&e)),
                 }
             }
             Ok(0)

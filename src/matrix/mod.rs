@@ -59,6 +59,23 @@ pub struct Matrix {
     pub warnings: Vec<String>,
 }
 
+/// Loads matrix files; `repeats` replaces each one's seeds with 0..N.
+pub fn load_all(paths: &[PathBuf], repeats: Option<usize>) -> anyhow::Result<Vec<Matrix>> {
+    paths
+        .iter()
+        .map(|p| {
+            let mut m = load(p)?;
+            if let Some(n) = repeats {
+                if n == 0 {
+                    anyhow::bail!("--repeats must be at least 1");
+                }
+                m.seeds = (0..n as u64).collect();
+            }
+            Ok(m)
+        })
+        .collect()
+}
+
 impl Matrix {
     pub fn spec(&self, index: usize, repeat: usize, seed: u64) -> RunSpec {
         let v = &self.variants[index];

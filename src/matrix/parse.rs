@@ -120,7 +120,7 @@ impl Ctx<'_> {
                 value: self.value_text(v.get_ref()),
             };
             recipe::check_override(self.recipe, &o)
-                .map_err(|e| self.err(k.span(), crate::cli::one_line(&e)))?;
+                .map_err(|e| self.err(k.span(), crate::util::one_line(&e)))?;
             out.push((o, k.span()));
         }
         Ok(out)
@@ -286,15 +286,16 @@ pub fn parse(text: &str, origin: &str) -> Result<Matrix> {
     // Syntax only: whether the device exists and the data is there is checked
     // when a session starts, so GPU matrices can be read on any machine.
     if let Some(d) = &raw.device {
-        crate::train::parse_device_name(d.get_ref())
-            .map_err(|e| cx.err(d.span(), crate::cli::one_line(&e)))?;
+        crate::util::device::parse_device_name(d.get_ref())
+            .map_err(|e| cx.err(d.span(), crate::util::one_line(&e)))?;
     }
     if let Some(d) = raw
         .data
         .as_ref()
         .filter(|d| d.get_ref().starts_with("synthetic"))
     {
-        crate::data::locate(d.get_ref()).map_err(|e| cx.err(d.span(), crate::cli::one_line(&e)))?;
+        crate::data::locate(d.get_ref())
+            .map_err(|e| cx.err(d.span(), crate::util::one_line(&e)))?;
     }
     if let (Some(_), Some(r)) = (&raw.seeds, &raw.repeats) {
         return Err(cx.err(
@@ -476,7 +477,7 @@ pub fn parse(text: &str, origin: &str) -> Result<Matrix> {
             Err(e) => {
                 return Err(cx.err(
                     span.clone(),
-                    format!("variant `{}`: {}", v.name, crate::cli::one_line(&e)),
+                    format!("variant `{}`: {}", v.name, crate::util::one_line(&e)),
                 ));
             }
         }

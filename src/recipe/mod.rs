@@ -6,6 +6,8 @@
 //! fields here, settable with `--set`.
 
 mod cli;
+#[cfg(test)]
+mod plan_tests;
 mod recipes;
 
 pub use cli::{RecipeShowArgs, RecipesArgs, cmd_recipe_show, cmd_recipes};
@@ -136,7 +138,6 @@ fn default_state(t: &tricks::TrickSpec) -> TrickState {
                 let v = match p.default {
                     ParamValue::Float(v) => Value::Num(v),
                     ParamValue::Int(v) => Value::Num(v as f64),
-                    ParamValue::Bool(v) => Value::Num(f64::from(u8::from(v))),
                     ParamValue::Choice(c) => Value::Text(c.to_string()),
                 };
                 (p.name.to_string(), v)
@@ -178,7 +179,7 @@ fn set_param(cfg: &mut RunConfig, key: &str, value: &str) -> Result<()> {
             }
             Value::Num(v)
         }
-        ParamValue::Float(_) | ParamValue::Bool(_) => Value::Num(parse_num(key, value)?),
+        ParamValue::Float(_) => Value::Num(parse_num(key, value)?),
     };
     if let (Some((lo, hi)), Value::Num(x)) = (p.range, &v)
         && !(lo..=hi).contains(x)

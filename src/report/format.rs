@@ -136,32 +136,4 @@ impl Report {
     pub fn to_json(&self) -> Result<String> {
         Ok(serde_json::to_string_pretty(self)?)
     }
-
-    /// Rows for the TUI's Results and Ladder screens.
-    pub fn tui_rows(&self) -> Vec<crate::tui::state::ResultRow> {
-        self.rows
-            .iter()
-            .filter(|r| r.n > 0)
-            .map(|r| {
-                let c = r.clock(self.clock);
-                crate::tui::state::ResultRow {
-                    index: r.index,
-                    variant: r.variant.clone(),
-                    n: r.n,
-                    acc_mean: r.acc_tta_mean,
-                    acc_ci95: if r.acc_tta_ci95.is_finite() {
-                        r.acc_tta_ci95
-                    } else {
-                        0.0
-                    },
-                    p_target: r.p_target,
-                    ttt_mean: r.ttt_mean,
-                    time_mean: c.mean,
-                    time_ci95: if c.ci95.is_finite() { c.ci95 } else { 0.0 },
-                    speedup_prev: r.speedup_prev,
-                    speedup_first: r.speedup_first,
-                }
-            })
-            .collect()
-    }
 }

@@ -3,14 +3,12 @@
 //! median (airbench reports its best time, Page a mean: columns name their
 //! statistic), time-to-target, and speedups against the previous and first rung.
 
-mod cli;
 mod compare;
 mod format;
 
-pub use cli::{CompareArgs, ReportArgs, cmd_compare, cmd_report};
 pub use compare::{Comparison, compare};
 
-use crate::queue::t95;
+use crate::util::stats::t95;
 use anyhow::{Context, Result, bail};
 use polars::prelude::*;
 use serde::Serialize;
@@ -417,20 +415,6 @@ pub fn aggregate(dirs: &[PathBuf], opts: &ReportOptions) -> Result<Report> {
         dirs: dirs.to_vec(),
         rows,
     })
-}
-
-/// Writes report.md and the charts into a results folder; returns the files written.
-pub fn export(dir: &Path) -> Result<Vec<PathBuf>> {
-    let report = aggregate(&[dir.to_path_buf()], &ReportOptions::default())?;
-    let md = dir.join("report.md");
-    crate::util::write_atomic(&md, report.to_markdown().as_bytes())?;
-    let mut out = vec![md];
-    out.extend(crate::charts::write_all(
-        &report,
-        &[dir.to_path_buf()],
-        dir,
-    )?);
-    Ok(out)
 }
 
 #[cfg(test)]

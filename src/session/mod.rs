@@ -1,6 +1,6 @@
-//! A session: matrices queued on workers, with every event passing through
-//! the results store before it reaches the consumer (TUI or headless), so
-//! both persist identically.
+//! A session: matrices queued on workers, and the one pump their events
+//! leave by: each event is recorded by its matrix's results store, then
+//! handed to the consumer (TUI or headless), so both persist identically.
 
 use crate::events::{Command, Event, LogLevel};
 use crate::matrix::Matrix;
@@ -10,7 +10,7 @@ use crate::worker::{EventQueue, Factory, Shared};
 use anyhow::{Context, Result};
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 pub struct SessionOptions {
     pub results_root: PathBuf,
@@ -21,10 +21,45 @@ pub struct SessionOptions {
     pub keep_alive: bool,
 }
 
+/// The one way an event leaves the workers: its results store records it,
+/// then the consumer gets it. Cloned into the TUI's forwarding task.
+#[derive(Clone)]
+pub struct Pump {
+    events: Arc<EventQueue>,
+    stores: Arc<Mutex<HashMap<String, ResultsWriter>>>,
+}
+
+impl Pump {
+    /// The next event, after the store has recorded it. `None` once every worker has exited.
+    pub async fn next(&self) -> Option<Event> {
+        let ev = self.events.pop().await?;
+        self.store(&ev);
+        Some(ev)
+    }
+
+    pub fn try_next(&self) -> Option<Event> {
+        let ev = self.events.try_pop()?;
+        self.store(&ev);
+        Some(ev)
+    }
+
+    fn store(&self, ev: &Event) {
+        let Some(run) = ev.run() else { return };
+        let mut stores = self.stores.lock().expect("results stores");
+        if let Some(w) = stores.get_mut(&run.matrix)
+            && let Err(e) = w.on_event(ev)
+        {
+            self.events.push(Event::Log {
+                level: LogLevel::Error,
+                message: format!("results store: {}", crate::util::one_line(&e)),
+            });
+        }
+    }
+}
+
 pub struct Session {
     shared: Arc<Shared>,
-    events: Arc<EventQueue>,
-    stores: HashMap<String, ResultsWriter>,
+    pump: Pump,
     order: Vec<String>,
     workers: Vec<std::thread::JoinHandle<()>>,
     results_root: PathBuf,
@@ -41,7 +76,7 @@ pub fn tch_factory() -> Factory {
 /// creates any results folder: the workers' devices, each matrix's device and data.
 pub fn preflight(matrices: &[Matrix], devices: &[String]) -> Result<()> {
     for d in devices {
-        crate::train::parse_device(d).map_err(|e| anyhow::anyhow!("--devices: {e}"))?;
+        crate::util::device::parse_device(d).map_err(|e| anyhow::anyhow!("--devices: {e}"))?;
     }
     for m in matrices {
         let origin = m
@@ -49,7 +84,7 @@ pub fn preflight(matrices: &[Matrix], devices: &[String]) -> Result<()> {
             .as_ref()
             .map_or_else(|| m.name.clone(), |p| p.display().to_string());
         if let Some(d) = &m.device {
-            crate::train::parse_device(d).map_err(|e| anyhow::anyhow!("{origin}: {e}"))?;
+            crate::util::device::parse_device(d).map_err(|e| anyhow::anyhow!("{origin}: {e}"))?;
         }
         crate::data::locate(&m.data).map_err(|e| anyhow::anyhow!("{origin}: {e}"))?;
     }
@@ -108,48 +143,28 @@ impl Session {
         let workers = crate::worker::spawn(&devices, shared.clone(), factory);
         Ok(Session {
             shared,
-            events,
-            stores,
+            pump: Pump {
+                events,
+                stores: Arc::new(Mutex::new(stores)),
+            },
             order,
             workers,
             results_root: opts.results_root,
         })
     }
 
-    /// The raw event source, for consumers that pump events on their own task
-    /// and hand each one back through [`Session::record`].
-    pub fn event_source(&self) -> Arc<EventQueue> {
-        self.events.clone()
-    }
-
-    /// Records an event taken from [`Session::event_source`] in the results store.
-    pub fn record(&mut self, ev: &Event) {
-        self.store(ev);
-    }
-
-    fn store(&mut self, ev: &Event) {
-        let Some(run) = ev.run() else { return };
-        if let Some(w) = self.stores.get_mut(&run.matrix)
-            && let Err(e) = w.on_event(ev)
-        {
-            self.events.push(Event::Log {
-                level: LogLevel::Error,
-                message: format!("results store: {}", crate::cli::one_line(&e)),
-            });
-        }
+    /// The session's event pump, for a consumer on its own task (the TUI).
+    pub fn pump(&self) -> Pump {
+        self.pump.clone()
     }
 
     /// The next event, after the store has recorded it. `None` once every worker has exited.
     pub async fn recv(&mut self) -> Option<Event> {
-        let ev = self.events.pop().await?;
-        self.store(&ev);
-        Some(ev)
+        self.pump.next().await
     }
 
     pub fn try_recv(&mut self) -> Option<Event> {
-        let ev = self.events.try_pop()?;
-        self.store(&ev);
-        Some(ev)
+        self.pump.try_next()
     }
 
     pub fn send(&self, cmd: Command) {
@@ -158,36 +173,47 @@ impl Session {
 
     /// Results folders of this session, in matrix order.
     pub fn results_dirs(&self) -> Vec<PathBuf> {
+        let stores = self.pump.stores.lock().expect("results stores");
         self.order
             .iter()
-            .filter_map(|n| self.stores.get(n))
+            .filter_map(|n| stores.get(n))
             .map(|w| w.dir().to_path_buf())
             .collect()
     }
 
     /// Queues another matrix while the session runs; returns the number of runs added.
     pub fn enqueue_matrix(&mut self, m: Matrix) -> Result<usize> {
-        if self.stores.contains_key(&m.name) {
+        if self
+            .pump
+            .stores
+            .lock()
+            .expect("results stores")
+            .contains_key(&m.name)
+        {
             anyhow::bail!("matrix `{}` is already in this session", m.name);
         }
         let w = ResultsWriter::create(&self.results_root, &m.name, &m.text)?;
         let n = m.runs().len();
         for w in &m.warnings {
-            self.events.push(Event::Log {
+            self.pump.events.push(Event::Log {
                 level: LogLevel::Warn,
                 message: w.clone(),
             });
         }
         let qfile = w.dir().join("queue.json");
         self.order.push(m.name.clone());
-        self.stores.insert(m.name.clone(), w);
+        self.pump
+            .stores
+            .lock()
+            .expect("results stores")
+            .insert(m.name.clone(), w);
         self.shared
             .queue
             .lock()
             .expect("queue")
             .add_matrix(m, &Default::default(), Some(qfile));
         self.shared.notify();
-        self.events.push(Event::Queue(
+        self.pump.events.push(Event::Queue(
             self.shared.queue.lock().expect("queue").snapshot(),
         ));
         Ok(n)
@@ -203,10 +229,6 @@ impl Session {
 
     pub fn idle(&self) -> bool {
         self.shared.idle()
-    }
-
-    pub fn workers_done(&self) -> bool {
-        self.workers.iter().all(|w| w.is_finished())
     }
 }
 

@@ -372,7 +372,7 @@ fn queue_commands_reach_the_queue() {
         .unwrap()
         .iter()
         .map(|r| {
-            if r.status == "done" {
+            if r.status == crate::store::Ended::Done {
                 RunStatus::Done
             } else {
                 RunStatus::Failed

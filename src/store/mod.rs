@@ -6,7 +6,7 @@
 
 mod rows;
 
-pub use rows::{RunRow, read_runs, write_runs};
+pub use rows::{Ended, RunRow, read_runs, write_runs};
 
 use crate::events::{EpochRow, Event, RunId, StepRow};
 use crate::util::{write_atomic, write_atomic_with};
@@ -96,7 +96,7 @@ impl ResultsWriter {
                 dir.display()
             )
         })?;
-        let torch = crate::doctor::torch_info();
+        let torch = crate::util::device::torch_info();
         let manifest = serde_json::json!({
             "matrix": matrix_name,
             "matrix_file": matrix_text,
@@ -151,7 +151,7 @@ impl ResultsWriter {
     pub fn finished(&self) -> HashSet<(String, usize)> {
         self.runs
             .iter()
-            .filter(|r| r.status == "done")
+            .filter(|r| r.status == Ended::Done)
             .map(|r| (r.variant.clone(), r.repeat as usize))
             .collect()
     }
@@ -214,11 +214,13 @@ impl ResultsWriter {
                     l.epochs.push(row.clone());
                 }
             }
-            Event::RunFinished { run, summary } => self.finish(run, "done", None, Some(summary))?,
-            Event::RunFailed { run, reason } => {
-                self.finish(run, "failed", Some(reason.clone()), None)?
+            Event::RunFinished { run, summary } => {
+                self.finish(run, Ended::Done, None, Some(summary))?
             }
-            Event::RunCancelled { run } => self.finish(run, "cancelled", None, None)?,
+            Event::RunFailed { run, reason } => {
+                self.finish(run, Ended::Failed, Some(reason.clone()), None)?
+            }
+            Event::RunCancelled { run } => self.finish(run, Ended::Cancelled, None, None)?,
             _ => {}
         }
         Ok(())
@@ -227,7 +229,7 @@ impl ResultsWriter {
     fn finish(
         &mut self,
         run: &RunId,
-        status: &str,
+        status: Ended,
         reason: Option<String>,
         summary: Option<&crate::events::RunSummary>,
     ) -> Result<()> {

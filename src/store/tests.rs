@@ -152,21 +152,3 @@ fn corrupt_runs_parquet_is_one_clear_line_and_failed_write_keeps_old() {
     assert!(r.is_err());
     assert_eq!(read_runs(&p).unwrap().len(), 1);
 }
-
-#[test]
-fn a_run_that_fails_before_it_starts_keeps_its_matrix_target() {
-    // A device that cannot be used fails the run before RunStarted: the row
-    // must still carry the matrix's target, or the report reads NaN%.
-    let root = tempfile::tempdir().unwrap();
-    let text = "name = 'm'\nrecipe = 'tiny-page-resnet9'\nkind = 'add-one'\nvary = ['celu']\ntarget = 0.4\n";
-    let mut w = ResultsWriter::create(root.path(), "m", text).unwrap();
-    w.on_event(&Event::RunFailed {
-        run: rid("base", 0, 0),
-        reason: "unknown device `tpu`".into(),
-    })
-    .unwrap();
-    assert_eq!(w.runs()[0].status, "failed");
-    assert_eq!(w.runs()[0].target_acc, 0.4);
-    let r = crate::report::aggregate(&[w.dir().to_path_buf()], &Default::default()).unwrap();
-    assert_eq!(r.target, 0.4);
-}

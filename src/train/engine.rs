@@ -18,6 +18,7 @@ use crate::events::{Clocks, EpochRow, Event, RunSummary, StepRow};
 use crate::model::{Net, NetConfig, Whitening};
 use crate::optim::{self, Group, Optimizer};
 use crate::plan::{Averaging, CutMix, Family, Half, LossPlan, OptimPlan, RunPlan};
+use crate::util::device::{device_label, parse_device};
 
 #[cfg(test)]
 #[path = "effects.rs"]
@@ -36,43 +37,11 @@ pub struct TchTrainer {
     loader: fn(&str) -> Result<Dataset>,
 }
 
-/// A device name's syntax only: `matrix show` of a GPU matrix works on a CPU machine.
-pub fn parse_device_name(s: &str) -> Result<Device> {
-    Ok(match s {
-        "cpu" => Device::Cpu,
-        "cuda" => Device::Cuda(0),
-        other => match other
-            .strip_prefix("cuda:")
-            .and_then(|i| i.parse::<usize>().ok())
-        {
-            Some(i) => Device::Cuda(i),
-            None => bail!("unknown device `{s}`: use cpu, cuda or cuda:N"),
-        },
-    })
-}
-
-/// A device this machine has.
-pub fn parse_device(s: &str) -> Result<Device> {
-    let d = parse_device_name(s)?;
-    if let Device::Cuda(i) = d {
-        if !tch::Cuda::is_available() {
-            bail!(
-                "device `{s}` requested but CUDA is not available here (`tricklab doctor` shows why); use cpu instead"
-            );
-        }
-        let n = tch::Cuda::device_count() as usize;
-        if i >= n {
-            bail!("device `{s}` requested but only {n} CUDA device(s) exist");
-        }
-    }
-    Ok(d)
-}
-
 impl TchTrainer {
     pub fn new(device: &str) -> Result<TchTrainer> {
         Ok(TchTrainer {
             device: parse_device(device)?,
-            label: crate::doctor::device_label(device),
+            label: device_label(device),
             data: HashMap::new(),
             loader: crate::data::load,
         })
@@ -199,7 +168,7 @@ impl Layout {
         let cuda = dev.is_cuda();
         Layout {
             half: plan.precision.half.filter(|_| cuda).map(Half::kind),
-            amp: plan.precision.amp.is_some() && cuda,
+            amp: plan.precision.amp && cuda,
             channels_last: plan.precision.channels_last && cuda,
         }
     }

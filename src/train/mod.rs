@@ -8,7 +8,7 @@ mod pipeline;
 mod tests;
 
 pub use cli::{TrainArgs, cmd_train};
-pub use engine::{TchTrainer, parse_device, parse_device_name};
+pub use engine::TchTrainer;
 
 use crate::config::RunSpec;
 use crate::events::{Event, RunSummary};

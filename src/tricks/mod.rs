@@ -19,7 +19,6 @@ use std::collections::BTreeMap;
 pub enum ParamValue {
     Float(f64),
     Int(i64),
-    Bool(bool),
     Choice(&'static str),
 }
 
@@ -253,7 +252,6 @@ impl ParamValue {
         match self {
             ParamValue::Float(v) => serde_json::json!(v),
             ParamValue::Int(v) => serde_json::json!(v),
-            ParamValue::Bool(v) => serde_json::json!(v),
             ParamValue::Choice(v) => serde_json::json!(v),
         }
     }
@@ -264,7 +262,6 @@ impl std::fmt::Display for ParamValue {
         match self {
             ParamValue::Float(v) => write!(f, "{v}"),
             ParamValue::Int(v) => write!(f, "{v}"),
-            ParamValue::Bool(v) => write!(f, "{v}"),
             ParamValue::Choice(v) => write!(f, "{v}"),
         }
     }

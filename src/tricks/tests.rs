@@ -1,7 +1,6 @@
 //! The catalog's own consistency, and every trick proven to act.
 
 use super::*;
-use crate::config::RunConfig;
 
 #[test]
 fn catalog_is_consistent() {
@@ -52,63 +51,6 @@ fn nearest_finds_typos_only() {
         Some("label_smoothing")
     );
     assert_eq!(nearest("zzzzzzzz", ["label_smoothing", "celu"]), None);
-}
-
-/// A recipe's configuration with `key` forced on or off, its requirements on
-/// and its conflicts off in both states, so that only the trick differs.
-fn with_trick(recipe: &str, t: &TrickSpec, on: bool) -> RunConfig {
-    let mut cfg = crate::recipe::resolve(recipe, &[]).unwrap();
-    for c in t.conflicts {
-        cfg.tricks.get_mut(*c).unwrap().on = false;
-    }
-    for r in t.requires {
-        cfg.tricks.get_mut(*r).unwrap().on = true;
-    }
-    cfg.tricks.get_mut(t.key).unwrap().on = on;
-    cfg
-}
-
-#[test]
-fn every_trick_changes_the_plan() {
-    let recipes = crate::recipe::recipe_names();
-    for t in CATALOG {
-        let mut acted_in = Vec::new();
-        for recipe in &recipes {
-            let (off, on) = (with_trick(recipe, t, false), with_trick(recipe, t, true));
-            // A combination the trick refuses (say Page's whitening with negation) is
-            // not a place where it acts; every trick must act somewhere.
-            let (Ok(off), Ok(on)) = (unchecked_plan(&off), unchecked_plan(&on)) else {
-                continue;
-            };
-            assert_ne!(
-                off, on,
-                "`{}` on leaves the plan of {recipe} unchanged",
-                t.key
-            );
-            acted_in.push(*recipe);
-        }
-        assert!(!acted_in.is_empty(), "`{}` acts in no recipe", t.key);
-    }
-}
-
-#[test]
-fn an_effect_reads_typed_parameters_with_clear_errors() {
-    let mut cfg = crate::recipe::resolve("page-resnet9", &[]).unwrap();
-    let t = find("label_smoothing").unwrap();
-    let state = cfg.tricks.get_mut(t.key).unwrap();
-    state.on = true;
-    state.params.remove("alpha");
-    let e = format!("{:#}", build_plan(&cfg).unwrap_err());
-    assert!(
-        e.contains("`alpha`") && e.contains("label_smoothing.alpha"),
-        "{e}"
-    );
-    let state = cfg.tricks.get_mut(t.key).unwrap();
-    state
-        .params
-        .insert("alpha".into(), Value::Text("lots".into()));
-    let e = format!("{:#}", build_plan(&cfg).unwrap_err());
-    assert!(e.contains("must be a finite number"), "{e}");
 }
 
 /// Where each trick's effect is tested at the level where it acts (a loss

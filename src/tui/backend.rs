@@ -3,9 +3,10 @@
 
 use super::Backend;
 use super::state::ResultRow;
-use crate::events::{Command, Event, QueueItem, RunId, RunStatus};
+use crate::events::{Command, QueueItem, RunId, RunStatus};
 use crate::report::{ReportOptions, aggregate};
 use crate::session::Session;
+use crate::store::Ended;
 use anyhow::Result;
 use std::path::{Path, PathBuf};
 
@@ -18,13 +19,42 @@ fn rows(dirs: &[PathBuf]) -> Result<Vec<ResultRow>> {
     if ready.is_empty() {
         return Ok(Vec::new());
     }
-    Ok(aggregate(&ready, &ReportOptions::default())?.tui_rows())
+    Ok(result_rows(&aggregate(&ready, &ReportOptions::default())?))
+}
+
+/// Rows for the Results and Ladder screens, from a report.
+fn result_rows(report: &crate::report::Report) -> Vec<ResultRow> {
+    report
+        .rows
+        .iter()
+        .filter(|r| r.n > 0)
+        .map(|r| {
+            let c = r.clock(report.clock);
+            ResultRow {
+                index: r.index,
+                variant: r.variant.clone(),
+                n: r.n,
+                acc_mean: r.acc_tta_mean,
+                acc_ci95: if r.acc_tta_ci95.is_finite() {
+                    r.acc_tta_ci95
+                } else {
+                    0.0
+                },
+                p_target: r.p_target,
+                ttt_mean: r.ttt_mean,
+                time_mean: c.mean,
+                time_ci95: if c.ci95.is_finite() { c.ci95 } else { 0.0 },
+                speedup_prev: r.speedup_prev,
+                speedup_first: r.speedup_first,
+            }
+        })
+        .collect()
 }
 
 fn export_all(dirs: &[PathBuf]) -> Result<Vec<PathBuf>> {
     let mut out = Vec::new();
     for d in dirs.iter().filter(|d| d.join("runs.parquet").is_file()) {
-        out.extend(crate::report::export(d)?);
+        out.extend(crate::charts::export(d)?);
     }
     Ok(out)
 }
@@ -85,10 +115,6 @@ impl Backend for SessionBackend {
     fn export(&mut self) -> Result<Vec<PathBuf>> {
         export_all(&self.s().results_dirs())
     }
-
-    fn observe(&mut self, ev: &Event) {
-        self.s().record(ev);
-    }
 }
 
 pub struct BrowseBackend {
@@ -116,10 +142,10 @@ impl BrowseBackend {
                     repeat: r.repeat as usize,
                 },
                 seed: r.seed,
-                status: match r.status.as_str() {
-                    "done" => RunStatus::Done,
-                    "failed" => RunStatus::Failed,
-                    _ => RunStatus::Cancelled,
+                status: match r.status {
+                    Ended::Done => RunStatus::Done,
+                    Ended::Failed => RunStatus::Failed,
+                    Ended::Cancelled => RunStatus::Cancelled,
                 },
                 reason: r.reason.clone(),
             })

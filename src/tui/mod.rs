@@ -30,8 +30,6 @@ pub trait Backend {
     fn results(&mut self) -> Result<Vec<ResultRow>>;
     /// Writes report.md and the charts; returns the written paths.
     fn export(&mut self) -> Result<Vec<PathBuf>>;
-    /// Sees every worker event before the UI does (the results store records it).
-    fn observe(&mut self, _ev: &Event) {}
 }
 
 /// Frames are drawn at most this often, and only when something changed.
@@ -62,7 +60,7 @@ where
                 Ok(rows) => state.results = rows,
                 Err(e) => state.log(
                     LogLevel::Warn,
-                    format!("results table: {}", crate::cli::one_line(&e)),
+                    format!("results table: {}", crate::util::one_line(&e)),
                 ),
             }
             state.dirty = true;
@@ -90,12 +88,10 @@ where
             },
             ev = events.recv(), if events_open => match ev {
                 Some(ev) => {
-                    backend.observe(&ev);
                     refresh_results |= update::apply(state, ev);
                     for _ in 0..MAX_EVENTS_PER_TURN {
                         match events.try_recv() {
                             Ok(ev) => {
-                                backend.observe(&ev);
                                 refresh_results |= update::apply(state, ev);
                             }
                             Err(_) => break,
@@ -121,7 +117,7 @@ fn perform(a: Action, state: &mut AppState, backend: &mut dyn Backend) {
         Action::Enqueue(path) => {
             state.status = match backend.enqueue(&path) {
                 Ok(msg) => msg,
-                Err(e) => format!("error: {}", crate::cli::one_line(&e)),
+                Err(e) => format!("error: {}", crate::util::one_line(&e)),
             }
         }
         Action::OpenPicker => {
@@ -141,7 +137,7 @@ fn perform(a: Action, state: &mut AppState, backend: &mut dyn Backend) {
                         .map(|p| p.display().to_string())
                         .unwrap_or_default()
                 ),
-                Err(e) => format!("export failed: {}", crate::cli::one_line(&e)),
+                Err(e) => format!("export failed: {}", crate::util::one_line(&e)),
             };
             state.log(LogLevel::Info, state.status.clone());
         }
@@ -163,7 +159,7 @@ impl Drop for TerminalGuard {
 pub fn run_terminal(
     mut state: AppState,
     backend: &mut dyn Backend,
-    source: Option<std::sync::Arc<crate::worker::EventQueue>>,
+    pump: Option<crate::session::Pump>,
 ) -> Result<()> {
     // Polars' lazy engine blocks in place, which a current-thread runtime forbids.
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -172,9 +168,10 @@ pub fn run_terminal(
         .build()?;
     rt.block_on(async {
         let (tx, mut events) = tokio::sync::mpsc::channel(4096);
-        if let Some(src) = source {
+        // Events reach the UI only through the session's pump, stored first.
+        if let Some(pump) = pump {
             tokio::spawn(async move {
-                while let Some(ev) = src.pop().await {
+                while let Some(ev) = pump.next().await {
                     if tx.send(ev).await.is_err() {
                         break;
                     }
@@ -247,7 +244,7 @@ pub fn cmd_tui(args: TuiArgs) -> anyhow::Result<i32> {
             )?]
         }
     } else {
-        crate::headless::load_matrices(&args.matrices, None)?
+        crate::matrix::load_all(&args.matrices, None)?
     };
     let opts = crate::session::SessionOptions {
         results_root: args.results_root,
@@ -276,9 +273,9 @@ pub fn run_session(
     need_terminal()?;
     crate::session::preflight(&matrices, &opts.devices)?;
     let session = crate::session::Session::start(matrices, opts, crate::session::tch_factory())?;
-    let source = session.event_source();
+    let pump = session.pump();
     let mut backend = backend::SessionBackend::new(session);
-    let result = run_terminal(AppState::new(no_color()), &mut backend, Some(source));
+    let result = run_terminal(AppState::new(no_color()), &mut backend, Some(pump));
     let dirs = backend.finish();
     result?;
     for d in dirs {

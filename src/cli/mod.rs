@@ -1,6 +1,9 @@
 //! Command-line entry: parses arguments and hands each subcommand to the
 //! module that owns it. Errors are printed as one line.
 
+mod report;
+mod run;
+
 use clap::{Parser, Subcommand};
 
 #[derive(Parser, Debug)]
@@ -19,11 +22,11 @@ pub enum Command {
     /// Open the terminal workbench (the default with no subcommand).
     Tui(crate::tui::TuiArgs),
     /// Run ablation matrices (use --headless for progress bars instead of the TUI).
-    Run(crate::headless::RunArgs),
+    Run(run::RunArgs),
     /// Aggregate results folders into time-to-target tables and charts.
-    Report(crate::report::ReportArgs),
+    Report(report::ReportArgs),
     /// Compare a candidate results folder against a base; non-zero exit on regression.
-    Compare(crate::report::CompareArgs),
+    Compare(report::CompareArgs),
     /// Inspect matrix files.
     Matrix(crate::matrix::MatrixArgs),
     /// Train one run and print an epoch table and a summary.
@@ -57,9 +60,9 @@ pub fn main() -> i32 {
     let result = match cli.command {
         None => crate::tui::cmd_tui(crate::tui::TuiArgs::default_args()),
         Some(Command::Tui(a)) => crate::tui::cmd_tui(a),
-        Some(Command::Run(a)) => crate::headless::cmd_run(a),
-        Some(Command::Report(a)) => crate::report::cmd_report(a),
-        Some(Command::Compare(a)) => crate::report::cmd_compare(a),
+        Some(Command::Run(a)) => run::cmd_run(a),
+        Some(Command::Report(a)) => report::cmd_report(a),
+        Some(Command::Compare(a)) => report::cmd_compare(a),
         Some(Command::Matrix(a)) => crate::matrix::cmd_matrix(a),
         Some(Command::Train(a)) => crate::train::cmd_train(a),
         Some(Command::Tricks(a)) => crate::tricks::cmd_tricks(a),
@@ -88,7 +91,4 @@ fn clap_one_line(text: &str) -> String {
     format!("{} (`--help` lists the options)", head.join(" "))
 }
 
-/// The whole error chain on one line, without a backtrace.
-pub fn one_line(e: &anyhow::Error) -> String {
-    format!("{e:#}").replace('\n', " ")
-}
+use crate::util::one_line;

@@ -1,4 +1,8 @@
-//! Small helpers shared by every module that writes files.
+//! Small helpers at the bottom of the crate, used by every layer above:
+//! atomic writes, one-line errors, devices, statistics.
+
+pub mod device;
+pub mod stats;
 
 use anyhow::{Context, Result};
 use std::io::Write;
@@ -36,6 +40,11 @@ pub fn write_atomic_with(
         let _ = std::fs::remove_file(&tmp);
     }
     result.with_context(|| format!("writing {} failed; nothing was replaced", path.display()))
+}
+
+/// The whole error chain on one line, without a backtrace.
+pub fn one_line(e: &anyhow::Error) -> String {
+    format!("{e:#}").replace('\n', " ")
 }
 
 /// A hidden temporary name next to `path`, unique per process.

@@ -1,6 +1,6 @@
 //! `tricklab report` and `tricklab compare`.
 
-use super::{Clock, ReportOptions, aggregate, compare};
+use crate::report::{Clock, ReportOptions, aggregate, compare};
 use anyhow::Result;
 use std::path::PathBuf;
 
@@ -85,7 +85,7 @@ pub fn cmd_compare(args: CompareArgs) -> Result<i32> {
     ) {
         (Ok(b), Ok(c)) => (b, c),
         (Err(e), _) | (_, Err(e)) => {
-            eprintln!("error: {}", crate::cli::one_line(&e));
+            eprintln!("error: {}", crate::util::one_line(&e));
             return Ok(2);
         }
     };

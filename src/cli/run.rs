@@ -1,0 +1,48 @@
+//! `tricklab run`: a session of matrices, consumed by the TUI or, with
+//! `--headless`, by progress bars.
+
+use crate::session::{Session, SessionOptions, tch_factory};
+use anyhow::Result;
+use std::path::PathBuf;
+
+#[derive(clap::Args, Debug)]
+pub struct RunArgs {
+    /// Matrix files (ablations/*.toml).
+    pub matrices: Vec<PathBuf>,
+    /// Progress bars instead of the TUI.
+    #[arg(long)]
+    pub headless: bool,
+    /// Results root; each matrix gets results/<matrix>/<timestamp>/.
+    #[arg(long, default_value = "results")]
+    pub results: PathBuf,
+    /// Devices, one worker each: cpu, cuda, cuda:0,cuda:1.
+    #[arg(long, value_delimiter = ',', default_value = "cpu")]
+    pub devices: Vec<String>,
+    /// Continue a results folder: finished runs are skipped.
+    #[arg(long)]
+    pub resume: Option<PathBuf>,
+    /// Override the number of repeats (seeds 0..N) of every matrix.
+    #[arg(long)]
+    pub repeats: Option<usize>,
+}
+
+pub fn cmd_run(args: RunArgs) -> Result<i32> {
+    if args.matrices.is_empty() && args.resume.is_none() {
+        anyhow::bail!(
+            "name a matrix file (e.g. ablations/demo-ladder.toml) or --resume a results folder"
+        );
+    }
+    let matrices = crate::matrix::load_all(&args.matrices, args.repeats)?;
+    let opts = SessionOptions {
+        results_root: args.results.clone(),
+        devices: args.devices.clone(),
+        resume: args.resume.clone(),
+        keep_alive: !args.headless,
+    };
+    if !args.headless {
+        return crate::tui::run_session(matrices, opts);
+    }
+    crate::session::preflight(&matrices, &opts.devices)?;
+    let session = Session::start(matrices, opts, tch_factory())?;
+    crate::headless::run_headless(session)
+}

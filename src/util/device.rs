@@ -1,0 +1,152 @@
+//! Devices and the libtorch behind them: names as the user writes them, the
+//! labels results record, and the versions the manifest and `doctor` report.
+
+use anyhow::{Result, bail};
+use serde::Serialize;
+use std::path::{Path, PathBuf};
+use tch::Device;
+
+/// A device name's syntax only: `matrix show` of a GPU matrix works on a CPU machine.
+pub fn parse_device_name(s: &str) -> Result<Device> {
+    Ok(match s {
+        "cpu" => Device::Cpu,
+        "cuda" => Device::Cuda(0),
+        other => match other
+            .strip_prefix("cuda:")
+            .and_then(|i| i.parse::<usize>().ok())
+        {
+            Some(i) => Device::Cuda(i),
+            None => bail!("unknown device `{s}`: use cpu, cuda or cuda:N"),
+        },
+    })
+}
+
+/// A device this machine has.
+pub fn parse_device(s: &str) -> Result<Device> {
+    let d = parse_device_name(s)?;
+    if let Device::Cuda(i) = d {
+        if !tch::Cuda::is_available() {
+            bail!(
+                "device `{s}` requested but CUDA is not available here (`tricklab doctor` shows why); use cpu instead"
+            );
+        }
+        let n = tch::Cuda::device_count() as usize;
+        if i >= n {
+            bail!("device `{s}` requested but only {n} CUDA device(s) exist");
+        }
+    }
+    Ok(d)
+}
+
+/// What this process's libtorch and devices are.
+#[derive(Clone, Debug, Serialize)]
+pub struct TorchInfo {
+    /// e.g. `2.11.0+cu130`, or `unknown` when no version file sits beside the library.
+    pub version: String,
+    /// Folder of the libtorch shared libraries actually loaded.
+    pub lib_dir: Option<PathBuf>,
+    pub cuda_available: bool,
+    pub cuda_devices: Vec<String>,
+    /// cuDNN version as libtorch reports it (e.g. 91900), when CUDA is available.
+    pub cudnn_version: Option<i64>,
+    pub cuda_runtime_version: Option<i64>,
+    pub threads: i32,
+}
+
+pub fn torch_info() -> TorchInfo {
+    let lib_dir = loaded_libtorch_dir();
+    let version = lib_dir
+        .as_deref()
+        .and_then(version_near)
+        .unwrap_or_else(|| "unknown".into());
+    let cuda_available = tch::Cuda::is_available();
+    let (cudnn_version, cuda_runtime_version) = if cuda_available {
+        (
+            tch::Cuda::cudnn_is_available().then(tch::utils::version_cudnn),
+            Some(tch::utils::version_cudart()),
+        )
+    } else {
+        (None, None)
+    };
+    let count = if cuda_available {
+        tch::Cuda::device_count()
+    } else {
+        0
+    };
+    let names = gpu_names();
+    let cuda_devices = (0..count as usize)
+        .map(|i| {
+            let name = names
+                .get(i)
+                .cloned()
+                .unwrap_or_else(|| "CUDA device".into());
+            format!("cuda:{i} {name}")
+        })
+        .collect();
+    TorchInfo {
+        version,
+        lib_dir,
+        cuda_available,
+        cuda_devices,
+        cudnn_version,
+        cuda_runtime_version,
+        threads: tch::utils::get_num_threads(),
+    }
+}
+
+/// A human name for a device spec (`cpu`, `cuda:0 NVIDIA H100 80GB HBM3`).
+pub fn device_label(device: &str) -> String {
+    let idx = match device {
+        "cuda" => Some(0),
+        d => d
+            .strip_prefix("cuda:")
+            .and_then(|i| i.parse::<usize>().ok()),
+    };
+    match idx {
+        Some(i) => match gpu_names().get(i) {
+            Some(n) => format!("cuda:{i} {n}"),
+            None => format!("cuda:{i}"),
+        },
+        None => device.to_string(),
+    }
+}
+
+/// GPU model names from the NVIDIA driver, in bus order (the CUDA default order).
+fn gpu_names() -> Vec<String> {
+    let mut infos: Vec<PathBuf> = std::fs::read_dir("/proc/driver/nvidia/gpus")
+        .map(|rd| rd.flatten().map(|e| e.path().join("information")).collect())
+        .unwrap_or_default();
+    infos.sort();
+    infos
+        .iter()
+        .filter_map(|p| std::fs::read_to_string(p).ok())
+        .filter_map(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("Model:").map(|m| m.trim().to_string()))
+        })
+        .collect()
+}
+
+/// The folder holding the libtorch_cpu.so mapped into this process.
+fn loaded_libtorch_dir() -> Option<PathBuf> {
+    let maps = std::fs::read_to_string("/proc/self/maps").ok()?;
+    maps.lines()
+        .filter_map(|l| l.split_whitespace().nth(5))
+        .find(|p| p.ends_with("/libtorch_cpu.so"))
+        .and_then(|p| Path::new(p).parent().map(Path::to_path_buf))
+}
+
+/// A PyPI wheel keeps `version.py` one level up from `lib/`; a libtorch zip keeps
+/// `build-version` there.
+fn version_near(lib_dir: &Path) -> Option<String> {
+    let root = lib_dir.parent()?;
+    if let Ok(s) = std::fs::read_to_string(root.join("version.py")) {
+        return s.lines().find_map(|l| {
+            let v = l.strip_prefix("__version__")?.split('=').nth(1)?;
+            Some(v.trim().trim_matches(['\'', '"']).to_string())
+        });
+    }
+    std::fs::read_to_string(root.join("build-version"))
+        .ok()
+        .map(|s| s.trim().to_string())
+}
