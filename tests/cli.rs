@@ -219,6 +219,29 @@ fn bad_input_gets_one_line_naming_the_file_and_the_fix() {
         "{err}"
     );
 
+    // A batch larger than the data set, before any results folder exists.
+    std::fs::write(&bad, "name = 'x'\nrecipe = 'tiny-page-resnet9'\nkind = 'list'\n\n[[variant]]\nname = 'big'\nset = { batch_size = 4096 }\n").unwrap();
+    let o = run(
+        &[
+            "run",
+            bad.to_str().unwrap(),
+            "--headless",
+            "--results",
+            "big",
+        ],
+        tmp.path(),
+    );
+    let (_, err) = text(&o);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        err.contains("bad.toml")
+            && err.contains("`big`")
+            && err.contains("at most 4000")
+            && err.lines().count() == 1,
+        "{err}"
+    );
+    assert!(!tmp.path().join("big").exists());
+
     std::fs::write(&bad, "name = 'x'\nrecipe = \n").unwrap();
     let (_, err) = text(&run(&["matrix", "show", bad.to_str().unwrap()], tmp.path()));
     assert!(

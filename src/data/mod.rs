@@ -64,6 +64,18 @@ impl Dataset {
 
     /// The first `train_per_class` / `test_per_class` images of each class, in
     /// the original order; the hash is recomputed.
+    /// Training images `subset(train_per_class, _)` would keep, without copying them.
+    pub fn train_len(&self, train_per_class: Option<usize>) -> usize {
+        let Some(per) = train_per_class else {
+            return self.train.len();
+        };
+        let mut counts = vec![0usize; self.classes.len()];
+        for &l in &self.train.labels {
+            counts[l as usize] += 1;
+        }
+        counts.iter().map(|&c| c.min(per)).sum()
+    }
+
     pub fn subset(&self, train_per_class: Option<usize>, test_per_class: Option<usize>) -> Dataset {
         let take = |split: &Split, per: Option<usize>| -> Split {
             let Some(per) = per else { return split.clone() };
