@@ -98,7 +98,8 @@ impl Half {
 
 #[derive(Clone, Debug, PartialEq, Default)]
 pub struct Precision {
-    /// Weights and activations in half precision, BatchNorm in fp32.
+    /// Weights, activations and the resident training data in half precision;
+    /// BatchNorm parameters stay fp32 and take the half input as it is.
     pub half: Option<Half>,
     /// Autocast the forward pass (fp16 on CUDA), fp32 weights.
     pub amp: bool,
@@ -112,6 +113,12 @@ pub struct Precision {
 pub struct LossPlan {
     /// Label-smoothing weight α (0 = plain cross-entropy).
     pub smoothing: f64,
+    /// The loss is summed over the batch before backward, as Page, airbench and
+    /// hlb do ("a crude loss scale" in Page's words): with a mean, the gradient
+    /// entering a pure-fp16 net's logits (1/batch of a mean-loss gradient, times
+    /// the logit scale) falls below fp16's smallest normal, 6.1e-5, and layers
+    /// a step or two down flush to zero. The optimisers take the matching units.
+    pub scale: f64,
     pub cutmix: Option<CutMix>,
 }
 
@@ -315,6 +322,7 @@ impl RunPlan {
             precision: Precision::default(),
             loss: LossPlan {
                 smoothing: 0.0,
+                scale: s.batch_size as f64,
                 cutmix: None,
             },
             step: StepPlan {

@@ -60,13 +60,10 @@ impl GhostBn {
         (!self.cfg.frozen_scale).then_some(&self.weight)
     }
 
+    /// Half input goes in as it is, with fp32 parameters and statistics (as
+    /// cuDNN takes it in Page's and airbench's nets): no cast either way.
     pub fn forward_t(&self, x: &Tensor, train: bool) -> Tensor {
-        let in_kind = x.kind();
-        let xf = if in_kind == Kind::Float {
-            x.shallow_clone()
-        } else {
-            x.to_kind(Kind::Float)
-        };
+        let xf = x;
         let k = self.splits();
         let size = xf.size();
         let (n, c) = (size[0], size[1]);
@@ -138,10 +135,6 @@ impl GhostBn {
                 true,
             )
         };
-        if in_kind == Kind::Float {
-            out
-        } else {
-            out.to_kind(in_kind)
-        }
+        out
     }
 }

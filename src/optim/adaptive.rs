@@ -21,6 +21,7 @@ pub struct Lars {
     wd: f64,
     trust_coef: f64,
     adapt_1d: bool,
+    scale: f64,
 }
 
 impl Lars {
@@ -39,7 +40,14 @@ impl Lars {
             wd,
             trust_coef,
             adapt_1d,
+            scale: 1.0,
         }
+    }
+}
+
+impl Lars {
+    fn set_scale(&mut self, scale: f64) {
+        self.scale = scale;
     }
 }
 
@@ -47,7 +55,10 @@ impl Optimizer for Lars {
     fn step(&mut self, lr: f64) {
         tch::no_grad(|| {
             for (gi, group) in self.groups.iter().enumerate() {
-                let (lr, wd) = (lr * group.lr_mult, self.wd * group.wd_mult);
+                // With g and wd both ×scale the trust ratio is ÷scale and the
+                // adapted step unchanged; the plain (1-D) step takes lr/scale.
+                let lr = lr * group.lr_mult;
+                let wd = self.wd * group.wd_mult * self.scale;
                 for (pi, w) in group.params.iter().enumerate() {
                     let Some(g) = grad_of(w) else { continue };
                     let d = if wd != 0.0 {
@@ -60,7 +71,7 @@ impl Optimizer for Lars {
                         let ratio = &wn * self.trust_coef / (&gn + &wn * wd);
                         d * safe_ratio(&wn, &gn, ratio) * lr
                     } else {
-                        d * lr
+                        d * (lr / self.scale)
                     };
                     let v = self.bufs.get_mut(gi, pi);
                     let _ = v.g_mul_scalar_(self.momentum).g_add_(&scaled);
@@ -68,6 +79,10 @@ impl Optimizer for Lars {
                 }
             }
         });
+    }
+
+    fn set_loss_scale(&mut self, scale: f64) {
+        self.set_scale(scale);
     }
 
     fn zero_grad(&mut self, set_to_none: bool) {
@@ -83,6 +98,8 @@ struct Moments {
     beta1: f64,
     beta2: f64,
     eps: f64,
+    /// The loss scale `eps` is already multiplied by.
+    scale: f64,
 }
 
 impl Moments {
@@ -94,6 +111,7 @@ impl Moments {
             beta1,
             beta2,
             eps,
+            scale: 1.0,
         }
     }
 
@@ -118,6 +136,12 @@ pub struct Lamb {
 }
 
 impl Lamb {
+    /// m and v grow by scale and scale²: eps·scale keeps m̂/(√v̂+eps).
+    fn set_scale(&mut self, scale: f64) {
+        self.moments.eps *= scale / self.moments.scale;
+        self.moments.scale = scale;
+    }
+
     pub fn new(groups: Vec<Group>, betas: (f64, f64), eps: f64, wd: f64) -> Lamb {
         let moments = Moments::new(&groups, betas.0, betas.1, eps);
         Lamb {
@@ -148,6 +172,10 @@ impl Optimizer for Lamb {
         });
     }
 
+    fn set_loss_scale(&mut self, scale: f64) {
+        self.set_scale(scale);
+    }
+
     fn zero_grad(&mut self, set_to_none: bool) {
         zero_grads(&self.groups, set_to_none);
     }
@@ -162,6 +190,11 @@ pub struct AdamW {
 }
 
 impl AdamW {
+    fn set_scale(&mut self, scale: f64) {
+        self.moments.eps *= scale / self.moments.scale;
+        self.moments.scale = scale;
+    }
+
     pub fn new(groups: Vec<Group>, betas: (f64, f64), eps: f64, wd: f64) -> AdamW {
         let moments = Moments::new(&groups, betas.0, betas.1, eps);
         AdamW {
@@ -189,6 +222,10 @@ impl Optimizer for AdamW {
                 }
             }
         });
+    }
+
+    fn set_loss_scale(&mut self, scale: f64) {
+        self.set_scale(scale);
     }
 
     fn zero_grad(&mut self, set_to_none: bool) {

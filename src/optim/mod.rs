@@ -57,6 +57,12 @@ pub trait Optimizer {
     /// One in-place update at mean-loss learning rate `lr` (times each group's
     /// `lr_mult`). Never reads a value back to the host.
     fn step(&mut self, lr: f64);
+    /// The gradients arrive multiplied by `scale` (the loss summed over the
+    /// batch, as Page, airbench and hlb do, which keeps fp16 gradients above
+    /// fp16's smallest normal): steps stay those of the mean loss, with the
+    /// scale folded into the units (Page's lr/bs and wd·bs) rather than divided
+    /// out of the gradients, where it would underflow again.
+    fn set_loss_scale(&mut self, scale: f64);
     /// libtorch exposes no way to drop a gradient from Rust, so
     /// `set_to_none` zeroes too; parameters that stop requiring grad are
     /// skipped by `step`, which is what dropping achieves in PyTorch.

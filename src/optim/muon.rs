@@ -90,6 +90,9 @@ impl Optimizer for Muon {
         });
     }
 
+    /// Newton-Schulz normalises its input first: the update is scale-free.
+    fn set_loss_scale(&mut self, _scale: f64) {}
+
     fn zero_grad(&mut self, set_to_none: bool) {
         zero_grads(&self.groups, set_to_none);
     }

@@ -11,6 +11,7 @@ pub struct SgdPage {
     bufs: State,
     momentum: f64,
     wd: f64,
+    scale: f64,
 }
 
 impl SgdPage {
@@ -21,6 +22,7 @@ impl SgdPage {
             bufs,
             momentum,
             wd,
+            scale: 1.0,
         }
     }
 }
@@ -30,7 +32,9 @@ impl Optimizer for SgdPage {
         let mu = self.momentum;
         tch::no_grad(|| {
             for (gi, group) in self.groups.iter().enumerate() {
-                let (lr, wd) = (lr * group.lr_mult, self.wd * group.wd_mult);
+                // Page's units: lr/scale and wd·scale leave lr·wd unchanged.
+                let lr = lr * group.lr_mult / self.scale;
+                let wd = self.wd * group.wd_mult * self.scale;
                 for (pi, w) in group.params.iter().enumerate() {
                     let Some(g) = super::grad_of(w) else { continue };
                     let dw = if wd != 0.0 {
@@ -47,6 +51,10 @@ impl Optimizer for SgdPage {
         });
     }
 
+    fn set_loss_scale(&mut self, scale: f64) {
+        self.scale = scale;
+    }
+
     fn zero_grad(&mut self, set_to_none: bool) {
         zero_grads(&self.groups, set_to_none);
     }
@@ -61,6 +69,7 @@ pub struct SgdTorch {
     momentum: f64,
     wd: f64,
     nesterov: bool,
+    scale: f64,
 }
 
 impl SgdTorch {
@@ -73,6 +82,7 @@ impl SgdTorch {
             momentum,
             wd,
             nesterov,
+            scale: 1.0,
         }
     }
 }
@@ -82,7 +92,9 @@ impl Optimizer for SgdTorch {
         let (mu, first) = (self.momentum, !self.started);
         tch::no_grad(|| {
             for (gi, group) in self.groups.iter().enumerate() {
-                let (lr, wd) = (lr * group.lr_mult, self.wd * group.wd_mult);
+                // Page's units: lr/scale and wd·scale leave lr·wd unchanged.
+                let lr = lr * group.lr_mult / self.scale;
+                let wd = self.wd * group.wd_mult * self.scale;
                 for (pi, w) in group.params.iter().enumerate() {
                     let Some(g) = super::grad_of(w) else { continue };
                     let d = if wd != 0.0 { g + w * wd } else { g };
@@ -107,6 +119,10 @@ impl Optimizer for SgdTorch {
             }
         });
         self.started = true;
+    }
+
+    fn set_loss_scale(&mut self, scale: f64) {
+        self.scale = scale;
     }
 
     fn zero_grad(&mut self, set_to_none: bool) {

@@ -13,7 +13,9 @@ pub(super) fn param(v: &[f32]) -> Tensor {
 pub(super) fn set_grad(w: &Tensor, g: &[f32]) {
     let mut wm = w.shallow_clone();
     wm.zero_grad();
-    (w * Tensor::from_slice(g)).sum(None).backward();
+    (w * Tensor::from_slice(g).view(w.size().as_slice()))
+        .sum(None)
+        .backward();
 }
 
 fn t(v: &[f64]) -> Tensor {
@@ -341,4 +343,56 @@ fn converters_match_tricks_numbers() {
     let (lr, wd) = from_hlb(1.525 / 512.0, 6.687e-4 * 1024.0, 1024, 0.5);
     assert!((lr - 1.525).abs() < 1e-12);
     assert!((lr * wd - 2.04e-3).abs() < 1e-5, "{}", lr * wd);
+}
+
+#[test]
+fn a_loss_scale_in_the_gradients_leaves_every_optimiser_step_unchanged() {
+    // Two steps on gradients g (scale 1) and on 512·g with set_loss_scale(512):
+    // the weights must agree, for every family, with weight decay on.
+    type Make = fn(Vec<Group>) -> Box<dyn Optimizer>;
+    let makers: [(&str, Make); 6] = [
+        ("sgd_page", |g| Box::new(SgdPage::new(g, 0.9, 5e-4))),
+        ("sgd_torch", |g| {
+            Box::new(SgdTorch::new(g, 0.85, 5e-4, true))
+        }),
+        ("lars", |g| Box::new(Lars::new(g, 0.9, 5e-4, 0.001, false))),
+        ("lamb", |g| Box::new(Lamb::new(g, (0.9, 0.999), 1e-6, 0.01))),
+        ("adamw", |g| {
+            Box::new(AdamW::new(g, (0.9, 0.999), 1e-8, 0.01))
+        }),
+        ("muon", |g| Box::new(Muon::new(g, 0.6, true, 3))),
+    ];
+    let s = 512.0;
+    for (name, make) in makers {
+        let w0 = [0.3f32, -0.2, 0.5, 0.1, -0.4, 0.25];
+        let mat = || Tensor::from_slice(&w0).view([2, 3]).set_requires_grad(true);
+        let (a, b) = (mat(), mat());
+        let bias = (param(&[0.1, -0.1]), param(&[0.1, -0.1]));
+        let mut oa = make(vec![Group::new(vec![
+            a.shallow_clone(),
+            bias.0.shallow_clone(),
+        ])]);
+        let mut ob = make(vec![Group::new(vec![
+            b.shallow_clone(),
+            bias.1.shallow_clone(),
+        ])]);
+        ob.set_loss_scale(s);
+        for step in 0..2 {
+            let g = [0.02f32, -0.01, 0.03, 0.005, -0.02, 0.01];
+            let gb = [0.001f32 * (step + 1) as f32, -0.002];
+            set_grad(&a, &g);
+            set_grad(&bias.0, &gb);
+            set_grad(&b, &g.map(|x| x * s as f32));
+            set_grad(&bias.1, &gb.map(|x| x * s as f32));
+            oa.step(0.1);
+            ob.step(0.1);
+        }
+        assert!(close(&a, &b, 1e-6), "{name}: {a} vs {b}");
+        // Muon takes conv filters only (its Newton-Schulz epsilon shows on a 1-D vector).
+        assert!(
+            name == "muon" || close(&bias.0, &bias.1, 1e-6),
+            "{name} (1-D)"
+        );
+        assert!(!close(&a, &mat(), 1e-4), "{name} did not move");
+    }
 }

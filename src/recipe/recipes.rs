@@ -27,6 +27,8 @@ struct File {
 #[serde(deny_unknown_fields)]
 struct Tiny {
     help: String,
+    #[serde(default)]
+    off: Vec<String>,
     set: toml::Table,
 }
 
@@ -122,6 +124,7 @@ fn load() -> Vec<Recipe> {
         .zip(&out)
         .map(|(raw, full)| {
             let mut overrides = full.overrides.clone();
+            overrides.extend(tricks(&file.tiny.off, false));
             overrides.extend(sets(&file.tiny.set));
             overrides.extend(sets(&raw.tiny));
             let batch = raw

@@ -64,23 +64,25 @@ fn gpu_data_augments_on_the_device_instead_of_a_cpu_loader() {
 }
 
 #[test]
-fn cuda_only_tricks_change_the_layout_on_cuda_and_are_recorded_elsewhere() {
-    let p = plan("tiny-airbench94", &["amp", "fp16=off"]);
-    let cuda = Layout::of(&p, Device::Cuda(0));
+fn precision_tricks_set_the_layout_on_any_device_and_autocast_on_cuda() {
+    let p = plan("airbench94", &["amp", "fp16=off"]);
+    let (cuda, cpu) = (Layout::of(&p, Device::Cuda(0)), Layout::of(&p, Device::Cpu));
     assert!(cuda.amp && cuda.channels_last && cuda.half.is_none());
-    let p = plan("tiny-airbench94", &["fp16.dtype=bf16"]);
-    let cuda = Layout::of(&p, Device::Cuda(0));
-    assert_eq!(cuda.half, Some(Kind::BFloat16));
+    // tch autocasts on CUDA only: on a CPU amp is recorded as not applied.
+    assert!(!cpu.amp && cpu.channels_last);
+    assert!(p.cuda_only.contains(&"amp"));
+    let p = plan("airbench94", &["fp16.dtype=bf16"]);
     let cpu = Layout::of(&p, Device::Cpu);
-    assert!(cpu.half.is_none() && !cpu.amp && !cpu.channels_last);
-    // The CUDA layout applied to a batch: half kind, NHWC strides.
-    let x = cuda.input(Tensor::randn([2, 3, 4, 4], (Kind::Float, Device::Cpu)));
+    assert_eq!(cpu.half, Some(Kind::BFloat16));
+    // The layout applied to a batch: half kind, NHWC strides.
+    let x = cpu.input(Tensor::randn([2, 3, 4, 4], (Kind::Float, Device::Cpu)));
     assert_eq!(x.kind(), Kind::BFloat16);
     assert_eq!(x.stride(), [48, 1, 12, 3]);
-    assert!(p.precision.cudnn_benchmark);
-    for k in ["fp16", "channels_last", "cudnn_benchmark"] {
-        assert!(p.cuda_only.contains(&k), "{k}");
-    }
+    // Preprocessed training data is kept in the training precision.
+    let src = source();
+    assert_eq!(prepare(&p, &src, Device::Cpu).train.kind(), Kind::BFloat16);
+    assert!(p.precision.cudnn_benchmark && p.cuda_only.contains(&"cudnn_benchmark"));
+    assert!(!p.cuda_only.contains(&"fp16") && !p.cuda_only.contains(&"channels_last"));
 }
 
 #[test]
@@ -266,7 +268,7 @@ fn zero_grad_none_and_zero_fill_both_leave_no_gradient() {
             &mut Clocks::default(),
         )
         .unwrap();
-        let mut opt = Optimisers::new(&p.optim, &net);
+        let mut opt = Optimisers::new(&p.optim, &net, p.loss.scale);
         let x = Tensor::randn([4, 3, 16, 16], (Kind::Float, Device::Cpu));
         net.forward_t(&x, true).sum(Kind::Float).backward();
         opt.step(&p.optim, 1.0, 0.0, p.step.zero_grad_none);
@@ -308,4 +310,76 @@ fn no_wd_bn_bias_takes_bn_and_conv_biases_out_of_weight_decay() {
         assert_eq!(others.len(), 3, "{on}: BN weights, BN biases, conv biases");
         assert!(others.iter().all(|m| *m == want), "{on}: {others:?}");
     }
+}
+
+/// The first trainable conv's gradient in mean-loss units, after one
+/// forward/backward of `plan` on a fixed batch, from weights seeded alike.
+fn first_conv_grad(plan: &RunPlan, src: &Source, n: i64) -> Tensor {
+    tch::manual_seed(21);
+    let vs = nn::VarStore::new(Device::Cpu);
+    let layout = Layout::of(plan, Device::Cpu);
+    let (net, _) = build_net(plan, src, &vs, layout, &mut Clocks::default()).unwrap();
+    let spec = crate::config::RunSpec {
+        id: crate::config::RunId {
+            matrix: "t".into(),
+            index: 0,
+            variant: "v".into(),
+            repeat: 0,
+        },
+        seed: 0,
+        recipe: String::new(),
+        overrides: Vec::new(),
+        data: String::new(),
+        target_acc: 0.5,
+        device: None,
+    };
+    let run = Run {
+        plan,
+        spec: &spec,
+        src,
+        device: Device::Cpu,
+        label: String::new(),
+        layout,
+    };
+    let x = layout.input(normalise(&src.train_u8.narrow(0, 0, n)));
+    let y = src.train_y.narrow(0, 0, n);
+    let mut correct = Tensor::zeros([], (Kind::Int64, Device::Cpu));
+    let _ = run.forward_backward(&x, &y, None, &net, &mut correct);
+    let w = &net.param_groups().conv_filters[0];
+    w.grad().to_kind(Kind::Double) / plan.loss.scale
+}
+
+fn cosine(a: &Tensor, b: &Tensor) -> f64 {
+    let dot = (a * b).sum(Kind::Double).double_value(&[]);
+    dot / (a.norm().double_value(&[]) * b.norm().double_value(&[]))
+}
+
+#[test]
+fn fp16_gradients_of_the_early_layers_survive_with_the_summed_loss() {
+    // airbench94_muon's logit scale 1/256 at batch 256: with a mean loss the
+    // gradient entering the fp16 logits is ~1e-5, below fp16's smallest normal
+    // (6.1e-5), and the layers below lose it; summed, it keeps its precision.
+    let src = Source::new(&crate::data::synthetic(256, 20, 10, 32, 3)).unwrap();
+    let base = ["batch_size=256", "whitening.images=256", "fp16=off"];
+    let fp32 = first_conv_grad(&plan("tiny-airbench94-muon", &base), &src, 256);
+    let fp16 = plan("tiny-airbench94-muon", &[&base[..2], &["fp16"]].concat());
+    assert_eq!(fp16.loss.scale, 256.0);
+    let summed = first_conv_grad(&fp16, &src, 256);
+    let mut mean_plan = fp16.clone();
+    mean_plan.loss.scale = 1.0;
+    let mean = first_conv_grad(&mean_plan, &src, 256);
+    let rel = |g: &Tensor| (g - &fp32).norm().double_value(&[]) / fp32.norm().double_value(&[]);
+    let zeros = |g: &Tensor| {
+        g.eq(0.0)
+            .to_kind(Kind::Double)
+            .mean(Kind::Double)
+            .double_value(&[])
+    };
+    let (r_sum, r_mean) = (rel(&summed), rel(&mean));
+    assert!(r_sum < 0.1, "summed fp16 vs fp32: relative error {r_sum}");
+    assert!(zeros(&summed) <= zeros(&fp32) + 0.01 && cosine(&summed, &fp32) > 0.999);
+    assert!(
+        r_mean > 3.0 * r_sum,
+        "the mean loss should lose the gradient: {r_mean}"
+    );
 }

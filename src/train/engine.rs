@@ -154,8 +154,10 @@ fn channels_last(x: &Tensor) -> Tensor {
     x.permute([0, 2, 3, 1]).contiguous().permute([0, 3, 1, 2])
 }
 
-/// How tensors are laid out on this run's device: the plan's precision where
-/// the device has it (half precision, autocast and NHWC act on CUDA only).
+/// How tensors are laid out: the plan's precision and memory format, on any
+/// device (libtorch runs fp16 and bf16 convolutions, BN on half input and
+/// NHWC on a CPU too, slowly, so tests exercise the GPU path). Autocast is
+/// the exception: tch enables it on CUDA only.
 #[derive(Clone, Copy)]
 struct Layout {
     half: Option<Kind>,
@@ -165,11 +167,10 @@ struct Layout {
 
 impl Layout {
     fn of(plan: &RunPlan, dev: Device) -> Layout {
-        let cuda = dev.is_cuda();
         Layout {
-            half: plan.precision.half.filter(|_| cuda).map(Half::kind),
-            amp: plan.precision.amp && cuda,
-            channels_last: plan.precision.channels_last && cuda,
+            half: plan.precision.half.map(Half::kind),
+            amp: plan.precision.amp && dev.is_cuda(),
+            channels_last: plan.precision.channels_last,
         }
     }
 
@@ -229,13 +230,19 @@ struct Prepared {
     device: Device,
 }
 
-/// Stage 1: normalise, pad and move the data.
+/// Stage 1: normalise, pad and move the data. Preprocessed data is kept in
+/// the training precision (Page keeps it in fp16): half the memory traffic
+/// of every epoch's augmentation.
 fn prepare(plan: &RunPlan, src: &Source, dev: Device) -> Prepared {
     let d = &plan.data;
     let data_dev = if d.resident { dev } else { Device::Cpu };
     let train = src.train_u8.to_device(data_dev);
     let train = if d.preprocess_once {
-        reflect_pad(&normalise(&train), d.augment.pad)
+        let x = reflect_pad(&normalise(&train), d.augment.pad);
+        match plan.precision.half {
+            Some(h) => x.to_kind(h.kind()),
+            None => x,
+        }
     } else {
         train
     };
@@ -322,9 +329,9 @@ struct Optimisers {
 }
 
 impl Optimisers {
-    fn new(o: &OptimPlan, net: &Net) -> Optimisers {
+    fn new(o: &OptimPlan, net: &Net, loss_scale: f64) -> Optimisers {
         let own_bias = o.whiten_bias.as_ref().is_some_and(|b| b.own_schedule);
-        Optimisers {
+        let mut opt = Optimisers {
             main: build_optimizer(o, optimizer_groups(o, net)),
             filters: o.muon.as_ref().map(|m| {
                 optim::Muon::new(
@@ -335,7 +342,15 @@ impl Optimisers {
                 )
             }),
             whiten_bias: own_bias.then(|| build_optimizer(o, vec![whiten_bias_group(o, net)])),
+        };
+        opt.main.set_loss_scale(loss_scale);
+        if let Some(f) = opt.filters.as_mut() {
+            f.set_loss_scale(loss_scale);
         }
+        if let Some(b) = opt.whiten_bias.as_mut() {
+            b.set_loss_scale(loss_scale);
+        }
+        opt
     }
 
     /// One step of every optimiser at schedule multiplier `m`, then zero the grads.
@@ -532,7 +547,7 @@ impl Run<'_> {
         };
         let vs = nn::VarStore::new(dev);
         let (net, nc) = build_net(plan, src, &vs, self.layout, &mut clocks)?;
-        let mut opt = Optimisers::new(&plan.optim, &net);
+        let mut opt = Optimisers::new(&plan.optim, &net, plan.loss.scale);
         let mut avg = Averager::new(plan, &vs, &nc, self.layout)?;
         warm_kernels(
             &net,
@@ -751,7 +766,11 @@ impl Run<'_> {
             let m = plan.schedule.at(at);
             let step_loss = self.forward_backward(&x, &y, cutmix, net, &mut correct);
             if let Some(max_norm) = plan.step.clip_norm {
-                clip_grad_norm(&net.param_groups().all_trainable(), max_norm);
+                // The gradients carry the loss scale; the limit is in mean-loss units.
+                clip_grad_norm(
+                    &net.param_groups().all_trainable(),
+                    max_norm * plan.loss.scale,
+                );
             }
             opt.step(&plan.optim, m, at, plan.step.zero_grad_none);
             pr.step += 1;
@@ -806,7 +825,8 @@ impl Run<'_> {
             let logits =
                 tch::autocast(self.layout.amp, || net.forward_t(&input, true)).to_kind(Kind::Float);
             let loss = batch_loss(&plan.loss, &logits, &ym, soft.as_ref());
-            (&loss / accum as f64).backward();
+            // Summed over the batch (the micro-batch mean x the batch / accum).
+            (&loss * (plan.loss.scale / accum as f64)).backward();
             let _ = correct.g_add_(&logits.argmax(-1, false).eq_tensor(&ym).sum(Kind::Int64));
             step_loss += loss.detach() / accum as f64;
         }

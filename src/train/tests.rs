@@ -143,6 +143,31 @@ fn learns_the_synthetic_task() {
 }
 
 #[test]
+fn a_tiny_fp16_run_learns_like_fp32() {
+    // Pure fp16 (no fp32 master copy, as Page) and bf16, on the CPU.
+    let outcome = |t: &[&str]| {
+        let mut trainer =
+            TchTrainer::with_loader("cpu", |_| Ok(crate::data::synthetic(200, 40, 10, 32, 0)))
+                .unwrap();
+        let sets = [&["batch_size=20", "epochs=4", "lr=0.1", "cutout=off"], t].concat();
+        let r = trainer.run(&spec("tiny-page-resnet9", &sets), &NeverStop, &mut |_| {});
+        let Ok(Outcome::Finished(s)) = r else {
+            panic!("{t:?}: {r:?}")
+        };
+        s
+    };
+    let fp32 = outcome(&["fp16=off"]);
+    for t in [&["fp16"][..], &["fp16", "fp16.dtype=bf16"]] {
+        let half = outcome(t);
+        assert!(
+            half.acc >= fp32.acc - 0.05
+                && half.final_train_loss < 2.0 * fp32.final_train_loss + 0.05,
+            "{t:?}: {half:?} vs fp32 {fp32:?}"
+        );
+    }
+}
+
+#[test]
 fn nan_loss_fails_with_a_clear_reason() {
     let (r, _) = run(&spec("tiny-page-resnet9", &["batch_size=40", "lr=1e30"]));
     let e = format!("{:#}", r.unwrap_err());

@@ -122,7 +122,7 @@ pub static CATALOG: &[TrickSpec] = &[
         ids: &["T3", "P3a"],
         name: "Half precision",
         category: Systems,
-        help: "fp16 (or bf16) weights and activations with BatchNorm kept in fp32 (no fp32 master copy). CUDA only: CPU runs stay fp32.",
+        help: "fp16 (or bf16) weights, activations and resident training data, BatchNorm parameters kept in fp32 and fed the half input directly (no fp32 master copy, as Page and airbench). Runs on a CPU too, slowly: the tests train with it.",
         source: "Page part 3 P3a (256 s -> 186 s with BN in fp32); airbench, hlb",
         off: "fp32",
         on: "half-precision weights and activations, fp32 BatchNorm",
@@ -134,7 +134,7 @@ pub static CATALOG: &[TrickSpec] = &[
         )],
         requires: &[],
         conflicts: &["amp"],
-        cuda_only: true,
+        cuda_only: false,
         apply: |p, a| {
             p.precision.half = Some(half(a)?);
             Ok(())
@@ -163,14 +163,14 @@ pub static CATALOG: &[TrickSpec] = &[
         ids: &["T4"],
         name: "channels_last memory format",
         category: Systems,
-        help: "Store activations and conv filters NHWC so tensor-core convolutions avoid layout transposes. CUDA only.",
+        help: "Store activations and conv filters NHWC so tensor-core convolutions avoid layout transposes. Pays off on CUDA; runs on a CPU too.",
         source: "airbench, hlb; PyTorch performance tuning guide",
         off: "NCHW contiguous",
         on: "NHWC (channels_last)",
         params: &[],
         requires: &[],
         conflicts: &[],
-        cuda_only: true,
+        cuda_only: false,
         apply: |p, _| {
             p.precision.channels_last = true;
             Ok(())

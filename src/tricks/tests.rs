@@ -193,7 +193,7 @@ const EFFECT_TESTS: &[(&str, &str, &str)] = &[
     ("progressive_resize", EFFECTS, PROGRESSIVE),
     ("full_size_val", EFFECTS, PROGRESSIVE),
 ];
-const CUDA_LAYOUT: &str = "cuda_only_tricks_change_the_layout_on_cuda_and_are_recorded_elsewhere";
+const CUDA_LAYOUT: &str = "precision_tricks_set_the_layout_on_any_device_and_autocast_on_cuda";
 const POOLS: &str = "pool_before_act_is_exact_for_relu_but_pool_before_bn_is_not";
 const PROGRESSIVE: &str = "progressive_resize_trains_small_first_and_full_size_val_evaluates_full";
 const EFFECTS: &str = include_str!("../train/effects.rs");
