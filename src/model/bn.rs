@@ -68,7 +68,7 @@ impl GhostBn {
         let size = xf.size();
         let (n, c) = (size[0], size[1]);
         let (mom, eps) = (self.cfg.momentum, self.cfg.eps);
-        let out = if !train {
+        if !train {
             let (rm, rv) = if k == 1 {
                 (
                     self.running_mean.shallow_clone(),
@@ -134,7 +134,6 @@ impl GhostBn {
                 eps,
                 true,
             )
-        };
-        out
+        }
     }
 }
