@@ -116,11 +116,18 @@ pub struct RunConfig {
     pub train_per_class: usize,
     pub test_per_class: usize,
     pub eval_every: usize,
+    /// Test images per evaluation forward pass (older manifests: 500).
+    #[serde(default = "default_eval_batch")]
+    pub eval_batch: usize,
     /// Steps between device read-backs of the step metrics.
     pub metrics_every: usize,
     pub tricks: BTreeMap<String, TrickState>,
     /// The overrides as written, in order.
     pub overrides: Vec<String>,
+}
+
+fn default_eval_batch() -> usize {
+    500
 }
 
 impl RunConfig {
@@ -185,9 +192,10 @@ pub const SETTINGS: &[(&str, &str)] = &[
         "eval_every",
         "evaluate every N epochs (the last epoch always)",
     ),
+    ("eval_batch", "test images per evaluation forward pass"),
     (
         "metrics_every",
-        "steps between device read-backs of step metrics",
+        "steps between device read-backs of step metrics (0: once per epoch)",
     ),
 ];
 

@@ -26,7 +26,8 @@ pub struct RunPlan {
     pub schedule: Schedule,
     pub averaging: Averaging,
     pub eval: EvalPlan,
-    /// Steps between device read-backs of the step metrics.
+    /// Steps between device read-backs of the step metrics (0: once per
+    /// epoch, at the epoch's own sync: no host sync inside the clocks).
     pub metrics_every: u64,
     /// Catalog keys of the tricks on whose effect exists only on CUDA: a run on
     /// another device records them as not applied instead of implying a speedup.
@@ -209,9 +210,18 @@ pub struct Schedule {
     pub knots: Piecewise,
     /// A linear ramp from 0 over the first this-many epochs, on top.
     pub warmup_epochs: Option<f64>,
+    /// Page reads his schedule after counting the step, so his first step
+    /// already has a non-zero lr; airbench's LambdaLR reads step 0 first.
+    pub count_first: bool,
 }
 
 impl Schedule {
+    /// The multiplier for step `step` (0-based) of epoch `epoch`.
+    pub fn at_step(&self, epoch: usize, step: u64, steps_per_epoch: u64) -> f64 {
+        let s = step + u64::from(self.count_first);
+        self.at(epoch as f64 + s as f64 / steps_per_epoch as f64)
+    }
+
     pub fn at(&self, epoch: f64) -> f64 {
         let m = self.knots.at(epoch);
         match self.warmup_epochs {
@@ -269,6 +279,8 @@ pub struct EvalPlan {
     pub every: usize,
     /// 0: one view; 1: + mirror; 2: + two one-pixel translations.
     pub tta_level: u8,
+    /// Test images per forward pass (airbench: 2000).
+    pub batch: usize,
 }
 
 /// The widest sane run: a typo of an extra zero or two, not a plan.
@@ -343,13 +355,15 @@ impl RunPlan {
             schedule: Schedule {
                 knots: base_knots(s),
                 warmup_epochs: None,
+                count_first: matches!(s.schedule, ScheduleKind::Page | ScheduleKind::Dawn),
             },
             averaging: Averaging::None,
             eval: EvalPlan {
                 every: s.eval_every.max(1),
                 tta_level: 0,
+                batch: s.eval_batch.max(1),
             },
-            metrics_every: s.metrics_every.max(1) as u64,
+            metrics_every: s.metrics_every as u64,
             cuda_only: Vec::new(),
         }
     }

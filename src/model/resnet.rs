@@ -142,9 +142,43 @@ impl PreActBlock {
         let h = self.conv1.forward(&o);
         let h = act.apply(&self.bn2.forward_t(&h, train));
         let h = self.conv2.forward(&h);
+        // Page's res_block adds `relu1`, the BN-ReLU output, on both paths.
         match &self.shortcut {
             Some(c) => h + c.forward(&o),
-            None => h + x,
+            None => h + o,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{BnConfig, ParamGroups};
+    use tch::{Device, Kind};
+
+    #[test]
+    fn the_identity_shortcut_adds_the_bn_relu_output() {
+        let vs = nn::VarStore::new(Device::Cpu);
+        let mut reg = Registry {
+            groups: ParamGroups::empty(),
+            bns: vec![],
+            castable: vec![],
+            bn_cfg: BnConfig::default(),
+            dirac: false,
+            conv_bias: false,
+        };
+        let cfg = NetConfig::default_for(crate::config::Arch::PageResnet18).scaled(1.0 / 16.0);
+        let blocks = PreActBlock::build(&vs.root(), &mut reg, &cfg);
+        // The second block of layer 1 keeps its shape: an identity shortcut.
+        let b = &blocks[1];
+        assert!(b.shortcut.is_none());
+        tch::no_grad(|| {
+            let _ = b.conv2.weight.shallow_clone().zero_();
+        });
+        let x = Tensor::randn([4, cfg.widths[0], 8, 8], (Kind::Float, Device::Cpu)) * 3.0 - 1.0;
+        let out = b.forward_t(&x, false, &Activation::Relu);
+        let relu1 = b.bn1.forward_t(&x, false).relu();
+        assert!(out.allclose(&relu1, 1e-6, 1e-6, false));
+        assert!(!out.allclose(&x, 1e-3, 1e-3, false));
     }
 }

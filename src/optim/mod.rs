@@ -24,7 +24,7 @@ pub use loss::{label_smoothed_ce, smooth_targets, soft_target_ce};
 pub use muon::{Muon, newton_schulz5};
 pub use schedule::Piecewise;
 pub use sgd::{SgdPage, SgdTorch};
-pub use tta::{tta_logits, tta_passes};
+pub use tta::{tta_from_plain, tta_logits, tta_passes};
 
 use tch::Tensor;
 

@@ -396,3 +396,28 @@ fn a_loss_scale_in_the_gradients_leaves_every_optimiser_step_unchanged() {
         assert!(!close(&a, &mat(), 1e-4), "{name} did not move");
     }
 }
+
+#[test]
+fn tta_reuses_the_plain_logits_it_is_given() {
+    let calls = std::cell::Cell::new(0);
+    let f = |x: &Tensor| -> Tensor {
+        calls.set(calls.get() + 1);
+        x.sum_dim_intlist([1, 2, 3].as_slice(), false, Kind::Float)
+            .view([-1, 1])
+    };
+    let x = Tensor::randn([2, 1, 4, 4], (Kind::Float, Device::Cpu));
+    let plain = f(&x);
+    for (level, extra) in [(0u8, 0), (1, 1), (2, 5)] {
+        calls.set(0);
+        let got = tta_from_plain(&f, &x, &plain, level);
+        assert_eq!(
+            calls.get(),
+            extra,
+            "level {level}: passes beyond the plain one"
+        );
+        assert_eq!(tta_passes(level), extra + 1);
+        assert!(close(&got, &tta_logits(&f, &x, level), 1e-5));
+    }
+    let eval = |r: &str| crate::recipe::resolve_plan(r, &[]).unwrap().1.eval.batch;
+    assert_eq!((eval("airbench94"), eval("page-final")), (2000, 512));
+}

@@ -118,7 +118,8 @@ fn set_hyper(cfg: &mut RunConfig, key: &str, value: &str) -> Result<()> {
         "train_per_class" => cfg.train_per_class = count(parse_num(key, value)?)?,
         "test_per_class" => cfg.test_per_class = count(parse_num(key, value)?)?,
         "eval_every" => cfg.eval_every = count(pos(parse_num(key, value)?)?)?,
-        "metrics_every" => cfg.metrics_every = count(pos(parse_num(key, value)?)?)?,
+        "eval_batch" => cfg.eval_batch = count(pos(parse_num(key, value)?)?)?,
+        "metrics_every" => cfg.metrics_every = count(parse_num(key, value)?)?,
         _ => unreachable!("checked by is_hyper"),
     }
     Ok(())

@@ -87,6 +87,7 @@ pub(super) fn blank() -> RunConfig {
         train_per_class: 0,
         test_per_class: 0,
         eval_every: 1,
+        eval_batch: 1,
         metrics_every: 1,
         tricks: BTreeMap::new(),
         overrides: Vec::new(),

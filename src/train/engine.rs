@@ -17,7 +17,7 @@ use crate::data::Dataset;
 use crate::events::{Clocks, EpochRow, Event, RunSummary, StepRow};
 use crate::model::{Net, NetConfig, Whitening};
 use crate::optim::{self, Group, Optimizer};
-use crate::plan::{Averaging, CutMix, Family, Half, LossPlan, OptimPlan, RunPlan};
+use crate::plan::{Averaging, CutMix, EvalPlan, Family, Half, LossPlan, OptimPlan, RunPlan};
 use crate::util::device::{device_label, parse_device};
 
 #[cfg(test)]
@@ -438,8 +438,8 @@ impl Averager {
     }
 }
 
-/// Stage 4: two steps on random data outside every clock, as Page's dawn.py
-/// does before its timer: kernel selection (cuDNN autotune, oneDNN
+/// Stage 4 (with `cudnn_benchmark`): two steps on random data outside every
+/// clock, as Page's dawn.py does before its timer: kernel selection (cuDNN autotune, oneDNN
 /// primitives) for this run's own shapes, which a rung that changes the net
 /// or the batch would otherwise pay in its clock. The worker's discarded
 /// warm-up run covers the process-wide one-time costs. BN statistics are restored.
@@ -624,7 +624,7 @@ impl Run<'_> {
                     avg.eval_net(&net),
                     &data.test_x,
                     &data.test_y,
-                    plan.eval.tta_level,
+                    &plan.eval,
                     self.layout,
                     size,
                 );
@@ -763,7 +763,7 @@ impl Run<'_> {
             let x = self.layout.input(x);
             let frac = epoch as f64 + (s + 1) as f64 / pr.steps_per_epoch as f64;
             let at = epoch as f64 + s as f64 / pr.steps_per_epoch as f64;
-            let m = plan.schedule.at(at);
+            let m = plan.schedule.at_step(epoch, s as u64, pr.steps_per_epoch);
             let step_loss = self.forward_backward(&x, &y, cutmix, net, &mut correct);
             if let Some(max_norm) = plan.step.clip_norm {
                 // The gradients carry the loss scale; the limit is in mean-loss units.
@@ -779,7 +779,8 @@ impl Run<'_> {
             pr.chunk_images += bs;
             pr.pending
                 .push((pr.step, frac, plan.optim.lr * m, step_loss));
-            if pr.step.is_multiple_of(plan.metrics_every) || s as u64 + 1 == steps_now {
+            let every = plan.metrics_every;
+            if (every > 0 && pr.step.is_multiple_of(every)) || s as u64 + 1 == steps_now {
                 let rows = read_back(&mut pr.pending, bn)?;
                 let secs = pr.chunk_start.elapsed().as_secs_f64().max(1e-9);
                 emit(Event::Steps {
@@ -885,13 +886,14 @@ fn evaluate(
     net: &Net,
     x: &Tensor,
     y: &Tensor,
-    level: u8,
+    eval: &EvalPlan,
     layout: Layout,
     size: Option<i64>,
 ) -> (f64, f64) {
+    let level = eval.tta_level;
     tch::no_grad(|| {
         let n = x.size()[0];
-        let bs = 500;
+        let bs = eval.batch as i64;
         let mut plain = Tensor::zeros([], (Kind::Int64, x.device()));
         let mut tta = Tensor::zeros([], (Kind::Int64, x.device()));
         let mut i = 0;
@@ -907,7 +909,7 @@ fn evaluate(
             let logits = fwd(&xb);
             let _ = plain.g_add_(&logits.argmax(-1, false).eq_tensor(&yb).sum(Kind::Int64));
             if level > 0 {
-                let l = optim::tta_logits(&fwd, &xb, level);
+                let l = optim::tta_from_plain(&fwd, &xb, &logits, level);
                 let _ = tta.g_add_(&l.argmax(-1, false).eq_tensor(&yb).sum(Kind::Int64));
             }
             i += k;

@@ -232,7 +232,16 @@ fn schedule_values_at_the_knots() {
         );
         assert!(lr_multiplier(&d, 35.0).abs() < 1e-9);
     }
+    // Page counts the step before reading his schedule: his first step has a
+    // non-zero lr (1/97 of an epoch into the 5-epoch warm-up).
+    assert!((c.schedule.at_step(0, 0, 97) - 1.0 / 97.0 / 5.0).abs() < 1e-12);
+    // page-final: B7's triangle ends at 0; B8's EMA floors the tail at 0.1.
+    let no_ema = plan("page-final", &[Override::parse_trick("ema=off").unwrap()]);
+    assert!(no_ema.schedule.at(10.0).abs() < 1e-12);
+    assert!((no_ema.schedule.at(6.0) - 0.5).abs() < 1e-12);
     let a = plan("airbench94", &[]);
+    // airbench's LambdaLR reads step 0 first.
+    assert!((a.schedule.at_step(0, 0, 48) - 0.2).abs() < 1e-12);
     assert!((lr_multiplier(&a, 0.0) - 0.2).abs() < 1e-9);
     assert!((lr_multiplier(&a, 9.9) - 0.07).abs() < 1e-9);
 }

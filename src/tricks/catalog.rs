@@ -181,14 +181,14 @@ pub static CATALOG: &[TrickSpec] = &[
         ids: &["T5"],
         name: "cuDNN benchmark and warm-up",
         category: Systems,
-        help: "Let cuDNN time its convolution algorithms for each shape and keep the fastest. Every run warms its kernels on random data outside the clocks, on or off. CUDA only.",
+        help: "Let cuDNN time its convolution algorithms for each shape and keep the fastest (CUDA), after two steps on random data outside the clocks that select the run's kernels (any device), as Page's dawn.py does before its timer.",
         source: "Page dawn.py; airbench",
-        off: "cudnn.benchmark=False: cuDNN's heuristic algorithm choice",
-        on: "cudnn.benchmark=True",
+        off: "cudnn.benchmark=False and no warm-up: kernel selection lands in the first epoch's clock",
+        on: "cudnn.benchmark=True, kernels warmed outside the clocks",
         params: &[],
         requires: &[],
         conflicts: &[],
-        cuda_only: true,
+        cuda_only: false,
         apply: |p, _| {
             p.precision.cudnn_benchmark = true;
             Ok(())
