@@ -102,6 +102,8 @@ pub struct Precision {
     /// Weights, activations and the resident training data in half precision;
     /// BatchNorm parameters stay fp32 and take the half input as it is.
     pub half: Option<Half>,
+    /// BatchNorm in the half precision too, statistics included (Page parts 1-2).
+    pub bn_half: bool,
     /// Autocast the forward pass (fp16 on CUDA), fp32 weights.
     pub amp: bool,
     pub channels_last: bool,

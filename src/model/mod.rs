@@ -305,6 +305,8 @@ pub(crate) struct Registry {
     bns: Vec<(Tensor, Tensor)>,
     /// Non-BN float tensors: what `Net::cast_weights` converts.
     castable: Vec<Tensor>,
+    /// Every BN tensor (weight, bias, running statistics): what `Net::cast_bn` converts.
+    bn_state: Vec<Tensor>,
     bn_cfg: BnConfig,
     dirac: bool,
     conv_bias: bool,
@@ -334,6 +336,9 @@ impl Registry {
         self.groups.bn_biases.push(bn.bias.shallow_clone());
         self.bns
             .push((bn.weight.shallow_clone(), bn.bias.shallow_clone()));
+        for t in [&bn.weight, &bn.bias, &bn.running_mean, &bn.running_var] {
+            self.bn_state.push(t.shallow_clone());
+        }
         bn
     }
 
@@ -461,6 +466,7 @@ pub struct Net {
     groups: ParamGroups,
     bns: Vec<(Tensor, Tensor)>,
     castable: Vec<Tensor>,
+    bn_state: Vec<Tensor>,
 }
 
 impl Net {
@@ -476,6 +482,7 @@ impl Net {
             groups: ParamGroups::empty(),
             bns: vec![],
             castable: vec![],
+            bn_state: vec![],
             bn_cfg: cfg.bn.clone(),
             dirac: cfg.dirac_init,
             conv_bias: cfg.conv_bias,
@@ -515,6 +522,7 @@ impl Net {
             groups: reg.groups,
             bns: reg.bns,
             castable: reg.castable,
+            bn_state: reg.bn_state,
         })
     }
 
@@ -600,6 +608,17 @@ impl Net {
                     let mut t = t.shallow_clone();
                     t.set_data(&t.to_kind(kind));
                 }
+            }
+        });
+    }
+
+    /// BatchNorm entirely in `kind`, running statistics included: Page's
+    /// parts 1-2 (`Network.half()` before part 3 kept BN out of it).
+    pub fn cast_bn(&self, kind: Kind) {
+        tch::no_grad(|| {
+            for t in &self.bn_state {
+                let mut t = t.shallow_clone();
+                t.set_data(&t.to_kind(kind));
             }
         });
     }

@@ -163,6 +163,7 @@ mod tests {
             groups: ParamGroups::empty(),
             bns: vec![],
             castable: vec![],
+            bn_state: vec![],
             bn_cfg: BnConfig::default(),
             dirac: false,
             conv_bias: false,

@@ -84,6 +84,25 @@ fn precision_tricks_set_the_layout_on_any_device_and_autocast_on_cuda() {
     assert_eq!(prepare(&p, &src, Device::Cpu).train.kind(), Kind::BFloat16);
     assert!(p.precision.cudnn_benchmark);
     assert_eq!(p.cuda_only, Vec::<&str>::new());
+    // BN stays fp32 and takes the half input; with bn=fp16 it is cast too.
+    for (bn, want) in [("fp16.bn=fp32", Kind::Float), ("fp16.bn=fp16", Kind::Half)] {
+        let p = plan("tiny-page-resnet9", &["fp16", bn]);
+        let vs = nn::VarStore::new(Device::Cpu);
+        let layout = Layout::of(&p, Device::Cpu);
+        let (net, _) = build_net(&p, &src, &vs, layout, &mut Clocks::default()).unwrap();
+        assert_eq!(net.param_groups().conv_filters[0].kind(), Kind::Half);
+        let running: Vec<Kind> = vs
+            .variables()
+            .iter()
+            .filter(|(k, _)| k.contains("running"))
+            .map(|(_, t)| t.kind())
+            .collect();
+        assert!(
+            !running.is_empty() && running.iter().all(|k| *k == want),
+            "{bn}"
+        );
+        assert_eq!(net.bn_params()[0].1.kind(), want);
+    }
 }
 
 #[test]

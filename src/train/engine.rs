@@ -161,6 +161,8 @@ fn channels_last(x: &Tensor) -> Tensor {
 #[derive(Clone, Copy)]
 struct Layout {
     half: Option<Kind>,
+    /// BatchNorm cast to `half` too.
+    bn_half: bool,
     amp: bool,
     channels_last: bool,
 }
@@ -169,8 +171,19 @@ impl Layout {
     fn of(plan: &RunPlan, dev: Device) -> Layout {
         Layout {
             half: plan.precision.half.map(Half::kind),
+            bn_half: plan.precision.bn_half,
             amp: plan.precision.amp && dev.is_cuda(),
             channels_last: plan.precision.channels_last,
+        }
+    }
+
+    /// A network's weights in the run's precision.
+    fn cast(&self, net: &Net) {
+        if let Some(k) = self.half {
+            net.cast_weights(k);
+            if self.bn_half {
+                net.cast_bn(k);
+            }
         }
     }
 
@@ -307,9 +320,7 @@ fn build_net(
     if plan.head_unit_std {
         net.init_head_unit_std();
     }
-    if let Some(k) = layout.half {
-        net.cast_weights(k);
-    }
+    layout.cast(&net);
     if layout.channels_last {
         tch::no_grad(|| {
             for mut p in net.param_groups().conv_filters {
@@ -385,9 +396,7 @@ impl Averager {
             Averaging::PageEma { .. } => {
                 let evs = nn::VarStore::new(vs.device());
                 let net = Net::try_new(&evs.root(), nc)?;
-                if let Some(k) = layout.half {
-                    net.cast_weights(k);
-                }
+                layout.cast(&net);
                 let state = optim::float_state(&evs);
                 Some((evs, net, state))
             }

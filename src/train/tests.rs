@@ -157,7 +157,11 @@ fn a_tiny_fp16_run_learns_like_fp32() {
         s
     };
     let fp32 = outcome(&["fp16=off"]);
-    for t in [&["fp16"][..], &["fp16", "fp16.dtype=bf16"]] {
+    for t in [
+        &["fp16"][..],
+        &["fp16", "fp16.dtype=bf16"],
+        &["fp16", "fp16.bn=fp16"],
+    ] {
         let half = outcome(t);
         assert!(
             half.acc >= fp32.acc - 0.05

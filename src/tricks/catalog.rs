@@ -125,18 +125,22 @@ pub static CATALOG: &[TrickSpec] = &[
         help: "fp16 (or bf16) weights, activations and resident training data, BatchNorm parameters kept in fp32 and fed the half input directly (no fp32 master copy, as Page and airbench). Runs on a CPU too, slowly: the tests train with it.",
         source: "Page part 3 P3a (256 s -> 186 s with BN in fp32); airbench, hlb",
         off: "fp32",
-        on: "half-precision weights and activations, fp32 BatchNorm",
-        params: &[c(
-            "dtype",
-            "half-precision dtype",
-            "fp16",
-            &["fp16", "bf16"],
-        )],
+        on: "half-precision weights and activations, BatchNorm fp32 (or fp16 with bn=fp16)",
+        params: &[
+            c("dtype", "half-precision dtype", "fp16", &["fp16", "bf16"]),
+            c(
+                "bn",
+                "fp32: BN parameters and statistics stay fp32 (Page part 3 on, airbench); fp16: BN in the half type too (Page parts 1-2, whose P3a rung moved it back)",
+                "fp32",
+                &["fp32", "fp16"],
+            ),
+        ],
         requires: &[],
         conflicts: &["amp"],
         cuda_only: false,
         apply: |p, a| {
             p.precision.half = Some(half(a)?);
+            p.precision.bn_half = a.text("bn")? == "fp16";
             Ok(())
         },
     },
