@@ -16,7 +16,7 @@ TORCH_DEP := $(STAMP)
 CARGO_ENV = LIBTORCH="$$(ls -d $(CURDIR)/$(VENV)/lib/python3*/site-packages/torch)"
 endif
 
-.PHONY: run build test lint bench clean
+.PHONY: run build test lint bench clean gpu-bundle gpu-rehearse
 
 run: build
 	./target/release/tricklab
@@ -34,6 +34,14 @@ lint: $(TORCH_DEP)
 
 bench: $(TORCH_DEP)
 	$(CARGO_ENV) cargo bench --benches
+
+# The GPU path (README, "On a GPU"): a folder under .device/ that fits the 64 MiB
+# the device tool carries, and its rehearsal on this CPU machine.
+gpu-bundle: build
+	bash scripts/gpu-bundle.sh
+
+gpu-rehearse: build
+	PYTHON="$(CURDIR)/$(VENV)/bin/python3" bash scripts/gpu-rehearse.sh
 
 clean:
 	cargo clean

@@ -46,6 +46,7 @@ fn main() {
                 eval_s: Some(2.0),
                 prep_s: Some(1.0),
                 whiten_s: Some(0.5),
+                loader_s: None,
                 wall_s: Some(35.0),
                 time_to_target_s: (acc > 0.93).then_some(20.0),
                 epoch_to_target: (acc > 0.93).then_some(9),

@@ -54,6 +54,11 @@ pub struct Clocks {
     pub prep_s: f64,
     /// Whitening eigenbasis computation (0 when whitening is off).
     pub whiten_s: f64,
+    /// Of `hlb_s`, the seconds the CPU loader spent building batches (0 when
+    /// the data is resident): what a loader running beside the device, as in
+    /// Page's B0, would hide.
+    #[serde(default)]
+    pub loader_s: f64,
     /// Everything, from the start of the run to the summary.
     pub wall_s: f64,
 }

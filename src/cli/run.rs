@@ -24,6 +24,10 @@ pub struct RunArgs {
     /// Override the number of repeats (seeds 0..N) of every matrix.
     #[arg(long)]
     pub repeats: Option<usize>,
+    /// Run every matrix on this data set instead of its own (an imported name,
+    /// a folder or an archive; `tricklab data list`).
+    #[arg(long)]
+    pub data: Option<String>,
 }
 
 pub fn cmd_run(args: RunArgs) -> Result<i32> {
@@ -32,7 +36,16 @@ pub fn cmd_run(args: RunArgs) -> Result<i32> {
             "name a matrix file (e.g. ablations/demo-ladder.toml) or --resume a results folder"
         );
     }
-    let matrices = crate::matrix::load_all(&args.matrices, args.repeats)?;
+    let mut matrices = crate::matrix::load_all(&args.matrices, args.repeats)?;
+    if let Some(d) = &args.data {
+        matrices = matrices
+            .into_iter()
+            .map(|m| {
+                m.with_data(d)
+                    .map_err(|e| anyhow::anyhow!("--data {d}: {e:#}"))
+            })
+            .collect::<Result<_>>()?;
+    }
     let opts = SessionOptions {
         results_root: args.results.clone(),
         devices: args.devices.clone(),

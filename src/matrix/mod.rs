@@ -77,6 +77,23 @@ pub fn load_all(paths: &[PathBuf], repeats: Option<usize>) -> anyhow::Result<Vec
 }
 
 impl Matrix {
+    /// The same matrix on another data set (`run --data`). The recorded text
+    /// says so too, so the manifest and a `--resume` follow the override.
+    pub fn with_data(mut self, data: &str) -> anyhow::Result<Matrix> {
+        crate::data::locate(data)?;
+        let mut table: toml::Table = toml::from_str(&self.text)?;
+        table.insert("data".into(), toml::Value::String(data.into()));
+        self.text = format!(
+            "# {} with --data {data} (comments of the original file dropped)\n{}",
+            self.path
+                .as_ref()
+                .map_or_else(|| self.name.clone(), |p| p.display().to_string()),
+            toml::to_string(&table)?
+        );
+        self.data = data.into();
+        Ok(self)
+    }
+
     pub fn spec(&self, index: usize, repeat: usize, seed: u64) -> RunSpec {
         let v = &self.variants[index];
         RunSpec {

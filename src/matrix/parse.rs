@@ -647,6 +647,7 @@ on = ["celu"]
             assert!(m.variants.len() >= 2, "{}", f.display());
             assert_eq!(m.runs().len(), m.variants.len() * m.seeds.len());
             assert!(m.target > 0.0 && m.target <= 1.0);
+            assert!(m.warnings.is_empty(), "{}: {:?}", f.display(), m.warnings);
             seen.push((m.name.clone(), m));
         }
         let get = |name: &str| {
@@ -808,5 +809,29 @@ vary = ["label_smoothing"]
         .unwrap_err();
         let e = format!("{e:#}");
         assert!(e.contains("x.toml") && e.contains("10000"), "{e}");
+    }
+}
+
+#[cfg(test)]
+mod data_override {
+    #[test]
+    fn with_data_changes_the_runs_and_the_recorded_text() {
+        let text = "# a comment\nname = 'd'\nrecipe = 'tiny-page-resnet9'\nkind = 'add-one'\nvary = ['celu']\n";
+        let m = super::parse(text, "d.toml")
+            .unwrap()
+            .with_data("synthetic:100")
+            .unwrap();
+        assert!(m.runs().iter().all(|r| r.data == "synthetic:100"));
+        // What the manifest records re-parses to the same data (resume follows it).
+        let again = super::parse(&m.text, "manifest.json").unwrap();
+        assert_eq!(
+            (again.data.as_str(), again.variants.len()),
+            ("synthetic:100", 2)
+        );
+        let e = super::parse(text, "d.toml")
+            .unwrap()
+            .with_data("no-such-set")
+            .unwrap_err();
+        assert!(format!("{e:#}").contains("no-such-set"));
     }
 }

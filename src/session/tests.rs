@@ -70,6 +70,7 @@ impl Trainer for Fake {
                 eval_s: 0.1,
                 prep_s: 0.0,
                 whiten_s: 0.0,
+                loader_s: 0.0,
                 wall_s: 1.2,
             },
             time_to_target_s: None,

@@ -34,6 +34,10 @@ impl Ended {
 trait Cell: Sized + Clone {
     fn column(name: &str, values: Vec<Self>) -> Column;
     fn read(c: &Column) -> Result<Vec<Self>>;
+    /// The column is not in the file (written by an older tricklab).
+    fn absent(_rows: usize) -> Result<Vec<Self>> {
+        anyhow::bail!("the column is missing")
+    }
 }
 
 fn strings(c: &Column) -> Result<Vec<Option<String>>> {
@@ -63,6 +67,9 @@ impl Cell for String {
 impl Cell for Option<String> {
     fn column(name: &str, values: Vec<Self>) -> Column {
         Column::new(name.into(), values)
+    }
+    fn absent(rows: usize) -> Result<Vec<Self>> {
+        Ok(vec![None; rows])
     }
     fn read(c: &Column) -> Result<Vec<Self>> {
         strings(c)
@@ -103,6 +110,9 @@ impl Cell for Option<f64> {
     fn column(name: &str, values: Vec<Self>) -> Column {
         Column::new(name.into(), values)
     }
+    fn absent(rows: usize) -> Result<Vec<Self>> {
+        Ok(vec![None; rows])
+    }
     fn read(c: &Column) -> Result<Vec<Self>> {
         floats(c)
     }
@@ -123,6 +133,9 @@ impl Cell for u32 {
 impl Cell for Option<u32> {
     fn column(name: &str, values: Vec<Self>) -> Column {
         Column::new(name.into(), values)
+    }
+    fn absent(rows: usize) -> Result<Vec<Self>> {
+        Ok(vec![None; rows])
     }
     fn read(c: &Column) -> Result<Vec<Self>> {
         Ok(unsigned(c)?
@@ -148,6 +161,9 @@ impl Cell for Option<u64> {
     fn column(name: &str, values: Vec<Self>) -> Column {
         Column::new(name.into(), values)
     }
+    fn absent(rows: usize) -> Result<Vec<Self>> {
+        Ok(vec![None; rows])
+    }
     fn read(c: &Column) -> Result<Vec<Self>> {
         unsigned(c)
     }
@@ -169,8 +185,11 @@ macro_rules! runs_table {
         }
 
         fn rows_of(df: &DataFrame) -> Result<Vec<RunRow>> {
-            $(let $field = <$ty as Cell>::read(df.column(stringify!($field))?)
-                .with_context(|| format!("column `{}`", stringify!($field)))?;)*
+            $(let $field = match df.column(stringify!($field)) {
+                Ok(c) => <$ty as Cell>::read(c),
+                Err(_) => <$ty as Cell>::absent(df.height()),
+            }
+            .with_context(|| format!("column `{}`", stringify!($field)))?;)*
             Ok((0..df.height())
                 .map(|i| RunRow { $($field: $field[i].clone(),)* })
                 .collect())
@@ -200,6 +219,7 @@ runs_table! {
         pub eval_s: Option<f64>,
         pub prep_s: Option<f64>,
         pub whiten_s: Option<f64>,
+        pub loader_s: Option<f64>,
         pub wall_s: Option<f64>,
         pub time_to_target_s: Option<f64>,
         pub epoch_to_target: Option<u32>,
@@ -256,6 +276,7 @@ impl RunRow {
             eval_s: c.map(|c| c.eval_s),
             prep_s: c.map(|c| c.prep_s),
             whiten_s: c.map(|c| c.whiten_s),
+            loader_s: c.map(|c| c.loader_s),
             wall_s: c.map(|c| c.wall_s),
             time_to_target_s: s.and_then(|s| s.time_to_target_s),
             epoch_to_target: s.and_then(|s| s.epoch_to_target.map(|e| e as u32)),

@@ -22,6 +22,7 @@ pub fn summary(acc: f64, dawn: f64, ttt: Option<f64>) -> RunSummary {
             eval_s: 1.0,
             prep_s: 0.1,
             whiten_s: 0.0,
+            loader_s: 0.0,
             wall_s: dawn + 2.0,
         },
         time_to_target_s: ttt,
@@ -151,4 +152,34 @@ fn corrupt_runs_parquet_is_one_clear_line_and_failed_write_keeps_old() {
     let r = crate::util::write_atomic_with(&p, |_| anyhow::bail!("disk full"));
     assert!(r.is_err());
     assert_eq!(read_runs(&p).unwrap().len(), 1);
+}
+
+#[test]
+fn a_runs_parquet_without_a_newer_column_still_reads() {
+    // Folders written before `loader_s` existed: the optional column reads as empty.
+    let dir = tempfile::tempdir().unwrap();
+    let row = RunRow::new(
+        &rid("a", 0, 0),
+        None,
+        Ended::Done,
+        None,
+        Some(&summary(0.5, 10.0, None)),
+    );
+    let mut df = super::rows::runs_frame(std::slice::from_ref(&row))
+        .unwrap()
+        .drop("loader_s")
+        .unwrap();
+    let p = dir.path().join("runs.parquet");
+    write_parquet(&p, &mut df).unwrap();
+    let back = read_runs(&p).unwrap();
+    assert_eq!(back[0].loader_s, None);
+    assert_eq!(back[0].dawn_s, Some(10.0));
+    // A required column missing is an error naming it and the file.
+    let mut df = super::rows::runs_frame(&[row])
+        .unwrap()
+        .drop("variant")
+        .unwrap();
+    write_parquet(&p, &mut df).unwrap();
+    let e = format!("{:#}", read_runs(&p).unwrap_err());
+    assert!(e.contains("`variant`") && e.contains("runs.parquet"), "{e}");
 }

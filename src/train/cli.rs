@@ -108,6 +108,12 @@ pub fn cmd_train(args: TrainArgs) -> Result<i32> {
                 "clocks: DAWNBench-style {:.2} s | airbench-style {:.2} s | hlb-style {:.2} s | eval {:.2} s | data prep {:.2} s | whitening {:.2} s | wall {:.2} s",
                 c.dawn_s, c.airbench_s, c.hlb_s, c.eval_s, c.prep_s, c.whiten_s, c.wall_s
             );
+            if c.loader_s > 0.0 {
+                println!(
+                    "CPU loader: {:.2} s of the {:.2} s of training built batches",
+                    c.loader_s, c.hlb_s
+                );
+            }
             match s.time_to_target_s {
                 Some(t) => println!(
                     "time to {:.1}%: {t:.2} s (epoch {})",

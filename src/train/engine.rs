@@ -503,6 +503,8 @@ struct EpochTrain {
     loss: f64,
     acc: f64,
     seconds: f64,
+    /// Of `seconds`, building batches on the CPU.
+    loader_s: f64,
 }
 
 struct Run<'a> {
@@ -617,6 +619,7 @@ impl Run<'_> {
                 break;
             }
             clocks.hlb_s += tr.seconds;
+            clocks.loader_s += tr.loader_s;
             final_train_loss = tr.loss;
 
             let last = epoch + 1 == n_epochs || progress.step >= total_steps;
@@ -716,6 +719,7 @@ impl Run<'_> {
                 loss: f64::NAN,
                 acc: f64::NAN,
                 seconds: 0.0,
+                loader_s: 0.0,
             }));
         }
         let cutmix = plan
@@ -748,6 +752,7 @@ impl Run<'_> {
             Vec::<i64>::try_from(&perm)?
         };
         let mut loader = loader;
+        let mut loader_s = 0.0;
         let mut loss_sum = Tensor::zeros([], (Kind::Float, dev));
         let mut correct = Tensor::zeros([], (Kind::Int64, dev));
         for s in 0..steps_now as i64 {
@@ -761,7 +766,10 @@ impl Run<'_> {
                 }
                 (None, Some(l)) => {
                     let idx = &perm_host[(s * bs) as usize..((s + 1) * bs) as usize];
-                    l.batch(idx, aug, epoch, dev)
+                    let t = Instant::now();
+                    let b = l.batch(idx, aug, epoch, dev);
+                    loader_s += t.elapsed().as_secs_f64();
+                    b
                 }
                 (None, None) => unreachable!("a CPU loader exists when the data is not resident"),
             };
@@ -807,6 +815,7 @@ impl Run<'_> {
             loss: loss_sum.double_value(&[]) / steps_now as f64,
             acc: correct.double_value(&[]) / (steps_now as f64 * bs as f64),
             seconds: t_epoch.elapsed().as_secs_f64(),
+            loader_s,
         }))
     }
 

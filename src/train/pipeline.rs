@@ -155,7 +155,10 @@ pub struct CpuLoader {
 }
 
 impl CpuLoader {
-    /// Builds one batch from CPU indices, sample by sample.
+    /// Builds one batch from CPU indices with whole-batch tensor ops (Page's
+    /// P1c lesson: few bulk calls, not millions of small ones). The loader's
+    /// own generator draws each image's offsets in the same order as a
+    /// per-image loop would, so the batch is the same.
     pub fn batch(
         &mut self,
         idx: &[i64],
@@ -170,39 +173,56 @@ impl CpuLoader {
                 .wrapping_add(1442695040888963407);
             ((*rng >> 33) % hi as u64) as i64
         };
-        let imgs: Vec<Tensor> = idx
-            .iter()
-            .map(|&i| {
-                let mut img = self.x.get(i);
-                if !self.pre_normalised {
-                    img = normalise(&img.unsqueeze(0)).squeeze_dim(0);
-                }
-                if a.pad > 0 {
-                    if !self.pre_padded {
-                        img = reflect_pad(&img.unsqueeze(0), self.pad).squeeze_dim(0);
-                    }
-                    let (dy, dx) = (next(2 * a.pad + 1), next(2 * a.pad + 1));
-                    img = img.narrow(1, dy, self.h).narrow(2, dx, self.w);
-                }
-                let flip = if a.alternating {
-                    flip0[i as usize] ^ (epoch % 2 == 1)
-                } else {
-                    a.flip && next(2) == 1
-                };
-                if a.flip && flip {
-                    img = img.flip([2]);
-                }
-                if let Some(s) = a.cutout {
-                    let (y0, x0) = (next(self.h - s + 1), next(self.w - s + 1));
-                    img = img.copy();
-                    let _ = img.narrow(1, y0, s).narrow(2, x0, s).fill_(0.0);
-                }
-                img
-            })
-            .collect();
+        let n = idx.len();
+        let (mut dy, mut dx, mut flip, mut cy, mut cx) = (
+            Vec::with_capacity(n),
+            Vec::with_capacity(n),
+            Vec::with_capacity(n),
+            Vec::with_capacity(n),
+            Vec::with_capacity(n),
+        );
+        for &i in idx {
+            if a.pad > 0 {
+                dy.push(next(2 * a.pad + 1));
+                dx.push(next(2 * a.pad + 1));
+            }
+            let f = if a.alternating {
+                flip0[i as usize] ^ (epoch % 2 == 1)
+            } else {
+                a.flip && next(2) == 1
+            };
+            flip.push(a.flip && f);
+            if let Some(s) = a.cutout {
+                cy.push(next(self.h - s + 1));
+                cx.push(next(self.w - s + 1));
+            }
+        }
         let ix = Tensor::from_slice(idx);
+        let mut x = self.x.index_select(0, &ix);
+        if !self.pre_normalised {
+            x = normalise(&x);
+        }
+        if a.pad > 0 {
+            if !self.pre_padded {
+                x = reflect_pad(&x, self.pad);
+            }
+            x = crop(
+                &x,
+                &Tensor::from_slice(&dy),
+                &Tensor::from_slice(&dx),
+                self.h,
+                self.w,
+            );
+        }
+        if a.flip {
+            let mask = Tensor::from_slice(&flip).view([n as i64, 1, 1, 1]);
+            x = x.flip([3]).where_self(&mask, &x);
+        }
+        if let Some(s) = a.cutout {
+            x = cutout(&x, &Tensor::from_slice(&cy), &Tensor::from_slice(&cx), s);
+        }
         (
-            Tensor::stack(&imgs, 0).to_device(device),
+            x.to_device(device),
             self.y.index_select(0, &ix).to_device(device),
         )
     }
@@ -319,5 +339,116 @@ mod tests {
         pos.dedup();
         assert_eq!(pos.len(), 200);
         assert!(pos.iter().all(|p| (0..625).contains(p)));
+    }
+}
+
+#[cfg(test)]
+mod loader_tests {
+    use super::*;
+
+    /// The per-image loader the batched one replaced, kept as the reference.
+    fn per_image(l: &mut CpuLoader, idx: &[i64], a: &Augment, epoch: usize) -> Tensor {
+        let (flip0, rng) = (&l.flip0, &mut l.rng);
+        let mut next = |hi: i64| -> i64 {
+            *rng = rng
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            ((*rng >> 33) % hi as u64) as i64
+        };
+        let imgs: Vec<Tensor> = idx
+            .iter()
+            .map(|&i| {
+                let mut img = l.x.get(i);
+                if !l.pre_normalised {
+                    img = normalise(&img.unsqueeze(0)).squeeze_dim(0);
+                }
+                if a.pad > 0 {
+                    if !l.pre_padded {
+                        img = reflect_pad(&img.unsqueeze(0), l.pad).squeeze_dim(0);
+                    }
+                    let (dy, dx) = (next(2 * a.pad + 1), next(2 * a.pad + 1));
+                    img = img.narrow(1, dy, l.h).narrow(2, dx, l.w);
+                }
+                let flip = if a.alternating {
+                    flip0[i as usize] ^ (epoch % 2 == 1)
+                } else {
+                    a.flip && next(2) == 1
+                };
+                if a.flip && flip {
+                    img = img.flip([2]);
+                }
+                if let Some(s) = a.cutout {
+                    let (y0, x0) = (next(l.h - s + 1), next(l.w - s + 1));
+                    img = img.copy();
+                    let _ = img.narrow(1, y0, s).narrow(2, x0, s).fill_(0.0);
+                }
+                img
+            })
+            .collect();
+        Tensor::stack(&imgs, 0)
+    }
+
+    #[test]
+    fn the_batched_cpu_loader_builds_the_per_image_batch() {
+        tch::manual_seed(5);
+        let raw = Tensor::randint(256, [12, 3, 8, 8], (Kind::Uint8, Device::Cpu));
+        let y = Tensor::arange(12, (Kind::Int64, Device::Cpu));
+        let idx = [3i64, 0, 7, 11, 5];
+        for (once, a) in [
+            (
+                true,
+                Augment {
+                    pad: 2,
+                    flip: true,
+                    alternating: false,
+                    cutout: Some(3),
+                    groups: None,
+                },
+            ),
+            (
+                false,
+                Augment {
+                    pad: 2,
+                    flip: true,
+                    alternating: true,
+                    cutout: None,
+                    groups: None,
+                },
+            ),
+            (
+                false,
+                Augment {
+                    pad: 0,
+                    flip: false,
+                    alternating: false,
+                    cutout: Some(4),
+                    groups: None,
+                },
+            ),
+        ] {
+            let x = if once {
+                reflect_pad(&normalise(&raw), a.pad)
+            } else {
+                raw.shallow_clone()
+            };
+            let make = || CpuLoader {
+                x: x.shallow_clone(),
+                y: y.shallow_clone(),
+                pre_normalised: once,
+                pre_padded: once,
+                pad: a.pad,
+                h: 8,
+                w: 8,
+                flip0: (0..12).map(|i| i % 3 == 0).collect(),
+                rng: 99,
+            };
+            let (mut batched, mut reference) = (make(), make());
+            for epoch in 0..2 {
+                let (xb, yb) = batched.batch(&idx, &a, epoch, Device::Cpu);
+                let want = per_image(&mut reference, &idx, &a, epoch);
+                assert!(xb.equal(&want), "{a:?} epoch {epoch}");
+                assert!(yb.equal(&Tensor::from_slice(&idx)));
+            }
+        }
     }
 }
