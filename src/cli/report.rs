@@ -14,9 +14,10 @@ pub struct ReportArgs {
     /// Also write the charts (PNG and SVG) into this folder.
     #[arg(long)]
     pub plots: Option<PathBuf>,
-    /// Clock for the time columns and speedups.
-    #[arg(long, value_enum, default_value = "dawn")]
-    pub clock: Clock,
+    /// Clock for the time columns and speedups (default: each recipe's own
+    /// convention, DAWNBench-style for Page's, airbench-style for airbench's).
+    #[arg(long, value_enum)]
+    pub clock: Option<Clock>,
     /// Target accuracy (default: the one the runs were made with).
     #[arg(long)]
     pub target: Option<f64>,
@@ -63,8 +64,9 @@ pub fn cmd_report(args: ReportArgs) -> Result<i32> {
 pub struct CompareArgs {
     pub base: PathBuf,
     pub candidate: PathBuf,
-    #[arg(long, value_enum, default_value = "dawn")]
-    pub clock: Clock,
+    /// Clock to compare (default: each recipe's own convention).
+    #[arg(long, value_enum)]
+    pub clock: Option<Clock>,
     /// Allowed slowdown as a fraction (0.05 = 5%; negative demands a speedup).
     #[arg(long, default_value_t = 0.05, allow_hyphen_values = true)]
     pub max_slowdown: f64,
@@ -89,13 +91,7 @@ pub fn cmd_compare(args: CompareArgs) -> Result<i32> {
             return Ok(2);
         }
     };
-    let rows = compare(
-        &base,
-        &cand,
-        args.clock,
-        args.max_slowdown,
-        args.max_acc_drop,
-    );
+    let rows = compare(&base, &cand, args.max_slowdown, args.max_acc_drop);
     if rows.is_empty() {
         eprintln!(
             "error: no variant name is shared by {} and {}",

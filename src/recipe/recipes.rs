@@ -12,6 +12,8 @@ const RECIPES_TOML: &str = include_str!("recipes.toml");
 pub struct Recipe {
     pub name: String,
     pub help: String,
+    /// The timing convention its publication used: dawn, airbench or hlb.
+    pub clock: String,
     /// Settings, tricks and trick parameters, applied in order to `blank()`.
     pub overrides: Vec<Override>,
 }
@@ -38,6 +40,8 @@ struct Raw {
     name: String,
     help: String,
     from: Option<String>,
+    /// The timing convention (inherited with `from`).
+    clock: Option<String>,
     #[serde(default)]
     set: toml::Table,
     #[serde(default)]
@@ -99,23 +103,24 @@ fn load() -> Vec<Recipe> {
     let file: File = toml::from_str(RECIPES_TOML).expect("src/recipe/recipes.toml parses");
     let mut out: Vec<Recipe> = Vec::new();
     for r in &file.recipe {
-        let mut overrides = match &r.from {
-            Some(parent) => out
-                .iter()
-                .find(|p| &p.name == parent)
-                .unwrap_or_else(|| {
-                    panic!("recipes.toml: `{}` comes from unknown `{parent}`", r.name)
-                })
-                .overrides
-                .clone(),
-            None => Vec::new(),
-        };
+        let parent = r.from.as_ref().map(|parent| {
+            out.iter().find(|p| &p.name == parent).unwrap_or_else(|| {
+                panic!("recipes.toml: `{}` comes from unknown `{parent}`", r.name)
+            })
+        });
+        let mut overrides = parent.map(|p| p.overrides.clone()).unwrap_or_default();
+        let clock = r
+            .clock
+            .clone()
+            .or_else(|| parent.map(|p| p.clock.clone()))
+            .unwrap_or_else(|| panic!("recipes.toml: `{}` names no clock", r.name));
         overrides.extend(tricks(&r.off, false));
         overrides.extend(tricks(&r.on, true));
         overrides.extend(sets(&r.set));
         out.push(Recipe {
             name: r.name.clone(),
             help: r.help.clone(),
+            clock,
             overrides,
         });
     }
@@ -141,6 +146,7 @@ fn load() -> Vec<Recipe> {
                     .help
                     .replace("{name}", &full.name)
                     .replace("{batch_size}", &batch),
+                clock: full.clock.clone(),
                 overrides,
             }
         })
@@ -152,6 +158,14 @@ fn load() -> Vec<Recipe> {
 pub fn recipes() -> &'static [Recipe] {
     static RECIPES: OnceLock<Vec<Recipe>> = OnceLock::new();
     RECIPES.get_or_init(load)
+}
+
+/// The timing convention of a recipe's publication, if the recipe is known.
+pub fn convention(recipe: &str) -> Option<&'static str> {
+    recipes()
+        .iter()
+        .find(|r| r.name == recipe)
+        .map(|r| r.clock.as_str())
 }
 
 pub fn recipe_names() -> Vec<&'static str> {

@@ -1,7 +1,7 @@
 //! `tricklab compare BASE CANDIDATE`: per variant, did the candidate get
 //! slower or less accurate than allowed? For overnight ladder regressions.
 
-use super::{Clock, Report};
+use super::Report;
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct Comparison {
@@ -17,7 +17,6 @@ pub struct Comparison {
 pub fn compare(
     base: &Report,
     cand: &Report,
-    clock: Clock,
     max_slowdown: f64,
     max_acc_drop: f64,
 ) -> Vec<Comparison> {
@@ -29,7 +28,7 @@ pub fn compare(
                 .rows
                 .iter()
                 .find(|c| c.variant == b.variant && c.n > 0)?;
-            let (bt, ct) = (b.clock(clock).mean, c.clock(clock).mean);
+            let (bt, ct) = (b.time().mean, c.time().mean);
             let mut why = Vec::new();
             if ct > bt * (1.0 + max_slowdown) {
                 why.push(format!(

@@ -24,6 +24,25 @@ pub enum Clock {
 }
 
 impl Clock {
+    /// The convention a recipe's publication timed itself with (`clock` in
+    /// recipes.toml); folders of unknown recipes read DAWNBench-style.
+    pub fn of_recipe(recipe: &str) -> Clock {
+        match crate::recipe::convention(recipe) {
+            Some("airbench") => Clock::Airbench,
+            Some("hlb") => Clock::Hlb,
+            _ => Clock::Dawn,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Clock::Dawn => "dawn",
+            Clock::Airbench => "airbench",
+            Clock::Hlb => "hlb",
+            Clock::Wall => "wall",
+        }
+    }
+
     pub fn column(self) -> &'static str {
         match self {
             Clock::Dawn => "dawn_s",
@@ -34,20 +53,13 @@ impl Clock {
     }
 }
 
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Default)]
 pub struct ReportOptions {
     /// Overrides the target recorded with the runs.
     pub target: Option<f64>,
-    pub clock: Clock,
-}
-
-impl Default for ReportOptions {
-    fn default() -> Self {
-        ReportOptions {
-            target: None,
-            clock: Clock::Dawn,
-        }
-    }
+    /// One clock for every variant; `None`: each recipe's own convention
+    /// (DAWNBench-style for Page's, airbench-style for airbench's).
+    pub clock: Option<Clock>,
 }
 
 /// Mean, min and median of one clock over a variant's runs.
@@ -65,6 +77,9 @@ pub struct VariantStats {
     pub index: usize,
     pub variant: String,
     pub tricks: String,
+    pub recipe: String,
+    /// The clock of this variant's headline time and speedups.
+    pub headline: Clock,
     /// Finished runs.
     pub n: usize,
     pub failed: usize,
@@ -80,7 +95,8 @@ pub struct VariantStats {
     pub hlb: ClockStats,
     pub wall: ClockStats,
     pub eval_mean: f64,
-    /// Over the runs that reached the target.
+    /// Time to the first evaluation at the target, per run, averaged over the
+    /// `ttt_n` runs that reached it (a selection: `n - ttt_n` did not).
     pub ttt_mean: Option<f64>,
     pub ttt_ci95: Option<f64>,
     pub ttt_n: usize,
@@ -90,6 +106,11 @@ pub struct VariantStats {
 }
 
 impl VariantStats {
+    /// The full-run time in this variant's headline convention.
+    pub fn time(&self) -> &ClockStats {
+        self.clock(self.headline)
+    }
+
     pub fn clock(&self, c: Clock) -> &ClockStats {
         match c {
             Clock::Dawn => &self.dawn,
@@ -103,7 +124,8 @@ impl VariantStats {
 #[derive(Clone, Debug, Serialize)]
 pub struct Report {
     pub target: f64,
-    pub clock: Clock,
+    /// The clock all rows share (`None`: rows of recipes with different conventions).
+    pub clock: Option<Clock>,
     pub dirs: Vec<PathBuf>,
     pub rows: Vec<VariantStats>,
 }
@@ -236,6 +258,7 @@ pub fn aggregate(dirs: &[PathBuf], opts: &ReportOptions) -> Result<Report> {
             .sum()
             .alias("failed"),
         col("tricks").first().alias("tricks"),
+        col("recipe").first().alias("recipe"),
         col("target_acc").first().alias("target_acc"),
     ];
     let done = || col("status").eq(lit("done"));
@@ -303,6 +326,7 @@ pub fn aggregate(dirs: &[PathBuf], opts: &ReportOptions) -> Result<Report> {
             .collect())
     };
     let (matrix, variant, tricks) = (s("matrix")?, s("variant")?, s("tricks")?);
+    let recipe = s("recipe")?;
     let index = f(&df, "index")?;
     let (n, failed, ttt_n) = (f(&df, "n")?, f(&df, "failed")?, f(&df, "ttt_n")?);
     let target = opts.target.unwrap_or_else(|| {
@@ -364,6 +388,8 @@ pub fn aggregate(dirs: &[PathBuf], opts: &ReportOptions) -> Result<Report> {
                 index: index[i].unwrap_or(0.0) as usize,
                 variant: variant[i].clone(),
                 tricks: tricks[i].clone(),
+                recipe: recipe[i].clone(),
+                headline: opts.clock.unwrap_or_else(|| Clock::of_recipe(&recipe[i])),
                 n: n_i,
                 failed: failed[i].unwrap_or(0.0) as usize,
                 acc_mean: v("acc_mean", i),
@@ -391,7 +417,7 @@ pub fn aggregate(dirs: &[PathBuf], opts: &ReportOptions) -> Result<Report> {
     let mut first: Option<(String, f64)> = None;
     let mut prev: Option<(String, f64)> = None;
     for r in rows.iter_mut() {
-        let t = r.clock(opts.clock).mean;
+        let t = r.time().mean;
         if first.as_ref().is_none_or(|(m, _)| *m != r.matrix) {
             first = Some((r.matrix.clone(), t));
             prev = None;
@@ -409,9 +435,11 @@ pub fn aggregate(dirs: &[PathBuf], opts: &ReportOptions) -> Result<Report> {
             prev = Some((r.matrix.clone(), t));
         }
     }
+    let clock = rows.first().map(|r| r.headline);
+    let clock = clock.filter(|c| rows.iter().all(|r| r.headline == *c));
     Ok(Report {
         target,
-        clock: opts.clock,
+        clock,
         dirs: dirs.to_vec(),
         rows,
     })

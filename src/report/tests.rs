@@ -38,7 +38,7 @@ fn aggregate_matches_hand_computed_statistics() {
         std::slice::from_ref(&dir),
         &ReportOptions {
             target: Some(0.53),
-            clock: Clock::Dawn,
+            clock: Some(Clock::Dawn),
         },
     )
     .unwrap();
@@ -95,11 +95,11 @@ fn compare_flags_slowdowns_and_passes_equal_runs() {
         aggregate(&[slow], &o).unwrap(),
     );
     assert!(
-        compare(&b, &s, Clock::Dawn, 0.05, 0.002)
+        compare(&b, &s, 0.05, 0.002)
             .iter()
             .all(|c| c.regression.is_none())
     );
-    let bad = compare(&b, &sl, Clock::Dawn, 0.05, 0.002);
+    let bad = compare(&b, &sl, 0.05, 0.002);
     assert!(
         bad.iter().all(|c| c
             .regression
@@ -141,4 +141,36 @@ fn a_run_that_fails_before_it_starts_keeps_its_matrix_target() {
     assert_eq!(w.runs()[0].target_acc, 0.4);
     let r = crate::report::aggregate(&[w.dir().to_path_buf()], &Default::default()).unwrap();
     assert_eq!(r.target, 0.4);
+}
+
+#[test]
+fn each_recipe_is_headlined_in_its_own_timing_convention() {
+    assert_eq!(Clock::of_recipe("page-final"), Clock::Dawn);
+    assert_eq!(Clock::of_recipe("tiny-page-resnet18"), Clock::Dawn);
+    assert_eq!(Clock::of_recipe("airbench94"), Clock::Airbench);
+    assert_eq!(Clock::of_recipe("tiny-airbench94-muon"), Clock::Airbench);
+    assert_eq!(Clock::of_recipe("a-recipe-from-elsewhere"), Clock::Dawn);
+    let root = tempfile::tempdir().unwrap();
+    let dir = fixture(root.path(), "m", 1.0);
+    let auto = aggregate(std::slice::from_ref(&dir), &ReportOptions::default()).unwrap();
+    assert!(auto.rows.iter().all(|r| r.headline == Clock::Dawn));
+    assert_eq!(auto.clock, Some(Clock::Dawn));
+    let md = auto.to_markdown();
+    // Time to target is secondary, per run, with how many runs did not get there.
+    assert!(md.contains("first eval at target (s, per run)"), "{md}");
+    assert!(md.contains("(n=2, 1 not)"), "{md}");
+    let hlb = aggregate(
+        std::slice::from_ref(&dir),
+        &ReportOptions {
+            target: None,
+            clock: Some(Clock::Hlb),
+        },
+    )
+    .unwrap();
+    assert!(
+        hlb.rows
+            .iter()
+            .all(|r| r.headline == Clock::Hlb && r.time() == &r.hlb)
+    );
+    assert!(hlb.to_csv().lines().nth(1).unwrap().contains(",hlb,"));
 }

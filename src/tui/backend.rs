@@ -29,7 +29,7 @@ fn result_rows(report: &crate::report::Report) -> Vec<ResultRow> {
         .iter()
         .filter(|r| r.n > 0)
         .map(|r| {
-            let c = r.clock(report.clock);
+            let c = r.time();
             ResultRow {
                 index: r.index,
                 variant: r.variant.clone(),
