@@ -312,3 +312,32 @@ fn muon_whitening_bias_starts_uniform_and_decays_on_its_own_clock() {
         }
     }
 }
+
+#[test]
+fn full_recipes_read_metrics_back_once_per_epoch_and_warm_their_kernels() {
+    for r in [
+        "page-resnet18",
+        "page-resnet9",
+        "page-final",
+        "airbench94",
+        "airbench94-muon",
+    ] {
+        let p = plan(r, &[]);
+        assert_eq!(p.metrics_every, 0, "{r}: a host sync inside the clocks");
+        assert!(p.precision.cudnn_benchmark, "{r}");
+    }
+    // metrics_every = 0: one read-back per epoch, every step's loss still in it.
+    let (r, ev) = run(&spec(
+        "tiny-page-resnet9",
+        &["batch_size=40", "metrics_every=0"],
+    ));
+    assert!(matches!(r, Ok(Outcome::Finished(_))), "{r:?}");
+    let chunks: Vec<usize> = ev
+        .iter()
+        .filter_map(|e| match e {
+            Event::Steps { rows, .. } => Some(rows.len()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(chunks, [5, 5]);
+}
