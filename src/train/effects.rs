@@ -18,6 +18,24 @@ fn plan(recipe: &str, ov: &[&str]) -> RunPlan {
     crate::recipe::resolve_plan(recipe, &ov).unwrap().1
 }
 
+/// A run spec for tests that drive the engine's stages directly (the plan is given).
+fn bare_spec() -> crate::config::RunSpec {
+    crate::config::RunSpec {
+        id: crate::config::RunId {
+            matrix: "t".into(),
+            index: 0,
+            variant: "v".into(),
+            repeat: 0,
+        },
+        seed: 0,
+        recipe: String::new(),
+        overrides: Vec::new(),
+        data: String::new(),
+        target_acc: 0.5,
+        device: None,
+    }
+}
+
 fn source() -> Source {
     Source::new(&crate::data::synthetic(40, 20, 10, 16, 1)).unwrap()
 }
@@ -181,20 +199,7 @@ fn grad_accum_equals_one_pass_with_ghost_batches_of_the_same_size() {
         let vs = nn::VarStore::new(Device::Cpu);
         let mut clocks = Clocks::default();
         let (net, _) = build_net(&p, &src, &vs, Layout::of(&p, Device::Cpu), &mut clocks).unwrap();
-        let spec = crate::config::RunSpec {
-            id: crate::config::RunId {
-                matrix: "t".into(),
-                index: 0,
-                variant: "v".into(),
-                repeat: 0,
-            },
-            seed: 0,
-            recipe: String::new(),
-            overrides: Vec::new(),
-            data: String::new(),
-            target_acc: 0.5,
-            device: None,
-        };
+        let spec = bare_spec();
         let run = Run {
             plan: &p,
             spec: &spec,
@@ -339,20 +344,7 @@ fn first_conv_grad(plan: &RunPlan, src: &Source, n: i64) -> Tensor {
     let vs = nn::VarStore::new(Device::Cpu);
     let layout = Layout::of(plan, Device::Cpu);
     let (net, _) = build_net(plan, src, &vs, layout, &mut Clocks::default()).unwrap();
-    let spec = crate::config::RunSpec {
-        id: crate::config::RunId {
-            matrix: "t".into(),
-            index: 0,
-            variant: "v".into(),
-            repeat: 0,
-        },
-        seed: 0,
-        recipe: String::new(),
-        overrides: Vec::new(),
-        data: String::new(),
-        target_acc: 0.5,
-        device: None,
-    };
+    let spec = bare_spec();
     let run = Run {
         plan,
         spec: &spec,
