@@ -210,6 +210,15 @@ pub enum Override {
 }
 
 impl Override {
+    /// A TOML value as the text `Set` takes (`--set` syntax): strings bare,
+    /// numbers and booleans as written. Matrices and recipes.toml share it.
+    pub fn toml_text(v: &toml::Value) -> String {
+        match v {
+            toml::Value::String(s) => s.clone(),
+            other => other.to_string(),
+        }
+    }
+
     /// Parses the `--trick` syntax: `NAME`, `NAME=on` or `NAME=off`.
     pub fn parse_trick(s: &str) -> Result<Override, String> {
         let (key, state) = match s.split_once('=') {

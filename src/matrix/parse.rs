@@ -76,13 +76,6 @@ impl Ctx<'_> {
         anyhow!("{}: {msg}", locate(self.origin, self.text, span.start))
     }
 
-    fn value_text(&self, v: &toml::Value) -> String {
-        match v {
-            toml::Value::String(s) => s.clone(),
-            other => other.to_string(),
-        }
-    }
-
     /// Checks trick names here so the error points at the name itself.
     fn trick(&self, name: &Spanned<String>, on: bool) -> Result<Override> {
         let t = tricks::find(name.get_ref())
@@ -117,7 +110,7 @@ impl Ctx<'_> {
         for (k, v) in set.iter().flatten() {
             let o = Override::Set {
                 key: k.get_ref().clone(),
-                value: self.value_text(v.get_ref()),
+                value: Override::toml_text(v.get_ref()),
             };
             recipe::check_override(self.recipe, &o)
                 .map_err(|e| self.err(k.span(), crate::util::one_line(&e)))?;
@@ -443,13 +436,13 @@ pub fn parse(text: &str, origin: &str) -> Result<Matrix> {
                                     format!(
                                         "grid `{}` is a trick: its values are \"on\"/\"off\" or true/false, not {}",
                                         t.key,
-                                        cx.value_text(v)
+                                        Override::toml_text(v)
                                     ),
                                 ));
                             }
                             _ => Override::Set {
                                 key: k.get_ref().clone(),
-                                value: cx.value_text(v),
+                                value: Override::toml_text(v),
                             },
                         };
                         c.push((o, k.span()));

@@ -53,17 +53,10 @@ struct Raw {
     tiny: toml::Table,
 }
 
-fn value_text(v: &toml::Value) -> String {
-    match v {
-        toml::Value::String(s) => s.clone(),
-        other => other.to_string(),
-    }
-}
-
 fn sets(t: &toml::Table) -> impl Iterator<Item = Override> + '_ {
     t.iter().map(|(k, v)| Override::Set {
         key: k.clone(),
-        value: value_text(v),
+        value: Override::toml_text(v),
     })
 }
 
@@ -137,7 +130,7 @@ fn load() -> Vec<Recipe> {
                 .tiny
                 .get("batch_size")
                 .or_else(|| file.tiny.set.get("batch_size"))
-                .map(value_text)
+                .map(Override::toml_text)
                 .unwrap_or_default();
             Recipe {
                 name: format!("tiny-{}", full.name),

@@ -90,6 +90,9 @@ fn precision_tricks_set_the_layout_on_any_device_and_autocast_on_cuda() {
     // tch autocasts on CUDA only: on a CPU amp is recorded as not applied.
     assert!(!cpu.amp && cpu.channels_last);
     assert!(p.cuda_only.contains(&"amp"));
+    // airbench evaluates (and TTAs) at batch 2000, Page at his batch of 512.
+    assert_eq!(p.eval.batch, 2000);
+    assert_eq!(plan("page-final", &[]).eval.batch, 512);
     let p = plan("airbench94", &["fp16.dtype=bf16"]);
     let cpu = Layout::of(&p, Device::Cpu);
     assert_eq!(cpu.half, Some(Kind::BFloat16));
@@ -394,4 +397,39 @@ fn fp16_gradients_of_the_early_layers_survive_with_the_summed_loss() {
         r_mean > 3.0 * r_sum,
         "the mean loss should lose the gradient: {r_mean}"
     );
+}
+
+#[test]
+fn the_kernel_warm_up_leaves_no_gradient_and_no_bn_statistics_behind() {
+    // airbench94-muon: the filters are Muon's and the whitening bias has its own
+    // optimiser; a gradient left on either would join the first real step.
+    let p = plan(
+        "tiny-airbench94-muon",
+        &["batch_size=8", "whitening.images=40"],
+    );
+    let src = Source::new(&crate::data::synthetic(40, 20, 10, 32, 1)).unwrap();
+    let vs = nn::VarStore::new(Device::Cpu);
+    let layout = Layout::of(&p, Device::Cpu);
+    let (net, nc) = build_net(&p, &src, &vs, layout, &mut Clocks::default()).unwrap();
+    let mut opt = Optimisers::new(&p.optim, &net, p.loss.scale);
+    let avg = Averager::new(&p, &vs, &nc, layout).unwrap();
+    let before: Vec<Tensor> = avg.live.iter().map(Tensor::copy).collect();
+    warm_kernels(
+        &net,
+        &mut opt,
+        &avg.live,
+        [8, 3, 32, 32],
+        10,
+        layout,
+        Device::Cpu,
+    );
+    let pg = net.param_groups();
+    assert!(!pg.whiten_bias.is_empty() && !pg.conv_filters.is_empty());
+    for t in pg.all_trainable() {
+        let g = t.grad();
+        assert!(!g.defined() || g.abs().sum(Kind::Float).double_value(&[]) == 0.0);
+    }
+    for (a, b) in before.iter().zip(&avg.live) {
+        assert!(a.equal(b), "the warm-up changed the net's state");
+    }
 }

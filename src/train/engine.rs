@@ -369,13 +369,22 @@ impl Optimisers {
         self.main.step(o.lr * m);
         if let (Some(f), Some(mp)) = (self.filters.as_mut(), o.muon.as_ref()) {
             f.step(mp.lr * m);
-            f.zero_grad(zero_none);
         }
         if let (Some(b), Some(wb)) = (self.whiten_bias.as_mut(), o.whiten_bias.as_ref()) {
             b.step(o.lr * wb.own_multiplier(at));
-            b.zero_grad(zero_none);
         }
-        self.main.zero_grad(zero_none);
+        self.zero_grad(zero_none);
+    }
+
+    /// Every optimiser's gradients, so none carries into the next step.
+    fn zero_grad(&mut self, set_to_none: bool) {
+        self.main.zero_grad(set_to_none);
+        if let Some(f) = self.filters.as_mut() {
+            f.zero_grad(set_to_none);
+        }
+        if let Some(b) = self.whiten_bias.as_mut() {
+            b.zero_grad(set_to_none);
+        }
     }
 }
 
@@ -467,7 +476,9 @@ fn warm_kernels(
     for _ in 0..2 {
         let loss = net.forward_t(&x, true).cross_entropy_for_logits(&y);
         loss.backward();
-        opt.main.zero_grad(true);
+        // All of them: Muon's filters and an own-clock whitening bias are
+        // outside the main optimiser, and a leftover gradient would join step 1.
+        opt.zero_grad(true);
     }
     saved.copy_into(live);
     sync(dev);
