@@ -29,9 +29,6 @@ pub struct RunPlan {
     /// Steps between device read-backs of the step metrics (0: once per
     /// epoch, at the epoch's own sync: no host sync inside the clocks).
     pub metrics_every: u64,
-    /// Catalog keys of the tricks on whose effect exists only on CUDA: a run on
-    /// another device records them as not applied instead of implying a speedup.
-    pub cuda_only: Vec<&'static str>,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -104,8 +101,8 @@ pub struct Precision {
     pub half: Option<Half>,
     /// BatchNorm in the half precision too, statistics included (Page parts 1-2).
     pub bn_half: bool,
-    /// Autocast the forward pass (fp16 on CUDA), fp32 weights.
-    pub amp: bool,
+    /// Autocast the forward pass to this type, fp32 weights.
+    pub amp: Option<Half>,
     pub channels_last: bool,
     pub cudnn_benchmark: bool,
     /// torch.compile: asked for, but libtorch has no compiler (`validate` refuses it).
@@ -366,7 +363,6 @@ impl RunPlan {
                 batch: s.eval_batch.max(1),
             },
             metrics_every: s.metrics_every as u64,
-            cuda_only: Vec::new(),
         }
     }
 

@@ -115,8 +115,7 @@ impl Activation {
     pub fn apply(&self, x: &Tensor) -> Tensor {
         match *self {
             Activation::Relu => x.relu(),
-            // libtorch's celu has no α argument: CELU(x; α) = α·celu(x/α).
-            Activation::Celu { alpha } => (x / alpha).celu() * alpha,
+            Activation::Celu { alpha } => crate::util::native::celu(x, alpha),
             Activation::Gelu => x.gelu("none"),
         }
     }

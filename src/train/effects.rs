@@ -82,19 +82,18 @@ fn gpu_data_augments_on_the_device_instead_of_a_cpu_loader() {
 }
 
 #[test]
-fn precision_tricks_set_the_layout_on_any_device_and_autocast_on_cuda() {
+fn precision_tricks_set_the_layout_on_any_device() {
     let p = plan("airbench94", &["amp", "fp16=off"]);
-    assert_eq!(p.cuda_only, ["amp"]);
-    let (cuda, cpu) = (Layout::of(&p, Device::Cuda(0)), Layout::of(&p, Device::Cpu));
-    assert!(cuda.amp && cuda.channels_last && cuda.half.is_none());
-    // tch autocasts on CUDA only: on a CPU amp is recorded as not applied.
-    assert!(!cpu.amp && cpu.channels_last);
-    assert!(p.cuda_only.contains(&"amp"));
+    let layout = Layout::of(&p);
+    assert!(layout.channels_last && layout.half.is_none());
+    assert_eq!(layout.amp, Some(AutocastKind::F16));
+    let p = plan("airbench94", &["amp", "amp.dtype=bf16", "fp16=off"]);
+    assert_eq!(Layout::of(&p).amp, Some(AutocastKind::Bf16));
     // airbench evaluates (and TTAs) at batch 2000, Page at his batch of 512.
     assert_eq!(p.eval.batch, 2000);
     assert_eq!(plan("page-final", &[]).eval.batch, 512);
     let p = plan("airbench94", &["fp16.dtype=bf16"]);
-    let cpu = Layout::of(&p, Device::Cpu);
+    let cpu = Layout::of(&p);
     assert_eq!(cpu.half, Some(Kind::BFloat16));
     // The layout applied to a batch: half kind, NHWC strides.
     let x = cpu.input(Tensor::randn([2, 3, 4, 4], (Kind::Float, Device::Cpu)));
@@ -104,12 +103,11 @@ fn precision_tricks_set_the_layout_on_any_device_and_autocast_on_cuda() {
     let src = source();
     assert_eq!(prepare(&p, &src, Device::Cpu).train.kind(), Kind::BFloat16);
     assert!(p.precision.cudnn_benchmark);
-    assert_eq!(p.cuda_only, Vec::<&str>::new());
     // BN stays fp32 and takes the half input; with bn=fp16 it is cast too.
     for (bn, want) in [("fp16.bn=fp32", Kind::Float), ("fp16.bn=fp16", Kind::Half)] {
         let p = plan("tiny-page-resnet9", &["fp16", bn]);
         let vs = nn::VarStore::new(Device::Cpu);
-        let layout = Layout::of(&p, Device::Cpu);
+        let layout = Layout::of(&p);
         let (net, _) = build_net(&p, &src, &vs, layout, &mut Clocks::default()).unwrap();
         assert_eq!(net.param_groups().conv_filters[0].kind(), Kind::Half);
         let running: Vec<Kind> = vs
@@ -201,7 +199,7 @@ fn grad_accum_equals_one_pass_with_ghost_batches_of_the_same_size() {
         tch::manual_seed(9);
         let vs = nn::VarStore::new(Device::Cpu);
         let mut clocks = Clocks::default();
-        let (net, _) = build_net(&p, &src, &vs, Layout::of(&p, Device::Cpu), &mut clocks).unwrap();
+        let (net, _) = build_net(&p, &src, &vs, Layout::of(&p), &mut clocks).unwrap();
         let spec = bare_spec();
         let run = Run {
             plan: &p,
@@ -209,7 +207,7 @@ fn grad_accum_equals_one_pass_with_ghost_batches_of_the_same_size() {
             src: &src,
             device: Device::Cpu,
             label: String::new(),
-            layout: Layout::of(&p, Device::Cpu),
+            layout: Layout::of(&p),
         };
         let idx = Tensor::from_slice(order);
         let x = normalise(&src.train_u8.index_select(0, &idx));
@@ -288,14 +286,8 @@ fn zero_grad_none_and_zero_fill_both_leave_no_gradient() {
     for on in ["zero_grad_none=on", "zero_grad_none=off"] {
         let p = plan("tiny-page-resnet9", &[on]);
         let vs = nn::VarStore::new(Device::Cpu);
-        let (net, _) = build_net(
-            &p,
-            &source(),
-            &vs,
-            Layout::of(&p, Device::Cpu),
-            &mut Clocks::default(),
-        )
-        .unwrap();
+        let (net, _) =
+            build_net(&p, &source(), &vs, Layout::of(&p), &mut Clocks::default()).unwrap();
         let mut opt = Optimisers::new(&p.optim, &net, p.loss.scale);
         let x = Tensor::randn([4, 3, 16, 16], (Kind::Float, Device::Cpu));
         net.forward_t(&x, true).sum(Kind::Float).backward();
@@ -315,14 +307,8 @@ fn no_wd_bn_bias_takes_bn_and_conv_biases_out_of_weight_decay() {
     for (on, want) in [("no_wd_bn_bias=on", 0.0), ("no_wd_bn_bias=off", 1.0)] {
         let p = plan("tiny-page-resnet9", &[on, "no_bias_before_bn=off"]);
         let vs = nn::VarStore::new(Device::Cpu);
-        let (net, _) = build_net(
-            &p,
-            &source(),
-            &vs,
-            Layout::of(&p, Device::Cpu),
-            &mut Clocks::default(),
-        )
-        .unwrap();
+        let (net, _) =
+            build_net(&p, &source(), &vs, Layout::of(&p), &mut Clocks::default()).unwrap();
         let groups = optimizer_groups(&p.optim, &net);
         let pg = net.param_groups();
         let weights = groups
@@ -345,7 +331,7 @@ fn no_wd_bn_bias_takes_bn_and_conv_biases_out_of_weight_decay() {
 fn first_conv_grad(plan: &RunPlan, src: &Source, n: i64) -> Tensor {
     tch::manual_seed(21);
     let vs = nn::VarStore::new(Device::Cpu);
-    let layout = Layout::of(plan, Device::Cpu);
+    let layout = Layout::of(plan);
     let (net, _) = build_net(plan, src, &vs, layout, &mut Clocks::default()).unwrap();
     let spec = bare_spec();
     let run = Run {
@@ -409,7 +395,7 @@ fn the_kernel_warm_up_leaves_no_gradient_and_no_bn_statistics_behind() {
     );
     let src = Source::new(&crate::data::synthetic(40, 20, 10, 32, 1)).unwrap();
     let vs = nn::VarStore::new(Device::Cpu);
-    let layout = Layout::of(&p, Device::Cpu);
+    let layout = Layout::of(&p);
     let (net, nc) = build_net(&p, &src, &vs, layout, &mut Clocks::default()).unwrap();
     let mut opt = Optimisers::new(&p.optim, &net, p.loss.scale);
     let avg = Averager::new(&p, &vs, &nc, layout).unwrap();
@@ -431,5 +417,46 @@ fn the_kernel_warm_up_leaves_no_gradient_and_no_bn_statistics_behind() {
     }
     for (a, b) in before.iter().zip(&avg.live) {
         assert!(a.equal(b), "the warm-up changed the net's state");
+    }
+}
+
+#[test]
+fn amp_autocasts_the_training_forward_pass_on_a_cpu() {
+    // The same init and batch with and without autocast: fp16 convolutions
+    // round, so the loss moves a little, and the weights stay fp32.
+    let src = source();
+    let loss = |ov: &[&str]| {
+        let p = plan("tiny-page-resnet9", ov);
+        tch::manual_seed(3);
+        let vs = nn::VarStore::new(Device::Cpu);
+        let mut clocks = Clocks::default();
+        let (net, _) = build_net(&p, &src, &vs, Layout::of(&p), &mut clocks).unwrap();
+        let spec = bare_spec();
+        let run = Run {
+            plan: &p,
+            spec: &spec,
+            src: &src,
+            device: Device::Cpu,
+            label: String::new(),
+            layout: Layout::of(&p),
+        };
+        let idx = Tensor::arange(16, (Kind::Int64, Device::Cpu));
+        let x = normalise(&src.train_u8.index_select(0, &idx));
+        let y = src.train_y.index_select(0, &idx);
+        let mut correct = Tensor::zeros([], (Kind::Int64, Device::Cpu));
+        let l = f64::try_from(run.forward_backward(&x, &y, None, &net, &mut correct)).unwrap();
+        let w = &net.param_groups().weights[0];
+        (l, w.kind(), w.grad().kind())
+    };
+    let (fp32, _, _) = loss(&["amp=off"]);
+    for ov in [&["amp"][..], &["amp", "amp.dtype=bf16"]] {
+        let (l, wk, gk) = loss(ov);
+        assert_ne!(l, fp32, "{ov:?} left the forward pass in fp32");
+        assert!((l - fp32).abs() < 0.05 * fp32, "{ov:?}: {l} vs {fp32}");
+        assert_eq!(
+            (wk, gk),
+            (Kind::Float, Kind::Float),
+            "{ov:?}: master weights"
+        );
     }
 }

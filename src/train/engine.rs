@@ -19,6 +19,7 @@ use crate::model::{Net, NetConfig, Whitening};
 use crate::optim::{self, Group, Optimizer};
 use crate::plan::{Averaging, CutMix, EvalPlan, Family, Half, LossPlan, OptimPlan, RunPlan};
 use crate::util::device::{device_label, parse_device};
+use crate::util::native::{AutocastKind, autocast};
 
 #[cfg(test)]
 #[path = "effects.rs"]
@@ -89,11 +90,7 @@ impl Trainer for TchTrainer {
             Some(d) => parse_device(d)?,
             None => self.device,
         };
-        let mut config = cfg.to_json(spec.seed, &data.name, &data.hash);
-        if !device.is_cuda() {
-            // These change nothing here; the manifest says so instead of implying a speedup.
-            config["not_applied_on_device"] = serde_json::json!(plan.cuda_only);
-        }
+        let config = cfg.to_json(spec.seed, &data.name, &data.hash);
         let src = Source::new(&data)?;
         Run {
             plan: &plan,
@@ -101,7 +98,7 @@ impl Trainer for TchTrainer {
             src: &src,
             device,
             label: self.label.clone(),
-            layout: Layout::of(&plan, device),
+            layout: Layout::of(&plan),
         }
         .train(config, ctl, emit)
     }
@@ -156,23 +153,27 @@ fn channels_last(x: &Tensor) -> Tensor {
 
 /// How tensors are laid out: the plan's precision and memory format, on any
 /// device (libtorch runs fp16 and bf16 convolutions, BN on half input and
-/// NHWC on a CPU too, slowly, so tests exercise the GPU path). Autocast is
-/// the exception: tch enables it on CUDA only.
+/// NHWC on a CPU too, slowly, so tests exercise the GPU path); autocast too,
+/// through `util::native` where tch's covers CUDA only.
 #[derive(Clone, Copy)]
 struct Layout {
     half: Option<Kind>,
     /// BatchNorm cast to `half` too.
     bn_half: bool,
-    amp: bool,
+    /// Autocast the forward pass to this type (any device).
+    amp: Option<AutocastKind>,
     channels_last: bool,
 }
 
 impl Layout {
-    fn of(plan: &RunPlan, dev: Device) -> Layout {
+    fn of(plan: &RunPlan) -> Layout {
         Layout {
             half: plan.precision.half.map(Half::kind),
             bn_half: plan.precision.bn_half,
-            amp: plan.precision.amp && dev.is_cuda(),
+            amp: plan.precision.amp.map(|h| match h {
+                Half::F16 => AutocastKind::F16,
+                Half::Bf16 => AutocastKind::Bf16,
+            }),
             channels_last: plan.precision.channels_last,
         }
     }
@@ -852,8 +853,8 @@ impl Run<'_> {
                 }
                 None => (xm.shallow_clone(), None),
             };
-            let logits =
-                tch::autocast(self.layout.amp, || net.forward_t(&input, true)).to_kind(Kind::Float);
+            let logits = autocast(self.device, self.layout.amp, || net.forward_t(&input, true))
+                .to_kind(Kind::Float);
             let loss = batch_loss(&plan.loss, &logits, &ym, soft.as_ref());
             // Summed over the batch (the micro-batch mean x the batch / accum).
             (&loss * (plan.loss.scale / accum as f64)).backward();

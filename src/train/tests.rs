@@ -161,6 +161,8 @@ fn a_tiny_fp16_run_learns_like_fp32() {
         &["fp16"][..],
         &["fp16", "fp16.dtype=bf16"],
         &["fp16", "fp16.bn=fp16"],
+        &["amp"],
+        &["amp", "amp.dtype=bf16"],
     ] {
         let half = outcome(t);
         assert!(

@@ -69,7 +69,6 @@ pub static CATALOG: &[TrickSpec] = &[
         params: &[],
         requires: &[],
         conflicts: &[],
-        cuda_only: false,
         apply: |p, _| {
             p.data.resident = true;
             Ok(())
@@ -93,7 +92,6 @@ pub static CATALOG: &[TrickSpec] = &[
         )],
         requires: &["gpu_data"],
         conflicts: &[],
-        cuda_only: false,
         apply: |p, a| {
             p.data.augment.groups = Some(a.int("max_options")?);
             Ok(())
@@ -111,7 +109,6 @@ pub static CATALOG: &[TrickSpec] = &[
         params: &[],
         requires: &[],
         conflicts: &[],
-        cuda_only: false,
         apply: |p, _| {
             p.data.preprocess_once = true;
             Ok(())
@@ -137,7 +134,6 @@ pub static CATALOG: &[TrickSpec] = &[
         ],
         requires: &[],
         conflicts: &["amp"],
-        cuda_only: false,
         apply: |p, a| {
             p.precision.half = Some(half(a)?);
             p.precision.bn_half = a.text("bn")? == "fp16";
@@ -149,16 +145,15 @@ pub static CATALOG: &[TrickSpec] = &[
         ids: &[],
         name: "Automatic mixed precision",
         category: Systems,
-        help: "Autocast the forward pass to fp16 (libtorch's CUDA autocast type; tch cannot choose another) with fp32 master weights. CUDA only: CPU runs stay fp32.",
+        help: "Autocast the forward pass (convolutions and matmuls in fp16 or bf16) with fp32 master weights; on the CPU too (through our own ATen shim: tch autocasts CUDA only).",
         source: "PyTorch performance tuning guide; Page notes proper mixed precision 'adds about a second' (CF:bot#30)",
         off: "fp32",
         on: "fp16 autocast, fp32 weights",
-        params: &[],
+        params: &[c("dtype", "autocast dtype", "fp16", &["fp16", "bf16"])],
         requires: &[],
         conflicts: &["fp16"],
-        cuda_only: true,
-        apply: |p, _| {
-            p.precision.amp = true;
+        apply: |p, a| {
+            p.precision.amp = Some(half(a)?);
             Ok(())
         },
     },
@@ -174,7 +169,6 @@ pub static CATALOG: &[TrickSpec] = &[
         params: &[],
         requires: &[],
         conflicts: &[],
-        cuda_only: false,
         apply: |p, _| {
             p.precision.channels_last = true;
             Ok(())
@@ -192,7 +186,6 @@ pub static CATALOG: &[TrickSpec] = &[
         params: &[],
         requires: &[],
         conflicts: &[],
-        cuda_only: false,
         apply: |p, _| {
             p.precision.cudnn_benchmark = true;
             Ok(())
@@ -210,7 +203,6 @@ pub static CATALOG: &[TrickSpec] = &[
         params: &[],
         requires: &[],
         conflicts: &[],
-        cuda_only: false,
         apply: |p, _| {
             p.precision.compile = true;
             Ok(())
@@ -228,7 +220,6 @@ pub static CATALOG: &[TrickSpec] = &[
         params: &[],
         requires: &[],
         conflicts: &[],
-        cuda_only: false,
         apply: |p, _| {
             p.net.pool_before_act = true;
             Ok(())
@@ -246,7 +237,6 @@ pub static CATALOG: &[TrickSpec] = &[
         params: &[],
         requires: &[],
         conflicts: &[],
-        cuda_only: false,
         apply: |p, _| {
             p.net.pool_before_bn = true;
             Ok(())
@@ -264,7 +254,6 @@ pub static CATALOG: &[TrickSpec] = &[
         params: &[],
         requires: &[],
         conflicts: &[],
-        cuda_only: false,
         apply: |p, a| {
             if !matches!(a.settings.arch, Arch::Backbone | Arch::Resnet9) {
                 bail!(
@@ -294,7 +283,6 @@ pub static CATALOG: &[TrickSpec] = &[
         )],
         requires: &[],
         conflicts: &[],
-        cuda_only: false,
         apply: |p, a| {
             p.net.logit_scale = a.num("scale")?;
             Ok(())
@@ -312,7 +300,6 @@ pub static CATALOG: &[TrickSpec] = &[
         params: &[],
         requires: &[],
         conflicts: &[],
-        cuda_only: false,
         apply: |p, _| {
             p.net.bn.weight_init_one = true;
             Ok(())
@@ -323,14 +310,13 @@ pub static CATALOG: &[TrickSpec] = &[
         ids: &["T13", "B4"],
         name: "CELU activation",
         category: Architecture,
-        help: "Replace ReLU by a smoothed CELU(x; a) = a*celu(x/a).",
+        help: "Replace ReLU by a smoothed CELU(x; a) = max(0, x) + min(0, a*(exp(x/a) - 1)), one fused kernel each way.",
         source: "Page part 8 B4 (52 s, a = 0.075); a = 0.3 with the frozen BN scale (B6)",
         off: "ReLU",
         on: "CELU(a)",
         params: &[f("alpha", "CELU smoothing a", 0.075, 1e-4, 10.0)],
         requires: &[],
         conflicts: &["gelu"],
-        cuda_only: false,
         apply: |p, a| {
             p.net.act = Activation::Celu {
                 alpha: a.num("alpha")?,
@@ -350,7 +336,6 @@ pub static CATALOG: &[TrickSpec] = &[
         params: &[],
         requires: &[],
         conflicts: &["celu"],
-        cuda_only: false,
         apply: |p, _| {
             p.net.act = Activation::Gelu;
             Ok(())
@@ -374,7 +359,6 @@ pub static CATALOG: &[TrickSpec] = &[
         )],
         requires: &[],
         conflicts: &[],
-        cuda_only: false,
         apply: |p, a| {
             p.net.bn.ghost_splits = a.int("splits")?;
             Ok(())
@@ -392,7 +376,6 @@ pub static CATALOG: &[TrickSpec] = &[
         params: &[],
         requires: &[],
         conflicts: &[],
-        cuda_only: false,
         apply: |p, _| {
             p.net.bn.frozen_scale = true;
             Ok(())
@@ -416,7 +399,6 @@ pub static CATALOG: &[TrickSpec] = &[
         )],
         requires: &["frozen_bn_scale"],
         conflicts: &[],
-        cuda_only: false,
         apply: |p, a| {
             p.optim.bn_bias_mult = a.num("mult")?;
             Ok(())
@@ -443,7 +425,6 @@ pub static CATALOG: &[TrickSpec] = &[
         ],
         requires: &[],
         conflicts: &[],
-        cuda_only: false,
         apply: |p, a| {
             p.net.bn.momentum = a.num("momentum")?;
             p.net.bn.eps = a.num("eps")?;
@@ -477,7 +458,6 @@ pub static CATALOG: &[TrickSpec] = &[
         ],
         requires: &[],
         conflicts: &[],
-        cuda_only: false,
         apply: |p, a| {
             let (eps, images) = (a.num("eps")?, a.int("images")? as usize);
             p.net.whitening = match a.text("style")? {
@@ -509,7 +489,6 @@ pub static CATALOG: &[TrickSpec] = &[
         params: &[],
         requires: &["whitening"],
         conflicts: &[],
-        cuda_only: false,
         apply: |p, _| match &mut p.net.whitening {
             Whitening::Airbench { negate, .. } => {
                 *negate = true;
@@ -552,7 +531,6 @@ pub static CATALOG: &[TrickSpec] = &[
         ],
         requires: &["whitening"],
         conflicts: &[],
-        cuda_only: false,
         apply: |p, a| {
             let uniform = a.text("init")? == "uniform";
             match &mut p.net.whitening {
@@ -582,7 +560,6 @@ pub static CATALOG: &[TrickSpec] = &[
         params: &[],
         requires: &[],
         conflicts: &[],
-        cuda_only: false,
         apply: |p, _| {
             p.net.dirac_init = true;
             Ok(())
@@ -600,7 +577,6 @@ pub static CATALOG: &[TrickSpec] = &[
         params: &[],
         requires: &[],
         conflicts: &[],
-        cuda_only: false,
         apply: |p, a| {
             p.optim.momentum = a.settings.momentum;
             Ok(())
@@ -618,7 +594,6 @@ pub static CATALOG: &[TrickSpec] = &[
         params: &[],
         requires: &[],
         conflicts: &[],
-        cuda_only: false,
         apply: |p, a| {
             p.optim.weight_decay = a.settings.weight_decay;
             Ok(())
@@ -636,7 +611,6 @@ pub static CATALOG: &[TrickSpec] = &[
         params: &[f("alpha", "smoothing weight", 0.2, 0.0, 1.0)],
         requires: &[],
         conflicts: &[],
-        cuda_only: false,
         apply: |p, a| {
             p.loss.smoothing = a.num("alpha")?;
             Ok(())
@@ -659,7 +633,6 @@ pub static CATALOG: &[TrickSpec] = &[
         ],
         requires: &[],
         conflicts: &["lookahead"],
-        cuda_only: false,
         apply: |p, a| {
             let every = a.int("every")? as u64;
             p.averaging = Averaging::PageEma {
@@ -693,7 +666,6 @@ pub static CATALOG: &[TrickSpec] = &[
         params: &[i("every", "update every N steps", 5, 1.0, 1000.0)],
         requires: &[],
         conflicts: &["ema"],
-        cuda_only: false,
         apply: |p, a| {
             p.averaging = Averaging::Lookahead {
                 every: a.int("every")?.max(1) as u64,
@@ -724,7 +696,6 @@ pub static CATALOG: &[TrickSpec] = &[
         ],
         requires: &[],
         conflicts: &["lars", "lamb", "adamw"],
-        cuda_only: false,
         apply: |p, a| {
             p.optim.muon = Some(MuonPlan {
                 lr: a.num("lr")?,
@@ -752,7 +723,6 @@ pub static CATALOG: &[TrickSpec] = &[
         params: &[i("pad", "padding in pixels", 4, 0.0, 16.0)],
         requires: &[],
         conflicts: &[],
-        cuda_only: false,
         apply: |p, a| {
             p.data.augment.pad = a.int("pad")?;
             Ok(())
@@ -770,7 +740,6 @@ pub static CATALOG: &[TrickSpec] = &[
         params: &[],
         requires: &[],
         conflicts: &[],
-        cuda_only: false,
         apply: |p, _| {
             p.data.augment.flip = true;
             Ok(())
@@ -788,7 +757,6 @@ pub static CATALOG: &[TrickSpec] = &[
         params: &[],
         requires: &["flip"],
         conflicts: &[],
-        cuda_only: false,
         apply: |p, _| {
             p.data.augment.alternating = true;
             Ok(())
@@ -806,7 +774,6 @@ pub static CATALOG: &[TrickSpec] = &[
         params: &[i("size", "square side in pixels", 8, 1.0, 32.0)],
         requires: &[],
         conflicts: &[],
-        cuda_only: false,
         apply: |p, a| {
             p.data.augment.cutout = Some(a.int("size")?);
             Ok(())
@@ -833,7 +800,6 @@ pub static CATALOG: &[TrickSpec] = &[
         ],
         requires: &[],
         conflicts: &[],
-        cuda_only: false,
         apply: |p, a| {
             p.loss.cutmix = Some(CutMix {
                 size: a.int("size")?,
@@ -860,7 +826,6 @@ pub static CATALOG: &[TrickSpec] = &[
         )],
         requires: &[],
         conflicts: &[],
-        cuda_only: false,
         apply: |p, a| {
             p.eval.tta_level = a.int("level")? as u8;
             Ok(())
@@ -878,7 +843,6 @@ pub static CATALOG: &[TrickSpec] = &[
         params: &[],
         requires: &[],
         conflicts: &[],
-        cuda_only: false,
         apply: |p, _| {
             p.net.prep_bn_relu = true;
             Ok(())
@@ -896,7 +860,6 @@ pub static CATALOG: &[TrickSpec] = &[
         params: &[],
         requires: &[],
         conflicts: &[],
-        cuda_only: false,
         apply: |p, _| {
             p.step.zero_grad_none = true;
             Ok(())
@@ -914,7 +877,6 @@ pub static CATALOG: &[TrickSpec] = &[
         params: &[],
         requires: &[],
         conflicts: &[],
-        cuda_only: false,
         apply: |p, _| {
             p.net.conv_bias = false;
             Ok(())
@@ -932,7 +894,6 @@ pub static CATALOG: &[TrickSpec] = &[
         params: &[],
         requires: &[],
         conflicts: &[],
-        cuda_only: false,
         apply: |p, _| {
             p.optim.no_wd_bn_bias = true;
             Ok(())
@@ -956,7 +917,6 @@ pub static CATALOG: &[TrickSpec] = &[
         )],
         requires: &[],
         conflicts: &[],
-        cuda_only: false,
         apply: |p, a| {
             p.step.clip_norm = Some(a.num("max_norm")?);
             Ok(())
@@ -980,7 +940,6 @@ pub static CATALOG: &[TrickSpec] = &[
         )],
         requires: &[],
         conflicts: &[],
-        cuda_only: false,
         apply: |p, a| {
             p.step.accum = a.int("steps")?;
             Ok(())
@@ -998,7 +957,6 @@ pub static CATALOG: &[TrickSpec] = &[
         params: &[f("epochs", "warm-up length in epochs", 1.0, 0.0, 1000.0)],
         requires: &[],
         conflicts: &[],
-        cuda_only: false,
         apply: |p, a| {
             p.schedule.warmup_epochs = Some(a.num("epochs")?);
             Ok(())
@@ -1016,7 +974,6 @@ pub static CATALOG: &[TrickSpec] = &[
         params: &[f("trust", "trust coefficient", 0.001, 1e-6, 1.0)],
         requires: &[],
         conflicts: &["lamb", "adamw", "muon"],
-        cuda_only: false,
         apply: |p, a| {
             p.optim.family = Family::Lars {
                 trust: a.num("trust")?,
@@ -1036,7 +993,6 @@ pub static CATALOG: &[TrickSpec] = &[
         params: &[],
         requires: &[],
         conflicts: &["lars", "adamw", "muon"],
-        cuda_only: false,
         apply: |p, _| {
             p.optim.family = Family::Lamb;
             Ok(())
@@ -1054,7 +1010,6 @@ pub static CATALOG: &[TrickSpec] = &[
         params: &[],
         requires: &[],
         conflicts: &["lars", "lamb", "muon"],
-        cuda_only: false,
         apply: |p, _| {
             p.optim.family = Family::AdamW;
             Ok(())
@@ -1081,7 +1036,6 @@ pub static CATALOG: &[TrickSpec] = &[
         ],
         requires: &[],
         conflicts: &[],
-        cuda_only: false,
         apply: |p, a| {
             p.data.progressive = Some(Progressive {
                 size: a.int("start_size")?,
@@ -1103,7 +1057,6 @@ pub static CATALOG: &[TrickSpec] = &[
         params: &[],
         requires: &["progressive_resize"],
         conflicts: &[],
-        cuda_only: false,
         apply: |p, _| {
             if let Some(pr) = p.data.progressive.as_mut() {
                 pr.eval_full_size = true;

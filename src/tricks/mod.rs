@@ -64,8 +64,6 @@ pub struct TrickSpec {
     pub requires: &'static [&'static str],
     /// Tricks that cannot be on together with this one.
     pub conflicts: &'static [&'static str],
-    /// Its effect exists only on CUDA (recorded as not applied elsewhere).
-    pub cuda_only: bool,
     /// The trick's whole effect: the plan fields it changes when it is on.
     pub apply: fn(&mut RunPlan, &Args) -> Result<()>,
 }
@@ -164,9 +162,6 @@ pub(crate) fn unchecked_plan(cfg: &RunConfig) -> Result<RunPlan> {
             settings: cfg,
         };
         (t.apply)(&mut plan, &args)?;
-        if t.cuda_only {
-            plan.cuda_only.push(t.key);
-        }
     }
     Ok(plan)
 }

@@ -73,7 +73,11 @@ const EFFECT_TESTS: &[(&str, &str, &str)] = &[
         "preprocess_once_normalises_and_pads_before_training",
     ),
     ("fp16", EFFECTS, CUDA_LAYOUT),
-    ("amp", EFFECTS, CUDA_LAYOUT),
+    (
+        "amp",
+        EFFECTS,
+        "amp_autocasts_the_training_forward_pass_on_a_cpu",
+    ),
     ("channels_last", EFFECTS, CUDA_LAYOUT),
     ("cudnn_benchmark", EFFECTS, CUDA_LAYOUT),
     ("compile", RECIPE, "errors_name_the_fix"),
@@ -193,7 +197,7 @@ const EFFECT_TESTS: &[(&str, &str, &str)] = &[
     ("progressive_resize", EFFECTS, PROGRESSIVE),
     ("full_size_val", EFFECTS, PROGRESSIVE),
 ];
-const CUDA_LAYOUT: &str = "precision_tricks_set_the_layout_on_any_device_and_autocast_on_cuda";
+const CUDA_LAYOUT: &str = "precision_tricks_set_the_layout_on_any_device";
 const POOLS: &str = "pool_before_act_is_exact_for_relu_but_pool_before_bn_is_not";
 const PROGRESSIVE: &str = "progressive_resize_trains_small_first_and_full_size_val_evaluates_full";
 const EFFECTS: &str = include_str!("../train/effects.rs");

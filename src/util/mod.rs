@@ -2,6 +2,7 @@
 //! atomic writes, one-line errors, devices, statistics.
 
 pub mod device;
+pub mod native;
 pub mod stats;
 
 use anyhow::{Context, Result};
