@@ -46,12 +46,50 @@ impl std::fmt::Display for RunId {
 pub enum Arch {
     /// Page's DAWN pre-activation ResNet-18 variant (P1–P3).
     PageResnet18,
+    /// Page P4a: the ResNet-18's shortest path (1×1 stride-2 shortcut convs
+    /// between repeated BN-ReLUs), concat max+avg head, linear with a bias.
+    P4aPath,
+    /// P4b: no repeated BN-ReLU; downsampling 1×1 stride-2 conv → BN → ReLU.
+    P4bConv1x1,
+    /// P4c: 3×3 stride-2 downsampling convs.
+    P4cConv3x3,
+    /// P4d: 3×3 conv → BN → ReLU → max-pool 2, still the concat head, 256 wide.
+    P4dMaxpool,
+    /// P4e: global max-pool head and the last width doubled to 512.
+    P4eMaxHead,
     /// Page part-4 plain net 64/128/256/512, max-pool downsampling (P4f).
     Backbone,
     /// Page's ResNet-9: the backbone with residuals on layers 1 and 3.
     Resnet9,
     /// airbench94's 3-ConvGroup net without residuals.
     Airbench,
+}
+
+impl Arch {
+    /// Every architecture by its setting name (`arch = "..."`).
+    pub const NAMED: &[(&str, Arch)] = &[
+        ("page-resnet18", Arch::PageResnet18),
+        ("p4a-path", Arch::P4aPath),
+        ("p4b-conv1x1", Arch::P4bConv1x1),
+        ("p4c-conv3x3", Arch::P4cConv3x3),
+        ("p4d-maxpool", Arch::P4dMaxpool),
+        ("p4e-maxhead", Arch::P4eMaxHead),
+        ("backbone", Arch::Backbone),
+        ("resnet9", Arch::Resnet9),
+        ("airbench", Arch::Airbench),
+    ];
+
+    pub fn parse(name: &str) -> Option<Arch> {
+        let name = if name == "resnet18" {
+            "page-resnet18"
+        } else {
+            name
+        };
+        Self::NAMED
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|&(_, a)| a)
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]

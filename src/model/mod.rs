@@ -6,6 +6,7 @@
 //! init, logit scale) is a field of [`NetConfig`].
 
 mod airbench;
+mod backbone;
 mod bn;
 mod layers;
 mod resnet;
@@ -19,6 +20,7 @@ use serde::{Deserialize, Serialize};
 use tch::{Kind, Tensor, nn};
 
 use airbench::ConvGroup;
+use backbone::PathOp;
 use bn::GhostBn;
 use layers::{Conv, Linear, global_max};
 use resnet::{PageLayer, PreActBlock};
@@ -157,6 +159,25 @@ impl NetConfig {
                 prep_bn_relu: false,
                 ..page
             },
+            // Part 4 before P4f: the ResNet-18's widths, init and unscaled logits.
+            Arch::P4aPath | Arch::P4bConv1x1 | Arch::P4cConv3x3 | Arch::P4dMaxpool => NetConfig {
+                widths: vec![64, 128, 256, 256],
+                bn: BnConfig {
+                    weight_init_one: false,
+                    ..BnConfig::default()
+                },
+                logit_scale: 1.0,
+                prep_bn_relu: arch != Arch::P4aPath,
+                ..page
+            },
+            Arch::P4eMaxHead => NetConfig {
+                bn: BnConfig {
+                    weight_init_one: false,
+                    ..BnConfig::default()
+                },
+                logit_scale: 1.0,
+                ..page
+            },
             Arch::Backbone => page,
             Arch::Resnet9 => NetConfig {
                 residual: true,
@@ -200,8 +221,8 @@ impl NetConfig {
 
     fn validate(&self) -> Result<()> {
         let min = match self.arch {
-            Arch::Backbone | Arch::Resnet9 => 2,
             Arch::PageResnet18 | Arch::Airbench => 1,
+            _ => 2,
         };
         if self.widths.len() < min || self.widths.iter().any(|&w| w < 1) {
             anyhow::bail!(
@@ -452,6 +473,7 @@ impl Stem {
 
 enum Body {
     PreAct(Vec<PreActBlock>),
+    Path(Vec<PathOp>),
     Page(Vec<PageLayer>),
     Airbench(Vec<ConvGroup>),
 }
@@ -461,7 +483,7 @@ pub struct Net {
     stem: Stem,
     body: Body,
     head: Linear,
-    /// Concatenate global max and average pooling (ResNet-18 variant).
+    /// Concatenate global max and average pooling (ResNet-18 variant, P4a-d).
     concat_pool: bool,
     groups: ParamGroups,
     bns: Vec<(Tensor, Tensor)>,
@@ -498,7 +520,19 @@ impl Net {
                     true,
                 )
             }
-            Arch::Backbone | Arch::Resnet9 => {
+            Arch::P4aPath | Arch::P4bConv1x1 | Arch::P4cConv3x3 => {
+                let ops = PathOp::build(&body_p, &mut reg, cfg);
+                (Body::Path(ops), 2 * cfg.widths[cfg.widths.len() - 1], true)
+            }
+            Arch::P4dMaxpool => {
+                let layers = PageLayer::build(&body_p, &mut reg, cfg);
+                (
+                    Body::Page(layers),
+                    2 * cfg.widths[cfg.widths.len() - 1],
+                    true,
+                )
+            }
+            Arch::P4eMaxHead | Arch::Backbone | Arch::Resnet9 => {
                 let layers = PageLayer::build(&body_p, &mut reg, cfg);
                 (Body::Page(layers), cfg.widths[cfg.widths.len() - 1], false)
             }
@@ -511,8 +545,18 @@ impl Net {
                 )
             }
         };
-        // Only the ResNet-18 variant's linear layer has a bias.
-        let head = reg.linear(&(vs / "head"), feat, cfg.num_classes, concat_pool);
+        // The ResNet-18 variant's linear layer has a bias, and so has every
+        // part-4 backbone until P4f removes it.
+        let head_bias = matches!(
+            cfg.arch,
+            Arch::PageResnet18
+                | Arch::P4aPath
+                | Arch::P4bConv1x1
+                | Arch::P4cConv3x3
+                | Arch::P4dMaxpool
+                | Arch::P4eMaxHead
+        );
+        let head = reg.linear(&(vs / "head"), feat, cfg.num_classes, head_bias);
         Ok(Net {
             cfg: cfg.clone(),
             stem,
@@ -544,6 +588,11 @@ impl Net {
             Body::PreAct(blocks) => {
                 for b in blocks {
                     h = b.forward_t(&h, train, act);
+                }
+            }
+            Body::Path(ops) => {
+                for op in ops {
+                    h = op.forward_t(&h, train, act);
                 }
             }
             Body::Page(layers) => {

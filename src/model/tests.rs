@@ -14,12 +14,7 @@ fn tiny(arch: Arch) -> NetConfig {
 #[test]
 fn each_arch_forward_shape_small_width() {
     tch::manual_seed(0);
-    for arch in [
-        Arch::PageResnet18,
-        Arch::Backbone,
-        Arch::Resnet9,
-        Arch::Airbench,
-    ] {
+    for &(_, arch) in Arch::NAMED {
         let vs = nn::VarStore::new(Device::Cpu);
         let cfg = tiny(arch);
         let net = Net::new(&vs.root(), &cfg);
@@ -171,12 +166,7 @@ fn ptrs(ts: &[Tensor]) -> Vec<usize> {
 
 #[test]
 fn param_groups_partition_trainable_parameters() {
-    for arch in [
-        Arch::PageResnet18,
-        Arch::Backbone,
-        Arch::Resnet9,
-        Arch::Airbench,
-    ] {
+    for &(_, arch) in Arch::NAMED {
         for (frozen, conv_bias) in [(false, false), (true, false), (false, true)] {
             let vs = nn::VarStore::new(Device::Cpu);
             let mut cfg = tiny(arch);
@@ -660,4 +650,51 @@ fn whitening_negate_doubles_the_filters_with_their_negations() {
     assert_eq!(outs[1].size()[1], 24);
     assert!(close(&outs[1].narrow(1, 0, 12), &outs[0], 1e-5));
     assert!(close(&outs[1].narrow(1, 12, 12), &(-&outs[0]), 1e-5));
+}
+
+#[test]
+fn part4_backbones_are_pages_rungs() {
+    // (arch, BN layers, conv kernel sizes after the stem, head input, head bias)
+    let want: [(Arch, usize, &[i64], i64, bool); 6] = [
+        // ResNet-18's shortest path: 2 BN-ReLUs of layer 1, then per layer
+        // BN-ReLU → 1×1 s2 shortcut → the next block's BN-ReLU.
+        (Arch::P4aPath, 8, &[1, 1, 1], 512, true),
+        (Arch::P4bConv1x1, 4, &[1, 1, 1], 512, true),
+        (Arch::P4cConv3x3, 4, &[3, 3, 3], 512, true),
+        (Arch::P4dMaxpool, 4, &[3, 3, 3], 512, true),
+        (Arch::P4eMaxHead, 4, &[3, 3, 3], 512, true),
+        (Arch::Backbone, 4, &[3, 3, 3], 512, false),
+    ];
+    for (arch, bns, kernels, feat, bias) in want {
+        let vs = nn::VarStore::new(Device::Cpu);
+        let cfg = NetConfig::default_for(arch);
+        let net = Net::new(&vs.root(), &cfg);
+        let g = net.param_groups();
+        assert_eq!(g.bn_biases.len(), bns, "{arch:?}: BN layers");
+        let k: Vec<i64> = g.conv_filters[1..].iter().map(|w| w.size()[3]).collect();
+        assert_eq!(k, kernels, "{arch:?}: downsampling convs");
+        assert_eq!(
+            g.conv_filters[0].size(),
+            [64, 3, 3, 3],
+            "{arch:?}: prep conv"
+        );
+        assert_eq!(g.head[0].size(), [10, feat], "{arch:?}: head");
+        assert_eq!(g.head.len(), 1 + usize::from(bias), "{arch:?}: head bias");
+        // 32 → 4 through three halvings, whatever does the halving.
+        let y = net.forward_t(
+            &Tensor::randn([2, 3, 32, 32], (Kind::Float, Device::Cpu)),
+            true,
+        );
+        assert_eq!(y.size(), [2, 10]);
+    }
+    assert_eq!(
+        NetConfig::default_for(Arch::P4dMaxpool).widths,
+        [64, 128, 256, 256]
+    );
+    assert_eq!(
+        NetConfig::default_for(Arch::P4eMaxHead).widths,
+        [64, 128, 256, 512]
+    );
+    assert!(!NetConfig::default_for(Arch::P4aPath).prep_bn_relu);
+    assert!(NetConfig::default_for(Arch::P4bConv1x1).prep_bn_relu);
 }

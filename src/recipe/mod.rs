@@ -18,7 +18,7 @@ use crate::config::{
 };
 use crate::plan::RunPlan;
 use crate::tricks::{self, ParamValue};
-use anyhow::{Result, bail};
+use anyhow::{Context, Result, bail};
 
 fn parse_num(key: &str, value: &str) -> Result<f64> {
     let v: f64 = match value.split_once('/') {
@@ -53,13 +53,10 @@ fn set_hyper(cfg: &mut RunConfig, key: &str, value: &str) -> Result<()> {
     };
     match key {
         "arch" => {
-            cfg.arch = match value {
-                "page-resnet18" | "resnet18" => Arch::PageResnet18,
-                "backbone" => Arch::Backbone,
-                "resnet9" => Arch::Resnet9,
-                "airbench" => Arch::Airbench,
-                _ => bail!("`arch={value}`: expected page-resnet18, backbone, resnet9 or airbench"),
-            }
+            cfg.arch = Arch::parse(value).with_context(|| {
+                let names: Vec<&str> = Arch::NAMED.iter().map(|(n, _)| *n).collect();
+                format!("`arch={value}`: expected one of {}", names.join(", "))
+            })?
         }
         "optimizer" => {
             cfg.optimizer = match value {
