@@ -63,6 +63,8 @@ pub enum Arch {
     Resnet9,
     /// airbench94's 3-ConvGroup net without residuals.
     Airbench,
+    /// hlb-CIFAR10 v0.7: the same body, 64/256/512 wide.
+    Hlb,
 }
 
 impl Arch {
@@ -77,7 +79,13 @@ impl Arch {
         ("backbone", Arch::Backbone),
         ("resnet9", Arch::Resnet9),
         ("airbench", Arch::Airbench),
+        ("hlb", Arch::Hlb),
     ];
+
+    /// airbench's and hlb's whitened ConvGroup nets.
+    pub fn conv_groups(self) -> bool {
+        matches!(self, Arch::Airbench | Arch::Hlb)
+    }
 
     pub fn parse(name: &str) -> Option<Arch> {
         let name = if name == "resnet18" {

@@ -6,7 +6,7 @@
 //! does nothing.
 
 use crate::config::{OptimizerKind, RunConfig, ScheduleKind};
-use crate::model::{Activation, BnConfig, NetConfig, Whitening};
+use crate::model::{Activation, BnConfig, Dirac, NetConfig, Whitening};
 use crate::optim::Piecewise;
 use anyhow::{Result, bail};
 use tch::Kind;
@@ -267,8 +267,12 @@ pub enum Averaging {
         every: u64,
     },
     /// airbench: average every `every` steps with 0.95⁵·(t/T)³ and copy back.
+    /// hlb: the same from `start_epoch` on (a snapshot of the live net then),
+    /// evaluating a separate copy holding the average.
     Lookahead {
         every: u64,
+        start_epoch: f64,
+        eval_average: bool,
     },
 }
 
@@ -302,7 +306,7 @@ impl RunPlan {
             residual: false,
             logit_scale: 1.0,
             whitening: Whitening::Off,
-            dirac_init: false,
+            dirac: Dirac::Off,
             prep_bn_relu: false,
             conv_bias: true,
             ..NetConfig::default_for(s.arch).scaled(s.width_mult)

@@ -4,7 +4,7 @@
 use tch::{Tensor, nn};
 
 use super::resnet::{ConvBn, PoolAt};
-use super::{Activation, NetConfig, Registry};
+use super::{Activation, Dirac, NetConfig, Registry};
 
 pub(crate) struct ConvGroup {
     a: ConvBn,
@@ -22,6 +22,10 @@ impl ConvGroup {
                 let gp = p / format!("group{}", i + 1);
                 let a = ConvBn::new(&(&gp / "a"), reg, cin, w, pool);
                 let b = ConvBn::new(&(&gp / "b"), reg, w, w, PoolAt::None);
+                if cfg.dirac == Dirac::Hlb {
+                    a.conv.dirac_mixed_init();
+                    b.conv.dirac_init();
+                }
                 cin = w;
                 ConvGroup { a, b }
             })

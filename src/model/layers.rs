@@ -87,6 +87,22 @@ impl Conv {
             self.weight.narrow(0, 0, n).copy_(&delta);
         });
     }
+
+    /// hlb-CIFAR10's first-conv init: the random init plus the identity on the
+    /// first min(C_in, C_out) filters, shifted and scaled back to the random
+    /// init's mean and std (so the identity does not change the layer's scale).
+    pub fn dirac_mixed_init(&self) {
+        tch::no_grad(|| {
+            let w0 = self.weight.detach().copy();
+            self.dirac_init();
+            let n = w0.size()[0].min(w0.size()[1]);
+            let id = self.weight.narrow(0, 0, n).copy();
+            let w = w0.copy();
+            let _ = w.narrow(0, 0, n).g_add_(&id);
+            let w = (&w - w.mean(None)) / w.std(true) * w0.std(true) + w0.mean(None);
+            self.weight.shallow_clone().copy_(&w);
+        });
+    }
 }
 
 pub(crate) struct Linear {

@@ -79,6 +79,18 @@ impl BnConfig {
     }
 }
 
+/// Identity ("dirac") initialisation of the 3×3 convs (T19).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Dirac {
+    Off,
+    /// airbench: identity on the first min(C_in, C_out) filters of every
+    /// trainable 3×3 conv, the others keep their random init.
+    Partial,
+    /// hlb-CIFAR10: each group's first conv = random init + identity, rescaled
+    /// to the random init's mean and std; its second conv a pure identity.
+    Hlb,
+}
+
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum Whitening {
     Off,
@@ -119,8 +131,7 @@ pub struct NetConfig {
     pub residual: bool,
     pub logit_scale: f64,
     pub whitening: Whitening,
-    /// Identity init on the first C_in filters of every trainable 3×3 conv.
-    pub dirac_init: bool,
+    pub dirac: Dirac,
     /// BN + act after the prep conv (when there is no whitening).
     pub prep_bn_relu: bool,
     /// A bias on every trainable conv (PyTorch's `nn.Conv2d` default). Every
@@ -143,7 +154,7 @@ impl NetConfig {
             residual: false,
             logit_scale: 0.125,
             whitening: Whitening::Off,
-            dirac_init: false,
+            dirac: Dirac::Off,
             prep_bn_relu: true,
             conv_bias: false,
             num_classes: 10,
@@ -183,6 +194,11 @@ impl NetConfig {
                 residual: true,
                 ..page
             },
+            Arch::Hlb => NetConfig {
+                widths: vec![64, 256, 512],
+                dirac: Dirac::Hlb,
+                ..NetConfig::default_for(Arch::Airbench)
+            },
             Arch::Airbench => NetConfig {
                 widths: vec![64, 256, 256],
                 act: Activation::Gelu,
@@ -203,7 +219,7 @@ impl NetConfig {
                     centred: false,
                     bias_uniform: false,
                 },
-                dirac_init: true,
+                dirac: Dirac::Partial,
                 prep_bn_relu: false,
                 ..page
             },
@@ -221,7 +237,7 @@ impl NetConfig {
 
     fn validate(&self) -> Result<()> {
         let min = match self.arch {
-            Arch::PageResnet18 | Arch::Airbench => 1,
+            Arch::PageResnet18 | Arch::Airbench | Arch::Hlb => 1,
             _ => 2,
         };
         if self.widths.len() < min || self.widths.iter().any(|&w| w < 1) {
@@ -329,14 +345,14 @@ pub(crate) struct Registry {
     /// Every BN tensor (weight, bias, running statistics): what `Net::cast_bn` converts.
     bn_state: Vec<Tensor>,
     bn_cfg: BnConfig,
-    dirac: bool,
+    dirac: Dirac,
     conv_bias: bool,
 }
 
 impl Registry {
     fn conv(&mut self, p: &nn::Path, cin: i64, cout: i64, k: i64, stride: i64, pad: i64) -> Conv {
         let conv = Conv::new(p, cin, cout, k, stride, pad, self.conv_bias, true);
-        if self.dirac && k == 3 {
+        if self.dirac == Dirac::Partial && k == 3 {
             conv.dirac_init();
         }
         self.groups.weights.push(conv.weight.shallow_clone());
@@ -394,7 +410,7 @@ impl Stem {
             }
         }
         match (cfg.arch, whiten) {
-            (Arch::Airbench, Some(w)) => {
+            (arch, Some(w)) if arch.conv_groups() => {
                 let c = w.out_channels();
                 (
                     Stem {
@@ -406,7 +422,7 @@ impl Stem {
                     c,
                 )
             }
-            (Arch::Airbench, None) => {
+            (arch, None) if arch.conv_groups() => {
                 // Off state of T18: a learnable conv of the same shape.
                 let conv = Conv::new(&(p / "conv"), 3, 24, 2, 1, 0, true, true);
                 reg.groups.weights.push(conv.weight.shallow_clone());
@@ -506,7 +522,7 @@ impl Net {
             castable: vec![],
             bn_state: vec![],
             bn_cfg: cfg.bn.clone(),
-            dirac: cfg.dirac_init,
+            dirac: cfg.dirac,
             conv_bias: cfg.conv_bias,
         };
         let (stem, c) = Stem::build(&(vs / "stem"), &mut reg, cfg);
@@ -536,7 +552,7 @@ impl Net {
                 let layers = PageLayer::build(&body_p, &mut reg, cfg);
                 (Body::Page(layers), cfg.widths[cfg.widths.len() - 1], false)
             }
-            Arch::Airbench => {
+            Arch::Airbench | Arch::Hlb => {
                 let groups = ConvGroup::build(&body_p, &mut reg, cfg, c);
                 (
                     Body::Airbench(groups),

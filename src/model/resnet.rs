@@ -30,7 +30,7 @@ impl PoolAt {
 
 /// conv3×3 → BN → act with an optional max-pool at a configurable point.
 pub(crate) struct ConvBn {
-    conv: Conv,
+    pub(crate) conv: Conv,
     bn: GhostBn,
     pool: PoolAt,
 }
@@ -165,7 +165,7 @@ mod tests {
             castable: vec![],
             bn_state: vec![],
             bn_cfg: BnConfig::default(),
-            dirac: false,
+            dirac: crate::model::Dirac::Off,
             conv_bias: false,
         };
         let cfg = NetConfig::default_for(crate::config::Arch::PageResnet18).scaled(1.0 / 16.0);

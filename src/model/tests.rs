@@ -333,6 +333,32 @@ fn dirac_init_is_identity_on_first_filters() {
     let x = Tensor::randn([2, 24, 5, 5], (Kind::Float, Device::Cpu));
     let y = x.conv2d(w, None::<&Tensor>, [1, 1], [1, 1], [1, 1], 1);
     assert!(close(&y, &x.narrow(1, 0, 4), 1e-6));
+
+    // hlb: each group's second conv is a pure identity; its first is the
+    // random init plus the identity, moved back to the random init's mean/std.
+    let filters = Net::new(&nn::VarStore::new(Device::Cpu).root(), &tiny(Arch::Hlb))
+        .param_groups()
+        .conv_filters;
+    assert_eq!(filters.len(), 6);
+    for b in filters.iter().skip(1).step_by(2) {
+        let c = b.size()[1];
+        let x = Tensor::randn([2, c, 5, 5], (Kind::Float, Device::Cpu));
+        let y = x.conv2d(b, None::<&Tensor>, [1, 1], [1, 1], [1, 1], 1);
+        assert!(close(&y, &x, 1e-6), "second conv is not the identity");
+    }
+    tch::manual_seed(4);
+    let vs = nn::VarStore::new(Device::Cpu);
+    let conv = layers::Conv::new(&vs.root(), 8, 16, 3, 1, 1, false, true);
+    let w0 = conv.weight.detach().copy();
+    conv.dirac_mixed_init();
+    let mut id = Tensor::zeros([16, 8, 3, 3], (Kind::Float, Device::Cpu));
+    for i in 0..8 {
+        let _ = id.get(i).get(i).get(1).get(1).fill_(1.0);
+    }
+    id = &w0 + id;
+    let want = (&id - id.mean(None)) / id.std(true) * w0.std(true) + w0.mean(None);
+    assert!(close(&conv.weight, &want, 1e-6));
+    assert!(!close(&conv.weight, &w0, 1e-3));
 }
 
 #[test]

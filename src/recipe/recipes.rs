@@ -181,7 +181,7 @@ mod tests {
         assert_eq!(recipes().len(), 2 * file.recipe.len());
         assert_eq!(
             recipes().last().unwrap().help,
-            "airbench94-muon at 1/8 width, embedded data, bs 250, 3 epochs (CPU)"
+            "hlb at 1/8 width, embedded data, bs 128, 3 epochs (CPU)"
         );
     }
 }

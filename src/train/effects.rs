@@ -460,3 +460,55 @@ fn amp_autocasts_the_training_forward_pass_on_a_cpu() {
         );
     }
 }
+
+#[test]
+fn lookahead_starts_from_a_snapshot_and_hlb_evaluates_the_average() {
+    let src = source();
+    let p = plan(
+        "tiny-hlb",
+        &["fp16=off", "lookahead.start_epoch=1", "lookahead.every=1"],
+    );
+    tch::manual_seed(2);
+    let vs = nn::VarStore::new(Device::Cpu);
+    let mut clocks = Clocks::default();
+    let (net, nc) = build_net(&p, &src, &vs, Layout::of(&p), &mut clocks).unwrap();
+    let mut avg = Averager::new(&p, &vs, &nc, Layout::of(&p)).unwrap();
+    let first = |t: &[Tensor]| t[0].detach().copy();
+    // Before its start epoch there is no average: steps leave the net alone.
+    let w = avg.live[0].shallow_clone();
+    tch::no_grad(|| w.shallow_clone().copy_(&(&w + 1.0)));
+    avg.after_step(1, 10);
+    assert!(avg.avg.is_none());
+    assert!(
+        std::ptr::eq(avg.eval_net(&net), &net),
+        "evaluates the live net until then"
+    );
+    // At the start epoch the average begins from the live net as it is then.
+    avg.begin_epoch(1);
+    let snapshot = first(&avg.live);
+    assert!(avg.avg.as_ref().unwrap().tensors()[0].equal(&snapshot));
+    tch::no_grad(|| w.shallow_clone().copy_(&(&w + 1.0)));
+    avg.after_step(5, 10);
+    let d = optim::lookahead_decay(5, 10);
+    let want = &snapshot * d + (&snapshot + 1.0) * (1.0 - d);
+    assert!(
+        avg.live[0].allclose(&want, 1e-6, 1e-6, false),
+        "copied back"
+    );
+    // hlb evaluates its own copy, holding the average.
+    let eval = avg.eval_net(&net);
+    assert!(!std::ptr::eq(eval, &net));
+    tch::no_grad(|| w.shallow_clone().copy_(&(&w + 1.0)));
+    avg.finish();
+    assert!(
+        !avg.live[0].allclose(&want, 1e-6, 1e-6, false),
+        "no final copy-back"
+    );
+    // airbench: from the initial weights, and the live net is what it evaluates.
+    let p = plan("tiny-airbench94", &["fp16=off"]);
+    let vs = nn::VarStore::new(Device::Cpu);
+    let (net, nc) = build_net(&p, &src, &vs, Layout::of(&p), &mut clocks).unwrap();
+    let avg = Averager::new(&p, &vs, &nc, Layout::of(&p)).unwrap();
+    assert!(avg.avg.is_some());
+    assert!(std::ptr::eq(avg.eval_net(&net), &net));
+}

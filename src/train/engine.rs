@@ -390,12 +390,13 @@ impl Optimisers {
 }
 
 /// Stage 3b: parameter averaging. Page evaluates a separate copy; airbench
-/// copies the average back into the live weights.
+/// copies the average back into the live weights; hlb does both, from a
+/// snapshot taken when its average starts.
 struct Averager {
     plan: Averaging,
     live: Vec<Tensor>,
     avg: Option<optim::Ema>,
-    /// Page's eval-only net and its float state.
+    /// The eval-only net holding the average (Page, hlb) and its float state.
     eval: Option<(nn::VarStore, Net, Vec<Tensor>)>,
 }
 
@@ -403,7 +404,10 @@ impl Averager {
     fn new(plan: &RunPlan, vs: &nn::VarStore, nc: &NetConfig, layout: Layout) -> Result<Averager> {
         let live = optim::float_state(vs);
         let eval = match plan.averaging {
-            Averaging::PageEma { .. } => {
+            Averaging::PageEma { .. }
+            | Averaging::Lookahead {
+                eval_average: true, ..
+            } => {
                 let evs = nn::VarStore::new(vs.device());
                 let net = Net::try_new(&evs.root(), nc)?;
                 layout.cast(&net);
@@ -412,13 +416,27 @@ impl Averager {
             }
             _ => None,
         };
-        let avg = (plan.averaging != Averaging::None).then(|| optim::Ema::new(&live));
-        Ok(Averager {
+        let mut averager = Averager {
             plan: plan.averaging,
             live,
-            avg,
+            avg: None,
             eval,
-        })
+        };
+        averager.begin_epoch(0);
+        Ok(averager)
+    }
+
+    /// The average starts from the live state at its first epoch: the initial
+    /// weights, or hlb's snapshot at epoch 2.
+    fn begin_epoch(&mut self, epoch: usize) {
+        let start = match self.plan {
+            Averaging::None => return,
+            Averaging::PageEma { .. } => 0.0,
+            Averaging::Lookahead { start_epoch, .. } => start_epoch,
+        };
+        if self.avg.is_none() && epoch as f64 >= start {
+            self.avg = Some(optim::Ema::new(&self.live));
+        }
     }
 
     fn after_step(&mut self, step: u64, total_steps: u64) {
@@ -427,7 +445,9 @@ impl Averager {
             Averaging::PageEma { decay, every } if step.is_multiple_of(every) => {
                 avg.update(&self.live, decay)
             }
-            Averaging::Lookahead { every } if step.is_multiple_of(every) => {
+            // hlb keeps BN weights and the whitening out of the copy-back;
+            // both are frozen here, so averaging leaves them as they are.
+            Averaging::Lookahead { every, .. } if step.is_multiple_of(every) => {
                 avg.update(
                     &self.live,
                     optim::lookahead_decay(step as usize, total_steps as usize),
@@ -438,9 +458,17 @@ impl Averager {
         }
     }
 
-    /// airbench ends with net <- average (d = 1) at the final step.
+    /// airbench ends with net <- average (d = 1) at the final step; hlb
+    /// evaluates its copy instead.
     fn finish(&self) {
-        if let (Averaging::Lookahead { .. }, Some(avg)) = (self.plan, self.avg.as_ref()) {
+        if let (
+            Averaging::Lookahead {
+                eval_average: false,
+                ..
+            },
+            Some(avg),
+        ) = (self.plan, self.avg.as_ref())
+        {
             avg.copy_into(&self.live);
         }
     }
@@ -600,6 +628,7 @@ impl Run<'_> {
         let mut final_train_loss = f64::NAN;
 
         for epoch in 0..n_epochs {
+            avg.begin_epoch(epoch);
             if let Some(wb) = &plan.optim.whiten_bias
                 && epoch as f64 >= wb.epochs
             {

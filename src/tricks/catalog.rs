@@ -4,7 +4,7 @@
 
 use super::*;
 use crate::config::{Arch, ScheduleKind};
-use crate::model::{Activation, Whitening};
+use crate::model::{Activation, Dirac, Whitening};
 use crate::optim::{Piecewise, page_ema_decay};
 use crate::plan::{Averaging, CutMix, Family, Half, MuonPlan, Progressive, WhitenBias};
 use anyhow::bail;
@@ -461,7 +461,7 @@ pub static CATALOG: &[TrickSpec] = &[
         apply: |p, a| {
             let (eps, images) = (a.num("eps")?, a.int("images")? as usize);
             p.net.whitening = match a.text("style")? {
-                "page" if a.settings.arch == Arch::Airbench => bail!(
+                "page" if a.settings.arch.conv_groups() => bail!(
                     "whitening.style=page needs a Page net (resnet9/backbone); the airbench net takes whitening.style=airbench"
                 ),
                 "page" => Whitening::Page { eps, images },
@@ -553,15 +553,27 @@ pub static CATALOG: &[TrickSpec] = &[
         ids: &["T19"],
         name: "Dirac (identity) init",
         category: Architecture,
-        help: "Initialise the first C_in filters of each 3x3 conv as the identity, so a deep plain net starts near a shallow one.",
-        source: "airbench (partial identity init); hlb",
+        help: "Start the 3x3 convs near the identity, so a deep plain net starts near a shallow one: airbench sets the first C_in filters of each to the identity; hlb adds the identity to each group's first conv (rescaled to its random init's mean and std) and makes the second a pure identity.",
+        source: "airbench (partial identity init); hlb-CIFAR10 v0.7 (mixed and pure)",
         off: "PyTorch default (kaiming-uniform)",
-        on: "identity on the first C_in filters",
-        params: &[],
+        on: "identity on the first C_in filters (airbench) or hlb's mixed/pure identity",
+        params: &[c(
+            "style",
+            "airbench (partial identity, every 3x3 conv) or hlb (needs the airbench or hlb net)",
+            "airbench",
+            &["airbench", "hlb"],
+        )],
         requires: &[],
         conflicts: &[],
-        apply: |p, _| {
-            p.net.dirac_init = true;
+        apply: |p, a| {
+            p.net.dirac = match a.text("style")? {
+                "hlb" if !a.settings.arch.conv_groups() => bail!(
+                    "dirac_init.style=hlb initialises the ConvGroups of the airbench/hlb nets: use style=airbench on arch {:?}",
+                    a.settings.arch
+                ),
+                "hlb" => Dirac::Hlb,
+                _ => Dirac::Partial,
+            };
             Ok(())
         },
     },
@@ -659,16 +671,33 @@ pub static CATALOG: &[TrickSpec] = &[
         ids: &["T25"],
         name: "Lookahead (airbench/hlb EMA with copy-back)",
         category: Averaging,
-        help: "Every N steps average the live weights into a slow copy with d = 0.95^5*(t/T)^3 and copy it back: changes the trajectory.",
-        source: "airbench94 (every 5 steps), hlb",
+        help: "Every N steps average the live weights into a slow copy with d = 0.95^5*(t/T)^3 and copy it back: changes the trajectory. hlb starts it late from a snapshot of the live net and evaluates the average.",
+        source: "airbench94 (every 5 steps, from the initial weights); hlb-CIFAR10 v0.7 (from epoch 2, eval on the average)",
         off: "none",
         on: "copy-back averaging every 5 steps",
-        params: &[i("every", "update every N steps", 5, 1.0, 1000.0)],
+        params: &[
+            i("every", "update every N steps", 5, 1.0, 1000.0),
+            f(
+                "start_epoch",
+                "epoch at which the average starts, from a snapshot of the live net (0: the initial weights)",
+                0.0,
+                0.0,
+                10000.0,
+            ),
+            c(
+                "eval",
+                "live: evaluate the live net (airbench); average: a separate copy holding the average (hlb)",
+                "live",
+                &["live", "average"],
+            ),
+        ],
         requires: &[],
         conflicts: &["ema"],
         apply: |p, a| {
             p.averaging = Averaging::Lookahead {
                 every: a.int("every")?.max(1) as u64,
+                start_epoch: a.num("start_epoch")?,
+                eval_average: a.text("eval")? == "average",
             };
             Ok(())
         },
@@ -707,7 +736,7 @@ pub static CATALOG: &[TrickSpec] = &[
             if p.optim.family == Family::SgdPage {
                 p.optim.family = Family::SgdTorch;
             }
-            p.head_unit_std = a.settings.arch == Arch::Airbench;
+            p.head_unit_std = a.settings.arch.conv_groups();
             Ok(())
         },
     },

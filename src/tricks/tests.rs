@@ -144,7 +144,11 @@ const EFFECT_TESTS: &[(&str, &str, &str)] = &[
         "label_smoothing_reaches_the_training_loss_through_the_plan",
     ),
     ("ema", OPTIM, "ema_and_lookahead_follow_the_formula"),
-    ("lookahead", OPTIM, "ema_and_lookahead_follow_the_formula"),
+    (
+        "lookahead",
+        EFFECTS,
+        "lookahead_starts_from_a_snapshot_and_hlb_evaluates_the_average",
+    ),
     (
         "muon",
         OPTIM,
