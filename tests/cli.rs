@@ -175,19 +175,64 @@ fn headless_run_report_and_compare() {
     let missing = run(&["compare", dir.to_str().unwrap(), "nope"], tmp.path());
     assert_eq!(missing.status.code(), Some(2));
     assert!(text(&missing).1.contains("nope"));
-    // A candidate that must be 50% faster than itself regresses.
-    let strict = run(
+    assert!(text(&same).0.contains("Welch's t"), "{:?}", text(&same));
+    // A threshold that would switch the check off is refused; a negative one is fine.
+    let nan = run(
         &[
             "compare",
             dir.to_str().unwrap(),
             dir.to_str().unwrap(),
             "--max-slowdown",
-            "-0.5",
+            "nan",
         ],
         tmp.path(),
     );
-    assert_eq!(strict.status.code(), Some(1), "{:?}", text(&strict));
-    assert!(text(&strict).0.contains("REGRESSION"));
+    assert_eq!(nan.status.code(), Some(2));
+    assert!(
+        text(&nan).1.contains("--max-slowdown NaN"),
+        "{:?}",
+        text(&nan)
+    );
+    let neg = run(
+        &[
+            "compare",
+            dir.to_str().unwrap(),
+            dir.to_str().unwrap(),
+            "--max-slowdown=-0.05",
+        ],
+        tmp.path(),
+    );
+    assert_ne!(neg.status.code(), Some(2), "{:?}", text(&neg));
+    // A folder of another matrix file is reported, not silently compared.
+    let other = tmp.path().join("other");
+    std::fs::create_dir_all(other.join("steps")).unwrap();
+    for f in ["runs.parquet", "queue.json"] {
+        std::fs::copy(dir.join(f), other.join(f)).unwrap();
+    }
+    let m = std::fs::read_to_string(dir.join("manifest.json")).unwrap();
+    let mut m: serde_json::Value = serde_json::from_str(&m).unwrap();
+    m["matrix_file"] = serde_json::json!("name = 'edited'");
+    std::fs::write(other.join("manifest.json"), m.to_string()).unwrap();
+    let diff = run(
+        &["compare", dir.to_str().unwrap(), other.to_str().unwrap()],
+        tmp.path(),
+    );
+    assert_eq!(diff.status.code(), Some(2));
+    assert!(
+        text(&diff).1.contains("matrix files differ"),
+        "{:?}",
+        text(&diff)
+    );
+    let forced = run(
+        &[
+            "compare",
+            dir.to_str().unwrap(),
+            other.to_str().unwrap(),
+            "--allow-different",
+        ],
+        tmp.path(),
+    );
+    assert_eq!(forced.status.code(), Some(0), "{:?}", text(&forced));
 
     // Resume: everything finished, so nothing runs again.
     let again = run(

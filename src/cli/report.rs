@@ -1,8 +1,10 @@
 //! `tricklab report` and `tricklab compare`.
 
-use crate::report::{Clock, ReportOptions, aggregate, compare};
+use crate::report::{
+    Clock, Comparison, Diff, Report, ReportOptions, Thresholds, Verdict, aggregate, compare,
+};
 use anyhow::Result;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 #[derive(clap::Args, Debug)]
 pub struct ReportArgs {
@@ -67,16 +69,67 @@ pub struct CompareArgs {
     /// Clock to compare (default: each recipe's own convention).
     #[arg(long, value_enum)]
     pub clock: Option<Clock>,
-    /// Allowed slowdown as a fraction (0.05 = 5%; negative demands a speedup).
+    /// Allowed slowdown as a fraction (0.05 = 5%; a negative one demands a
+    /// speedup: --max-slowdown=-0.05).
     #[arg(long, default_value_t = 0.05, allow_hyphen_values = true)]
     pub max_slowdown: f64,
     /// Allowed accuracy drop as a fraction (0.002 = 0.2 points).
     #[arg(long, default_value_t = 0.002)]
     pub max_acc_drop: f64,
+    /// Compare even if the matrix file, recipes, data or devices differ.
+    #[arg(long)]
+    pub allow_different: bool,
+    /// Exit 2 when a variant is inconclusive (too few runs to tell).
+    #[arg(long)]
+    pub fail_inconclusive: bool,
 }
 
-/// Exit 0: no regression; 1: regression; 2: the comparison could not be made.
+/// What must match for two folders' times to be comparable: (what, value).
+fn identity(dir: &Path, report: &Report) -> Result<Vec<(&'static str, String)>> {
+    let m = crate::store::read_manifest(dir)?;
+    let list = |key: &str, f: &dyn Fn(&serde_json::Value) -> String| {
+        let mut v: Vec<String> = m[key]
+            .as_array()
+            .map(|a| a.iter().map(f).collect())
+            .unwrap_or_default();
+        v.sort();
+        v.dedup();
+        v.join(", ")
+    };
+    let mut recipes: Vec<&str> = report.rows.iter().map(|r| r.recipe.as_str()).collect();
+    recipes.sort();
+    recipes.dedup();
+    Ok(vec![
+        (
+            "matrix file",
+            m["matrix_file"].as_str().unwrap_or("").to_string(),
+        ),
+        ("recipe", recipes.join(", ")),
+        (
+            "data hash",
+            list("data_sets", &|d| {
+                d["hash"].as_str().unwrap_or("?").to_string()
+            }),
+        ),
+        (
+            "device",
+            list("devices", &|d| d.as_str().unwrap_or("?").to_string()),
+        ),
+    ])
+}
+
+/// Exit 0: no regression; 1: a regression, or a variant that failed or is
+/// missing in the candidate; 2: the folders are not comparable (or, with
+/// --fail-inconclusive, a variant is inconclusive).
 pub fn cmd_compare(args: CompareArgs) -> Result<i32> {
+    let th = Thresholds {
+        max_slowdown: args.max_slowdown,
+        max_acc_drop: args.max_acc_drop,
+    };
+    if let Err(e) = th.validate() {
+        eprintln!("error: {e}");
+        return Ok(2);
+    }
     let opts = ReportOptions {
         target: None,
         clock: args.clock,
@@ -91,38 +144,106 @@ pub fn cmd_compare(args: CompareArgs) -> Result<i32> {
             return Ok(2);
         }
     };
-    let rows = compare(&base, &cand, args.max_slowdown, args.max_acc_drop);
-    if rows.is_empty() {
-        eprintln!(
-            "error: no variant name is shared by {} and {}",
-            args.base.display(),
-            args.candidate.display()
-        );
-        return Ok(2);
-    }
-    println!(
-        "{:<32} {:>10} {:>10} {:>8} {:>9} {:>9}  verdict",
-        "variant", "base s", "cand s", "Δtime", "base acc", "cand acc"
+    let (ib, ic) = (
+        identity(&args.base, &base)?,
+        identity(&args.candidate, &cand)?,
     );
-    for r in &rows {
-        println!(
-            "{:<32} {:>10.2} {:>10.2} {:>7.1}% {:>8.2}% {:>8.2}%  {}",
-            r.variant,
-            r.base_time,
-            r.cand_time,
-            100.0 * (r.cand_time / r.base_time - 1.0),
-            100.0 * r.base_acc,
-            100.0 * r.cand_acc,
-            r.regression
-                .as_deref()
-                .map(|w| format!("REGRESSION: {w}"))
-                .unwrap_or_else(|| "ok".into())
-        );
+    let differ: Vec<String> = ib
+        .iter()
+        .zip(&ic)
+        .filter(|(b, c)| b.1 != c.1)
+        .map(|((what, b), (_, c))| match *what {
+            "matrix file" => "the matrix files differ".to_string(),
+            _ => format!("{what}: base {b}, candidate {c}"),
+        })
+        .collect();
+    if !differ.is_empty() {
+        let line = differ.join("; ");
+        if !args.allow_different {
+            eprintln!(
+                "error: {} and {} are not comparable ({line}); pass --allow-different to compare anyway",
+                args.base.display(),
+                args.candidate.display()
+            );
+            return Ok(2);
+        }
+        eprintln!("warning: comparing anyway although {line}");
     }
-    let bad = rows.iter().filter(|r| r.regression.is_some()).count();
+    let rows = compare(&base, &cand, &th);
+    print!("{}", comparison_table(&rows, &th));
+    let bad = rows.iter().filter(|r| r.verdict.is_bad()).count();
+    let open = rows
+        .iter()
+        .filter(|r| matches!(r.verdict, Verdict::Inconclusive { .. }))
+        .count();
     if bad > 0 {
-        eprintln!("{bad} of {} variants regressed", rows.len());
+        eprintln!("{bad} of {} variants regressed or failed", rows.len());
         return Ok(1);
     }
+    if open > 0 && args.fail_inconclusive {
+        eprintln!("{open} of {} variants inconclusive", rows.len());
+        return Ok(2);
+    }
     Ok(0)
+}
+
+/// The comparison as a plain-text table, with the statistic it rests on.
+pub fn comparison_table(rows: &[Comparison], th: &Thresholds) -> String {
+    let mut out = format!(
+        "Differences candidate − base with 95% CIs by Welch's t; a regression needs the whole CI beyond {:+.1}% time or −{:.2} points accuracy.\n",
+        100.0 * th.max_slowdown,
+        100.0 * th.max_acc_drop
+    );
+    out += &format!(
+        "{:<34} {:>7} {:>9} {:>9} {:>22} {:>8} {:>8} {:>20}  verdict\n",
+        "variant",
+        "n b/c",
+        "base s",
+        "cand s",
+        "Δtime [95% CI]",
+        "base %",
+        "cand %",
+        "Δacc pts [95% CI]"
+    );
+    let num = |d: Option<&Diff>, f: &dyn Fn(&Diff) -> f64, scale: f64| {
+        d.map(|d| format!("{:.2}", scale * f(d)))
+            .unwrap_or_else(|| "–".into())
+    };
+    for r in rows {
+        let t = r.time.as_ref();
+        let dt = t
+            .map(|d| {
+                format!(
+                    "{:+.1}% [{:+.1}, {:+.1}]",
+                    100.0 * d.delta / d.base,
+                    100.0 * d.lo() / d.base,
+                    100.0 * d.hi() / d.base
+                )
+            })
+            .unwrap_or_else(|| "–".into());
+        let a = r.acc.as_ref();
+        let da = a
+            .map(|d| {
+                format!(
+                    "{:+.2} [{:+.2}, {:+.2}]",
+                    100.0 * d.delta,
+                    100.0 * d.lo(),
+                    100.0 * d.hi()
+                )
+            })
+            .unwrap_or_else(|| "–".into());
+        out += &format!(
+            "{:<34} {:>7} {:>9} {:>9} {:>22} {:>8} {:>8} {:>20}  {}\n",
+            r.variant,
+            format!("{}/{}", r.n.0, r.n.1),
+            num(t, &|d| d.base, 1.0),
+            num(t, &|d| d.cand, 1.0),
+            dt,
+            num(a, &|d| d.base, 100.0),
+            num(a, &|d| d.cand, 100.0),
+            da,
+            r.verdict.label()
+        );
+    }
+    out
 }

@@ -1,56 +1,327 @@
-//! `tricklab compare BASE CANDIDATE`: per variant, did the candidate get
-//! slower or less accurate than allowed? For overnight ladder regressions.
+//! `tricklab compare BASE CANDIDATE`: per variant, is the candidate slower or
+//! less accurate than allowed, beyond the run-to-run noise? For overnight
+//! ladder regressions, where a false alarm costs a morning and a missed one
+//! a week.
+//!
+//! Each difference of means gets a 95% confidence interval by Welch's t (two
+//! samples, unequal variances, Welch–Satterthwaite degrees of freedom). A
+//! regression is called only when the whole interval lies beyond the
+//! threshold; an interval that straddles it is "inconclusive", with the number
+//! of runs per side that would likely settle it.
 
-use super::Report;
+use super::{Clock, Report, VariantStats};
+use crate::util::stats::t95;
+
+/// What the candidate may lose before it is a regression.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Thresholds {
+    /// Allowed slowdown of the mean time, as a fraction of the base
+    /// (0.05 = 5%; negative demands a speedup).
+    pub max_slowdown: f64,
+    /// Allowed drop of the mean accuracy (0.002 = 0.2 points).
+    pub max_acc_drop: f64,
+}
+
+impl Thresholds {
+    /// One-line errors for values that would switch a check off silently.
+    pub fn validate(&self) -> Result<(), String> {
+        let s = self.max_slowdown;
+        if !(s.is_finite() && (-0.99..=10.0).contains(&s)) {
+            return Err(format!(
+                "--max-slowdown {s}: give a fraction in [-0.99, 10] (0.05 = 5% slower allowed; write a negative one as --max-slowdown=-0.05)"
+            ));
+        }
+        let a = self.max_acc_drop;
+        if !(a.is_finite() && (0.0..=1.0).contains(&a)) {
+            return Err(format!(
+                "--max-acc-drop {a}: give a fraction in [0, 1] (0.002 = 0.2 points)"
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// A difference of two means (candidate − base) with its 95% CI by Welch's t.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Diff {
+    pub base: f64,
+    pub cand: f64,
+    pub delta: f64,
+    /// Half-width of the 95% CI of `delta`.
+    pub half_width: f64,
+    /// Standard error of `delta`.
+    pub se: f64,
+}
+
+impl Diff {
+    pub fn lo(&self) -> f64 {
+        self.delta - self.half_width
+    }
+
+    pub fn hi(&self) -> f64 {
+        self.delta + self.half_width
+    }
+}
+
+/// Welch's t interval for mean(c) − mean(b); `None` below 2 runs a side.
+pub fn welch(b: (f64, f64, usize), c: (f64, f64, usize)) -> Option<Diff> {
+    let ((mb, sb, nb), (mc, sc, nc)) = (b, c);
+    if nb < 2 || nc < 2 || !(mb.is_finite() && mc.is_finite()) {
+        return None;
+    }
+    let (vb, vc) = (sb * sb / nb as f64, sc * sc / nc as f64);
+    let se = (vb + vc).sqrt();
+    let df = if se > 0.0 {
+        (vb + vc).powi(2) / (vb * vb / (nb - 1) as f64 + vc * vc / (nc - 1) as f64)
+    } else {
+        (nb + nc - 2) as f64
+    };
+    // Rounding the degrees of freedom down keeps the interval conservative.
+    let half_width = t95((df.floor() as usize).max(1)) * se;
+    Some(Diff {
+        base: mb,
+        cand: mc,
+        delta: mc - mb,
+        half_width,
+        se,
+    })
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum Verdict {
+    Faster,
+    /// Within the thresholds (and not significantly faster).
+    NoChange,
+    /// Slower beyond the allowed slowdown (whole CI beyond it).
+    Slower,
+    /// Less accurate beyond the allowed drop (whole CI beyond it).
+    LessAccurate,
+    /// The CI straddles a threshold; about this many more runs a side would
+    /// likely settle it (`None`: the estimate sits on the threshold).
+    Inconclusive {
+        more_runs: Option<usize>,
+    },
+    FailedInCandidate,
+    MissingInCandidate,
+    NewInCandidate,
+}
+
+impl Verdict {
+    /// A regression or a failure: `compare` exits 1.
+    pub fn is_bad(&self) -> bool {
+        matches!(
+            self,
+            Verdict::Slower
+                | Verdict::LessAccurate
+                | Verdict::FailedInCandidate
+                | Verdict::MissingInCandidate
+        )
+    }
+
+    pub fn label(&self) -> String {
+        match self {
+            Verdict::Faster => "faster".into(),
+            Verdict::NoChange => "no change".into(),
+            Verdict::Slower => "SLOWER".into(),
+            Verdict::LessAccurate => "LESS ACCURATE".into(),
+            Verdict::Inconclusive { more_runs: Some(n) } => {
+                format!("inconclusive (need {n} more runs a side)")
+            }
+            Verdict::Inconclusive { more_runs: None } => {
+                "inconclusive (the estimate sits on the threshold)".into()
+            }
+            Verdict::FailedInCandidate => "FAILED in candidate".into(),
+            Verdict::MissingInCandidate => "MISSING in candidate".into(),
+            Verdict::NewInCandidate => "new in candidate".into(),
+        }
+    }
+}
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct Comparison {
     pub variant: String,
-    pub base_time: f64,
-    pub cand_time: f64,
-    pub base_acc: f64,
-    pub cand_acc: f64,
-    /// Why it regressed, if it did.
-    pub regression: Option<String>,
+    /// Finished runs in the base and the candidate.
+    pub n: (usize, usize),
+    pub clock: Clock,
+    /// Time difference in seconds (its relative size is `delta / base`).
+    pub time: Option<Diff>,
+    /// Accuracy difference (with TTA), as a fraction.
+    pub acc: Option<Diff>,
+    pub verdict: Verdict,
 }
 
-pub fn compare(
-    base: &Report,
-    cand: &Report,
-    max_slowdown: f64,
-    max_acc_drop: f64,
-) -> Vec<Comparison> {
-    base.rows
+/// Runs a side that would likely shrink the CI below `margin`: the standard
+/// error falls as 1/√n, and with more runs t's quantile nears 2.
+fn more_runs(n: usize, se: f64, margin: f64) -> Option<usize> {
+    if margin <= 0.0 || !se.is_finite() {
+        return None;
+    }
+    let want = (n as f64 * (2.0 * se / margin).powi(2)).ceil();
+    (want.is_finite() && want < 1e6).then(|| (want as usize).saturating_sub(n).max(1))
+}
+
+fn judge(time: Option<&Diff>, acc: Option<&Diff>, n: usize, th: &Thresholds) -> Verdict {
+    let (Some(t), Some(a)) = (time, acc) else {
+        return Verdict::Inconclusive {
+            more_runs: Some(2usize.saturating_sub(n).max(1)),
+        };
+    };
+    // Relative time change and its interval, against the base mean.
+    let (rel, lo, hi, se) = (
+        t.delta / t.base,
+        t.lo() / t.base,
+        t.hi() / t.base,
+        t.se / t.base,
+    );
+    if lo > th.max_slowdown {
+        return Verdict::Slower;
+    }
+    let drop = -th.max_acc_drop;
+    if a.hi() < drop {
+        return Verdict::LessAccurate;
+    }
+    if hi > th.max_slowdown {
+        return Verdict::Inconclusive {
+            more_runs: more_runs(n, se, (rel - th.max_slowdown).abs()),
+        };
+    }
+    if a.lo() < drop {
+        return Verdict::Inconclusive {
+            more_runs: more_runs(n, a.se, (a.delta - drop).abs()),
+        };
+    }
+    if hi < 0.0 {
+        Verdict::Faster
+    } else {
+        Verdict::NoChange
+    }
+}
+
+fn sample(r: &VariantStats, clock: Clock) -> ((f64, f64, usize), (f64, f64, usize)) {
+    let c = r.clock(clock);
+    ((c.mean, c.std, r.n), (r.acc_tta_mean, r.acc_tta_std, r.n))
+}
+
+/// Every variant of either side, in the base's order, then those new in the candidate.
+pub fn compare(base: &Report, cand: &Report, th: &Thresholds) -> Vec<Comparison> {
+    let mut out: Vec<Comparison> = base
+        .rows
         .iter()
-        .filter(|b| b.n > 0)
-        .filter_map(|b| {
-            let c = cand
-                .rows
-                .iter()
-                .find(|c| c.variant == b.variant && c.n > 0)?;
-            let (bt, ct) = (b.time().mean, c.time().mean);
-            let mut why = Vec::new();
-            if ct > bt * (1.0 + max_slowdown) {
-                why.push(format!(
-                    "{:.1}% slower ({bt:.2} s → {ct:.2} s)",
-                    100.0 * (ct / bt - 1.0)
-                ));
-            }
-            if b.acc_tta_mean - c.acc_tta_mean > max_acc_drop {
-                why.push(format!(
-                    "accuracy {:.2}% → {:.2}%",
-                    100.0 * b.acc_tta_mean,
-                    100.0 * c.acc_tta_mean
-                ));
-            }
-            Some(Comparison {
+        .map(|b| {
+            let clock = b.headline;
+            let c = cand.rows.iter().find(|c| c.variant == b.variant);
+            let n = (b.n, c.map_or(0, |c| c.n));
+            let (time, acc, verdict) = match c {
+                None => (None, None, Verdict::MissingInCandidate),
+                Some(c) if c.n == 0 && b.n > 0 => (None, None, Verdict::FailedInCandidate),
+                Some(c) => {
+                    let ((tb, ab), (tc, ac)) = (sample(b, clock), sample(c, clock));
+                    let (time, acc) = (welch(tb, tc), welch(ab, ac));
+                    let verdict = judge(time.as_ref(), acc.as_ref(), n.0.min(n.1), th);
+                    (time, acc, verdict)
+                }
+            };
+            Comparison {
                 variant: b.variant.clone(),
-                base_time: bt,
-                cand_time: ct,
-                base_acc: b.acc_tta_mean,
-                cand_acc: c.acc_tta_mean,
-                regression: (!why.is_empty()).then(|| why.join(", ")),
-            })
+                n,
+                clock,
+                time,
+                acc,
+                verdict,
+            }
         })
-        .collect()
+        .collect();
+    out.extend(
+        cand.rows
+            .iter()
+            .filter(|c| !base.rows.iter().any(|b| b.variant == c.variant))
+            .map(|c| Comparison {
+                variant: c.variant.clone(),
+                n: (0, c.n),
+                clock: c.headline,
+                time: None,
+                acc: None,
+                verdict: Verdict::NewInCandidate,
+            }),
+    );
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn welch_matches_a_hand_computed_interval() {
+        // b: mean 10, sd 1, n 5; c: mean 12, sd 2, n 5 → se = √(0.2 + 0.8) = 1,
+        // df = 1 / (0.04/4 + 0.64/4) = 5.88 → 5 → t = 2.571.
+        let d = welch((10.0, 1.0, 5), (12.0, 2.0, 5)).unwrap();
+        assert!((d.delta - 2.0).abs() < 1e-12);
+        assert!((d.half_width - 2.571).abs() < 1e-9, "{d:?}");
+        assert!(welch((10.0, 1.0, 1), (12.0, 2.0, 5)).is_none());
+    }
+
+    #[test]
+    fn verdicts_follow_the_interval_not_the_means() {
+        let th = Thresholds {
+            max_slowdown: 0.05,
+            max_acc_drop: 0.002,
+        };
+        let acc = welch((0.94, 0.001, 10), (0.94, 0.001, 10));
+        let time = |mc: f64, sd: f64, n: usize| welch((1.0, sd, n), (mc, sd, n));
+        let v = |t: Option<Diff>, n| judge(t.as_ref(), acc.as_ref(), n, &th);
+        // Two runs a side at 0.18 vs 0.21 s with a wide spread: not a regression.
+        let noisy = welch((0.18, 0.2, 2), (0.21, 0.2, 2));
+        assert!(matches!(v(noisy, 2), Verdict::Inconclusive { .. }));
+        assert_eq!(v(time(1.2, 0.01, 10), 10), Verdict::Slower);
+        assert_eq!(v(time(0.8, 0.01, 10), 10), Verdict::Faster);
+        assert_eq!(v(time(1.02, 0.01, 10), 10), Verdict::NoChange);
+        let Verdict::Inconclusive { more_runs: Some(k) } = v(time(1.06, 0.05, 4), 4) else {
+            panic!()
+        };
+        assert!(k >= 1);
+        // Accuracy: a drop whose whole interval is beyond 0.2 points.
+        let lower = welch((0.94, 0.001, 10), (0.93, 0.001, 10));
+        let t = time(1.0, 0.01, 10);
+        assert_eq!(
+            judge(t.as_ref(), lower.as_ref(), 10, &th),
+            Verdict::LessAccurate
+        );
+        // A negative threshold demands a speedup: 2% faster is not 5% faster.
+        let demand = Thresholds {
+            max_slowdown: -0.05,
+            ..th
+        };
+        let t = time(0.98, 0.001, 10);
+        assert_eq!(
+            judge(t.as_ref(), acc.as_ref(), 10, &demand),
+            Verdict::Slower
+        );
+    }
+
+    #[test]
+    fn thresholds_must_be_finite_and_in_range() {
+        let ok = Thresholds {
+            max_slowdown: -0.05,
+            max_acc_drop: 0.002,
+        };
+        assert!(ok.validate().is_ok());
+        for s in [f64::NAN, f64::INFINITY, -1.0, 11.0] {
+            let e = Thresholds {
+                max_slowdown: s,
+                ..ok
+            }
+            .validate()
+            .unwrap_err();
+            assert!(e.contains("--max-slowdown"), "{e}");
+        }
+        assert!(
+            Thresholds {
+                max_acc_drop: f64::NAN,
+                ..ok
+            }
+            .validate()
+            .is_err()
+        );
+    }
 }

@@ -6,7 +6,7 @@
 mod compare;
 mod format;
 
-pub use compare::{Comparison, compare};
+pub use compare::{Comparison, Diff, Thresholds, Verdict, compare};
 
 use crate::util::stats::t95;
 use anyhow::{Context, Result, bail};
@@ -66,6 +66,8 @@ pub struct ReportOptions {
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct ClockStats {
     pub mean: f64,
+    /// Sample standard deviation over the runs (NaN below 2 runs).
+    pub std: f64,
     pub ci95: f64,
     pub min: f64,
     pub median: f64,
@@ -88,6 +90,7 @@ pub struct VariantStats {
     pub acc_ci95: f64,
     /// Accuracy with each run's TTA level.
     pub acc_tta_mean: f64,
+    pub acc_tta_std: f64,
     pub acc_tta_ci95: f64,
     pub p_target: f64,
     pub dawn: ClockStats,
@@ -378,6 +381,7 @@ pub fn aggregate(dirs: &[PathBuf], opts: &ReportOptions) -> Result<Report> {
             let n_i = n[i].unwrap_or(0.0) as usize;
             let clock = |p: &str| ClockStats {
                 mean: v(&format!("{p}_mean"), i),
+                std: v(&format!("{p}_std"), i),
                 ci95: ci(v(&format!("{p}_std"), i), n_i),
                 min: v(&format!("{p}_min"), i),
                 median: v(&format!("{p}_median"), i),
@@ -396,6 +400,7 @@ pub fn aggregate(dirs: &[PathBuf], opts: &ReportOptions) -> Result<Report> {
                 acc_std: v("acc_std", i),
                 acc_ci95: ci(v("acc_std", i), n_i),
                 acc_tta_mean: v("acc_tta_mean", i),
+                acc_tta_std: v("acc_tta_std", i),
                 acc_tta_ci95: ci(v("acc_tta_std", i), n_i),
                 p_target: v("p_target", i),
                 dawn: clock("dawn_s"),
