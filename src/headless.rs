@@ -1,6 +1,7 @@
 //! `tricklab run MATRIX... --headless`: the progress-bar consumer of the
-//! event stream. First Ctrl-C finishes the current run and stops; the second
-//! cancels it. Nothing finished is lost: the store records each run as it ends.
+//! event stream. First Ctrl-C (or SIGTERM) finishes the current run and
+//! stops; the second cancels it. Nothing finished is lost: the store records
+//! each run as it ends.
 
 use crate::events::{Command, Event, LogLevel, RunStatus};
 use crate::session::Session;
@@ -66,6 +67,15 @@ pub fn run_headless(mut session: Session) -> Result<i32> {
     let mut failed = 0;
     let mut done_runs = 0;
     rt.block_on(async {
+        // A service manager stops with SIGTERM: treat it as the first Ctrl-C.
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+        let terminated = async {
+            match term.as_mut() {
+                Some(t) => t.recv().await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::pin!(terminated);
         loop {
             tokio::select! {
                 ev = session.recv() => {
@@ -114,6 +124,11 @@ pub fn run_headless(mut session: Session) -> Result<i32> {
                         _ => {}
                     }
                 }
+                _ = &mut terminated, if interrupts == 0 => {
+                    interrupts += 1;
+                    bars.line("terminated: finishing the current run, then stopping".into());
+                    session.send(Command::StopAfterCurrent);
+                }
                 _ = tokio::signal::ctrl_c() => {
                     interrupts += 1;
                     if interrupts == 1 {
@@ -131,8 +146,40 @@ pub fn run_headless(mut session: Session) -> Result<i32> {
     bars.current.finish_and_clear();
     bars.overall.finish_and_clear();
     let dirs = session.results_dirs();
+    let halted = session.halted();
     session.join();
-    for d in &dirs {
+    // The handler above replaced Ctrl-C's default: keep honouring it while the
+    // reports are written (every file is written atomically, so stopping is safe).
+    let written = rt.block_on(async {
+        let reports = tokio::task::spawn_blocking(move || write_reports(&dirs, done_runs, failed));
+        tokio::select! {
+            r = reports => Some(r),
+            _ = tokio::signal::ctrl_c() => None,
+        }
+    });
+    match written {
+        None => {
+            eprintln!(
+                "interrupted while writing the reports: every finished run is stored; `tricklab report DIR --plots DIR` writes them"
+            );
+            return Ok(130);
+        }
+        Some(r) => r??,
+    }
+    if let Some(reason) = &halted {
+        eprintln!("error: {reason}");
+    }
+    Ok(if interrupts > 0 {
+        130
+    } else if halted.is_some() || failed > 0 {
+        1
+    } else {
+        0
+    })
+}
+
+fn write_reports(dirs: &[std::path::PathBuf], done_runs: usize, failed: usize) -> Result<()> {
+    for d in dirs {
         if !d.join("runs.parquet").exists() {
             eprintln!("{}: no run finished, no report", d.display());
             continue;
@@ -151,11 +198,5 @@ pub fn run_headless(mut session: Session) -> Result<i32> {
                 .join(", ")
         );
     }
-    Ok(if interrupts > 0 {
-        130
-    } else if failed > 0 {
-        1
-    } else {
-        0
-    })
+    Ok(())
 }

@@ -111,6 +111,13 @@ impl Queue {
         None
     }
 
+    /// Puts a run handed out by `next_run` back, unstarted.
+    pub fn unclaim(&mut self, id: &RunId) {
+        if let Some(e) = self.find(id).filter(|e| e.status == RunStatus::Running) {
+            e.status = RunStatus::Queued;
+        }
+    }
+
     pub fn has_queued(&self) -> bool {
         self.entries.iter().any(|e| e.status == RunStatus::Queued)
     }

@@ -100,7 +100,18 @@ pub struct Shared {
     /// Interactive sessions keep idle workers waiting for more matrices.
     keep_alive: bool,
     pub events: Arc<EventQueue>,
+    /// Asked before a run is handed to a worker: can its results be stored?
+    gate: Mutex<Option<Gate>>,
+    /// Why the session stopped handing out runs (a results store that cannot store).
+    halted: Mutex<Option<String>>,
+    /// Runs that ended in a worker, and those whose end the store has recorded:
+    /// the next run waits for the store, so a failed write stops it.
+    ended: AtomicUsize,
+    recorded: AtomicUsize,
 }
+
+/// A check before each run; `Err` holds a one-line reason with the fix.
+pub type Gate = Box<dyn Fn(&RunSpec) -> Result<(), String> + Send + Sync>;
 
 impl Shared {
     pub fn new(queue: Queue, events: Arc<EventQueue>, keep_alive: bool) -> Arc<Shared> {
@@ -114,7 +125,58 @@ impl Shared {
             busy: AtomicUsize::new(0),
             keep_alive,
             events,
+            gate: Mutex::new(None),
+            halted: Mutex::new(None),
+            ended: AtomicUsize::new(0),
+            recorded: AtomicUsize::new(0),
         })
+    }
+
+    /// The results store has recorded a run's end (called by the event pump).
+    pub fn run_recorded(&self) {
+        self.recorded.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// Waits (a bounded time: a consumer may lag) until every ended run is
+    /// recorded, then says whether the next run may start.
+    fn may_start(&self, spec: &RunSpec) -> Result<(), String> {
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while self.recorded.load(Ordering::SeqCst) < self.ended.load(Ordering::SeqCst)
+            && std::time::Instant::now() < deadline
+            && !self.shutdown.load(Ordering::SeqCst)
+        {
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        if let Some(reason) = self.halted() {
+            return Err(reason);
+        }
+        match &*self.gate.lock().expect("gate") {
+            Some(gate) => gate(spec),
+            None => Ok(()),
+        }
+    }
+
+    pub fn set_gate(&self, gate: Gate) {
+        *self.gate.lock().expect("gate") = Some(gate);
+    }
+
+    /// Stops handing out runs (the one in progress finishes) and says why once.
+    pub fn halt(&self, reason: String) {
+        let mut h = self.halted.lock().expect("halted");
+        if h.is_none() {
+            self.events.push(Event::Log {
+                level: LogLevel::Error,
+                message: format!("stopping: {reason}"),
+            });
+            *h = Some(reason);
+        }
+        drop(h);
+        self.stop_after_current.store(true, Ordering::SeqCst);
+        self.wake.notify_all();
+    }
+
+    pub fn halted(&self) -> Option<String> {
+        self.halted.lock().expect("halted").clone()
     }
 
     fn snapshot(&self) {
@@ -261,6 +323,12 @@ fn worker_loop(dev: &str, shared: &Shared, factory: &Factory) {
         let Some(spec) = shared.queue.lock().expect("queue").next_run() else {
             continue;
         };
+        if let Err(reason) = shared.may_start(&spec) {
+            shared.queue.lock().expect("queue").unclaim(&spec.id);
+            shared.halt(reason);
+            shared.snapshot();
+            continue;
+        }
         shared.busy.fetch_add(1, Ordering::SeqCst);
         shared.cancel.store(false, Ordering::SeqCst);
         shared.snapshot();
@@ -289,6 +357,7 @@ fn worker_loop(dev: &str, shared: &Shared, factory: &Factory) {
             }
         }
         run_one(trainer.as_mut(), &spec, shared);
+        shared.ended.fetch_add(1, Ordering::SeqCst);
         shared.busy.fetch_sub(1, Ordering::SeqCst);
         shared.snapshot();
         shared.wake.notify_all();

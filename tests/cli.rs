@@ -488,3 +488,30 @@ fn catalog_recipes_doctor_and_data_commands() {
     let o = run(&["data", "check"], tmp.path());
     assert!(o.status.success() && text(&o).0.contains("no problems found"));
 }
+
+#[test]
+fn a_full_results_disk_ends_the_run_loudly() {
+    let tmp = tempfile::tempdir().unwrap();
+    let fixture = repo().join("tests/fixtures/tiny.toml");
+    let o = bin()
+        .args([
+            "run",
+            fixture.to_str().unwrap(),
+            "--headless",
+            "--results",
+            "res",
+        ])
+        .current_dir(tmp.path())
+        .env("TRICKLAB_MIN_FREE_MB", "1000000000")
+        .output()
+        .unwrap();
+    let (out, err) = text(&o);
+    assert!(!o.status.success(), "{out}\n{err}");
+    assert!(
+        err.contains("MiB free on its disk")
+            && err.contains("res/tiny-test/")
+            && err.lines().count() == 1,
+        "{err}"
+    );
+    assert!(!out.contains("start"), "a run trained: {out}");
+}

@@ -51,6 +51,7 @@ pub fn cmd_run(args: RunArgs) -> Result<i32> {
         devices: args.devices.clone(),
         resume: args.resume.clone(),
         keep_alive: !args.headless,
+        min_free_bytes: crate::util::min_free_bytes(),
     };
     if !args.headless {
         return crate::tui::run_session(matrices, opts);

@@ -19,6 +19,8 @@ pub struct SessionOptions {
     pub resume: Option<PathBuf>,
     /// Keep idle workers alive for matrices added later (the TUI); headless runs end when the queue is done.
     pub keep_alive: bool,
+    /// Free space each results folder must have before a run starts.
+    pub min_free_bytes: u64,
 }
 
 /// The one way an event leaves the workers: its results store records it,
@@ -27,6 +29,7 @@ pub struct SessionOptions {
 pub struct Pump {
     events: Arc<EventQueue>,
     stores: Arc<Mutex<HashMap<String, ResultsWriter>>>,
+    shared: Arc<Shared>,
 }
 
 impl Pump {
@@ -45,14 +48,29 @@ impl Pump {
 
     fn store(&self, ev: &Event) {
         let Some(run) = ev.run() else { return };
+        let ends = matches!(
+            ev,
+            Event::RunFinished { .. } | Event::RunFailed { .. } | Event::RunCancelled { .. }
+        );
+        self.record(ev, run);
+        if ends {
+            self.shared.run_recorded();
+        }
+    }
+
+    fn record(&self, ev: &Event, run: &crate::config::RunId) {
         let mut stores = self.stores.lock().expect("results stores");
         if let Some(w) = stores.get_mut(&run.matrix)
             && let Err(e) = w.on_event(ev)
         {
-            self.events.push(Event::Log {
-                level: LogLevel::Error,
-                message: format!("results store: {}", crate::util::one_line(&e)),
-            });
+            // A store that failed once will fail the next run too: stop after
+            // the one in progress rather than train runs that cannot be kept.
+            self.shared.halt(format!(
+                "results store {} failed on {run} ({}): free space or fix permissions, then `tricklab run --resume {}`",
+                w.dir().display(),
+                crate::util::one_line(&e),
+                w.dir().display()
+            ));
         }
     }
 }
@@ -148,7 +166,26 @@ impl Session {
             order.push(m.name.clone());
             queue.add_matrix(m, &done, Some(store.dir().join("queue.json")));
         }
+        let need = opts.min_free_bytes;
+        for w in stores.values() {
+            crate::util::check_storage(w.dir(), need)?;
+        }
         let shared = Shared::new(queue, events.clone(), opts.keep_alive);
+        let stores = Arc::new(Mutex::new(stores));
+        let gate_stores = stores.clone();
+        shared.set_gate(Box::new(move |spec| {
+            let dir = gate_stores
+                .lock()
+                .expect("results stores")
+                .get(&spec.id.matrix)
+                .map(|w| w.dir().to_path_buf());
+            match dir {
+                Some(d) => {
+                    crate::util::check_storage(&d, need).map_err(|e| crate::util::one_line(&e))
+                }
+                None => Ok(()),
+            }
+        }));
         let devices = if opts.devices.is_empty() {
             vec!["cpu".to_string()]
         } else {
@@ -156,10 +193,11 @@ impl Session {
         };
         let workers = crate::worker::spawn(&devices, shared.clone(), factory);
         Ok(Session {
-            shared,
+            shared: shared.clone(),
             pump: Pump {
                 events,
-                stores: Arc::new(Mutex::new(stores)),
+                stores,
+                shared,
             },
             order,
             workers,
@@ -243,6 +281,11 @@ impl Session {
 
     pub fn idle(&self) -> bool {
         self.shared.idle()
+    }
+
+    /// Why the session stopped early, if a results store could not store.
+    pub fn halted(&self) -> Option<String> {
+        self.shared.halted()
     }
 }
 

@@ -109,6 +109,7 @@ fn opts(root: &std::path::Path, devices: &[&str]) -> SessionOptions {
         devices: devices.iter().map(|s| s.to_string()).collect(),
         resume: None,
         keep_alive: false,
+        min_free_bytes: 0,
     }
 }
 
@@ -381,5 +382,64 @@ fn queue_commands_reach_the_queue() {
         })
         .collect();
     assert_eq!(st.len(), 3, "requeued run replaces its row");
+    s.join();
+}
+
+#[test]
+fn a_session_that_cannot_store_stops_and_trains_nothing_more() {
+    // A disk without the free space a run needs: nothing is trained at all.
+    let root = tempfile::tempdir().unwrap();
+    let e = Session::start(
+        vec![matrix(2)],
+        SessionOptions {
+            min_free_bytes: u64::MAX,
+            ..opts(root.path(), &["a"])
+        },
+        factory(1, 0, false),
+    )
+    .err()
+    .expect("a full disk stops the session before it starts");
+    assert!(format!("{e}").contains("MiB free"), "{e}");
+
+    // A store write that fails: the run in progress ends, no other starts.
+    let root = tempfile::tempdir().unwrap();
+    let mut s = Session::start(
+        vec![matrix(2)],
+        opts(root.path(), &["a"]),
+        factory(3, 20, false),
+    )
+    .unwrap();
+    let dir = s.results_dirs()[0].clone();
+    // A folder where the store's temporary file would go makes its write fail.
+    std::fs::create_dir(crate::util::temp_sibling(&dir.join("runs.parquet"))).unwrap();
+    let events = drain(&mut s);
+    let finished = events
+        .iter()
+        .filter(|e| matches!(e, Event::RunFinished { .. } | Event::RunFailed { .. }))
+        .count();
+    assert_eq!(finished, 1, "runs kept training after the store failed");
+    let reason = s.halted().expect("the session says why it stopped");
+    assert!(
+        reason.contains(&dir.display().to_string()) && reason.contains("--resume"),
+        "{reason}"
+    );
+    s.join();
+
+    // Free space that runs out mid-session: checked before each run is handed out.
+    let root = tempfile::tempdir().unwrap();
+    let free = crate::util::free_bytes(root.path()).unwrap();
+    let mut s = Session::start(
+        vec![matrix(2)],
+        SessionOptions {
+            min_free_bytes: free / 2,
+            ..opts(root.path(), &["a"])
+        },
+        factory(1, 0, false),
+    )
+    .unwrap();
+    s.shared.set_gate(Box::new(|_| Err("disk full".into())));
+    let events = drain(&mut s);
+    assert!(!events.iter().any(|e| matches!(e, Event::RunStarted { .. })));
+    assert_eq!(s.halted().as_deref(), Some("disk full"));
     s.join();
 }

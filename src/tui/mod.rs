@@ -251,6 +251,7 @@ pub fn cmd_tui(args: TuiArgs) -> anyhow::Result<i32> {
         devices: args.devices,
         resume: None,
         keep_alive: true,
+        min_free_bytes: crate::util::min_free_bytes(),
     };
     run_session(matrices, opts)
 }

@@ -49,6 +49,59 @@ pub fn one_line(e: &anyhow::Error) -> String {
 }
 
 /// A hidden temporary name next to `path`, unique per process.
+/// Free space a results folder keeps for the next run: its per-step and
+/// per-epoch tables take a few MiB at most. `TRICKLAB_MIN_FREE_MB` overrides it.
+pub fn min_free_bytes() -> u64 {
+    std::env::var("TRICKLAB_MIN_FREE_MB")
+        .ok()
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .unwrap_or(64)
+        .saturating_mul(1 << 20)
+}
+
+/// Bytes available to this user on the file system holding `dir`.
+pub fn free_bytes(dir: &Path) -> Result<u64> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(dir.as_os_str().as_bytes())
+        .with_context(|| format!("{}: a path with a NUL byte", dir.display()))?;
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: a valid C string and a zeroed struct for the call to fill.
+    if unsafe { libc::statvfs(c.as_ptr(), &mut st) } != 0 {
+        anyhow::bail!(
+            "cannot read the free space of {}: {}",
+            dir.display(),
+            std::io::Error::last_os_error()
+        );
+    }
+    Ok(st.f_bavail as u64 * st.f_frsize as u64)
+}
+
+/// Can a run's results still be stored in `dir`? Checked before each run is
+/// handed to a worker, so that a full or read-only disk does not let runs
+/// train for nothing.
+pub fn check_storage(dir: &Path, need: u64) -> Result<()> {
+    let resume = format!("then `tricklab run --resume {}`", dir.display());
+    let probe = dir.join(format!(".tricklab-probe-{}", std::process::id()));
+    if let Err(e) = std::fs::write(&probe, b"ok") {
+        let _ = std::fs::remove_file(&probe);
+        anyhow::bail!(
+            "{} is not writable ({e}): fix its permissions or free space, {resume}",
+            dir.display()
+        );
+    }
+    let _ = std::fs::remove_file(&probe);
+    let free = free_bytes(dir)?;
+    if free < need {
+        anyhow::bail!(
+            "{}: {} MiB free on its disk, a run needs {} MiB: free space (or lower TRICKLAB_MIN_FREE_MB), {resume}",
+            dir.display(),
+            free >> 20,
+            need >> 20
+        );
+    }
+    Ok(())
+}
+
 pub fn temp_sibling(path: &Path) -> PathBuf {
     let name = path
         .file_name()
