@@ -71,6 +71,42 @@ impl Queue {
         );
     }
 
+    /// Continues a matrix from its folder's saved queue (`saved`, its
+    /// queue.json): the runs and options it was made with, not the matrix
+    /// file's defaults. The results table decides what is done: a run marked
+    /// done without a row (killed during the store write) runs again, and so
+    /// do runs that were running, failed or cancelled.
+    pub fn resume_matrix(
+        &mut self,
+        m: Matrix,
+        saved: Vec<Entry>,
+        done: &std::collections::HashSet<(String, usize)>,
+        file: Option<PathBuf>,
+    ) {
+        for mut e in saved {
+            let finished = done.contains(&(e.spec.id.variant.clone(), e.spec.id.repeat));
+            e.status = if finished {
+                RunStatus::Skipped
+            } else {
+                RunStatus::Queued
+            };
+            e.reason = None;
+            self.entries.push(e);
+        }
+        if let Some(f) = file {
+            self.files.insert(m.name.clone(), f);
+        }
+        let deadline = m.budget.map(|b| Instant::now() + b);
+        self.matrices.insert(
+            m.name.clone(),
+            MatrixState {
+                matrix: m,
+                deadline,
+                accs: HashMap::new(),
+            },
+        );
+    }
+
     pub fn entries(&self) -> &[Entry] {
         &self.entries
     }

@@ -90,6 +90,29 @@ pub fn tch_factory() -> Factory {
     })
 }
 
+/// A resumed folder's saved runs; `None` (with a warning) when its queue.json
+/// is missing or unreadable and the matrix file has to be expanded again.
+fn saved_queue(path: &std::path::Path, events: &EventQueue) -> Option<Vec<crate::queue::Entry>> {
+    let parsed = std::fs::read_to_string(path)
+        .map_err(anyhow::Error::from)
+        .and_then(|t| serde_json::from_str::<Vec<crate::queue::Entry>>(&t).map_err(Into::into));
+    match parsed {
+        Ok(entries) if !entries.is_empty() => Some(entries),
+        Ok(_) => None,
+        Err(e) => {
+            events.push(Event::Log {
+                level: LogLevel::Warn,
+                message: format!(
+                    "{}: unreadable ({}); resuming from the matrix file's own runs instead",
+                    path.display(),
+                    crate::util::one_line(&e)
+                ),
+            });
+            None
+        }
+    }
+}
+
 /// What the real engine would fail every run on, checked before a session
 /// creates any results folder: the workers' devices, each matrix's device and data.
 pub fn preflight(matrices: &[Matrix], devices: &[String]) -> Result<()> {
@@ -164,7 +187,14 @@ impl Session {
             let store = &stores[&m.name];
             let done = store.finished();
             order.push(m.name.clone());
-            queue.add_matrix(m, &done, Some(store.dir().join("queue.json")));
+            let qfile = store.dir().join("queue.json");
+            let saved = (resumed.as_deref() == Some(m.name.as_str()))
+                .then(|| saved_queue(&qfile, &events))
+                .flatten();
+            match saved {
+                Some(entries) => queue.resume_matrix(m, entries, &done, Some(qfile)),
+                None => queue.add_matrix(m, &done, Some(qfile)),
+            }
         }
         let need = opts.min_free_bytes;
         for w in stores.values() {

@@ -443,3 +443,60 @@ fn a_session_that_cannot_store_stops_and_trains_nothing_more() {
     assert_eq!(s.halted().as_deref(), Some("disk full"));
     s.join();
 }
+
+#[test]
+fn resume_follows_the_folders_queue_and_cleans_up_after_a_kill() {
+    let root = tempfile::tempdir().unwrap();
+    // Made with `--repeats 1` from a file that says 3: 3 variants x 1 run.
+    let mut m = matrix(3);
+    m.seeds = vec![0];
+    let mut s = Session::start(vec![m], opts(root.path(), &["a"]), factory(1, 0, false)).unwrap();
+    let dir = s.results_dirs()[0].clone();
+    drain(&mut s);
+    s.join();
+    // A kill left a temp file; queue.json says the failed run was done (the
+    // process died between the queue's write and the store's).
+    let temp = dir.join(".runs.parquet.tmp-99999");
+    std::fs::write(&temp, b"partial").unwrap();
+    let q = dir.join("queue.json");
+    let mut entries: Vec<crate::queue::Entry> =
+        serde_json::from_str(&std::fs::read_to_string(&q).unwrap()).unwrap();
+    assert_eq!(entries.len(), 3);
+    let flip = entries
+        .iter_mut()
+        .find(|e| e.spec.id.variant == "+ flip")
+        .unwrap();
+    flip.status = RunStatus::Done;
+    std::fs::write(&q, serde_json::to_string(&entries).unwrap()).unwrap();
+    let rows = |dir: &std::path::Path| crate::store::ResultsWriter::open(dir).unwrap().runs().len();
+    let before = rows(&dir);
+    let mut again = Session::start(
+        vec![],
+        SessionOptions {
+            resume: Some(dir.clone()),
+            ..opts(root.path(), &["a"])
+        },
+        factory(1, 0, false),
+    )
+    .unwrap();
+    assert!(
+        !temp.exists(),
+        "temp file of the killed process left behind"
+    );
+    let ev = drain(&mut again);
+    again.join();
+    let started: Vec<String> = ev
+        .iter()
+        .filter_map(|e| match e {
+            Event::RunStarted { run, .. } => Some(run.to_string()),
+            _ => None,
+        })
+        .collect();
+    // The table, not queue.json, says what is done: the failed "+ flip" runs
+    // again, and only it: not the file's 3 repeats of each variant.
+    assert_eq!(started, ["s/+ flip#0"], "{started:?}");
+    let entries: Vec<crate::queue::Entry> =
+        serde_json::from_str(&std::fs::read_to_string(&q).unwrap()).unwrap();
+    assert_eq!(entries.len(), 3);
+    assert_eq!(rows(&dir), before, "one row per run, replaced");
+}

@@ -45,6 +45,26 @@ fn safe(name: &str) -> String {
     if s.is_empty() { "matrix".into() } else { s }
 }
 
+/// Deletes the temporary files a killed process left in a results folder
+/// (`write_atomic`'s `.NAME.tmp-PID` and the storage probe); returns how many.
+pub fn remove_leftover_temps(dir: &Path) -> usize {
+    let mut removed = 0;
+    for sub in [dir.to_path_buf(), dir.join("steps"), dir.join("epochs")] {
+        let Ok(rd) = std::fs::read_dir(&sub) else {
+            continue;
+        };
+        for e in rd.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let temp = name.starts_with('.')
+                && (name.contains(".tmp-") || name.starts_with(".tricklab-probe-"));
+            if temp && e.path().is_file() && std::fs::remove_file(e.path()).is_ok() {
+                removed += 1;
+            }
+        }
+    }
+    removed
+}
+
 /// A results folder's `manifest.json`.
 pub fn read_manifest(dir: &Path) -> Result<serde_json::Value> {
     let mpath = dir.join("manifest.json");
@@ -125,6 +145,7 @@ impl ResultsWriter {
     /// Reopens a results folder to resume it.
     pub fn open(dir: &Path) -> Result<ResultsWriter> {
         let manifest = read_manifest(dir)?;
+        remove_leftover_temps(dir);
         let rpath = dir.join("runs.parquet");
         let runs = if rpath.exists() {
             read_runs(&rpath)?
