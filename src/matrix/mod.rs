@@ -66,8 +66,8 @@ pub fn load_all(paths: &[PathBuf], repeats: Option<usize>) -> anyhow::Result<Vec
         .map(|p| {
             let mut m = load(p)?;
             if let Some(n) = repeats {
-                if n == 0 {
-                    anyhow::bail!("--repeats must be at least 1");
+                if n == 0 || n > parse::MAX_REPEATS {
+                    anyhow::bail!("--repeats {n}: give 1 to {}", parse::MAX_REPEATS);
                 }
                 m.seeds = (0..n as u64).collect();
             }

@@ -187,6 +187,12 @@ fn parse_duration(s: &str) -> Option<std::time::Duration> {
 
 /// Parses and expands a matrix; every variant is resolved against its recipe
 /// so that a bad name or value is reported here, at its place in the file.
+/// Beyond these a matrix is a typo (an extra zero or three), not a plan: it
+/// would allocate and persist a queue nobody can run.
+pub const MAX_REPEATS: usize = 10_000;
+pub const MAX_VARIANTS: usize = 10_000;
+pub const MAX_RUNS: usize = 100_000;
+
 pub fn parse(text: &str, origin: &str) -> Result<Matrix> {
     let raw: RawMatrix = toml::from_str(text).map_err(|e| {
         let msg = e.message().trim().replace('\n', " ");
@@ -262,6 +268,12 @@ pub fn parse(text: &str, origin: &str) -> Result<Matrix> {
         Some(a) => {
             let r = a.get_ref();
             let min = r.min.unwrap_or(3).max(2);
+            if r.max > MAX_REPEATS {
+                return Err(cx.err(
+                    a.span(),
+                    format!("adaptive max {} is over the {MAX_REPEATS} repeats a matrix may have: lower it", r.max),
+                ));
+            }
             if r.ci_width <= 0.0 || r.max < min {
                 return Err(cx.err(
                     a.span(),
@@ -303,10 +315,25 @@ pub fn parse(text: &str, origin: &str) -> Result<Matrix> {
                 "{origin}: `seeds` is empty; list at least one seed or drop it"
             ));
         }
-        (Some(s), _, _) => s.clone(),
         (None, Some(r), _) if *r.get_ref() == 0 => {
             return Err(cx.err(r.span(), "repeats must be ≥ 1"));
         }
+        (None, Some(r), _) if *r.get_ref() > MAX_REPEATS => {
+            return Err(cx.err(
+                r.span(),
+                format!(
+                    "repeats = {} is over the limit of {MAX_REPEATS}: a typo? lower it",
+                    r.get_ref()
+                ),
+            ));
+        }
+        (Some(s), _, _) if s.len() > MAX_REPEATS => {
+            return Err(anyhow!(
+                "{origin}: {} seeds is over the limit of {MAX_REPEATS}: list fewer",
+                s.len()
+            ));
+        }
+        (Some(s), _, _) => s.clone(),
         (None, Some(r), _) => (0..*r.get_ref() as u64).map(|i| base_seed + i).collect(),
         (None, None, Some(a)) => (0..a.min as u64).map(|i| base_seed + i).collect(),
         (None, None, None) => vec![base_seed],
@@ -408,6 +435,20 @@ pub fn parse(text: &str, origin: &str) -> Result<Matrix> {
         Kind::Grid => {
             let grid = raw.grid.as_ref().filter(|g| !g.get_ref().is_empty());
             need("a [grid] table of KEY = [values]", grid.is_some())?;
+            let count = grid
+                .expect("checked")
+                .get_ref()
+                .values()
+                .try_fold(1usize, |n, v| n.checked_mul(v.get_ref().len().max(1)));
+            if count.is_none_or(|n| n > MAX_VARIANTS) {
+                return Err(cx.err(
+                    raw.grid.as_ref().expect("checked").span(),
+                    format!(
+                        "this grid has {} variants, over the limit of {MAX_VARIANTS}: fewer values per key, or split it into several matrices",
+                        count.map_or("too many".to_string(), |n| n.to_string())
+                    ),
+                ));
+            }
             let mut combos: Vec<Vec<(Override, Range<usize>)>> = vec![Vec::new()];
             for (k, vals) in grid.expect("checked").get_ref() {
                 if vals.get_ref().is_empty() {
@@ -461,6 +502,16 @@ pub fn parse(text: &str, origin: &str) -> Result<Matrix> {
                 push(name, c, span);
             }
         }
+    }
+    let runs = variants
+        .len()
+        .saturating_mul(seeds.len().max(adaptive.as_ref().map_or(0, |a| a.max)));
+    if variants.len() > MAX_VARIANTS || runs > MAX_RUNS {
+        return Err(anyhow!(
+            "{origin}: {} variants x {} seeds = {runs} runs, over the limit of {MAX_VARIANTS} variants and {MAX_RUNS} runs a matrix: split it, or fewer repeats",
+            variants.len(),
+            seeds.len()
+        ));
     }
     // Validate every variant against its recipe, pointing at the variant.
     let mut resolved = Vec::with_capacity(variants.len());
@@ -826,5 +877,25 @@ mod data_override {
             .with_data("no-such-set")
             .unwrap_err();
         assert!(format!("{e:#}").contains("no-such-set"));
+    }
+
+    #[test]
+    fn sizes_beyond_any_plan_are_refused_before_anything_is_allocated() {
+        let e = format!("{:#}", super::parse("name='x'\nrecipe='tiny-page-resnet9'\nkind='list'\nrepeats=1000000000\n[[variant]]\nname='a'\n", "x.toml").unwrap_err());
+        assert!(e.contains("over the limit of 10000"), "{e}");
+        let keys: String = (0..6)
+            .map(|k| {
+                format!(
+                    "'label_smoothing.alpha{k}' = [{}]\n",
+                    (0..10)
+                        .map(|v| format!("{v}"))
+                        .collect::<Vec<_>>()
+                        .join(",")
+                )
+            })
+            .collect();
+        let t = format!("name='g'\nrecipe='tiny-page-resnet9'\nkind='grid'\n[grid]\n{keys}");
+        let e = format!("{:#}", super::parse(&t, "g.toml").unwrap_err());
+        assert!(e.contains("1000000 variants") && e.contains("split"), "{e}");
     }
 }
