@@ -104,6 +104,9 @@ where
     let tmax = rows
         .iter()
         .map(|x| x.time().mean + x.time().ci95.max(0.0))
+        // A damaged or hand-edited table can hold an infinite time: an axis
+        // to infinity never finishes placing its ticks.
+        .filter(|t| t.is_finite())
         .fold(0.0, f64::max)
         .max(1e-3)
         * 1.18;
@@ -123,6 +126,9 @@ where
     for (i, x) in rows.iter().enumerate() {
         let s = x.time();
         let y = pos(i);
+        if !s.mean.is_finite() {
+            continue;
+        }
         c.draw_series(std::iter::once(Rectangle::new(
             [(0.0, y - 0.32), (s.mean, y + 0.32)],
             color(0).mix(0.75).filled(),
@@ -281,6 +287,30 @@ pub struct Curve {
     pub points: Vec<(f64, f64, f64, f64, f64, Option<f64>)>,
 }
 
+/// The first unreadable `steps/*.parquet` of a folder, as a one-line error
+/// naming it and the fix (a kill or a full disk can leave one behind).
+fn damaged_step_file(dir: &Path) -> Option<anyhow::Error> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir.join("steps"))
+        .ok()?
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "parquet"))
+        .collect();
+    files.sort();
+    files.into_iter().find_map(|f| {
+        let s = f.to_string_lossy().to_string();
+        let ok = LazyFrame::scan_parquet(PlRefPath::from(s.as_str()), ScanArgsParquet::default())
+            .and_then(|lf| lf.collect())
+            .is_ok();
+        (!ok).then(|| {
+            anyhow::anyhow!(
+                "{} is damaged (not a readable Parquet file): delete it; its run keeps its row in runs.parquet, only its curve is lost",
+                f.display()
+            )
+        })
+    })
+}
+
 /// Aggregates every run's step metrics by variant and step (polars, lazy).
 pub fn curves(dirs: &[PathBuf]) -> Result<Vec<Curve>> {
     let mut frames = Vec::new();
@@ -292,7 +322,8 @@ pub fn curves(dirs: &[PathBuf]) -> Result<Vec<Curve>> {
         {
             let g = glob.to_string_lossy().to_string();
             let mut lf =
-                LazyFrame::scan_parquet(PlRefPath::from(g.as_str()), ScanArgsParquet::default())?;
+                LazyFrame::scan_parquet(PlRefPath::from(g.as_str()), ScanArgsParquet::default())
+                    .map_err(|e| damaged_step_file(d).unwrap_or_else(|| e.into()))?;
             // Step files without a matrix column take it from the folder's manifest.
             if lf.collect_schema()?.get("matrix").is_none() {
                 let name = crate::store::read_manifest(d)
@@ -326,8 +357,11 @@ pub fn curves(dirs: &[PathBuf]) -> Result<Vec<Curve>> {
         ])
         .sort(["matrix", "index", "step"], SortMultipleOptions::default())
         .collect()
-        .map_err(anyhow::Error::from)
-        .context("aggregating step metrics")?;
+        .map_err(|e| {
+            dirs.iter()
+                .find_map(|d| damaged_step_file(d))
+                .unwrap_or_else(|| anyhow::Error::from(e).context("aggregating step metrics"))
+        })?;
     let f = |n: &str| -> Result<Vec<Option<f64>>> {
         Ok(df
             .column(n)?
@@ -752,6 +786,26 @@ mod tests {
         assert!(loss_ticks >= 4, "{loss_ticks} loss tick labels");
         let cs = curves(std::slice::from_ref(&dir)).unwrap();
         assert_eq!(cs.len(), 3);
+        // An infinite time (a damaged table) is left out instead of hanging the axis.
+        let mut r =
+            crate::report::aggregate(std::slice::from_ref(&dir), &Default::default()).unwrap();
+        r.rows[0].dawn.mean = f64::INFINITY;
+        r.rows[1].dawn.ci95 = f64::INFINITY;
+        let out = root.path().join("inf");
+        assert!(
+            !write_all(&r, std::slice::from_ref(&dir), &out)
+                .unwrap()
+                .is_empty()
+        );
+        // A damaged step file is named.
+        let bad = dir.join("steps").join("zz-damaged.parquet");
+        std::fs::write(&bad, b"PAR1 not really").unwrap();
+        let e = format!("{:#}", curves(std::slice::from_ref(&dir)).err().unwrap());
+        assert!(
+            e.contains("zz-damaged.parquet") && e.contains("delete it"),
+            "{e}"
+        );
+        std::fs::remove_file(&bad).unwrap();
         assert_eq!(cs[0].points.len(), 3);
         assert!((cs[0].points[0].1 - 2.0).abs() < 1e-9);
 
