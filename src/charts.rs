@@ -714,6 +714,102 @@ pub fn write_all(r: &Report, dirs: &[PathBuf], out: &Path) -> Result<Vec<PathBuf
     Ok(files)
 }
 
+/// Each rung's time night by night (`report --history`): one line per rung,
+/// CI whiskers where a night had n ≥ 2.
+fn history_chart<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    nights: &[crate::report::history::Night],
+) -> Res
+where
+    DB::ErrorType: 'static,
+{
+    root.fill(&WHITE)?;
+    let mut dates: Vec<&str> = nights.iter().map(|n| n.night.as_str()).collect();
+    dates.sort();
+    dates.dedup();
+    let x_of = |n: &crate::report::history::Night| {
+        dates.iter().position(|d| *d == n.night).unwrap_or(0) as f64
+    };
+    let finite = |v: f64| v.is_finite().then_some(v);
+    let tmax = nights
+        .iter()
+        .filter_map(|n| finite(n.time_s + finite(n.time_ci95).unwrap_or(0.0)))
+        .fold(0.0, f64::max)
+        .max(1e-3)
+        * 1.1;
+    let last = (dates.len().max(2) - 1) as f64;
+    let mut c = ChartBuilder::on(root)
+        .caption("Each rung's time, night by night", (FAMILY, 24))
+        .margin(14)
+        .x_label_area_size(44)
+        .y_label_area_size(60)
+        .build_cartesian_2d(-0.3..(last + 0.3), 0.0..tmax)?;
+    let labels: Vec<String> = dates
+        .iter()
+        .map(|d| d.get(..10).unwrap_or(d).to_string())
+        .collect();
+    c.configure_mesh()
+        .x_labels(dates.len().min(12))
+        .x_label_formatter(&|x| {
+            let i = x.round();
+            if (x - i).abs() < 0.01 && i >= 0.0 {
+                labels.get(i as usize).cloned().unwrap_or_default()
+            } else {
+                String::new()
+            }
+        })
+        .y_desc("full-run time (s), each recipe's clock")
+        .label_style((FAMILY, 15))
+        .draw()?;
+    let mut rungs: Vec<(usize, &str)> = nights
+        .iter()
+        .map(|n| (n.index, n.variant.as_str()))
+        .collect();
+    rungs.sort();
+    rungs.dedup();
+    for (k, (idx, v)) in rungs.iter().enumerate() {
+        let pts: Vec<(f64, f64, f64)> = nights
+            .iter()
+            .filter(|n| n.index == *idx && n.variant == *v && n.time_s.is_finite())
+            .map(|n| (x_of(n), n.time_s, n.time_ci95))
+            .collect();
+        let col = color(k);
+        c.draw_series(LineSeries::new(
+            pts.iter().map(|p| (p.0, p.1)),
+            col.stroke_width(2),
+        ))?
+        .label(format!("{idx} {}", label(v, 30)))
+        .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], col.stroke_width(2)));
+        c.draw_series(pts.iter().map(|p| Circle::new((p.0, p.1), 4, col.filled())))?;
+        c.draw_series(pts.iter().filter(|p| p.2.is_finite()).map(|p| {
+            PathElement::new(
+                vec![(p.0, (p.1 - p.2).max(0.0)), (p.0, p.1 + p.2)],
+                col.stroke_width(1),
+            )
+        }))?;
+    }
+    c.configure_series_labels()
+        .position(SeriesLabelPosition::LowerLeft)
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .label_font((FAMILY, 13))
+        .draw()?;
+    Ok(())
+}
+
+/// Writes `history.png` and `history.svg` into `out`.
+pub fn write_history(nights: &[crate::report::history::Night], out: &Path) -> Result<Vec<PathBuf>> {
+    register_font();
+    std::fs::create_dir_all(out).with_context(|| format!("cannot create {}", out.display()))?;
+    both(
+        out,
+        "history",
+        (1400, 700),
+        &|a| history_chart(a, nights),
+        &|a| history_chart(a, nights),
+    )
+}
+
 /// Writes report.md and the charts into a results folder; returns the files written.
 pub fn export(dir: &Path) -> Result<Vec<PathBuf>> {
     let report = crate::report::aggregate(

@@ -515,3 +515,58 @@ fn a_full_results_disk_ends_the_run_loudly() {
     );
     assert!(!out.contains("start"), "a run trained: {out}");
 }
+
+#[test]
+fn nightly_compares_with_the_baseline_and_keeps_a_history() {
+    let tmp = tempfile::tempdir().unwrap();
+    let fixture = repo().join("tests/fixtures/tiny.toml");
+    let m = fixture.to_str().unwrap();
+    let o = run(&["run", m, "--headless", "--results", "base"], tmp.path());
+    assert!(o.status.success(), "{:?}", text(&o));
+    let baseline = results_dir(&tmp.path().join("base"), "tiny-test");
+    let b = baseline.to_str().unwrap();
+    for night in 1..=2 {
+        let o = run(
+            &[
+                "nightly",
+                m,
+                "--baseline",
+                b,
+                "--history",
+                "hist",
+                "--results",
+                "res",
+            ],
+            tmp.path(),
+        );
+        let (out, err) = text(&o);
+        // Two seeds a side rarely settle anything: no regression can be called.
+        assert_eq!(o.status.code(), Some(0), "{out}\n{err}");
+        assert!(
+            out.contains("Welch's t") && out.contains("(2 nights)") == (night == 2),
+            "{out}"
+        );
+    }
+    let hist = tmp.path().join("hist");
+    let csv = std::fs::read_to_string(hist.join("history.csv")).unwrap();
+    assert_eq!(csv.lines().count(), 1 + 2 * 2, "{csv}");
+    assert!(hist.join("history.png").is_file() && hist.join("history.svg").is_file());
+    let o = run(&["report", "--history", "hist"], tmp.path());
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{err}");
+    assert!(
+        out.contains("## 1 + label smoothing") && out.matches("| 2/2 |").count() == 0,
+        "{out}"
+    );
+    // A baseline that is not a results folder stops before a night of training.
+    let o = run(
+        &["nightly", m, "--baseline", "nope", "--history", "hist"],
+        tmp.path(),
+    );
+    let (out, err) = text(&o);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        err.contains("--baseline") && err.lines().count() == 1 && !out.contains("start"),
+        "{err}"
+    );
+}

@@ -1,6 +1,7 @@
 //! Command-line entry: parses arguments and hands each subcommand to the
 //! module that owns it. Errors are printed as one line.
 
+mod nightly;
 mod report;
 mod run;
 
@@ -27,6 +28,9 @@ pub enum Command {
     Report(report::ReportArgs),
     /// Compare a candidate results folder against a base; non-zero exit on regression.
     Compare(report::CompareArgs),
+    /// Run a matrix, compare it with a baseline, append the night to a history;
+    /// exits like compare (for cron or a systemd timer).
+    Nightly(nightly::NightlyArgs),
     /// Inspect matrix files.
     Matrix(crate::matrix::MatrixArgs),
     /// Train one run and print an epoch table and a summary.
@@ -63,6 +67,7 @@ pub fn main() -> i32 {
         Some(Command::Run(a)) => run::cmd_run(a),
         Some(Command::Report(a)) => report::cmd_report(a),
         Some(Command::Compare(a)) => report::cmd_compare(a),
+        Some(Command::Nightly(a)) => nightly::cmd_nightly(a),
         Some(Command::Matrix(a)) => crate::matrix::cmd_matrix(a),
         Some(Command::Train(a)) => crate::train::cmd_train(a),
         Some(Command::Tricks(a)) => crate::tricks::cmd_tricks(a),

@@ -2,6 +2,7 @@
 
 use crate::report::{
     Clock, Comparison, Diff, Report, ReportOptions, Thresholds, Verdict, aggregate, compare,
+    history,
 };
 use anyhow::Result;
 use std::path::{Path, PathBuf};
@@ -9,8 +10,12 @@ use std::path::{Path, PathBuf};
 #[derive(clap::Args, Debug)]
 pub struct ReportArgs {
     /// Results folders (results/<matrix>/<timestamp>).
-    #[arg(required = true)]
+    #[arg(required_unless_present = "history")]
     pub results: Vec<PathBuf>,
+    /// A nightly history folder (`tricklab nightly --history`): each rung's
+    /// time and accuracy night by night, and its chart (into --plots, or the folder).
+    #[arg(long, conflicts_with = "results")]
+    pub history: Option<PathBuf>,
     #[arg(long, value_enum, default_value = "md")]
     pub format: Format,
     /// Also write the charts (PNG and SVG) into this folder.
@@ -33,6 +38,18 @@ pub enum Format {
 }
 
 pub fn cmd_report(args: ReportArgs) -> Result<i32> {
+    if let Some(root) = &args.history {
+        let nights = history::load(root)?;
+        match args.format {
+            Format::Csv => print!("{}", std::fs::read_to_string(history::history_file(root))?),
+            _ => print!("{}", history::to_markdown(&nights)),
+        }
+        let out = args.plots.as_deref().unwrap_or(root);
+        for p in crate::charts::write_history(&nights, out)? {
+            eprintln!("wrote {}", p.display());
+        }
+        return Ok(0);
+    }
     let r = aggregate(
         &args.results,
         &ReportOptions {
@@ -122,13 +139,19 @@ fn identity(dir: &Path, report: &Report) -> Result<Vec<(&'static str, String)>> 
 /// missing in the candidate; 2: the folders are not comparable (or, with
 /// --fail-inconclusive, a variant is inconclusive).
 pub fn cmd_compare(args: CompareArgs) -> Result<i32> {
+    Ok(compare_folders(&args)?.0)
+}
+
+/// `compare`'s work: prints the table and returns the exit code with the
+/// comparison and the candidate's report (for the nightly history).
+pub fn compare_folders(args: &CompareArgs) -> Result<(i32, Vec<Comparison>, Option<Report>)> {
     let th = Thresholds {
         max_slowdown: args.max_slowdown,
         max_acc_drop: args.max_acc_drop,
     };
     if let Err(e) = th.validate() {
         eprintln!("error: {e}");
-        return Ok(2);
+        return Ok((2, vec![], None));
     }
     let opts = ReportOptions {
         target: None,
@@ -141,7 +164,7 @@ pub fn cmd_compare(args: CompareArgs) -> Result<i32> {
         (Ok(b), Ok(c)) => (b, c),
         (Err(e), _) | (_, Err(e)) => {
             eprintln!("error: {}", crate::util::one_line(&e));
-            return Ok(2);
+            return Ok((2, vec![], None));
         }
     };
     let (ib, ic) = (
@@ -165,7 +188,7 @@ pub fn cmd_compare(args: CompareArgs) -> Result<i32> {
                 args.base.display(),
                 args.candidate.display()
             );
-            return Ok(2);
+            return Ok((2, vec![], None));
         }
         eprintln!("warning: comparing anyway although {line}");
     }
@@ -178,13 +201,13 @@ pub fn cmd_compare(args: CompareArgs) -> Result<i32> {
         .count();
     if bad > 0 {
         eprintln!("{bad} of {} variants regressed or failed", rows.len());
-        return Ok(1);
+        return Ok((1, rows, Some(cand)));
     }
     if open > 0 && args.fail_inconclusive {
         eprintln!("{open} of {} variants inconclusive", rows.len());
-        return Ok(2);
+        return Ok((2, rows, Some(cand)));
     }
-    Ok(0)
+    Ok((0, rows, Some(cand)))
 }
 
 /// The comparison as a plain-text table, with the statistic it rests on.

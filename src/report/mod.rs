@@ -5,6 +5,7 @@
 
 mod compare;
 mod format;
+pub mod history;
 
 pub use compare::{Comparison, Diff, Thresholds, Verdict, compare};
 
