@@ -41,6 +41,7 @@ pub fn cmd_doctor(args: DoctorArgs) -> Result<i32> {
             "data_dir": data,
             "results": args.results,
             "results_writable": writable.is_ok(),
+            "run_devices": crate::util::device::resolve_devices(&["auto".to_string()]).ok(),
             "problems": problems,
         });
         println!("{}", serde_json::to_string_pretty(&v)?);
@@ -64,6 +65,9 @@ pub fn cmd_doctor(args: DoctorArgs) -> Result<i32> {
         }
         if let Some(v) = info.cudnn_version {
             println!("cuDNN           {v}");
+        }
+        if let Ok(d) = crate::util::device::resolve_devices(&["auto".to_string()]) {
+            println!("runs would use  {} (--devices auto)", d.join(", "));
         }
         println!("data folder     {}", data.display());
         println!(

@@ -22,8 +22,9 @@ pub struct NightlyArgs {
     /// Results root for tonight's folder.
     #[arg(long, default_value = "results")]
     pub results: PathBuf,
-    /// Devices, one worker each.
-    #[arg(long, value_delimiter = ',', default_value = "cpu")]
+    /// Devices, one worker each: auto (every CUDA device, else the CPU), all,
+    /// cuda:0,cuda:2, cpu, or cpu:N (N CPU workers sharing the cores).
+    #[arg(long, value_delimiter = ',', default_value = "auto")]
     pub devices: Vec<String>,
     /// Override the matrix's repeats.
     #[arg(long)]
@@ -71,7 +72,7 @@ pub fn cmd_nightly(args: NightlyArgs) -> Result<i32> {
     let matrices = crate::matrix::load_all(std::slice::from_ref(&args.matrix), args.repeats)?;
     let opts = SessionOptions {
         results_root: args.results.clone(),
-        devices: args.devices.clone(),
+        devices: crate::util::device::resolve_devices(&args.devices)?,
         resume: None,
         keep_alive: false,
         min_free_bytes: crate::util::min_free_bytes(),

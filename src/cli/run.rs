@@ -15,8 +15,9 @@ pub struct RunArgs {
     /// Results root; each matrix gets results/<matrix>/<timestamp>/.
     #[arg(long, default_value = "results")]
     pub results: PathBuf,
-    /// Devices, one worker each: cpu, cuda, cuda:0,cuda:1.
-    #[arg(long, value_delimiter = ',', default_value = "cpu")]
+    /// Devices, one worker each: auto (every CUDA device, else the CPU), all,
+    /// cuda:0,cuda:2, cpu, or cpu:N (N CPU workers sharing the cores).
+    #[arg(long, value_delimiter = ',', default_value = "auto")]
     pub devices: Vec<String>,
     /// Continue a results folder: finished runs are skipped.
     #[arg(long)]
@@ -48,7 +49,7 @@ pub fn cmd_run(args: RunArgs) -> Result<i32> {
     }
     let opts = SessionOptions {
         results_root: args.results.clone(),
-        devices: args.devices.clone(),
+        devices: crate::util::device::resolve_devices(&args.devices)?,
         resume: args.resume.clone(),
         keep_alive: !args.headless,
         min_free_bytes: crate::util::min_free_bytes(),

@@ -221,6 +221,7 @@ impl Session {
         } else {
             opts.devices
         };
+        crate::util::device::share_cpu_threads(&devices);
         let workers = crate::worker::spawn(&devices, shared.clone(), factory);
         Ok(Session {
             shared: shared.clone(),

@@ -21,7 +21,8 @@ pub struct TrainArgs {
     /// Data set: embedded, synthetic[:N], an imported name, a folder or an archive.
     #[arg(long, default_value = "embedded")]
     pub data: String,
-    #[arg(long, default_value = "cpu")]
+    /// auto (the first CUDA device, else the CPU), cpu, cuda or cuda:N.
+    #[arg(long, default_value = "auto")]
     pub device: String,
     /// Target accuracy for time-to-target (0-1).
     #[arg(long, default_value_t = 0.94)]
@@ -35,7 +36,9 @@ pub fn cmd_train(args: TrainArgs) -> Result<i32> {
             args.target
         );
     }
-    let mut trainer = TchTrainer::new(&args.device)?;
+    let device =
+        crate::util::device::resolve_devices(std::slice::from_ref(&args.device))?.swap_remove(0);
+    let mut trainer = TchTrainer::new(&device)?;
     let spec = RunSpec {
         id: RunId {
             matrix: "train".into(),

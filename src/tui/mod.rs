@@ -209,8 +209,9 @@ pub struct TuiArgs {
     /// Results root for new runs.
     #[arg(long, default_value = "results")]
     pub results_root: PathBuf,
-    /// Devices, one worker each.
-    #[arg(long, value_delimiter = ',', default_value = "cpu")]
+    /// Devices, one worker each: auto (every CUDA device, else the CPU), all,
+    /// cuda:0,cuda:2, cpu, or cpu:N (N CPU workers sharing the cores).
+    #[arg(long, value_delimiter = ',', default_value = "auto")]
     pub devices: Vec<String>,
 }
 
@@ -221,7 +222,7 @@ impl TuiArgs {
             matrices: Vec::new(),
             results: None,
             results_root: PathBuf::from("results"),
-            devices: vec!["cpu".into()],
+            devices: vec!["auto".into()],
         }
     }
 }
@@ -248,7 +249,7 @@ pub fn cmd_tui(args: TuiArgs) -> anyhow::Result<i32> {
     };
     let opts = crate::session::SessionOptions {
         results_root: args.results_root,
-        devices: args.devices,
+        devices: crate::util::device::resolve_devices(&args.devices)?,
         resume: None,
         keep_alive: true,
         min_free_bytes: crate::util::min_free_bytes(),

@@ -21,6 +21,62 @@ pub fn parse_device_name(s: &str) -> Result<Device> {
     })
 }
 
+/// The workers' devices from `--devices`: `auto` (the default) is every CUDA
+/// device, or the CPU where there is none; `all` every CUDA device; `cpu:N`
+/// N CPU workers; `cpu`, `cuda`, `cuda:N` one worker each.
+pub fn resolve_devices(specs: &[String]) -> Result<Vec<String>> {
+    let count = if tch::Cuda::is_available() {
+        tch::Cuda::device_count().max(0) as usize
+    } else {
+        0
+    };
+    resolve_devices_with(specs, count)
+}
+
+/// [`resolve_devices`] for a machine with `cuda` CUDA devices.
+pub fn resolve_devices_with(specs: &[String], cuda: usize) -> Result<Vec<String>> {
+    let gpus = || (0..cuda).map(|i| format!("cuda:{i}")).collect::<Vec<_>>();
+    let mut out = Vec::new();
+    for s in specs {
+        match s.as_str() {
+            "auto" if cuda > 0 => out.extend(gpus()),
+            "auto" => out.push("cpu".into()),
+            "all" if cuda > 0 => out.extend(gpus()),
+            "all" => bail!(
+                "--devices all: this machine has no CUDA device (`tricklab doctor` says why); use auto or cpu"
+            ),
+            s if s.starts_with("cpu:") => {
+                let n: usize = s[4..]
+                    .parse()
+                    .ok()
+                    .filter(|n| (1..=256).contains(n))
+                    .ok_or_else(|| {
+                        anyhow::anyhow!("--devices {s}: cpu:N takes a worker count from 1 to 256")
+                    })?;
+                out.extend(std::iter::repeat_n("cpu".to_string(), n));
+            }
+            s => {
+                parse_device_name(s)?;
+                out.push(s.to_string());
+            }
+        }
+    }
+    if out.is_empty() {
+        out.push("cpu".into());
+    }
+    Ok(out)
+}
+
+/// N CPU workers share the cores: libtorch's intra-op pool is per process,
+/// so each gets cores / N threads instead of all of them fighting.
+pub fn share_cpu_threads(devices: &[String]) {
+    let cpu = devices.iter().filter(|d| d.as_str() == "cpu").count();
+    if cpu > 1 {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        tch::set_num_threads((cores / cpu).max(1) as i32);
+    }
+}
+
 /// A device this machine has.
 pub fn parse_device(s: &str) -> Result<Device> {
     let d = parse_device_name(s)?;
@@ -149,4 +205,28 @@ fn version_near(lib_dir: &Path) -> Option<String> {
     std::fs::read_to_string(root.join("build-version"))
         .ok()
         .map(|s| s.trim().to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn auto_takes_every_gpu_and_falls_back_to_the_cpu() {
+        let d = |s: &[&str], n| {
+            resolve_devices_with(&s.iter().map(|x| x.to_string()).collect::<Vec<_>>(), n)
+        };
+        assert_eq!(d(&["auto"], 0).unwrap(), ["cpu"]);
+        assert_eq!(d(&["auto"], 2).unwrap(), ["cuda:0", "cuda:1"]);
+        assert_eq!(d(&["all"], 3).unwrap(), ["cuda:0", "cuda:1", "cuda:2"]);
+        assert!(
+            d(&["all"], 0)
+                .unwrap_err()
+                .to_string()
+                .contains("no CUDA device")
+        );
+        assert_eq!(d(&["cpu:2"], 4).unwrap(), ["cpu", "cpu"]);
+        assert_eq!(d(&["cuda:0", "cuda:2"], 4).unwrap(), ["cuda:0", "cuda:2"]);
+        assert!(d(&["cpu:0"], 0).is_err() && d(&["tpu"], 0).is_err());
+    }
 }
