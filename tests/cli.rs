@@ -570,3 +570,118 @@ fn nightly_compares_with_the_baseline_and_keeps_a_history() {
         "{err}"
     );
 }
+
+#[test]
+fn shards_merge_into_the_table_of_one_run() {
+    let tmp = tempfile::tempdir().unwrap();
+    let fixture = repo().join("tests/fixtures/tiny.toml");
+    let m = fixture.to_str().unwrap();
+    let whole = run(
+        &[
+            "run",
+            m,
+            "--headless",
+            "--results",
+            "whole",
+            "--devices",
+            "cpu",
+        ],
+        tmp.path(),
+    );
+    assert!(whole.status.success(), "{:?}", text(&whole));
+    for i in ["1/2", "2/2"] {
+        let o = run(
+            &[
+                "run",
+                m,
+                "--headless",
+                "--results",
+                "shards",
+                "--shard",
+                i,
+                "--devices",
+                "cpu",
+            ],
+            tmp.path(),
+        );
+        assert!(o.status.success(), "{:?}", text(&o));
+    }
+    let mut shards: Vec<PathBuf> = std::fs::read_dir(tmp.path().join("shards/tiny-test"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    shards.sort();
+    assert_eq!(shards.len(), 2);
+    assert!(
+        shards[0].to_string_lossy().ends_with("-shard-1-of-2"),
+        "{shards:?}"
+    );
+    // Each shard holds half of the 4 runs, every variant in turn.
+    for s in &shards {
+        assert_eq!(std::fs::read_dir(s.join("steps")).unwrap().count(), 2);
+    }
+    let args: Vec<&str> = ["merge"]
+        .into_iter()
+        .chain(shards.iter().map(|s| s.to_str().unwrap()))
+        .chain(["--into", "merged"])
+        .collect();
+    let o = run(&args, tmp.path());
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{out}\n{err}");
+    assert!(out.contains("(4 runs, 0 duplicates, 0 missing)"), "{out}");
+    // The same numbers as one unsharded run (CPU runs are deterministic): accuracies.
+    let table = |dir: &Path| {
+        let o = run(
+            &["report", dir.to_str().unwrap(), "--format", "csv"],
+            tmp.path(),
+        );
+        text(&o)
+            .0
+            .lines()
+            .map(|l| l.split(',').take(11).collect::<Vec<_>>().join(","))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        table(&tmp.path().join("merged")),
+        table(&results_dir(&tmp.path().join("whole"), "tiny-test"))
+    );
+    // One shard twice: a duplicate is reported; a missing shard is reported and exits 1.
+    let o = run(
+        &[
+            "merge",
+            shards[0].to_str().unwrap(),
+            shards[0].to_str().unwrap(),
+            "--into",
+            "dup",
+        ],
+        tmp.path(),
+    );
+    let (out, err) = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{out}\n{err}");
+    assert!(
+        err.contains("duplicate:") && err.contains("missing: 2 run(s)"),
+        "{err}"
+    );
+    // Another matrix is refused, naming the folder.
+    let other = results_dir(&tmp.path().join("whole"), "tiny-test");
+    let m2 = std::fs::read_to_string(other.join("manifest.json"))
+        .unwrap()
+        .replace("two rungs, one epoch", "another description");
+    std::fs::write(other.join("manifest.json"), m2).unwrap();
+    let o = run(
+        &[
+            "merge",
+            shards[0].to_str().unwrap(),
+            other.to_str().unwrap(),
+            "--into",
+            "bad",
+        ],
+        tmp.path(),
+    );
+    let err = text(&o).1;
+    assert!(
+        !o.status.success() && err.contains("another matrix file") && err.lines().count() == 1,
+        "{err}"
+    );
+}

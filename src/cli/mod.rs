@@ -1,6 +1,7 @@
 //! Command-line entry: parses arguments and hands each subcommand to the
 //! module that owns it. Errors are printed as one line.
 
+mod cluster;
 mod nightly;
 mod report;
 mod run;
@@ -31,6 +32,10 @@ pub enum Command {
     /// Run a matrix, compare it with a baseline, append the night to a history;
     /// exits like compare (for cron or a systemd timer).
     Nightly(nightly::NightlyArgs),
+    /// Join shard folders (run --shard, Slurm tasks) into one results folder.
+    Merge(cluster::MergeArgs),
+    /// Hand a matrix to Slurm as a job array, follow it, re-submit what is left.
+    Slurm(cluster::SlurmArgs),
     /// Inspect matrix files.
     Matrix(crate::matrix::MatrixArgs),
     /// Train one run and print an epoch table and a summary.
@@ -68,6 +73,8 @@ pub fn main() -> i32 {
         Some(Command::Report(a)) => report::cmd_report(a),
         Some(Command::Compare(a)) => report::cmd_compare(a),
         Some(Command::Nightly(a)) => nightly::cmd_nightly(a),
+        Some(Command::Merge(a)) => cluster::cmd_merge(a),
+        Some(Command::Slurm(a)) => cluster::cmd_slurm(a),
         Some(Command::Matrix(a)) => crate::matrix::cmd_matrix(a),
         Some(Command::Train(a)) => crate::train::cmd_train(a),
         Some(Command::Tricks(a)) => crate::tricks::cmd_tricks(a),

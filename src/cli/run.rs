@@ -29,6 +29,14 @@ pub struct RunArgs {
     /// a folder or an archive; `tricklab data list`).
     #[arg(long)]
     pub data: Option<String>,
+    /// Run only shard i of N (1-based) of each matrix's runs, into its own
+    /// folder; `tricklab merge` joins the shards.
+    #[arg(long, value_parser = parse_shard_arg)]
+    pub shard: Option<(usize, usize)>,
+}
+
+fn parse_shard_arg(s: &str) -> Result<(usize, usize), String> {
+    crate::matrix::parse_shard(s)
 }
 
 pub fn cmd_run(args: RunArgs) -> Result<i32> {
@@ -45,6 +53,17 @@ pub fn cmd_run(args: RunArgs) -> Result<i32> {
                 m.with_data(d)
                     .map_err(|e| anyhow::anyhow!("--data {d}: {e:#}"))
             })
+            .collect::<Result<_>>()?;
+    }
+    if let Some((i, n)) = args.shard {
+        if args.resume.is_some() {
+            anyhow::bail!(
+                "--shard with --resume: a resumed folder keeps the shard it was made with; drop --shard"
+            );
+        }
+        matrices = matrices
+            .into_iter()
+            .map(|m| m.with_shard(i, n))
             .collect::<Result<_>>()?;
     }
     let opts = SessionOptions {

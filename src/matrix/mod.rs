@@ -5,7 +5,7 @@ mod cli;
 mod parse;
 
 pub use cli::{MatrixArgs, cmd_matrix, matrix_files};
-pub use parse::{load, parse};
+pub use parse::{load, parse, parse_shard};
 
 use crate::config::{Override, RunSpec};
 use crate::events::RunId;
@@ -53,6 +53,8 @@ pub struct Matrix {
     /// Seeds of the fixed repeats (with `adaptive`, the first `min` of them).
     pub seeds: Vec<u64>,
     pub adaptive: Option<Adaptive>,
+    /// (i, N): only the i-th (1-based) of N shares of the runs.
+    pub shard: Option<(usize, usize)>,
     pub variants: Vec<Variant>,
     /// Found by comparing the variants' plans: identical variants, settings of
     /// tricks that are never on. Shown by `matrix show` and at the start of a run.
@@ -81,17 +83,54 @@ impl Matrix {
     /// says so too, so the manifest and a `--resume` follow the override.
     pub fn with_data(mut self, data: &str) -> anyhow::Result<Matrix> {
         crate::data::locate(data)?;
+        self.text = self.text_with("data", data, &format!("--data {data}"))?;
+        self.data = data.into();
+        Ok(self)
+    }
+
+    /// The same matrix restricted to shard `i` of `n` (`run --shard i/N`),
+    /// recorded in its text so that the manifest and a resume keep it.
+    pub fn with_shard(mut self, i: usize, n: usize) -> anyhow::Result<Matrix> {
+        let s = format!("{i}/{n}");
+        parse_shard(&s).map_err(anyhow::Error::msg)?;
+        if self.adaptive.is_some() {
+            anyhow::bail!(
+                "{}: a matrix with adaptive repeats cannot be sharded (each shard would add its own seeds)",
+                self.name
+            );
+        }
+        // The seeds go into the text too (a --repeats override included), so
+        // that every shard's record says which runs the whole matrix has.
         let mut table: toml::Table = toml::from_str(&self.text)?;
-        table.insert("data".into(), toml::Value::String(data.into()));
-        self.text = format!(
-            "# {} with --data {data} (comments of the original file dropped)\n{}",
+        for k in ["repeats", "base_seed", "seeds"] {
+            table.remove(k);
+        }
+        table.insert(
+            "seeds".into(),
+            toml::Value::Array(
+                self.seeds
+                    .iter()
+                    .map(|&x| toml::Value::Integer(x as i64))
+                    .collect(),
+            ),
+        );
+        self.text = toml::to_string(&table)?;
+        self.text = self.text_with("shard", &s, &format!("--shard {s}"))?;
+        self.shard = Some((i, n));
+        Ok(self)
+    }
+
+    /// The file's text with one top-level key set, saying which option did it.
+    fn text_with(&self, key: &str, value: &str, option: &str) -> anyhow::Result<String> {
+        let mut table: toml::Table = toml::from_str(&self.text)?;
+        table.insert(key.into(), toml::Value::String(value.into()));
+        let body = toml::to_string(&table)?;
+        Ok(format!(
+            "# {} with {option} (comments of the original file dropped)\n{body}",
             self.path
                 .as_ref()
                 .map_or_else(|| self.name.clone(), |p| p.display().to_string()),
-            toml::to_string(&table)?
-        );
-        self.data = data.into();
-        Ok(self)
+        ))
     }
 
     pub fn spec(&self, index: usize, repeat: usize, seed: u64) -> RunSpec {
@@ -118,10 +157,21 @@ impl Matrix {
         let mut out = Vec::new();
         for (r, &seed) in self.seeds.iter().enumerate() {
             for i in 0..self.variants.len() {
-                out.push(self.spec(i, r, seed));
+                if self.in_shard(i, r) {
+                    out.push(self.spec(i, r, seed));
+                }
             }
         }
         out
+    }
+
+    /// Shards deal each repeat's variants out in turn, starting one shard
+    /// further every repeat: sizes stay within a run or so of each other and
+    /// every shard gets every variant (a plain `k mod N` would give two
+    /// shards of a two-rung ladder one rung each).
+    fn in_shard(&self, variant: usize, repeat: usize) -> bool {
+        self.shard
+            .is_none_or(|(i, n)| (variant + repeat) % n == i - 1)
     }
 
     /// The seed of repeat `r` (adaptive repeats continue the sequence).

@@ -48,6 +48,8 @@ struct RawMatrix {
     repeats: Option<Spanned<usize>>,
     base_seed: Option<u64>,
     adaptive: Option<Spanned<RawAdaptive>>,
+    /// "i/N": this file runs the i-th of N deterministic shares of its runs.
+    shard: Option<Spanned<String>>,
     on: Names,
     off: Names,
     set: Sets,
@@ -503,6 +505,19 @@ pub fn parse(text: &str, origin: &str) -> Result<Matrix> {
             }
         }
     }
+    let shard = match &raw.shard {
+        Some(s) => {
+            let parsed = parse_shard(s.get_ref()).map_err(|e| cx.err(s.span(), e))?;
+            if adaptive.is_some() {
+                return Err(cx.err(
+                    s.span(),
+                    "a matrix with adaptive repeats cannot be sharded: each shard would add its own seeds; give fixed repeats",
+                ));
+            }
+            Some(parsed)
+        }
+        None => None,
+    };
     let runs = variants
         .len()
         .saturating_mul(seeds.len().max(adaptive.as_ref().map_or(0, |a| a.max)));
@@ -553,8 +568,23 @@ pub fn parse(text: &str, origin: &str) -> Result<Matrix> {
         budget,
         seeds,
         adaptive,
+        shard,
         variants: variants.into_iter().map(|(v, _)| v).collect(),
     })
+}
+
+/// "i/N" with 1 ≤ i ≤ N.
+pub fn parse_shard(s: &str) -> Result<(usize, usize), String> {
+    let bad = || format!("shard `{s}`: write i/N with 1 ≤ i ≤ N, e.g. 2/4");
+    let (i, n) = s.split_once('/').ok_or_else(bad)?;
+    let (i, n): (usize, usize) = (
+        i.trim().parse().map_err(|_| bad())?,
+        n.trim().parse().map_err(|_| bad())?,
+    );
+    if i == 0 || i > n {
+        return Err(bad());
+    }
+    Ok((i, n))
 }
 
 #[cfg(test)]
@@ -897,5 +927,37 @@ mod data_override {
         let t = format!("name='g'\nrecipe='tiny-page-resnet9'\nkind='grid'\n[grid]\n{keys}");
         let e = format!("{:#}", super::parse(&t, "g.toml").unwrap_err());
         assert!(e.contains("1000000 variants") && e.contains("split"), "{e}");
+    }
+}
+
+#[cfg(test)]
+mod shards {
+    #[test]
+    fn every_run_is_in_exactly_one_shard_and_every_shard_gets_every_variant() {
+        let text = "name='s'\nrecipe='tiny-page-resnet9'\nkind='add-one'\nvary=['celu','flip','cutout']\nrepeats=4\n";
+        let m = super::parse(text, "s.toml").unwrap();
+        let all: Vec<_> = m.runs().into_iter().map(|r| r.id).collect();
+        let mut seen = Vec::new();
+        for i in 1..=3 {
+            let s = m.clone().with_shard(i, 3).unwrap();
+            let ids: Vec<_> = s.runs().into_iter().map(|r| r.id).collect();
+            assert!(
+                (5..=6).contains(&ids.len()),
+                "shard {i}: {} runs",
+                ids.len()
+            );
+            let variants: std::collections::BTreeSet<_> = ids.iter().map(|r| r.index).collect();
+            assert_eq!(variants.len(), 4, "shard {i} lacks a variant");
+            // The shard's recorded text re-parses to the same shard and seeds.
+            let again = super::parse(&s.text, "manifest.json").unwrap();
+            assert_eq!(
+                (again.shard, again.seeds.clone()),
+                (Some((i, 3)), m.seeds.clone())
+            );
+            seen.extend(ids);
+        }
+        seen.sort_by_key(|r| (r.repeat, r.index));
+        assert_eq!(seen, all);
+        assert!(super::parse_shard("0/3").is_err() && super::parse_shard("4/3").is_err());
     }
 }

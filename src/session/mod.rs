@@ -173,9 +173,15 @@ impl Session {
                 );
             }
             if !stores.contains_key(&m.name) {
+                let label = m.shard.map(|(i, n)| format!("shard-{i}-of-{n}"));
                 stores.insert(
                     m.name.clone(),
-                    ResultsWriter::create(&opts.results_root, &m.name, &m.text)?,
+                    ResultsWriter::create_labelled(
+                        &opts.results_root,
+                        &m.name,
+                        &m.text,
+                        label.as_deref(),
+                    )?,
                 );
             }
             for w in &m.warnings {

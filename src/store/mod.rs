@@ -4,8 +4,10 @@
 //! of the event stream. Every file is written atomically, so a killed process
 //! loses at most the run in progress.
 
+mod merge;
 mod rows;
 
+pub use merge::{MergeSummary, merge};
 pub use rows::{Ended, RunRow, read_runs, write_runs};
 
 use crate::events::{EpochRow, Event, RunId, StepRow};
@@ -102,8 +104,22 @@ fn git_commit() -> String {
 impl ResultsWriter {
     /// Creates `root/<matrix>/<YYYYmmdd-HHMMSS>/` and its manifest.
     pub fn create(root: &Path, matrix_name: &str, matrix_text: &str) -> Result<ResultsWriter> {
+        Self::create_labelled(root, matrix_name, matrix_text, None)
+    }
+
+    /// [`ResultsWriter::create`] with a label after the timestamp (a shard's
+    /// `shard-2-of-4`), so that shards started in the same second differ.
+    pub fn create_labelled(
+        root: &Path,
+        matrix_name: &str,
+        matrix_text: &str,
+        label: Option<&str>,
+    ) -> Result<ResultsWriter> {
         let base = root.join(safe(matrix_name));
-        let stamp = chrono::Local::now().format("%Y%m%d-%H%M%S").to_string();
+        let mut stamp = chrono::Local::now().format("%Y%m%d-%H%M%S").to_string();
+        if let Some(l) = label {
+            stamp = format!("{stamp}-{l}");
+        }
         let mut dir = base.join(&stamp);
         let mut k = 1;
         while dir.exists() {

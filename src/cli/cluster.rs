@@ -1,0 +1,406 @@
+//! Scale-out: `tricklab merge` joins shard folders, and `tricklab slurm`
+//! hands a matrix to Slurm as a job array (one task per shard, each into its
+//! own folder: nothing is shared or locked across nodes) and follows it.
+
+use anyhow::{Context, Result, bail};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+#[derive(clap::Args, Debug)]
+pub struct MergeArgs {
+    /// Shard folders (results/<matrix>/<timestamp>-shard-i-of-N, or a Slurm
+    /// job's shard-*/<matrix>/<timestamp>).
+    #[arg(required = true)]
+    pub folders: Vec<PathBuf>,
+    /// The new results folder.
+    #[arg(long)]
+    pub into: PathBuf,
+}
+
+pub fn cmd_merge(args: MergeArgs) -> Result<i32> {
+    let s = crate::store::merge(&args.folders, &args.into)?;
+    for d in &s.duplicates {
+        eprintln!("duplicate: {d} (the first kept)");
+    }
+    if !s.missing.is_empty() {
+        eprintln!(
+            "missing: {} run(s) no shard finished: {}",
+            s.missing.len(),
+            s.missing.join(", ")
+        );
+    }
+    println!(
+        "merged {} folders into {} ({} runs, {} duplicates, {} missing); `tricklab report {}`",
+        s.folders,
+        args.into.display(),
+        s.runs,
+        s.duplicates.len(),
+        s.missing.len(),
+        args.into.display()
+    );
+    Ok(if s.missing.is_empty() { 0 } else { 1 })
+}
+
+#[derive(clap::Args, Debug)]
+pub struct SlurmArgs {
+    #[command(subcommand)]
+    pub command: SlurmCommand,
+}
+
+#[derive(clap::Subcommand, Debug)]
+pub enum SlurmCommand {
+    /// Write an sbatch script for a job array (one task per shard) and submit it.
+    Submit(SubmitArgs),
+    /// A job's tasks (squeue, and sacct where accounting is on) and its shards' runs.
+    Status(JobArgs),
+    /// Submit again only the tasks whose shard has runs left (failed or pre-empted).
+    Resubmit(JobArgs),
+}
+
+#[derive(clap::Args, Debug)]
+pub struct SubmitArgs {
+    pub matrix: PathBuf,
+    #[arg(long)]
+    pub partition: Option<String>,
+    /// GPUs per task (0: CPU tasks).
+    #[arg(long, default_value_t = 1)]
+    pub gpus_per_task: u32,
+    #[arg(long, default_value_t = 2)]
+    pub cpus_per_task: u32,
+    /// At most this many tasks at once (`--array=...%N`).
+    #[arg(long)]
+    pub array_parallel: Option<u32>,
+    /// Time limit per task (Slurm's format, e.g. 2:00:00).
+    #[arg(long, default_value = "4:00:00")]
+    pub time: String,
+    /// Number of shards (tasks); default: one per run, at most 32.
+    #[arg(long)]
+    pub shards: Option<usize>,
+    /// Override the matrix's repeats.
+    #[arg(long)]
+    pub repeats: Option<usize>,
+    #[arg(long, default_value = "results")]
+    pub results: PathBuf,
+    /// Print the script and where it would go; submit nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct JobArgs {
+    pub job: String,
+    #[arg(long, default_value = "results")]
+    pub results: PathBuf,
+}
+
+pub fn cmd_slurm(args: SlurmArgs) -> Result<i32> {
+    match args.command {
+        SlurmCommand::Submit(a) => submit(a),
+        SlurmCommand::Status(a) => status(a),
+        SlurmCommand::Resubmit(a) => resubmit(a),
+    }
+}
+
+fn quote(p: &Path) -> String {
+    format!("'{}'", p.display().to_string().replace('\'', "'\\''"))
+}
+
+/// The job array's script: task i runs shard i into `dir/shard-i`, or
+/// resumes that folder when a re-submitted task finds one.
+pub fn sbatch_script(
+    a: &SubmitArgs,
+    name: &str,
+    dir: &Path,
+    matrix: &Path,
+    bin: &Path,
+    shards: usize,
+) -> String {
+    let mut s = String::from("#!/bin/bash\n");
+    s += &format!("#SBATCH --job-name=tricklab-{name}\n");
+    s += &match a.array_parallel {
+        Some(p) => format!("#SBATCH --array=1-{shards}%{p}\n"),
+        None => format!("#SBATCH --array=1-{shards}\n"),
+    };
+    s += &format!("#SBATCH --output={}/logs/%A_%a.out\n", dir.display());
+    s += &format!("#SBATCH --time={}\n", a.time);
+    s += &format!("#SBATCH --cpus-per-task={}\n", a.cpus_per_task);
+    if a.gpus_per_task > 0 {
+        s += &format!("#SBATCH --gpus-per-task={}\n", a.gpus_per_task);
+    }
+    if let Some(p) = &a.partition {
+        s += &format!("#SBATCH --partition={p}\n");
+    }
+    let devices = if a.gpus_per_task > 0 { "auto" } else { "cpu" };
+    s += &format!(
+        "# tricklab: shard i of {shards} of {name} into its own folder; a re-submitted task resumes it.\n\
+         set -euo pipefail\n\
+         i=$SLURM_ARRAY_TASK_ID\n\
+         root={dir}/shard-$i\n\
+         prev=$(ls -d \"$root\"/*/*/ 2>/dev/null | head -n 1 || true)\n\
+         if [ -n \"$prev\" ]; then\n\
+         \x20 exec {bin} run --headless --resume \"$prev\" --results \"$root\" --devices {devices}\n\
+         fi\n\
+         exec {bin} run {matrix} --headless --shard \"$i/{shards}\" --results \"$root\" --devices {devices}\n",
+        dir = quote(dir),
+        bin = quote(bin),
+        matrix = quote(matrix),
+    );
+    s
+}
+
+fn submit(a: SubmitArgs) -> Result<i32> {
+    let mut m = crate::matrix::load_all(std::slice::from_ref(&a.matrix), a.repeats)?.remove(0);
+    let runs = m.runs().len();
+    let shards = a.shards.unwrap_or(runs.min(32)).clamp(1, runs.max(1));
+    if let Some(n) = a.shards
+        && n > runs
+    {
+        eprintln!("note: {n} shards for {runs} runs: using {shards}");
+    }
+    if let Some(r) = a.repeats {
+        // The tasks read the copied file: it carries the repeats asked for.
+        let mut t: toml::Table = toml::from_str(&m.text)?;
+        t.remove("seeds");
+        t.insert("repeats".into(), toml::Value::Integer(r as i64));
+        m.text = toml::to_string(&t)?;
+    }
+    let stamp = chrono::Local::now().format("%Y%m%d-%H%M%S");
+    let results = std::path::absolute(&a.results)?;
+    let dir = results.join(&m.name).join(format!("slurm-{stamp}"));
+    let bin = std::env::current_exe().context("where is this binary?")?;
+    let matrix = dir.join("matrix.toml");
+    let script = sbatch_script(&a, &m.name, &dir, &matrix, &bin, shards);
+    if a.dry_run {
+        println!("{script}");
+        eprintln!(
+            "dry run: {shards} tasks for {runs} runs; would write {} and submit it",
+            dir.join("job.sbatch").display()
+        );
+        return Ok(0);
+    }
+    std::fs::create_dir_all(dir.join("logs"))
+        .with_context(|| format!("cannot create {}: pass a writable --results", dir.display()))?;
+    crate::util::write_atomic(&matrix, m.text.as_bytes())?;
+    let sbatch = dir.join("job.sbatch");
+    crate::util::write_atomic(&sbatch, script.as_bytes())?;
+    let job = sbatch_submit(&sbatch, None)?;
+    let info = serde_json::json!({
+        "job": job, "matrix": m.name, "shards": shards, "runs": runs,
+        "dir": dir, "submitted_at": chrono::Local::now().to_rfc3339(), "resubmits": [],
+    });
+    crate::util::write_atomic(
+        &dir.join("job.json"),
+        serde_json::to_string_pretty(&info)?.as_bytes(),
+    )?;
+    println!(
+        "submitted job {job}: {shards} tasks for {runs} runs of {}; results under {}; `tricklab slurm status {job}`",
+        m.name,
+        dir.display()
+    );
+    Ok(0)
+}
+
+/// `sbatch --parsable` (with `--array=LIST` to re-submit some tasks): the job id.
+fn sbatch_submit(script: &Path, array: Option<&str>) -> Result<String> {
+    let mut c = Command::new("sbatch");
+    c.arg("--parsable");
+    if let Some(a) = array {
+        c.arg(format!("--array={a}"));
+    }
+    let o = c.arg(script).output().map_err(|e| {
+        anyhow::anyhow!(
+            "cannot run sbatch ({e}): run this on a Slurm login node, or `--dry-run` to see the script"
+        )
+    })?;
+    if !o.status.success() {
+        bail!(
+            "sbatch refused {}: {}",
+            script.display(),
+            String::from_utf8_lossy(&o.stderr).trim()
+        );
+    }
+    let out = String::from_utf8_lossy(&o.stdout);
+    Ok(out.trim().split(';').next().unwrap_or("").to_string())
+}
+
+/// A submitted job's folder and record, found by its id under `results`.
+fn find_job(results: &Path, job: &str) -> Result<(PathBuf, serde_json::Value)> {
+    let root = std::fs::read_dir(results).with_context(|| {
+        format!(
+            "{}: no results folder here; pass --results",
+            results.display()
+        )
+    })?;
+    for m in root.flatten() {
+        for d in std::fs::read_dir(m.path()).into_iter().flatten().flatten() {
+            let f = d.path().join("job.json");
+            let Ok(t) = std::fs::read_to_string(&f) else {
+                continue;
+            };
+            let v: serde_json::Value =
+                serde_json::from_str(&t).with_context(|| format!("{} is damaged", f.display()))?;
+            let ids =
+                std::iter::once(&v["job"]).chain(v["resubmits"].as_array().into_iter().flatten());
+            if ids.filter_map(|j| j.as_str()).any(|j| j == job) {
+                return Ok((d.path(), v));
+            }
+        }
+    }
+    bail!(
+        "no job {job} under {}: `tricklab slurm submit` records its jobs there (pass --results if it was another folder)",
+        results.display()
+    )
+}
+
+/// Per shard: its results folder and (finished, planned) runs.
+fn shard_progress(dir: &Path, shards: usize) -> Vec<(usize, Option<PathBuf>, usize, usize)> {
+    (1..=shards)
+        .map(|i| {
+            let folder = std::fs::read_dir(dir.join(format!("shard-{i}")))
+                .into_iter()
+                .flatten()
+                .flatten()
+                .flat_map(|m| std::fs::read_dir(m.path()).into_iter().flatten().flatten())
+                .map(|e| e.path())
+                .find(|p| p.join("manifest.json").is_file());
+            let (done, planned) = folder.as_ref().map_or((0, 0), |f| {
+                let done = crate::store::read_runs(&f.join("runs.parquet"))
+                    .map(|rows| {
+                        rows.iter()
+                            .filter(|r| r.status == crate::store::Ended::Done)
+                            .count()
+                    })
+                    .unwrap_or(0);
+                let planned = std::fs::read_to_string(f.join("queue.json"))
+                    .ok()
+                    .and_then(|t| serde_json::from_str::<Vec<serde_json::Value>>(&t).ok())
+                    .map_or(0, |q| q.len());
+                (done, planned)
+            });
+            (i, folder, done, planned)
+        })
+        .collect()
+}
+
+fn status(a: JobArgs) -> Result<i32> {
+    let (dir, info) = find_job(&a.results, &a.job)?;
+    let shards = info["shards"].as_u64().unwrap_or(0) as usize;
+    println!(
+        "job {} ({} runs in {shards} tasks) in {}",
+        a.job,
+        info["runs"],
+        dir.display()
+    );
+    match Command::new("squeue")
+        .args(["-h", "-j", &a.job, "-o", "%i %T %M %R"])
+        .output()
+    {
+        Ok(o) if o.status.success() => {
+            let t = String::from_utf8_lossy(&o.stdout);
+            if t.trim().is_empty() {
+                println!("squeue: no task queued or running");
+            }
+            for l in t.lines() {
+                println!("squeue: {l}");
+            }
+        }
+        _ => println!("squeue: not available here"),
+    }
+    // Accounting is off on many small clusters: sacct then says so, and we skip it.
+    if let Ok(o) = Command::new("sacct")
+        .args(["-n", "-P", "-X", "-j", &a.job, "-o", "JobID,State,ExitCode"])
+        .output()
+        && o.status.success()
+    {
+        for l in String::from_utf8_lossy(&o.stdout).lines() {
+            println!("sacct: {l}");
+        }
+    }
+    let mut left = 0;
+    for (i, folder, done, planned) in shard_progress(&dir, shards) {
+        match folder {
+            Some(f) => println!("shard {i}: {done}/{planned} runs done ({})", f.display()),
+            None => println!("shard {i}: not started"),
+        }
+        if folder_incomplete(done, planned) {
+            left += 1;
+        }
+    }
+    println!(
+        "{left} of {shards} shards unfinished; when done: `tricklab merge {}/shard-*/*/* --into {}/merged`",
+        dir.display(),
+        dir.display()
+    );
+    Ok(0)
+}
+
+fn folder_incomplete(done: usize, planned: usize) -> bool {
+    planned == 0 || done < planned
+}
+
+fn resubmit(a: JobArgs) -> Result<i32> {
+    let (dir, mut info) = find_job(&a.results, &a.job)?;
+    let shards = info["shards"].as_u64().unwrap_or(0) as usize;
+    let todo: Vec<String> = shard_progress(&dir, shards)
+        .into_iter()
+        .filter(|s| folder_incomplete(s.2, s.3))
+        .map(|s| s.0.to_string())
+        .collect();
+    if todo.is_empty() {
+        println!(
+            "every shard of job {} is complete: nothing to re-submit",
+            a.job
+        );
+        return Ok(0);
+    }
+    let job = sbatch_submit(&dir.join("job.sbatch"), Some(&todo.join(",")))?;
+    if let Some(r) = info["resubmits"].as_array_mut() {
+        r.push(serde_json::json!(job));
+    }
+    crate::util::write_atomic(
+        &dir.join("job.json"),
+        serde_json::to_string_pretty(&info)?.as_bytes(),
+    )?;
+    println!("re-submitted tasks {} as job {job}", todo.join(","));
+    Ok(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_script_runs_or_resumes_one_shard_per_task() {
+        let a = SubmitArgs {
+            matrix: "m.toml".into(),
+            partition: Some("gpu".into()),
+            gpus_per_task: 1,
+            cpus_per_task: 4,
+            array_parallel: Some(2),
+            time: "1:00:00".into(),
+            shards: None,
+            repeats: None,
+            results: "results".into(),
+            dry_run: true,
+        };
+        let s = sbatch_script(
+            &a,
+            "m",
+            Path::new("/r/m/slurm-1"),
+            Path::new("/r/m/slurm-1/matrix.toml"),
+            Path::new("/bin/tricklab"),
+            4,
+        );
+        for want in [
+            "#SBATCH --array=1-4%2",
+            "#SBATCH --gpus-per-task=1",
+            "#SBATCH --partition=gpu",
+            "--shard \"$i/4\"",
+            "--resume \"$prev\"",
+            "--devices auto",
+            "#SBATCH --output=/r/m/slurm-1/logs/%A_%a.out",
+        ] {
+            assert!(s.contains(want), "{want} not in\n{s}");
+        }
+    }
+}

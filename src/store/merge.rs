@@ -1,0 +1,209 @@
+//! `tricklab merge FOLDER... --into DIR`: shard folders (from `run --shard`
+//! or a Slurm array) joined into one results folder that `report`, `compare`
+//! and the charts read like any other. Folders of another matrix, code
+//! version or data set are refused; duplicates and missing runs are reported.
+
+use super::{Ended, RunRow, read_manifest, read_runs, write_runs};
+use crate::config::RunId;
+use anyhow::{Context, Result, bail};
+use std::collections::{BTreeSet, HashMap};
+use std::path::{Path, PathBuf};
+
+/// What a merge found, for the user.
+#[derive(Debug, Default, PartialEq)]
+pub struct MergeSummary {
+    pub folders: usize,
+    /// Runs in the merged folder (one row each).
+    pub runs: usize,
+    /// Runs finished in more than one folder (the first is kept).
+    pub duplicates: Vec<String>,
+    /// Runs the shards' plans hold that no folder finished.
+    pub missing: Vec<String>,
+}
+
+/// The matrix a folder ran, without its shard: what all shards share.
+fn unsharded(manifest: &serde_json::Value, dir: &Path) -> Result<toml::Table> {
+    let text = manifest["matrix_file"]
+        .as_str()
+        .with_context(|| format!("{}: the manifest has no matrix_file", dir.display()))?;
+    let mut t: toml::Table = toml::from_str(text)
+        .with_context(|| format!("{}: its recorded matrix does not parse", dir.display()))?;
+    t.remove("shard");
+    Ok(t)
+}
+
+fn data_hashes(m: &serde_json::Value) -> BTreeSet<String> {
+    m["data_sets"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|d| d["hash"].as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The runs a folder's saved queue planned: (variant, repeat).
+fn planned(dir: &Path) -> Option<Vec<(String, u32)>> {
+    let text = std::fs::read_to_string(dir.join("queue.json")).ok()?;
+    let entries: Vec<crate::queue::Entry> = serde_json::from_str(&text).ok()?;
+    Some(
+        entries
+            .into_iter()
+            .map(|e| (e.spec.id.variant, e.spec.id.repeat as u32))
+            .collect(),
+    )
+}
+
+fn key(r: &RunRow) -> String {
+    RunId {
+        matrix: r.matrix.clone(),
+        index: r.index as usize,
+        variant: r.variant.clone(),
+        repeat: r.repeat as usize,
+    }
+    .key()
+}
+
+pub fn merge(folders: &[PathBuf], into: &Path) -> Result<MergeSummary> {
+    if folders.is_empty() {
+        bail!("name the shard folders to merge (results/<matrix>/<timestamp>-shard-i-of-N ...)");
+    }
+    if into.exists() && std::fs::read_dir(into).map_or(true, |mut d| d.next().is_some()) {
+        bail!(
+            "{} already exists and is not empty: pass a new folder to --into",
+            into.display()
+        );
+    }
+    let first = read_manifest(&folders[0])?;
+    let (matrix, commit, version, data) = (
+        unsharded(&first, &folders[0])?,
+        first["git_commit"].clone(),
+        first["tricklab_version"].clone(),
+        data_hashes(&first),
+    );
+    for d in &folders[1..] {
+        let m = read_manifest(d)?;
+        let why = if unsharded(&m, d)? != matrix {
+            Some("it ran another matrix file")
+        } else if m["git_commit"] != commit || m["tricklab_version"] != version {
+            Some("it was made by another version of tricklab")
+        } else if !data_hashes(&m).is_empty() && !data.is_empty() && data_hashes(&m) != data {
+            Some("it trained on other data")
+        } else {
+            None
+        };
+        if let Some(why) = why {
+            bail!(
+                "{}: not a shard of {} ({why}); merge only the shards of one run",
+                d.display(),
+                folders[0].display()
+            );
+        }
+    }
+
+    let mut kept: Vec<(RunRow, PathBuf)> = Vec::new();
+    let mut at: HashMap<(String, u32), usize> = HashMap::new();
+    let mut summary = MergeSummary {
+        folders: folders.len(),
+        ..Default::default()
+    };
+    let mut expected: BTreeSet<(String, u32)> = BTreeSet::new();
+    let mut devices: BTreeSet<String> = BTreeSet::new();
+    let mut data_sets: Vec<serde_json::Value> = Vec::new();
+    for d in folders {
+        let m = read_manifest(d)?;
+        for v in m["devices"].as_array().into_iter().flatten() {
+            devices.insert(v.as_str().unwrap_or_default().to_string());
+        }
+        for v in m["data_sets"].as_array().into_iter().flatten() {
+            if !data_sets.contains(v) {
+                data_sets.push(v.clone());
+            }
+        }
+        expected.extend(planned(d).unwrap_or_default());
+        // Every shard records the whole matrix's seeds: the runs no folder planned
+        // (a shard that never started) are expected too.
+        if let Ok(m) = crate::matrix::parse(
+            &toml::to_string(&unsharded(&read_manifest(d)?, d)?)?,
+            "manifest.json",
+        ) {
+            expected.extend(
+                m.runs()
+                    .into_iter()
+                    .map(|s| (s.id.variant, s.id.repeat as u32)),
+            );
+        }
+        let rows = match d.join("runs.parquet") {
+            p if p.is_file() => read_runs(&p)?,
+            _ => Vec::new(),
+        };
+        for r in rows {
+            let id = (r.variant.clone(), r.repeat);
+            match at.get(&id) {
+                None => {
+                    at.insert(id, kept.len());
+                    kept.push((r, d.clone()));
+                }
+                Some(&i) => {
+                    let done = |x: &RunRow| x.status == Ended::Done;
+                    if done(&kept[i].0) && done(&r) {
+                        summary.duplicates.push(format!(
+                            "{}#{} (in {} and {})",
+                            r.variant,
+                            r.repeat,
+                            kept[i].1.display(),
+                            d.display()
+                        ));
+                    } else if !done(&kept[i].0) && done(&r) {
+                        kept[i] = (r, d.clone());
+                    }
+                }
+            }
+        }
+    }
+    for (v, rep) in &expected {
+        let finished = at
+            .get(&(v.clone(), *rep))
+            .is_some_and(|&i| kept[i].0.status == Ended::Done);
+        if !finished {
+            summary.missing.push(format!("{v}#{rep}"));
+        }
+    }
+
+    for sub in ["steps", "epochs"] {
+        std::fs::create_dir_all(into.join(sub))
+            .with_context(|| format!("cannot create {}", into.join(sub).display()))?;
+    }
+    for (r, d) in &kept {
+        for sub in ["steps", "epochs"] {
+            let f = d.join(sub).join(format!("{}.parquet", key(r)));
+            if f.is_file() {
+                std::fs::copy(&f, into.join(sub).join(f.file_name().expect("a file name")))
+                    .with_context(|| {
+                        format!("cannot copy {} into {}", f.display(), into.display())
+                    })?;
+            }
+        }
+    }
+    let mut rows: Vec<RunRow> = kept.into_iter().map(|(r, _)| r).collect();
+    rows.sort_by_key(|r| (r.repeat, r.index));
+    summary.runs = rows.len();
+    write_runs(&into.join("runs.parquet"), &rows)?;
+    let mut manifest = first.clone();
+    manifest["matrix_file"] = serde_json::json!(toml::to_string(&matrix)?);
+    manifest["devices"] = serde_json::json!(devices);
+    manifest["data_sets"] = serde_json::json!(data_sets);
+    manifest["merged_from"] = serde_json::json!(
+        folders
+            .iter()
+            .map(|f| f.display().to_string())
+            .collect::<Vec<_>>()
+    );
+    manifest["merged_at"] = serde_json::json!(chrono::Local::now().to_rfc3339());
+    crate::util::write_atomic(
+        &into.join("manifest.json"),
+        serde_json::to_string_pretty(&manifest)?.as_bytes(),
+    )?;
+    Ok(summary)
+}
