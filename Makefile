@@ -16,7 +16,7 @@ TORCH_DEP := $(STAMP)
 CARGO_ENV = LIBTORCH="$$(ls -d $(CURDIR)/$(VENV)/lib/python3*/site-packages/torch)"
 endif
 
-.PHONY: run build test lint bench clean gpu-bundle gpu-rehearse
+.PHONY: run build test test-slurm lint bench clean gpu-bundle gpu-rehearse
 
 run: build
 	./target/release/tricklab
@@ -27,6 +27,12 @@ build: $(TORCH_DEP)
 test: $(TORCH_DEP)
 	cargo fmt --check
 	$(CARGO_ENV) cargo test --no-fail-fast
+
+# A real single-node Slurm (Debian's packages, installed if missing; needs root):
+# a tiny matrix as a 4-task array, merged, every run once. ~15 s once installed.
+test-slurm: $(TORCH_DEP)
+	$(CARGO_ENV) cargo build
+	bash scripts/test-slurm.sh target/debug/tricklab
 
 lint: $(TORCH_DEP)
 	cargo fmt --check

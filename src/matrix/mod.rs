@@ -61,6 +61,10 @@ pub struct Matrix {
     pub warnings: Vec<String>,
 }
 
+fn gcd(a: usize, b: usize) -> usize {
+    if b == 0 { a } else { gcd(b, a % b) }
+}
+
 /// Loads matrix files; `repeats` replaces each one's seeds with 0..N.
 pub fn load_all(paths: &[PathBuf], repeats: Option<usize>) -> anyhow::Result<Vec<Matrix>> {
     paths
@@ -165,13 +169,17 @@ impl Matrix {
         out
     }
 
-    /// Shards deal each repeat's variants out in turn, starting one shard
-    /// further every repeat: sizes stay within a run or so of each other and
-    /// every shard gets every variant (a plain `k mod N` would give two
-    /// shards of a two-rung ladder one rung each).
+    /// Shards deal the runs out round-robin in queue order (sizes differ by
+    /// at most one run), shifted by one shard each time the pattern would
+    /// repeat, so that a shard does not get the same variants every repeat (a
+    /// plain `k mod N` gives each of two shards of a two-rung ladder one rung).
     fn in_shard(&self, variant: usize, repeat: usize) -> bool {
-        self.shard
-            .is_none_or(|(i, n)| (variant + repeat) % n == i - 1)
+        let v = self.variants.len().max(1);
+        self.shard.is_none_or(|(i, n)| {
+            let k = repeat * v + variant;
+            let cycle = v / gcd(v, n) * n;
+            (k + k / cycle) % n == i - 1
+        })
     }
 
     /// The seed of repeat `r` (adaptive repeats continue the sequence).

@@ -1,0 +1,104 @@
+#!/usr/bin/env bash
+# A real single-node Slurm on this host: install it from Debian's packages if
+# missing, start munge, slurmctld and slurmd directly (no systemd) with a
+# configuration in a temporary folder, submit a tiny CPU matrix as a 4-task
+# array through `tricklab slurm submit`, wait, merge the shards and check that
+# every run is there exactly once. Cleans up after itself, also on failure.
+#
+# Usage (from the repository root, as root): bash scripts/test-slurm.sh [BINARY]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BIN="$(realpath "${1:-target/debug/tricklab}")"
+[ -x "$BIN" ] || { echo "test-slurm: no binary at $BIN: build first" >&2; exit 1; }
+
+if ! command -v sbatch >/dev/null || ! command -v slurmctld >/dev/null || ! command -v munged >/dev/null; then
+  echo "test-slurm: installing slurmctld, slurmd, slurm-client and munge"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq slurmctld slurmd slurm-client munge >/dev/null
+fi
+
+D="$(mktemp -d /tmp/tricklab-slurm.XXXXXX)"
+HOST="$(hostname -s)"
+PIDS=()
+cleanup() {
+  for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
+  sleep 1
+  for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null || true; done
+  if [ "${KEEP:-0}" != 1 ]; then rm -rf "$D"; else echo "test-slurm: kept $D"; fi
+}
+trap cleanup EXIT
+
+mkdir -p "$D/state" "$D/spool" "$D/munge" "$D/results"
+cat >"$D/slurm.conf" <<EOF
+ClusterName=tricklab-test
+SlurmctldHost=$HOST
+SlurmUser=root
+SlurmdUser=root
+AuthType=auth/munge
+CredType=cred/munge
+SlurmctldPort=${SLURMCTLD_PORT:-16817}
+SlurmdPort=${SLURMD_PORT:-16818}
+StateSaveLocation=$D/state
+SlurmdSpoolDir=$D/spool
+SlurmctldPidFile=$D/slurmctld.pid
+SlurmdPidFile=$D/slurmd.pid
+SlurmctldLogFile=$D/slurmctld.log
+SlurmdLogFile=$D/slurmd.log
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core
+SchedulerType=sched/backfill
+MpiDefault=none
+JobAcctGatherType=jobacct_gather/none
+AccountingStorageType=accounting_storage/none
+ReturnToService=2
+NodeName=$HOST CPUs=$(nproc) RealMemory=1000 State=UNKNOWN
+PartitionName=debug Nodes=$HOST Default=YES MaxTime=INFINITE State=UP
+EOF
+export SLURM_CONF="$D/slurm.conf"
+
+# munge with its own socket and key, so a system munged (if any) is left alone.
+cp /etc/munge/munge.key "$D/munge/munge.key" 2>/dev/null \
+  || dd if=/dev/urandom of="$D/munge/munge.key" bs=1 count=128 status=none
+chmod 700 "$D/munge"; chmod 400 "$D/munge/munge.key"
+SOCK="$D/munge/munge.socket"
+munged --force --key-file="$D/munge/munge.key" --socket="$SOCK" \
+  --pid-file="$D/munge/munged.pid" --log-file="$D/munge/munged.log" --seed-file="$D/munge/seed"
+sleep 0.5
+PIDS+=("$(cat "$D/munge/munged.pid")")
+# Slurm's munge plugins take the socket from AuthInfo.
+sed -i "s|^AuthType=auth/munge|AuthType=auth/munge\nAuthInfo=socket=$SOCK|" "$D/slurm.conf"
+
+slurmctld -D -i -f "$D/slurm.conf" >>"$D/slurmctld.out" 2>&1 &
+PIDS+=("$!")
+slurmd -D -f "$D/slurm.conf" >>"$D/slurmd.out" 2>&1 &
+PIDS+=("$!")
+for _ in $(seq 1 60); do
+  state="$(sinfo -h -o %T 2>/dev/null || true)"
+  [ "$state" = idle ] && break
+  sleep 0.5
+done
+[ "$state" = idle ] || { echo "test-slurm: the node never became idle ($state)"; tail -20 "$D"/slurm*.log; exit 1; }
+
+t0=$(date +%s)
+out="$("$BIN" slurm submit tests/fixtures/tiny.toml --shards 4 --gpus-per-task 0 --cpus-per-task 1 --time 10:00 --results "$D/results")"
+echo "$out"
+job="$(sed -n 's/^submitted job \([0-9]*\):.*/\1/p' <<<"$out")"
+[ -n "$job" ] || { echo "test-slurm: no job id in: $out"; exit 1; }
+for _ in $(seq 1 240); do
+  [ -z "$(squeue -h -j "$job" 2>/dev/null)" ] && break
+  sleep 0.5
+done
+[ -z "$(squeue -h -j "$job")" ] || { echo "test-slurm: job $job still queued after 120 s"; squeue; exit 1; }
+"$BIN" slurm status "$job" --results "$D/results"
+
+jobdir="$(ls -d "$D"/results/tiny-test/slurm-*)"
+shards=("$jobdir"/shard-*/*/*)
+[ "${#shards[@]}" = 4 ] || { echo "test-slurm: ${#shards[@]} shard folders, want 4"; cat "$jobdir"/logs/*; exit 1; }
+merged="$("$BIN" merge "${shards[@]}" --into "$jobdir/merged")"
+echo "$merged"
+grep -q "(4 runs, 0 duplicates, 0 missing)" <<<"$merged" || { echo "test-slurm: merge is not every run exactly once"; exit 1; }
+"$BIN" report "$jobdir/merged" --format csv | grep -q '"tiny-test",1,"+ label smoothing",dawn,2,0' \
+  || { echo "test-slurm: the merged report lacks a variant's 2 runs"; exit 1; }
+echo "test-slurm: 4-task array on a real Slurm, merged, every run once ($(( $(date +%s) - t0 )) s from submit to merge)"
