@@ -28,6 +28,9 @@ pub struct ReportArgs {
     /// Target accuracy (default: the one the runs were made with).
     #[arg(long)]
     pub target: Option<f64>,
+    /// One row per variant and device (runs of a multi-GPU or cluster sweep).
+    #[arg(long)]
+    pub by_device: bool,
 }
 
 #[derive(Clone, Copy, Debug, clap::ValueEnum)]
@@ -55,6 +58,7 @@ pub fn cmd_report(args: ReportArgs) -> Result<i32> {
         &ReportOptions {
             target: args.target,
             clock: args.clock,
+            by_device: args.by_device,
         },
     )?;
     // Before the table is printed: a folder that cannot be made is the only output.
@@ -156,6 +160,7 @@ pub fn compare_folders(args: &CompareArgs) -> Result<(i32, Vec<Comparison>, Opti
     let opts = ReportOptions {
         target: None,
         clock: args.clock,
+        by_device: false,
     };
     let (base, cand) = match (
         aggregate(std::slice::from_ref(&args.base), &opts),

@@ -61,6 +61,8 @@ pub struct ReportOptions {
     /// One clock for every variant; `None`: each recipe's own convention
     /// (DAWNBench-style for Page's, airbench-style for airbench's).
     pub clock: Option<Clock>,
+    /// One row per variant and device (`variant @ device`).
+    pub by_device: bool,
 }
 
 /// Mean, min and median of one clock over a variant's runs.
@@ -303,10 +305,16 @@ pub fn aggregate(dirs: &[PathBuf], opts: &ReportOptions) -> Result<Report> {
             .count()
             .alias("ttt_n"),
     );
+    let mut keys = vec![col("matrix"), col("index"), col("variant")];
+    let mut order = vec!["matrix", "index"];
+    if opts.by_device {
+        keys.push(col("device"));
+        order.push("device");
+    }
     let df = runs
-        .group_by([col("matrix"), col("index"), col("variant")])
+        .group_by(keys)
         .agg(aggs)
-        .sort(["matrix", "index"], SortMultipleOptions::default())
+        .sort(order, SortMultipleOptions::default())
         .collect()
         .map_err(anyhow::Error::from)
         .with_context(|| {
@@ -329,7 +337,12 @@ pub fn aggregate(dirs: &[PathBuf], opts: &ReportOptions) -> Result<Report> {
             .map(|v| v.unwrap_or("").to_string())
             .collect())
     };
-    let (matrix, variant, tricks) = (s("matrix")?, s("variant")?, s("tricks")?);
+    let (matrix, mut variant, tricks) = (s("matrix")?, s("variant")?, s("tricks")?);
+    if opts.by_device {
+        for (v, d) in variant.iter_mut().zip(s("device")?) {
+            *v = format!("{v} @ {d}");
+        }
+    }
     let recipe = s("recipe")?;
     let index = f(&df, "index")?;
     let (n, failed, ttt_n) = (f(&df, "n")?, f(&df, "failed")?, f(&df, "ttt_n")?);

@@ -39,6 +39,7 @@ fn aggregate_matches_hand_computed_statistics() {
         &ReportOptions {
             target: Some(0.53),
             clock: Some(Clock::Dawn),
+            ..Default::default()
         },
     )
     .unwrap();
@@ -178,6 +179,7 @@ fn each_recipe_is_headlined_in_its_own_timing_convention() {
         &ReportOptions {
             target: None,
             clock: Some(Clock::Hlb),
+            ..Default::default()
         },
     )
     .unwrap();
@@ -187,4 +189,32 @@ fn each_recipe_is_headlined_in_its_own_timing_convention() {
             .all(|r| r.headline == Clock::Hlb && r.time() == &r.hlb)
     );
     assert!(hlb.to_csv().lines().nth(1).unwrap().contains(",hlb,"));
+}
+
+#[test]
+fn by_device_splits_each_variant_by_the_device_its_runs_used() {
+    let root = tempfile::tempdir().unwrap();
+    let dir = fixture(root.path(), "m", 1.0);
+    let path = dir.join("runs.parquet");
+    let mut rows = crate::store::read_runs(&path).unwrap();
+    for (k, r) in rows.iter_mut().enumerate() {
+        r.device = if k % 2 == 0 {
+            "cuda:0".into()
+        } else {
+            "cuda:1".into()
+        };
+    }
+    crate::store::write_runs(&path, &rows).unwrap();
+    let opts = ReportOptions {
+        by_device: true,
+        ..Default::default()
+    };
+    let r = aggregate(std::slice::from_ref(&dir), &opts).unwrap();
+    let names: Vec<&str> = r.rows.iter().map(|x| x.variant.as_str()).collect();
+    assert!(
+        names.contains(&"base @ cuda:0") && names.contains(&"base @ cuda:1"),
+        "{names:?}"
+    );
+    let n: usize = r.rows.iter().map(|x| x.n + x.failed).sum();
+    assert_eq!(n, rows.len());
 }

@@ -184,6 +184,18 @@ pub struct AppState {
 }
 
 impl AppState {
+    /// Runs in progress, one per busy worker: (device, run, fraction done).
+    pub fn busy_workers(&self) -> Vec<(&str, &RunId, f64)> {
+        self.runs
+            .iter()
+            .filter(|(_, r)| r.started.is_some() && !r.finished)
+            .map(|(id, r)| {
+                let done = r.step as f64 / r.total_steps.max(1) as f64;
+                (r.device.as_str(), id, done)
+            })
+            .collect()
+    }
+
     pub fn new(no_color: bool) -> AppState {
         AppState {
             tab: Tab::Queue,

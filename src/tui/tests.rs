@@ -187,3 +187,33 @@ fn events_update_progress_results_sort_and_decimation() {
     );
     assert!(finished && s.log.last().unwrap().text.contains("boom"));
 }
+
+#[test]
+fn live_lists_each_busy_devices_run() {
+    let mut s = super::sample::sample_state(true);
+    s.tab = Tab::Live;
+    assert!(
+        !screen(&s, 120, 30).contains("workers"),
+        "one worker: no list"
+    );
+    for (repeat, device) in [(1, "cuda:0"), (2, "cuda:1")] {
+        apply(
+            &mut s,
+            Event::RunStarted {
+                run: super::sample::rid("+ celu", 2, repeat),
+                seed: repeat as u64,
+                config: std::sync::Arc::new(serde_json::json!({})),
+                total_steps: 100,
+                total_epochs: 4.0,
+                target_acc: 0.6,
+                device: device.into(),
+            },
+        );
+    }
+    let text = screen(&s, 160, 30);
+    let line = text.lines().find(|l| l.contains("workers")).expect(&text);
+    assert!(
+        line.contains("cuda:0: demo/+ celu#1 0%") && line.contains("cuda:1: demo/+ celu#2 0%"),
+        "{line}"
+    );
+}

@@ -263,7 +263,21 @@ fn live(f: &mut Frame, area: Rect, s: &AppState, pal: &Palette) {
         cur.images_per_s,
         cur.device
     );
-    let [h, grid] = Layout::vertical([Constraint::Length(1), Constraint::Min(4)]).areas(area);
+    // With several workers, each device's run on a line of its own.
+    let running = s.busy_workers();
+    let workers = (running.len() > 1).then(|| {
+        running
+            .iter()
+            .map(|(dev, id, done)| format!("{dev}: {id} {:.0}%", 100.0 * done))
+            .collect::<Vec<_>>()
+            .join("  ·  ")
+    });
+    let head_h = if workers.is_some() { 2 } else { 1 };
+    let [h, grid] = Layout::vertical([Constraint::Length(head_h), Constraint::Min(4)]).areas(area);
+    let head = match &workers {
+        Some(w) => format!("{head}\nworkers  {w}"),
+        None => head,
+    };
     f.render_widget(Paragraph::new(head), h);
     let [r1, r2] =
         Layout::vertical([Constraint::Percentage(50), Constraint::Percentage(50)]).areas(grid);
