@@ -5,6 +5,18 @@
 // It also compiles src/util/native.cpp, the few ATen calls tch does not bind,
 // against the same libtorch headers.
 fn main() {
+    // The commit the binary was built from: shards of one sweep must come from
+    // one binary, whatever the working tree's HEAD is when each task starts.
+    let commit = std::process::Command::new("git")
+        .args(["rev-parse", "HEAD"])
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_else(|| "unknown".into());
+    println!("cargo:rustc-env=TRICKLAB_BUILD_COMMIT={commit}");
+    println!("cargo:rerun-if-changed=.git/HEAD");
+    println!("cargo:rerun-if-changed=.git/refs/heads");
     println!("cargo:rerun-if-env-changed=DEP_TCH_LIBTORCH_LIB");
     println!("cargo:rerun-if-env-changed=LIBTORCH_CXX11_ABI");
     println!("cargo:rerun-if-changed=src/util/native.cpp");

@@ -76,17 +76,26 @@ pub fn merge(folders: &[PathBuf], into: &Path) -> Result<MergeSummary> {
         );
     }
     let first = read_manifest(&folders[0])?;
-    let (matrix, commit, version, data) = (
+    // The binary's identity: the commit it was built from (older folders: the
+    // working tree's HEAD when they ran).
+    let code = |m: &serde_json::Value| {
+        let commit = if m["build_commit"].is_string() {
+            &m["build_commit"]
+        } else {
+            &m["git_commit"]
+        };
+        (m["tricklab_version"].clone(), commit.clone())
+    };
+    let (matrix, version, data) = (
         unsharded(&first, &folders[0])?,
-        first["git_commit"].clone(),
-        first["tricklab_version"].clone(),
+        code(&first),
         data_hashes(&first),
     );
     for d in &folders[1..] {
         let m = read_manifest(d)?;
         let why = if unsharded(&m, d)? != matrix {
             Some("it ran another matrix file")
-        } else if m["git_commit"] != commit || m["tricklab_version"] != version {
+        } else if code(&m) != version {
             Some("it was made by another version of tricklab")
         } else if !data_hashes(&m).is_empty() && !data.is_empty() && data_hashes(&m) != data {
             Some("it trained on other data")

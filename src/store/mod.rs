@@ -137,6 +137,7 @@ impl ResultsWriter {
             "matrix": matrix_name,
             "matrix_file": matrix_text,
             "tricklab_version": env!("CARGO_PKG_VERSION"),
+            "build_commit": env!("TRICKLAB_BUILD_COMMIT"),
             "git_commit": git_commit(),
             "libtorch_version": torch.version,
             "cuda_available": torch.cuda_available,
