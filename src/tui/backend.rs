@@ -35,15 +35,12 @@ fn result_rows(report: &crate::report::Report) -> Vec<ResultRow> {
                 variant: r.variant.clone(),
                 n: r.n,
                 acc_mean: r.acc_tta_mean,
-                acc_ci95: if r.acc_tta_ci95.is_finite() {
-                    r.acc_tta_ci95
-                } else {
-                    0.0
-                },
+                // NaN below two runs: the table shows "–", not a zero-width CI.
+                acc_ci95: r.acc_tta_ci95,
                 p_target: r.p_target,
                 ttt_mean: r.ttt_mean,
                 time_mean: c.mean,
-                time_ci95: if c.ci95.is_finite() { c.ci95 } else { 0.0 },
+                time_ci95: c.ci95,
                 speedup_prev: r.speedup_prev,
                 speedup_first: r.speedup_first,
             }

@@ -217,3 +217,22 @@ fn live_lists_each_busy_devices_run() {
         "{line}"
     );
 }
+
+#[test]
+fn one_run_shows_no_ci_and_axis_ends_differ() {
+    let mut s = super::sample::sample_state(true);
+    s.tab = Tab::Results;
+    for r in &mut s.results {
+        r.n = 1;
+        r.acc_ci95 = f64::NAN;
+        r.time_ci95 = f64::NAN;
+    }
+    let text = screen(&s, 120, 30);
+    assert!(
+        text.contains("± –") && !text.contains("± 0.00") && !text.contains("± NaN"),
+        "{text}"
+    );
+    assert!(text.contains("acc % ± 95% CI"), "{text}");
+    let labels = super::view::axis_labels_for_test(0.9995, 1.0005);
+    assert_ne!(labels[0], labels[1], "{labels:?}");
+}

@@ -230,6 +230,15 @@ fn queue(f: &mut Frame, area: Rect, s: &AppState, pal: &Palette) {
     );
 }
 
+/// A CI half-width, or "–" where one run (or none) cannot give one.
+fn ci_text(ci: f64, n: usize, digits: usize) -> String {
+    if n >= 2 && ci.is_finite() {
+        format!("{ci:.digits$}")
+    } else {
+        "–".into()
+    }
+}
+
 fn log10(v: f64) -> f64 {
     v.max(1e-12).log10()
 }
@@ -335,7 +344,7 @@ fn live(f: &mut Frame, area: Rect, s: &AppState, pal: &Palette) {
             "learning rate",
             x_max,
             (lo.min(0.0), hi),
-            vec![format!("{:.3}", lo.min(0.0)), format!("{hi:.3}")],
+            axis_labels(lo.min(0.0), hi, 3),
         ),
         lr_a,
     );
@@ -355,13 +364,7 @@ fn live(f: &mut Frame, area: Rect, s: &AppState, pal: &Palette) {
         .collect();
     let title = format!("BN scale mean|γ| ({} layers)", cur.bn_scale.len());
     f.render_widget(
-        chart(
-            ds,
-            &title,
-            x_max,
-            (lo, hi),
-            vec![format!("{lo:.2}"), format!("{hi:.2}")],
-        ),
+        chart(ds, &title, x_max, (lo, hi), axis_labels(lo, hi, 2)),
         bn_a,
     );
 
@@ -410,6 +413,24 @@ fn live(f: &mut Frame, area: Rect, s: &AppState, pal: &Palette) {
         ),
         acc_a,
     );
+}
+
+/// The two ends of an axis with enough digits to tell them apart (a frozen
+/// BN scale spans 0.9995–1.0005, which two digits print as "1.00 … 1.00").
+fn axis_labels(lo: f64, hi: f64, min_digits: usize) -> Vec<String> {
+    let span = (hi - lo).abs();
+    let need = if span > 0.0 && span.is_finite() {
+        (-span.log10()).ceil().max(0.0) as usize + 1
+    } else {
+        min_digits
+    };
+    let d = need.clamp(min_digits, 8);
+    vec![format!("{lo:.d$}"), format!("{hi:.d$}")]
+}
+
+#[cfg(test)]
+pub(crate) fn axis_labels_for_test(lo: f64, hi: f64) -> Vec<String> {
+    axis_labels(lo, hi, 2)
 }
 
 fn bounds(vals: impl Iterator<Item = f64>, dlo: f64, dhi: f64) -> (f64, f64) {
@@ -463,10 +484,10 @@ fn results(f: &mut Frame, area: Rect, s: &AppState, pal: &Palette) {
     let header = Row::new([
         "variant",
         "n",
-        "acc % ± CI",
+        "acc % ± 95% CI",
         "P≥tgt",
         "to target",
-        "time ± CI",
+        "time ± 95% CI",
         "speedup",
     ])
     .style(Style::default().add_modifier(Modifier::BOLD));
@@ -490,15 +511,19 @@ fn results(f: &mut Frame, area: Rect, s: &AppState, pal: &Palette) {
                 Cell::from(r.variant.clone()),
                 Cell::from(r.n.to_string()),
                 Cell::from(format!(
-                    "{:.2} ± {:.2}",
+                    "{:.2} ± {}",
                     100.0 * r.acc_mean,
-                    100.0 * r.acc_ci95
+                    ci_text(100.0 * r.acc_ci95, r.n, 2)
                 ))
                 .style(acc_style),
                 Cell::from(format!("{:.2}", r.p_target)),
                 Cell::from(r.ttt_mean.map(fmt_secs).unwrap_or_else(|| "-".into())),
-                Cell::from(format!("{} ± {:.1}", fmt_secs(r.time_mean), r.time_ci95))
-                    .style(time_style),
+                Cell::from(format!(
+                    "{} ± {}",
+                    fmt_secs(r.time_mean),
+                    ci_text(r.time_ci95, r.n, 1)
+                ))
+                .style(time_style),
                 // Against the rung before on a ladder, else against the reference.
                 Cell::from(
                     r.speedup_prev
