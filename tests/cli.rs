@@ -685,3 +685,38 @@ fn shards_merge_into_the_table_of_one_run() {
         "{err}"
     );
 }
+
+#[test]
+fn folders_as_users_name_them() {
+    let tmp = tempfile::tempdir().unwrap();
+    let fixture = repo().join("tests/fixtures/tiny.toml");
+    let o = run(
+        &[
+            "run",
+            fixture.to_str().unwrap(),
+            "--headless",
+            "--results",
+            "res",
+        ],
+        tmp.path(),
+    );
+    assert!(o.status.success(), "{:?}", text(&o));
+    // A matrix folder with one session is that session.
+    let o = run(&["report", "res/tiny-test"], tmp.path());
+    assert!(o.status.success(), "{:?}", text(&o));
+    assert!(text(&o).0.contains("+ label smoothing"));
+    // The results root names its matrices.
+    let o = run(&["report", "res"], tmp.path());
+    let err = text(&o).1;
+    assert!(
+        !o.status.success() && err.contains("tiny-test") && err.contains("res/<matrix>"),
+        "{err}"
+    );
+    // And `results` lists the sessions.
+    let o = run(&["results", "res"], tmp.path());
+    let out = text(&o).0;
+    assert!(
+        out.contains("tiny-test") && out.contains("complete") && out.contains("    4       0"),
+        "{out}"
+    );
+}

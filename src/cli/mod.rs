@@ -32,6 +32,8 @@ pub enum Command {
     /// Run a matrix, compare it with a baseline, append the night to a history;
     /// exits like compare (for cron or a systemd timer).
     Nightly(nightly::NightlyArgs),
+    /// List the sessions under a results root: date, matrix, runs, status.
+    Results(report::ResultsArgs),
     /// Join shard folders (run --shard, Slurm tasks) into one results folder.
     Merge(cluster::MergeArgs),
     /// Hand a matrix to Slurm as a job array, follow it, re-submit what is left.
@@ -74,6 +76,7 @@ pub fn main() -> i32 {
         Some(Command::Compare(a)) => report::cmd_compare(a),
         Some(Command::Nightly(a)) => nightly::cmd_nightly(a),
         Some(Command::Merge(a)) => cluster::cmd_merge(a),
+        Some(Command::Results(a)) => report::cmd_results(a),
         Some(Command::Slurm(a)) => cluster::cmd_slurm(a),
         Some(Command::Matrix(a)) => crate::matrix::cmd_matrix(a),
         Some(Command::Train(a)) => crate::train::cmd_train(a),

@@ -4,7 +4,7 @@ use crate::report::{
     Clock, Comparison, Diff, Report, ReportOptions, Thresholds, Verdict, aggregate, compare,
     history,
 };
-use anyhow::Result;
+use anyhow::{Context, Result};
 use std::path::{Path, PathBuf};
 
 #[derive(clap::Args, Debug)]
@@ -40,6 +40,131 @@ pub enum Format {
     Json,
 }
 
+/// Sessions (folders with a manifest) right below `dir`, oldest first.
+fn sessions_in(dir: &Path) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.join("manifest.json").is_file())
+        .collect();
+    v.sort();
+    v
+}
+
+/// A folder as the user names it: a session as it is; `results/<matrix>`
+/// its newest session (said on stderr); `results` is a list of matrices to
+/// choose from.
+pub fn session_folder(dir: &Path) -> Result<PathBuf> {
+    if dir.join("manifest.json").is_file() || !dir.is_dir() {
+        return Ok(dir.to_path_buf());
+    }
+    let sessions = sessions_in(dir);
+    if let Some(newest) = sessions.last() {
+        if sessions.len() > 1 {
+            eprintln!(
+                "{}: using the newest of its {} sessions, {}",
+                dir.display(),
+                sessions.len(),
+                newest.display()
+            );
+        }
+        return Ok(newest.clone());
+    }
+    let matrices: Vec<String> = std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| !sessions_in(&e.path()).is_empty())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    if matrices.is_empty() {
+        anyhow::bail!(
+            "{}: no results folder in it; `tricklab run MATRIX` makes one",
+            dir.display()
+        );
+    }
+    let mut matrices = matrices;
+    matrices.sort();
+    anyhow::bail!(
+        "{} holds the results of {} matrices ({}): pass {}/<matrix> for its newest session; `tricklab results {}` lists the sessions",
+        dir.display(),
+        matrices.len(),
+        matrices.join(", "),
+        dir.display(),
+        dir.display()
+    )
+}
+
+#[derive(clap::Args, Debug)]
+pub struct ResultsArgs {
+    /// The results root.
+    #[arg(default_value = "results")]
+    pub root: PathBuf,
+}
+
+/// `tricklab results`: every session under a root with its date, matrix, runs and status.
+pub fn cmd_results(args: ResultsArgs) -> Result<i32> {
+    let mut rows = Vec::new();
+    for m in std::fs::read_dir(&args.root)
+        .with_context(|| format!("{}: no results root here", args.root.display()))?
+        .flatten()
+    {
+        for s in sessions_in(&m.path()) {
+            let manifest = crate::store::read_manifest(&s).unwrap_or_default();
+            let runs = crate::store::read_runs(&s.join("runs.parquet")).unwrap_or_default();
+            let done = runs
+                .iter()
+                .filter(|r| r.status == crate::store::Ended::Done)
+                .count();
+            let queue: Vec<serde_json::Value> = std::fs::read_to_string(s.join("queue.json"))
+                .ok()
+                .and_then(|t| serde_json::from_str(&t).ok())
+                .unwrap_or_default();
+            let left = queue
+                .iter()
+                .filter(|e| matches!(e["status"].as_str(), Some("Queued" | "Running")))
+                .count();
+            let status = if manifest.get("merged_from").is_some() {
+                "merged".to_string()
+            } else if left > 0 {
+                format!("unfinished ({left} left)")
+            } else {
+                "complete".to_string()
+            };
+            rows.push((
+                manifest["created_at"]
+                    .as_str()
+                    .unwrap_or("?")
+                    .chars()
+                    .take(16)
+                    .collect::<String>(),
+                m.file_name().to_string_lossy().into_owned(),
+                done,
+                runs.len() - done,
+                status,
+                s,
+            ));
+        }
+    }
+    rows.sort();
+    println!(
+        "{:<17} {:<22} {:>5} {:>7}  {:<20} folder",
+        "date", "matrix", "done", "failed", "status"
+    );
+    for (date, matrix, done, failed, status, dir) in &rows {
+        println!(
+            "{date:<17} {matrix:<22} {done:>5} {failed:>7}  {status:<20} {}",
+            dir.display()
+        );
+    }
+    if rows.is_empty() {
+        eprintln!("{}: no sessions yet", args.root.display());
+    }
+    Ok(0)
+}
+
 pub fn cmd_report(args: ReportArgs) -> Result<i32> {
     if let Some(root) = &args.history {
         let nights = history::load(root)?;
@@ -53,6 +178,12 @@ pub fn cmd_report(args: ReportArgs) -> Result<i32> {
         }
         return Ok(0);
     }
+    let results: Vec<PathBuf> = args
+        .results
+        .iter()
+        .map(|d| session_folder(d))
+        .collect::<Result<_>>()?;
+    let args = ReportArgs { results, ..args };
     let r = aggregate(
         &args.results,
         &ReportOptions {
@@ -143,7 +274,19 @@ fn identity(dir: &Path, report: &Report) -> Result<Vec<(&'static str, String)>> 
 /// missing in the candidate; 2: the folders are not comparable (or, with
 /// --fail-inconclusive, a variant is inconclusive).
 pub fn cmd_compare(args: CompareArgs) -> Result<i32> {
-    Ok(compare_folders(&args)?.0)
+    let (base, candidate) = match (session_folder(&args.base), session_folder(&args.candidate)) {
+        (Ok(b), Ok(c)) => (b, c),
+        (Err(e), _) | (_, Err(e)) => {
+            eprintln!("error: {}", crate::util::one_line(&e));
+            return Ok(2);
+        }
+    };
+    Ok(compare_folders(&CompareArgs {
+        base,
+        candidate,
+        ..args
+    })?
+    .0)
 }
 
 /// `compare`'s work: prints the table and returns the exit code with the
