@@ -73,7 +73,7 @@ fn same_seed_gives_the_same_loss_curve_in_separate_processes() {
     assert!(a.status.success(), "{:?}", text(&a));
     // The untimed warm-up run comes first, as in a session.
     assert!(
-        text(&a).0.contains("warm-up on cpu: 0.2 epoch"),
+        text(&a).0.contains("warm-up on cpu: 1 training step(s)"),
         "{:?}",
         text(&a)
     );

@@ -104,26 +104,52 @@ impl Trainer for TchTrainer {
     }
 
     fn warm_up(&mut self, spec: &RunSpec, ctl: &dyn Control) -> Option<String> {
-        // airbench throws one run away; a fifth of an epoch reaches every kernel
-        // a full run uses (train step, optimiser, augmentation, TTA eval).
+        // airbench throws one run away. One step and one eval batch of the real
+        // sizes pay the process's one-time costs (allocator, kernel creation,
+        // lazy initialisation); more would only cost time: at full width on a
+        // CPU a fifth of an epoch took about a minute.
+        let (_, plan) = crate::recipe::resolve_plan(&spec.recipe, &spec.overrides).ok()?;
+        let data = self.dataset(&spec.data).ok()?;
+        let per = plan.data.train_per_class;
+        let n = data.train_len((per > 0).then_some(per));
+        let steps_per_epoch = (n / plan.batch_size.max(1)).max(1);
+        let epochs = (WARM_UP_STEPS as f64 / steps_per_epoch as f64).min(WARM_UP_EPOCHS);
+        let classes = data.classes.len().max(1);
+        let test_per_class = plan.eval.batch.div_ceil(classes);
         let mut w = spec.clone();
         w.overrides.push(Override::Set {
             key: "epochs".into(),
-            value: WARM_UP_EPOCHS.to_string(),
+            value: epochs.to_string(),
         });
+        // The run itself warms its kernels for cuDNN (two steps on random
+        // data); here they would only double the cost.
+        if plan.precision.cudnn_benchmark {
+            w.overrides.push(Override::Trick {
+                key: "cudnn_benchmark".into(),
+                on: false,
+            });
+        }
+        if plan.data.test_per_class == 0 || plan.data.test_per_class > test_per_class {
+            w.overrides.push(Override::Set {
+                key: "test_per_class".into(),
+                value: test_per_class.to_string(),
+            });
+        }
         let t = Instant::now();
         // A run that cannot start says why itself; its warm-up stays quiet.
         self.run(&w, ctl, &mut |_| {}).ok()?;
         Some(format!(
-            "warm-up on {}: {WARM_UP_EPOCHS} epoch of `{}` in {:.1} s, untimed and discarded",
+            "warm-up on {}: {} training step(s) and one eval of `{}` in {:.1} s, untimed and discarded",
             self.label,
+            (epochs * steps_per_epoch as f64).ceil(),
             spec.id.variant,
             t.elapsed().as_secs_f64()
         ))
     }
 }
 
-/// Length of the discarded warm-up run, in epochs.
+/// The discarded warm-up run: this many steps, at most this much of an epoch.
+pub const WARM_UP_STEPS: usize = 1;
 pub const WARM_UP_EPOCHS: f64 = 0.2;
 
 fn sync(device: Device) {
