@@ -99,7 +99,7 @@ fn interactive_session_end_to_end() {
     });
     t.keys("3");
     t.wait_for("the results table", 30, |s| {
-        s.contains("+ label smoothing") && s.contains("acc % ± CI")
+        s.contains("+ label smoothing") && s.contains("acc % ± 95% CI")
     });
     t.keys("4");
     t.wait_for("the ladder", 30, |s| {
@@ -179,4 +179,57 @@ fn browse_a_finished_folder_and_resize() {
     });
     t.keys("q");
     t.wait_for("exit", 30, |s| s.contains("EXITED-0"));
+}
+
+#[test]
+fn quitting_during_a_run_says_so_until_the_worker_stops() {
+    let tmp = tempfile::tempdir().unwrap();
+    // Long enough that a run is surely in progress when q is pressed.
+    std::fs::write(
+        tmp.path().join("long.toml"),
+        "name = 'long'\nrecipe = 'tiny-page-resnet9'\nkind = 'ladder'\ndata = 'synthetic:400'\nrepeats = 3\nset = { epochs = 30, batch_size = 20 }\n[[rung]]\nname = 'baseline'\n",
+    )
+    .unwrap();
+    let t = Tmux {
+        socket: format!("tricklab-quit-{}", std::process::id()),
+    };
+    let shell = format!(
+        "cd {} && NO_COLOR=1 {} tui long.toml --results-root res --devices cpu; echo EXITED-$?; sleep 60",
+        tmp.path().display(),
+        env!("CARGO_BIN_EXE_tricklab"),
+    );
+    t.cmd(&[
+        "new-session",
+        "-d",
+        "-s",
+        "t",
+        "-x",
+        "100",
+        "-y",
+        "30",
+        &shell,
+    ]);
+    t.wait_for("a run in progress", 90, |s| s.contains(" running "));
+    t.keys("q");
+    t.wait_for("the question", 30, |s| s.contains("cancel it and quit"));
+    // "s": stop after the run in progress; the run goes on for seconds, saying so.
+    t.keys("s");
+    t.wait_for("the quitting message", 30, |s| {
+        s.contains("quitting: stopping after the run in progress finishes")
+    });
+    let s = t.wait_for("exit after that run", 120, |s| s.contains("EXITED-0"));
+    assert!(s.contains("results: res/long/"), "{s}");
+    let dir = std::fs::read_dir(tmp.path().join("res/long"))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let rows = tricklab::store::read_runs(&dir.join("runs.parquet")).unwrap();
+    assert_eq!(
+        rows.len(),
+        1,
+        "the run in progress finished and no other started"
+    );
+    assert_eq!(rows[0].status, tricklab::store::Ended::Done);
 }

@@ -98,7 +98,13 @@ where
                         }
                     }
                 }
-                None => events_open = false,
+                None => {
+                    events_open = false;
+                    // The workers are gone: nothing more to wait for.
+                    if state.quitting.is_some() {
+                        state.quit = true;
+                    }
+                }
             },
             _ = tick.tick() => {
                 // ETAs move with time even when no event arrives.

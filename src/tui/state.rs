@@ -177,6 +177,9 @@ pub struct AppState {
     pub browse_only: bool,
     pub results_dir: Option<String>,
     pub quit: bool,
+    /// Quitting was confirmed while a run was in progress: what the session is
+    /// doing until its worker stops (shown on every screen).
+    pub quitting: Option<String>,
     /// Set by every change; the loop renders only when it is set.
     pub dirty: bool,
     /// Mean wall seconds of the finished runs, for the queue ETA.
@@ -210,6 +213,7 @@ impl AppState {
             tricks_selected: 0,
             log: Vec::new(),
             paused: false,
+            quitting: None,
             drained: false,
             status: String::new(),
             no_color,

@@ -152,14 +152,17 @@ fn keys_become_commands() {
     assert_eq!(s.tab, Tab::Live);
     on_key(&mut s, key(KeyCode::Char('5')));
     assert_eq!(s.tab, Tab::Tricks);
-    // Quitting with a run in progress asks first; any other key stays, a second q quits.
+    // Quitting with a run in progress asks first; any other key stays, a second q
+    // cancels and waits for the worker, a third quits at once.
     assert!(on_key(&mut s, key(KeyCode::Char('q'))).is_empty());
     assert_eq!(s.overlay, Overlay::ConfirmQuit);
     assert!(on_key(&mut s, key(KeyCode::Char('x'))).is_empty());
     assert!(!s.quit && s.overlay == Overlay::None);
     on_key(&mut s, key(KeyCode::Char('q')));
     let a = on_key(&mut s, key(KeyCode::Char('q')));
-    assert!(s.quit && a.contains(&Action::Send(Command::Shutdown)));
+    assert!(!s.quit && s.quitting.is_some() && a.contains(&Action::Send(Command::Shutdown)));
+    on_key(&mut s, key(KeyCode::Char('q')));
+    assert!(s.quit);
 }
 
 #[test]
@@ -235,4 +238,36 @@ fn one_run_shows_no_ci_and_axis_ends_differ() {
     assert!(text.contains("acc % ± 95% CI"), "{text}");
     let labels = super::view::axis_labels_for_test(0.9995, 1.0005);
     assert_ne!(labels[0], labels[1], "{labels:?}");
+}
+
+#[test]
+fn quitting_during_a_run_says_what_it_waits_for_until_the_worker_stops() {
+    let key = |c| KeyEvent::new(KeyCode::Char(c), KeyModifiers::NONE);
+    for (choice, want, command) in [
+        (
+            'y',
+            "cancelling the run in progress",
+            Command::CancelCurrent,
+        ),
+        (
+            's',
+            "stopping after the run in progress",
+            Command::StopAfterCurrent,
+        ),
+    ] {
+        let mut s = super::sample::sample_state(true);
+        assert!(s.running());
+        assert!(on_key(&mut s, key('q')).is_empty());
+        assert_eq!(s.overlay, Overlay::ConfirmQuit);
+        let actions = on_key(&mut s, key(choice));
+        assert!(
+            matches!(&actions[0], Action::Send(c) if *c == command),
+            "{choice}"
+        );
+        assert!(!s.quit, "{choice}: the UI stays until the worker stops");
+        let text = screen(&s, 100, 24);
+        assert!(text.contains(want), "{choice}: {text}");
+        apply(&mut s, Event::Drained);
+        assert!(s.quit, "{choice}: exits once the worker stopped");
+    }
 }

@@ -118,6 +118,9 @@ pub fn apply(state: &mut AppState, ev: Event) -> bool {
         Event::Drained => {
             state.drained = true;
             state.log(LogLevel::Info, "queue finished");
+            if state.quitting.is_some() {
+                state.quit = true;
+            }
         }
     }
     false
@@ -136,24 +139,37 @@ pub fn on_key(state: &mut AppState, key: KeyEvent) -> Vec<Action> {
             Action::Send(Command::Shutdown),
         ];
     }
+    if state.quitting.is_some() && matches!(key.code, KeyCode::Char('q') | KeyCode::Esc) {
+        state.quit = true;
+        return vec![
+            Action::Send(Command::CancelCurrent),
+            Action::Send(Command::Shutdown),
+        ];
+    }
     match &mut state.overlay {
         Overlay::Help => {
             state.overlay = Overlay::None;
             return Vec::new();
         }
         Overlay::ConfirmQuit => {
-            if matches!(
-                key.code,
-                KeyCode::Char('y') | KeyCode::Char('Y') | KeyCode::Char('q') | KeyCode::Enter
-            ) {
-                state.quit = true;
-                return vec![
-                    Action::Send(Command::CancelCurrent),
-                    Action::Send(Command::Shutdown),
-                ];
-            }
             state.overlay = Overlay::None;
-            return Vec::new();
+            // The UI stays up, saying what it waits for, until the worker stops
+            // (`Drained`): a blank terminal for the seconds a step takes reads as a hang.
+            return match key.code {
+                KeyCode::Char('y') | KeyCode::Char('Y') | KeyCode::Char('q') | KeyCode::Enter => {
+                    state.quitting = Some("quitting: cancelling the run in progress…".into());
+                    vec![
+                        Action::Send(Command::CancelCurrent),
+                        Action::Send(Command::Shutdown),
+                    ]
+                }
+                KeyCode::Char('s') | KeyCode::Char('S') => {
+                    state.quitting =
+                        Some("quitting: stopping after the run in progress finishes…".into());
+                    vec![Action::Send(Command::StopAfterCurrent)]
+                }
+                _ => Vec::new(),
+            };
         }
         Overlay::Picker { files, selected } => {
             match key.code {

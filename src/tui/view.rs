@@ -92,10 +92,10 @@ pub fn render(f: &mut Frame, s: &AppState) {
         Overlay::None => {}
         Overlay::Help => help(f, body),
         Overlay::ConfirmQuit => {
-            let r = centered(body, 46, 4);
+            let r = centered(body, 46, 5);
             f.render_widget(Clear, r);
             f.render_widget(
-                Paragraph::new("A run is in progress: quitting cancels it.\ny or q: quit    any other key: stay")
+                Paragraph::new("A run is in progress.\ny/q: cancel it and quit\ns: quit when it ends   other key: stay")
                     .block(Block::bordered().title("quit")),
                 r,
             );
@@ -139,14 +139,17 @@ fn footer(f: &mut Frame, area: Rect, s: &AppState) {
     };
     let (left, eta) = s.queue_eta();
     let eta = eta.map(fmt_secs).unwrap_or_else(|| "-".into());
-    let status = if s.status.is_empty() {
-        format!("{left} queued, ETA {eta}")
-    } else {
-        s.status.clone()
+    let status = match &s.quitting {
+        Some(q) => Line::styled(
+            format!("{q} (q again: quit now)"),
+            Style::default().add_modifier(Modifier::BOLD | Modifier::REVERSED),
+        ),
+        None if s.status.is_empty() => Line::from(format!("{left} queued, ETA {eta}")),
+        None => Line::from(s.status.clone()),
     };
     f.render_widget(
         Paragraph::new(vec![
-            Line::from(status),
+            status,
             Line::styled(keys, Style::default().add_modifier(Modifier::DIM)),
         ]),
         area,
