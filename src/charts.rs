@@ -15,6 +15,11 @@ use std::sync::Once;
 
 static FONT: &[u8] = include_bytes!("../assets/fonts/DejaVuSans.ttf");
 const FAMILY: &str = "sans-serif";
+/// Every text size here is even: plotters' ab_glyph renderer places each
+/// glyph at `size / 2 + top` truncated to a pixel, so at odd sizes glyphs
+/// whose top is below the middle (the decimal point) land a pixel higher than
+/// the digits beside them: "68·0" (`glyphs_share_their_baseline` checks it).
+const TEXT_SIZES: [u32; 6] = [12, 14, 16, 18, 24, 26];
 
 fn register_font() {
     static ONCE: Once = Once::new();
@@ -121,7 +126,7 @@ where
         .y_labels(n)
         .y_label_formatter(&|y| rung_label(&names, *y))
         .x_desc(clock_name(r.clock))
-        .label_style((FAMILY, 15))
+        .label_style((FAMILY, 16))
         .draw()?;
     for (i, x) in rows.iter().enumerate() {
         let s = x.time();
@@ -180,7 +185,7 @@ where
         .y_labels(0)
         .max_light_lines(4)
         .x_desc("test accuracy % (mean ± 95% CI, clipped to 0-100)")
-        .label_style((FAMILY, 15))
+        .label_style((FAMILY, 16))
         .draw()?;
     target_line(&mut a, r.target, n)?;
     for (i, x) in rows.iter().enumerate() {
@@ -198,7 +203,7 @@ where
         a.draw_series(std::iter::once(Text::new(
             format!("{m:.1}%"),
             (m, y + 0.42),
-            (FAMILY, 13),
+            (FAMILY, 14),
         )))?;
     }
     a.configure_series_labels()
@@ -246,7 +251,7 @@ where
         .y_labels(n)
         .y_label_formatter(&|y| rung_label(&names, *y))
         .x_desc("test accuracy %")
-        .label_style((FAMILY, 15))
+        .label_style((FAMILY, 16))
         .draw()?;
     target_line(&mut c, r.target, n)?;
     for (i, v) in rows.iter().enumerate() {
@@ -453,7 +458,7 @@ where
         .y_labels(8)
         .max_light_lines(4)
         .y_label_formatter(&|v| format!("{:.2}", 10f64.powf(*v)))
-        .label_style((FAMILY, 13))
+        .label_style((FAMILY, 14))
         .draw()?;
     for (k, c) in cs.iter().enumerate() {
         let band: Vec<(f64, f64)> = c
@@ -504,7 +509,7 @@ where
         .build_cartesian_2d(0.0..xmax, 0.0..lrmax)?;
     lr.configure_mesh()
         .x_desc("epoch")
-        .label_style((FAMILY, 13))
+        .label_style((FAMILY, 14))
         .draw()?;
     for (k, c) in cs.iter().enumerate() {
         lr.draw_series(LineSeries::new(
@@ -535,7 +540,7 @@ where
         .build_cartesian_2d(0.0..xmax, blo..bhi)?;
     bn.configure_mesh()
         .x_desc("epoch")
-        .label_style((FAMILY, 13))
+        .label_style((FAMILY, 14))
         .draw()?;
     for (k, c) in cs.iter().enumerate() {
         bn.draw_series(LineSeries::new(
@@ -589,7 +594,7 @@ where
         .max_light_lines(4)
         .x_desc(clock_name(r.clock))
         .y_desc("test accuracy % (TTA)")
-        .label_style((FAMILY, 15))
+        .label_style((FAMILY, 16))
         .draw()?;
     c.draw_series(std::iter::once(PathElement::new(
         vec![(tmin, r.target * 100.0), (tmax, r.target * 100.0)],
@@ -635,7 +640,7 @@ where
         c.draw_series(std::iter::once(Text::new(
             format!("{} {}", p.2, label(&p.3, 18)),
             (x, y),
-            (FAMILY, 13),
+            (FAMILY, 14),
         )))?;
     }
     c.configure_series_labels()
@@ -759,7 +764,7 @@ where
             }
         })
         .y_desc("full-run time (s), each recipe's clock")
-        .label_style((FAMILY, 15))
+        .label_style((FAMILY, 16))
         .draw()?;
     let mut rungs: Vec<(usize, &str)> = nights
         .iter()
@@ -792,7 +797,7 @@ where
         .position(SeriesLabelPosition::LowerLeft)
         .background_style(WHITE.mix(0.85))
         .border_style(BLACK)
-        .label_font((FAMILY, 13))
+        .label_font((FAMILY, 14))
         .draw()?;
     Ok(())
 }
@@ -826,6 +831,63 @@ pub fn export(dir: &Path) -> Result<Vec<PathBuf>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn glyphs_share_their_baseline() {
+        register_font();
+        let sizes: Vec<u32> = {
+            let src = include_str!("charts.rs");
+            let mut v: Vec<u32> = src
+                .match_indices("(FAMILY, ")
+                .filter_map(|(i, _)| src[i + 9..].split(')').next()?.parse().ok())
+                .collect();
+            v.sort();
+            v.dedup();
+            v
+        };
+        assert_eq!(
+            sizes, TEXT_SIZES,
+            "a text size was added: keep it even and list it"
+        );
+        for size in TEXT_SIZES {
+            let (w, h) = (200u32, 60u32);
+            let mut buf = vec![255u8; (w * h * 3) as usize];
+            {
+                let root = BitMapBackend::with_buffer(&mut buf, (w, h)).into_drawing_area();
+                root.draw(&Text::new("8 . 8", (4, 4), (FAMILY, size as f64)))
+                    .unwrap();
+                root.present().unwrap();
+            }
+            // The lowest inked row of each column, then of each glyph (gaps split them).
+            let bottoms: Vec<Option<u32>> = (0..w)
+                .map(|x| {
+                    (0..h)
+                        .filter(|&y| buf[((y * w + x) * 3) as usize] < 160)
+                        .last()
+                })
+                .collect();
+            let mut glyphs: Vec<u32> = Vec::new();
+            let mut cur: Option<u32> = None;
+            for b in bottoms {
+                match (b, cur) {
+                    (Some(b), Some(c)) => cur = Some(c.max(b)),
+                    (Some(b), None) => cur = Some(b),
+                    (None, Some(c)) => {
+                        glyphs.push(c);
+                        cur = None;
+                    }
+                    (None, None) => {}
+                }
+            }
+            assert_eq!(glyphs.len(), 3, "size {size}: {glyphs:?}");
+            assert!(
+                glyphs[1].abs_diff(glyphs[0]) == 0 && glyphs[2] == glyphs[0],
+                "size {size}: the decimal point's bottom {} is not the digits' {}",
+                glyphs[1],
+                glyphs[0]
+            );
+        }
+    }
 
     #[test]
     fn charts_are_valid_png_and_svg() {
