@@ -14,12 +14,11 @@ use std::path::{Path, PathBuf};
 use std::sync::Once;
 
 static FONT: &[u8] = include_bytes!("../assets/fonts/DejaVuSans.ttf");
-const FAMILY: &str = "sans-serif";
-/// Every text size here is even: plotters' ab_glyph renderer places each
-/// glyph at `size / 2 + top` truncated to a pixel, so at odd sizes glyphs
+/// Every text size in this file is even: plotters' ab_glyph renderer places
+/// each glyph at `size / 2 + top` truncated to a pixel, so at odd sizes glyphs
 /// whose top is below the middle (the decimal point) land a pixel higher than
 /// the digits beside them: "68·0" (`glyphs_share_their_baseline` checks it).
-const TEXT_SIZES: [u32; 6] = [12, 14, 16, 18, 24, 26];
+const FAMILY: &str = "sans-serif";
 
 fn register_font() {
     static ONCE: Once = Once::new();
@@ -832,6 +831,9 @@ pub fn export(dir: &Path) -> Result<Vec<PathBuf>> {
 mod tests {
     use super::*;
 
+    /// The text sizes the charts use, every one even (see `FAMILY`).
+    const TEXT_SIZES: [u32; 6] = [12, 14, 16, 18, 24, 26];
+
     #[test]
     fn glyphs_share_their_baseline() {
         register_font();
@@ -860,11 +862,7 @@ mod tests {
             }
             // The lowest inked row of each column, then of each glyph (gaps split them).
             let bottoms: Vec<Option<u32>> = (0..w)
-                .map(|x| {
-                    (0..h)
-                        .filter(|&y| buf[((y * w + x) * 3) as usize] < 160)
-                        .last()
-                })
+                .map(|x| (0..h).rfind(|&y| buf[((y * w + x) * 3) as usize] < 160))
                 .collect();
             let mut glyphs: Vec<u32> = Vec::new();
             let mut cur: Option<u32> = None;
