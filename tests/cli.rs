@@ -448,15 +448,13 @@ fn bad_input_gets_one_line_naming_the_file_and_the_fix() {
         "{err}"
     );
 
-    // `report` on a matrix folder names a results folder inside it.
+    // `report` on a matrix folder takes its session, and a damaged table there is named.
     let res = tmp.path().join("res/m/20260101-000000");
     std::fs::create_dir_all(&res).unwrap();
     std::fs::write(res.join("runs.parquet"), b"").unwrap();
     let (_, err) = text(&run(&["report", "res/m"], tmp.path()));
     assert!(
-        err.contains(
-            "res/m: not a results folder but 1 of them; pass one, e.g. res/m/20260101-000000"
-        ),
+        err.contains("res/m/20260101-000000/runs.parquet") && err.lines().count() == 1,
         "{err}"
     );
 }

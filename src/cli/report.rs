@@ -47,7 +47,7 @@ fn sessions_in(dir: &Path) -> Vec<PathBuf> {
         .flatten()
         .flatten()
         .map(|e| e.path())
-        .filter(|p| p.join("manifest.json").is_file())
+        .filter(|p| p.join("manifest.json").is_file() || p.join("runs.parquet").is_file())
         .collect();
     v.sort();
     v
