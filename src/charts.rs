@@ -28,21 +28,23 @@ fn register_font() {
     });
 }
 
+/// Okabe and Ito's palette, told apart with every common colour-vision
+/// deficiency; black is kept for whiskers and text, vermillion for the target.
 fn color(i: usize) -> RGBColor {
-    const C: [RGBColor; 10] = [
-        RGBColor(31, 119, 180),
-        RGBColor(255, 127, 14),
-        RGBColor(44, 160, 44),
-        RGBColor(214, 39, 40),
-        RGBColor(148, 103, 189),
-        RGBColor(140, 86, 75),
-        RGBColor(227, 119, 194),
-        RGBColor(23, 190, 207),
-        RGBColor(188, 189, 34),
-        RGBColor(60, 60, 60),
+    const C: [RGBColor; 7] = [
+        RGBColor(0, 114, 178),
+        RGBColor(230, 159, 0),
+        RGBColor(0, 158, 115),
+        RGBColor(204, 121, 167),
+        RGBColor(86, 180, 233),
+        RGBColor(240, 228, 66),
+        RGBColor(120, 120, 120),
     ];
     C[i % C.len()]
 }
+
+/// The target line's colour (Okabe–Ito vermillion).
+const TARGET: RGBColor = RGBColor(213, 94, 0);
 
 type Res = Result<(), Box<dyn std::error::Error>>;
 type Chart2d<'a, DB> = ChartContext<
@@ -68,10 +70,10 @@ where
 {
     c.draw_series(std::iter::once(PathElement::new(
         vec![(target * 100.0, -0.6), (target * 100.0, n as f64 - 0.4)],
-        RED.stroke_width(2),
+        TARGET.stroke_width(2),
     )))?
     .label(format!("target {:.1}%", 100.0 * target))
-    .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], RED.stroke_width(2)));
+    .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], TARGET.stroke_width(2)));
     Ok(())
 }
 
@@ -597,10 +599,10 @@ where
         .draw()?;
     c.draw_series(std::iter::once(PathElement::new(
         vec![(tmin, r.target * 100.0), (tmax, r.target * 100.0)],
-        RED.stroke_width(2),
+        TARGET.stroke_width(2),
     )))?
     .label(format!("target {:.1}%", 100.0 * r.target))
-    .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], RED.stroke_width(2)));
+    .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], TARGET.stroke_width(2)));
     let mut front: Vec<(f64, f64)> = pts
         .iter()
         .filter(|p| {
@@ -651,24 +653,86 @@ where
     Ok(())
 }
 
+/// Which files a chart is written as.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum PlotFormat {
+    Png,
+    Svg,
+    #[default]
+    Both,
+}
+
+/// The user's choices for exported charts (`report --plots-format --plots-size`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PlotOptions {
+    pub format: PlotFormat,
+    /// Every chart at this size in pixels instead of its own.
+    pub size: Option<(u32, u32)>,
+}
+
+/// "WIDTHxHEIGHT" in pixels, each from 200 to 8000.
+pub fn parse_plot_size(s: &str) -> Result<(u32, u32), String> {
+    let bad = || {
+        format!("--plots-size {s}: give WIDTHxHEIGHT in pixels, e.g. 1600x900 (200 to 8000 each)")
+    };
+    let (w, h) = s.split_once(['x', 'X']).ok_or_else(bad)?;
+    let (w, h): (u32, u32) = (
+        w.trim().parse().map_err(|_| bad())?,
+        h.trim().parse().map_err(|_| bad())?,
+    );
+    if !(200..=8000).contains(&w) || !(200..=8000).contains(&h) {
+        return Err(bad());
+    }
+    Ok((w, h))
+}
+
 fn both(
     out: &Path,
     name: &str,
     size: (u32, u32),
+    opts: &PlotOptions,
     draw: &dyn Fn(&DrawingArea<BitMapBackend, Shift>) -> Res,
     draw_svg: &dyn Fn(&DrawingArea<SVGBackend, Shift>) -> Res,
 ) -> Result<Vec<PathBuf>> {
+    let size = opts.size.unwrap_or(size);
     let png = out.join(format!("{name}.png"));
     let svg = out.join(format!("{name}.svg"));
-    let tmp_png = crate::util::temp_sibling(&png).with_extension("png");
+    let mut files = Vec::new();
+    if opts.format != PlotFormat::Svg {
+        write_png(&png, name, size, draw)?;
+        files.push(png);
+    }
+    if opts.format != PlotFormat::Png {
+        write_svg(&svg, name, size, draw_svg)?;
+        files.push(svg);
+    }
+    Ok(files)
+}
+
+fn write_png(
+    png: &Path,
+    name: &str,
+    size: (u32, u32),
+    draw: &dyn Fn(&DrawingArea<BitMapBackend, Shift>) -> Res,
+) -> Result<()> {
+    let tmp_png = crate::util::temp_sibling(png).with_extension("png");
     {
         let root = BitMapBackend::new(&tmp_png, size).into_drawing_area();
         draw(&root).map_err(|e| anyhow::anyhow!("drawing {name}: {e}"))?;
         root.present()
             .map_err(|e| anyhow::anyhow!("writing {}: {e}", png.display()))?;
     }
-    std::fs::rename(&tmp_png, &png)
+    std::fs::rename(&tmp_png, png)
         .with_context(|| format!("cannot move {} into place", png.display()))?;
+    Ok(())
+}
+
+fn write_svg(
+    svg: &Path,
+    name: &str,
+    size: (u32, u32),
+    draw_svg: &dyn Fn(&DrawingArea<SVGBackend, Shift>) -> Res,
+) -> Result<()> {
     let mut text = String::new();
     {
         let root = SVGBackend::with_string(&mut text, size).into_drawing_area();
@@ -676,12 +740,16 @@ fn both(
         root.present()
             .map_err(|e| anyhow::anyhow!("writing {}: {e}", svg.display()))?;
     }
-    crate::util::write_atomic(&svg, text.as_bytes())?;
-    Ok(vec![png, svg])
+    crate::util::write_atomic(svg, text.as_bytes())
 }
 
-/// Writes every chart as PNG and SVG into `out`; returns the files.
-pub fn write_all(r: &Report, dirs: &[PathBuf], out: &Path) -> Result<Vec<PathBuf>> {
+/// Writes every chart into `out` as `opts` asks; returns the files.
+pub fn write_all(
+    r: &Report,
+    dirs: &[PathBuf],
+    out: &Path,
+    opts: &PlotOptions,
+) -> Result<Vec<PathBuf>> {
     register_font();
     std::fs::create_dir_all(out).with_context(|| format!("cannot create {}", out.display()))?;
     let mut runs = Vec::new();
@@ -695,13 +763,19 @@ pub fn write_all(r: &Report, dirs: &[PathBuf], out: &Path) -> Result<Vec<PathBuf
     let cs = curves(dirs)?;
     let mut files = Vec::new();
     let h = (160 + 60 * r.rows.len() as u32).clamp(420, 1400);
-    files.extend(both(out, "ladder", (1400, h), &|a| ladder(a, r), &|a| {
-        ladder(a, r)
-    })?);
+    files.extend(both(
+        out,
+        "ladder",
+        (1400, h),
+        opts,
+        &|a| ladder(a, r),
+        &|a| ladder(a, r),
+    )?);
     files.extend(both(
         out,
         "accuracy",
         (1200, h),
+        opts,
         &|a| accuracy(a, r, &runs),
         &|a| accuracy(a, r, &runs),
     )?);
@@ -709,12 +783,18 @@ pub fn write_all(r: &Report, dirs: &[PathBuf], out: &Path) -> Result<Vec<PathBuf
         out,
         "curves",
         (1800, 600),
+        opts,
         &|a| curves_chart(a, &cs),
         &|a| curves_chart(a, &cs),
     )?);
-    files.extend(both(out, "pareto", (1100, 750), &|a| pareto(a, r), &|a| {
-        pareto(a, r)
-    })?);
+    files.extend(both(
+        out,
+        "pareto",
+        (1100, 750),
+        opts,
+        &|a| pareto(a, r),
+        &|a| pareto(a, r),
+    )?);
     Ok(files)
 }
 
@@ -802,13 +882,18 @@ where
 }
 
 /// Writes `history.png` and `history.svg` into `out`.
-pub fn write_history(nights: &[crate::report::history::Night], out: &Path) -> Result<Vec<PathBuf>> {
+pub fn write_history(
+    nights: &[crate::report::history::Night],
+    out: &Path,
+    opts: &PlotOptions,
+) -> Result<Vec<PathBuf>> {
     register_font();
     std::fs::create_dir_all(out).with_context(|| format!("cannot create {}", out.display()))?;
     both(
         out,
         "history",
         (1400, 700),
+        opts,
         &|a| history_chart(a, nights),
         &|a| history_chart(a, nights),
     )
@@ -823,7 +908,12 @@ pub fn export(dir: &Path) -> Result<Vec<PathBuf>> {
     let md = dir.join("report.md");
     crate::util::write_atomic(&md, report.to_markdown().as_bytes())?;
     let mut out = vec![md];
-    out.extend(write_all(&report, &[dir.to_path_buf()], dir)?);
+    out.extend(write_all(
+        &report,
+        &[dir.to_path_buf()],
+        dir,
+        &PlotOptions::default(),
+    )?);
     Ok(out)
 }
 
@@ -942,6 +1032,26 @@ mod tests {
         assert!(loss_ticks >= 4, "{loss_ticks} loss tick labels");
         let cs = curves(std::slice::from_ref(&dir)).unwrap();
         assert_eq!(cs.len(), 3);
+        // Format and size as asked: SVG only, every chart 800x400.
+        let opts = PlotOptions {
+            format: PlotFormat::Svg,
+            size: Some((800, 400)),
+        };
+        let only = root.path().join("svg-only");
+        let r0 = crate::report::aggregate(std::slice::from_ref(&dir), &Default::default()).unwrap();
+        let written = write_all(&r0, std::slice::from_ref(&dir), &only, &opts).unwrap();
+        assert_eq!(written.len(), 4);
+        for f in &written {
+            assert_eq!(f.extension().unwrap(), "svg");
+            let t = std::fs::read_to_string(f).unwrap();
+            assert!(
+                t.contains("width=\"800\"") && t.contains("height=\"400\""),
+                "{}",
+                f.display()
+            );
+        }
+        assert_eq!(parse_plot_size("1600x900"), Ok((1600, 900)));
+        assert!(parse_plot_size("16x9").is_err() && parse_plot_size("wide").is_err());
         // An infinite time (a damaged table) is left out instead of hanging the axis.
         let mut r =
             crate::report::aggregate(std::slice::from_ref(&dir), &Default::default()).unwrap();
@@ -949,9 +1059,14 @@ mod tests {
         r.rows[1].dawn.ci95 = f64::INFINITY;
         let out = root.path().join("inf");
         assert!(
-            !write_all(&r, std::slice::from_ref(&dir), &out)
-                .unwrap()
-                .is_empty()
+            !write_all(
+                &r,
+                std::slice::from_ref(&dir),
+                &out,
+                &PlotOptions::default()
+            )
+            .unwrap()
+            .is_empty()
         );
         // A damaged step file is named.
         let bad = dir.join("steps").join("zz-damaged.parquet");

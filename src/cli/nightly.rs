@@ -95,7 +95,7 @@ pub fn cmd_nightly(args: NightlyArgs) -> Result<i32> {
         let nights = history::nights_of(&tonight, &report, &rows)?;
         let file = history::append(&args.history, &nights)?;
         let all = history::load(&args.history)?;
-        crate::charts::write_history(&all, &args.history)?;
+        crate::charts::write_history(&all, &args.history, &Default::default())?;
         println!(
             "history: {} ({} nights); `tricklab report --history {}`",
             file.display(),

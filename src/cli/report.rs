@@ -31,6 +31,12 @@ pub struct ReportArgs {
     /// One row per variant and device (runs of a multi-GPU or cluster sweep).
     #[arg(long)]
     pub by_device: bool,
+    /// The charts' file format for --plots.
+    #[arg(long, value_enum, default_value = "both")]
+    pub plots_format: crate::charts::PlotFormat,
+    /// Every chart at WIDTHxHEIGHT pixels (default: each chart's own size).
+    #[arg(long, value_parser = crate::charts::parse_plot_size)]
+    pub plots_size: Option<(u32, u32)>,
 }
 
 #[derive(Clone, Copy, Debug, clap::ValueEnum)]
@@ -165,6 +171,13 @@ pub fn cmd_results(args: ResultsArgs) -> Result<i32> {
     Ok(0)
 }
 
+fn plot_options(args: &ReportArgs) -> crate::charts::PlotOptions {
+    crate::charts::PlotOptions {
+        format: args.plots_format,
+        size: args.plots_size,
+    }
+}
+
 pub fn cmd_report(args: ReportArgs) -> Result<i32> {
     if let Some(root) = &args.history {
         let nights = history::load(root)?;
@@ -173,7 +186,7 @@ pub fn cmd_report(args: ReportArgs) -> Result<i32> {
             _ => print!("{}", history::to_markdown(&nights)),
         }
         let out = args.plots.as_deref().unwrap_or(root);
-        for p in crate::charts::write_history(&nights, out)? {
+        for p in crate::charts::write_history(&nights, out, &plot_options(&args))? {
             eprintln!("wrote {}", p.display());
         }
         return Ok(0);
@@ -206,8 +219,8 @@ pub fn cmd_report(args: ReportArgs) -> Result<i32> {
         Format::Csv => print!("{}", r.to_csv()),
         Format::Json => println!("{}", r.to_json()?),
     }
-    if let Some(dir) = args.plots {
-        for p in crate::charts::write_all(&r, &args.results, &dir)? {
+    if let Some(dir) = &args.plots {
+        for p in crate::charts::write_all(&r, &args.results, dir, &plot_options(&args))? {
             eprintln!("wrote {}", p.display());
         }
     }
