@@ -36,6 +36,15 @@ pub struct Queue {
 
 use crate::util::stats::ci95_half_width;
 
+/// A results folder's saved queue (`DIR/queue.json`): its runs as planned,
+/// with the status each had when it was last written.
+pub fn load_saved(dir: &std::path::Path) -> Result<Vec<Entry>> {
+    let path = dir.join("queue.json");
+    let text = std::fs::read_to_string(&path)
+        .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", path.display()))?;
+    serde_json::from_str(&text).map_err(|e| anyhow::anyhow!("{} is damaged ({e})", path.display()))
+}
+
 impl Queue {
     /// Adds a matrix's runs; `done` holds (variant, repeat) already finished
     /// in an earlier session, which are shown as skipped.

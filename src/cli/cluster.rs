@@ -271,10 +271,7 @@ fn shard_progress(dir: &Path, shards: usize) -> Vec<(usize, Option<PathBuf>, usi
                             .count()
                     })
                     .unwrap_or(0);
-                let planned = std::fs::read_to_string(f.join("queue.json"))
-                    .ok()
-                    .and_then(|t| serde_json::from_str::<Vec<serde_json::Value>>(&t).ok())
-                    .map_or(0, |q| q.len());
+                let planned = crate::queue::load_saved(f).map_or(0, |q| q.len());
                 (done, planned)
             });
             (i, folder, done, planned)

@@ -124,13 +124,15 @@ pub fn cmd_results(args: ResultsArgs) -> Result<i32> {
                 .iter()
                 .filter(|r| r.status == crate::store::Ended::Done)
                 .count();
-            let queue: Vec<serde_json::Value> = std::fs::read_to_string(s.join("queue.json"))
-                .ok()
-                .and_then(|t| serde_json::from_str(&t).ok())
-                .unwrap_or_default();
-            let left = queue
+            let left = crate::queue::load_saved(&s)
+                .unwrap_or_default()
                 .iter()
-                .filter(|e| matches!(e["status"].as_str(), Some("Queued" | "Running")))
+                .filter(|e| {
+                    matches!(
+                        e.status,
+                        crate::events::RunStatus::Queued | crate::events::RunStatus::Running
+                    )
+                })
                 .count();
             let status = if manifest.get("merged_from").is_some() {
                 "merged".to_string()

@@ -92,19 +92,15 @@ pub fn tch_factory() -> Factory {
 
 /// A resumed folder's saved runs; `None` (with a warning) when its queue.json
 /// is missing or unreadable and the matrix file has to be expanded again.
-fn saved_queue(path: &std::path::Path, events: &EventQueue) -> Option<Vec<crate::queue::Entry>> {
-    let parsed = std::fs::read_to_string(path)
-        .map_err(anyhow::Error::from)
-        .and_then(|t| serde_json::from_str::<Vec<crate::queue::Entry>>(&t).map_err(Into::into));
-    match parsed {
+fn saved_queue(dir: &std::path::Path, events: &EventQueue) -> Option<Vec<crate::queue::Entry>> {
+    match crate::queue::load_saved(dir) {
         Ok(entries) if !entries.is_empty() => Some(entries),
         Ok(_) => None,
         Err(e) => {
             events.push(Event::Log {
                 level: LogLevel::Warn,
                 message: format!(
-                    "{}: unreadable ({}); resuming from the matrix file's own runs instead",
-                    path.display(),
+                    "{}; resuming from the matrix file's own runs instead",
                     crate::util::one_line(&e)
                 ),
             });
@@ -195,7 +191,7 @@ impl Session {
             order.push(m.name.clone());
             let qfile = store.dir().join("queue.json");
             let saved = (resumed.as_deref() == Some(m.name.as_str()))
-                .then(|| saved_queue(&qfile, &events))
+                .then(|| saved_queue(store.dir(), &events))
                 .flatten();
             match saved {
                 Some(entries) => queue.resume_matrix(m, entries, &done, Some(qfile)),

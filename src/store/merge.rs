@@ -44,15 +44,12 @@ fn data_hashes(m: &serde_json::Value) -> BTreeSet<String> {
 }
 
 /// The runs a folder's saved queue planned: (variant, repeat).
-fn planned(dir: &Path) -> Option<Vec<(String, u32)>> {
-    let text = std::fs::read_to_string(dir.join("queue.json")).ok()?;
-    let entries: Vec<crate::queue::Entry> = serde_json::from_str(&text).ok()?;
-    Some(
-        entries
-            .into_iter()
-            .map(|e| (e.spec.id.variant, e.spec.id.repeat as u32))
-            .collect(),
-    )
+fn planned(dir: &Path) -> Vec<(String, u32)> {
+    crate::queue::load_saved(dir)
+        .unwrap_or_default()
+        .into_iter()
+        .map(|e| (e.spec.id.variant, e.spec.id.repeat as u32))
+        .collect()
 }
 
 fn key(r: &RunRow) -> String {
@@ -130,13 +127,11 @@ pub fn merge(folders: &[PathBuf], into: &Path) -> Result<MergeSummary> {
                 data_sets.push(v.clone());
             }
         }
-        expected.extend(planned(d).unwrap_or_default());
+        expected.extend(planned(d));
         // Every shard records the whole matrix's seeds: the runs no folder planned
         // (a shard that never started) are expected too.
-        if let Ok(m) = crate::matrix::parse(
-            &toml::to_string(&unsharded(&read_manifest(d)?, d)?)?,
-            "manifest.json",
-        ) {
+        if let Ok(m) = crate::matrix::parse(&toml::to_string(&unsharded(&m, d)?)?, "manifest.json")
+        {
             expected.extend(
                 m.runs()
                     .into_iter()
