@@ -570,6 +570,40 @@ fn nightly_compares_with_the_baseline_and_keeps_a_history() {
 }
 
 #[test]
+fn two_cpu_workers_give_the_table_of_one() {
+    // Each run draws from its own generators, so which worker runs it and
+    // what the other does cannot change it; the per-worker thread count can
+    // (oneDNN splits its sums by thread), so the single worker gets one too.
+    let tmp = tempfile::tempdir().unwrap();
+    let fixture = repo().join("tests/fixtures/tiny.toml");
+    let m = fixture.to_str().unwrap();
+    let table = |devices: &[&str]| {
+        let out = format!("res-{}", devices.join("-").replace(':', ""));
+        let o = run(
+            &[&["run", m, "--headless", "--results", &out], devices].concat(),
+            tmp.path(),
+        );
+        assert!(o.status.success(), "{:?}", text(&o));
+        let dir = results_dir(&tmp.path().join(&out), "tiny-test");
+        let o = run(
+            &["report", dir.to_str().unwrap(), "--format", "csv"],
+            tmp.path(),
+        );
+        let csv = text(&o).0;
+        assert!(csv.lines().count() > 2, "{csv}");
+        csv
+    };
+    let one = table(&["--devices", "cpu", "--cpu-threads", "1"]);
+    let two = table(&["--devices", "cpu:2"]);
+    let numbers = |csv: &str| {
+        csv.lines()
+            .map(|l| l.split(',').take(11).collect::<Vec<_>>().join(","))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(numbers(&one), numbers(&two), "{one}\n{two}");
+}
+
+#[test]
 fn shards_merge_into_the_table_of_one_run() {
     let tmp = tempfile::tempdir().unwrap();
     let fixture = repo().join("tests/fixtures/tiny.toml");

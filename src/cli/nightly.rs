@@ -26,6 +26,10 @@ pub struct NightlyArgs {
     /// cuda:0,cuda:2, cpu, or cpu:N (N CPU workers sharing the cores).
     #[arg(long, value_delimiter = ',', default_value = "auto")]
     pub devices: Vec<String>,
+    /// Threads per CPU worker (default: the cores shared among the CPU
+    /// workers). CPU numbers depend on it: oneDNN splits its sums by thread.
+    #[arg(long)]
+    pub cpu_threads: Option<usize>,
     /// Override the matrix's repeats.
     #[arg(long)]
     pub repeats: Option<usize>,
@@ -76,6 +80,7 @@ pub fn cmd_nightly(args: NightlyArgs) -> Result<i32> {
         resume: None,
         keep_alive: false,
         min_free_bytes: crate::util::min_free_bytes(),
+        cpu_threads: args.cpu_threads,
     };
     crate::session::preflight(&matrices, &opts.devices)?;
     let session = Session::start(matrices, opts, tch_factory())?;

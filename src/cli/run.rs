@@ -19,6 +19,10 @@ pub struct RunArgs {
     /// cuda:0,cuda:2, cpu, or cpu:N (N CPU workers sharing the cores).
     #[arg(long, value_delimiter = ',', default_value = "auto")]
     pub devices: Vec<String>,
+    /// Threads per CPU worker (default: the cores shared among the CPU
+    /// workers). CPU numbers depend on it: oneDNN splits its sums by thread.
+    #[arg(long)]
+    pub cpu_threads: Option<usize>,
     /// Continue a results folder: finished runs are skipped.
     #[arg(long)]
     pub resume: Option<PathBuf>,
@@ -72,6 +76,7 @@ pub fn cmd_run(args: RunArgs) -> Result<i32> {
         resume: args.resume.clone(),
         keep_alive: !args.headless,
         min_free_bytes: crate::util::min_free_bytes(),
+        cpu_threads: args.cpu_threads,
     };
     if !args.headless {
         return crate::tui::run_session(matrices, opts);

@@ -21,6 +21,8 @@ pub struct SessionOptions {
     pub keep_alive: bool,
     /// Free space each results folder must have before a run starts.
     pub min_free_bytes: u64,
+    /// Threads per CPU worker; `None` shares the cores among them.
+    pub cpu_threads: Option<usize>,
 }
 
 /// The one way an event leaves the workers: its results store records it,
@@ -144,6 +146,13 @@ pub fn preflight(matrices: &[Matrix], devices: &[String]) -> Result<()> {
 
 impl Session {
     pub fn start(matrices: Vec<Matrix>, opts: SessionOptions, factory: Factory) -> Result<Session> {
+        let devices = if opts.devices.is_empty() {
+            vec!["cpu".to_string()]
+        } else {
+            opts.devices.clone()
+        };
+        // Before any manifest records the thread count.
+        crate::util::device::share_cpu_threads(&devices, opts.cpu_threads);
         let events = Arc::new(EventQueue::default());
         let mut queue = Queue::default();
         let mut stores = HashMap::new();
@@ -218,12 +227,6 @@ impl Session {
                 None => Ok(()),
             }
         }));
-        let devices = if opts.devices.is_empty() {
-            vec!["cpu".to_string()]
-        } else {
-            opts.devices
-        };
-        crate::util::device::share_cpu_threads(&devices);
         let workers = crate::worker::spawn(&devices, shared.clone(), factory);
         Ok(Session {
             shared: shared.clone(),

@@ -110,6 +110,7 @@ fn opts(root: &std::path::Path, devices: &[&str]) -> SessionOptions {
         resume: None,
         keep_alive: false,
         min_free_bytes: 0,
+        cpu_threads: None,
     }
 }
 
@@ -393,6 +394,7 @@ fn a_session_that_cannot_store_stops_and_trains_nothing_more() {
         vec![matrix(2)],
         SessionOptions {
             min_free_bytes: u64::MAX,
+            cpu_threads: None,
             ..opts(root.path(), &["a"])
         },
         factory(1, 0, false),
@@ -432,6 +434,7 @@ fn a_session_that_cannot_store_stops_and_trains_nothing_more() {
         vec![matrix(2)],
         SessionOptions {
             min_free_bytes: free / 2,
+            cpu_threads: None,
             ..opts(root.path(), &["a"])
         },
         factory(1, 0, false),

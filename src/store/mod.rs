@@ -144,6 +144,7 @@ impl ResultsWriter {
             "cuda_runtime_version": torch.cuda_runtime_version,
             "cudnn_version": torch.cudnn_version,
             "cuda_devices": torch.cuda_devices,
+            "cpu_threads": torch.threads,
             "devices": [],
             "data_sets": [],
             "host": std::fs::read_to_string("/etc/hostname").map(|s| s.trim().to_string()).unwrap_or_else(|_| "unknown".into()),

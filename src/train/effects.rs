@@ -134,7 +134,7 @@ fn cutmix_pastes_a_square_and_mixes_labels_by_area() {
         .expand([n, 1, 8, 8], true)
         .contiguous();
     let y = Tensor::arange(n, (Kind::Int64, Device::Cpu));
-    let (mixed, soft) = cutmix_batch(&x, &y, 3, n);
+    let (mixed, soft) = cutmix_batch(&Rng::new(Device::Cpu, 4), &x, &y, 3, n);
     let share = 9.0 / 64.0;
     for i in 0..n {
         let img = mixed.get(i);
@@ -208,6 +208,7 @@ fn grad_accum_equals_one_pass_with_ghost_batches_of_the_same_size() {
             device: Device::Cpu,
             label: String::new(),
             layout: Layout::of(&p),
+            rng: Rng::new(Device::Cpu, 0),
         };
         let idx = Tensor::from_slice(order);
         let x = normalise(&src.train_u8.index_select(0, &idx));
@@ -341,6 +342,7 @@ fn first_conv_grad(plan: &RunPlan, src: &Source, n: i64) -> Tensor {
         device: Device::Cpu,
         label: String::new(),
         layout,
+        rng: Rng::new(Device::Cpu, 0),
     };
     let x = layout.input(normalise(&src.train_u8.narrow(0, 0, n)));
     let y = src.train_y.narrow(0, 0, n);
@@ -401,6 +403,7 @@ fn the_kernel_warm_up_leaves_no_gradient_and_no_bn_statistics_behind() {
     let avg = Averager::new(&p, &vs, &nc, layout).unwrap();
     let before: Vec<Tensor> = avg.live.iter().map(Tensor::copy).collect();
     warm_kernels(
+        &Rng::new(Device::Cpu, 0),
         &net,
         &mut opt,
         &avg.live,
@@ -439,6 +442,7 @@ fn amp_autocasts_the_training_forward_pass_on_a_cpu() {
             device: Device::Cpu,
             label: String::new(),
             layout: Layout::of(&p),
+            rng: Rng::new(Device::Cpu, 0),
         };
         let idx = Tensor::arange(16, (Kind::Int64, Device::Cpu));
         let x = normalise(&src.train_u8.index_select(0, &idx));

@@ -19,7 +19,7 @@ use crate::model::{Net, NetConfig, Whitening};
 use crate::optim::{self, Group, Optimizer};
 use crate::plan::{Averaging, CutMix, EvalPlan, Family, Half, LossPlan, OptimPlan, RunPlan};
 use crate::util::device::{device_label, parse_device};
-use crate::util::native::{AutocastKind, autocast};
+use crate::util::native::{self, AutocastKind, Rng, autocast};
 
 #[cfg(test)]
 #[path = "effects.rs"]
@@ -99,6 +99,7 @@ impl Trainer for TchTrainer {
             device,
             label: self.label.clone(),
             layout: Layout::of(&plan),
+            rng: Rng::new(device, spec.seed),
         }
         .train(config, ctl, emit)
     }
@@ -517,6 +518,7 @@ impl Averager {
 /// or the batch would otherwise pay in its clock. The worker's discarded
 /// warm-up run covers the process-wide one-time costs. BN statistics are restored.
 fn warm_kernels(
+    rng: &Rng,
     net: &Net,
     opt: &mut Optimisers,
     live: &[Tensor],
@@ -526,8 +528,8 @@ fn warm_kernels(
     dev: Device,
 ) {
     let saved = optim::Ema::new(live);
-    let x = layout.input(Tensor::randn(shape, (Kind::Float, dev)));
-    let y = Tensor::randint(classes, [shape[0]], (Kind::Int64, dev));
+    let x = layout.input(rng.rand(&shape, dev) * 2.0 - 1.0);
+    let y = rng.randint(classes, &[shape[0]], dev);
     for _ in 0..2 {
         let loss = net.forward_t(&x, true).cross_entropy_for_logits(&y);
         loss.backward();
@@ -580,6 +582,8 @@ struct Run<'a> {
     device: Device,
     label: String,
     layout: Layout,
+    /// Every data-side draw of the run (never libtorch's shared defaults).
+    rng: Rng,
 }
 
 impl Run<'_> {
@@ -591,9 +595,7 @@ impl Run<'_> {
     ) -> Result<Outcome> {
         let (plan, spec, src, dev) = (self.plan, self.spec, self.src, self.device);
         let wall = Instant::now();
-        tch::manual_seed(spec.seed as i64);
         if dev.is_cuda() {
-            tch::Cuda::manual_seed_all(spec.seed);
             tch::Cuda::cudnn_set_benchmark(plan.precision.cudnn_benchmark);
         }
         let n = src.train_y.size()[0];
@@ -623,10 +625,13 @@ impl Run<'_> {
             ..Clocks::default()
         };
         let vs = nn::VarStore::new(dev);
-        let (net, nc) = build_net(plan, src, &vs, self.layout, &mut clocks)?;
+        let (net, nc) = native::with_seeded_inits(dev, spec.seed, || {
+            build_net(plan, src, &vs, self.layout, &mut clocks)
+        })?;
         let mut opt = Optimisers::new(&plan.optim, &net, plan.loss.scale);
         let mut avg = Averager::new(plan, &vs, &nc, self.layout)?;
         warm_kernels(
+            &self.rng,
             &net,
             &mut opt,
             &avg.live,
@@ -637,7 +642,7 @@ impl Run<'_> {
         );
 
         // Alternating flip keeps the epoch-0 draw.
-        let flip0 = Tensor::randint(2, [n], (Kind::Int64, data.device)).eq(1);
+        let flip0 = self.rng.randint(2, &[n], data.device).eq(1);
         let mut loader = cpu_loader(plan, &data, src, &flip0, spec.seed);
         let bn = net.bn_params();
         let mut progress = Progress {
@@ -806,12 +811,12 @@ impl Run<'_> {
             };
             (
                 Some(augment_epoch(
-                    &src, self.src.h, self.src.w, aug, epoch, flip0,
+                    &self.rng, &src, self.src.h, self.src.w, aug, epoch, flip0,
                 )),
-                Tensor::randperm(n, (Kind::Int64, dev)),
+                self.rng.randperm(n, dev),
             )
         } else {
-            (None, Tensor::randperm(n, (Kind::Int64, Device::Cpu)))
+            (None, self.rng.randperm(n, Device::Cpu))
         };
         let perm_host: Vec<i64> = if plan.data.resident {
             Vec::new()
@@ -903,7 +908,7 @@ impl Run<'_> {
             // With CutMix the mixed batch is the only forward pass (one BN update per step).
             let (input, soft) = match cutmix {
                 Some(c) => {
-                    let (xc, soft) = cutmix_batch(xm, &ym, c.size, self.src.classes);
+                    let (xc, soft) = cutmix_batch(&self.rng, xm, &ym, c.size, self.src.classes);
                     (xc, Some(soft))
                 }
                 None => (xm.shallow_clone(), None),
@@ -1012,12 +1017,12 @@ fn evaluate(
 }
 
 /// hlb's CutMix: a square from a permuted copy of the batch, labels mixed by area.
-fn cutmix_batch(x: &Tensor, y: &Tensor, size: i64, classes: i64) -> (Tensor, Tensor) {
+fn cutmix_batch(rng: &Rng, x: &Tensor, y: &Tensor, size: i64, classes: i64) -> (Tensor, Tensor) {
     let (n, _, h, w) = x.size4().expect("NCHW");
     let dev = x.device();
-    let perm = Tensor::randperm(n, (Kind::Int64, dev));
-    let y0 = Tensor::randint(h - size + 1, [n], (Kind::Int64, dev));
-    let x0 = Tensor::randint(w - size + 1, [n], (Kind::Int64, dev));
+    let perm = rng.randperm(n, dev);
+    let y0 = rng.randint(h - size + 1, &[n], dev);
+    let x0 = rng.randint(w - size + 1, &[n], dev);
     let r = Tensor::arange(h, (Kind::Int64, dev)).view([1, h]);
     let c = Tensor::arange(w, (Kind::Int64, dev)).view([1, w]);
     let (y0v, x0v) = (y0.view([n, 1]), x0.view([n, 1]));

@@ -4,6 +4,7 @@
 
 use crate::data::Split;
 pub use crate::plan::Augment;
+use crate::util::native::Rng;
 use tch::{Device, Kind, Tensor};
 
 /// Page's CIFAR-10 statistics on the 0-255 scale (TRICKS.md 1.1).
@@ -53,22 +54,28 @@ pub fn reflect_pad(x: &Tensor, pad: i64) -> Tensor {
 /// `groups` (Page's `max_options`): shuffle, cut into min(options, groups)
 /// near-equal groups, and give each group a distinct option, so a crop's
 /// (dy, dx) or a cutout's position is shared by the whole group.
-fn draws(n: i64, options: i64, groups: Option<i64>, dev: Device) -> Tensor {
+fn draws(rng: &Rng, n: i64, options: i64, groups: Option<i64>, dev: Device) -> Tensor {
     match groups {
         Some(g) => {
             let k = g.min(options).min(n).max(1);
-            let chosen = Tensor::randperm(options, (Kind::Int64, dev)).narrow(0, 0, k);
-            let group_of =
-                (Tensor::randperm(n, (Kind::Int64, dev)) * k).divide_scalar_mode(n, "floor");
+            let chosen = rng.randperm(options, dev).narrow(0, 0, k);
+            let group_of = (rng.randperm(n, dev) * k).divide_scalar_mode(n, "floor");
             chosen.index_select(0, &group_of)
         }
-        None => Tensor::randint(options, [n], (Kind::Int64, dev)),
+        None => rng.randint(options, &[n], dev),
     }
 }
 
 /// Row and column offsets from one draw over a `rows` x `cols` grid of positions.
-fn draws_2d(n: i64, rows: i64, cols: i64, groups: Option<i64>, dev: Device) -> (Tensor, Tensor) {
-    let i = draws(n, rows * cols, groups, dev);
+fn draws_2d(
+    rng: &Rng,
+    n: i64,
+    rows: i64,
+    cols: i64,
+    groups: Option<i64>,
+    dev: Device,
+) -> (Tensor, Tensor) {
+    let i = draws(rng, n, rows * cols, groups, dev);
     (i.divide_scalar_mode(cols, "floor"), i.remainder(cols))
 }
 
@@ -103,6 +110,7 @@ pub fn cutout(x: &Tensor, y0: &Tensor, x0: &Tensor, s: i64) -> Tensor {
 /// One epoch of augmented training images, all on the device.
 /// `flip0` is the epoch-0 flip draw that alternating flip keeps.
 pub fn augment_epoch(
+    rng: &Rng,
     xp: &Tensor,
     h: i64,
     w: i64,
@@ -114,7 +122,7 @@ pub fn augment_epoch(
     let dev = xp.device();
     let mut x = if a.pad > 0 {
         let hi = 2 * a.pad + 1;
-        let (dy, dx) = draws_2d(n, hi, hi, a.groups, dev);
+        let (dy, dx) = draws_2d(rng, n, hi, hi, a.groups, dev);
         crop(xp, &dy, &dx, h, w)
     } else {
         xp.shallow_clone()
@@ -127,12 +135,12 @@ pub fn augment_epoch(
                 flip0.logical_not()
             }
         } else {
-            draws(n, 2, a.groups, dev).eq(1)
+            draws(rng, n, 2, a.groups, dev).eq(1)
         };
         x = x.flip([3]).where_self(&mask.view([n, 1, 1, 1]), &x);
     }
     if let Some(s) = a.cutout {
-        let (y0, x0) = draws_2d(n, h - s + 1, w - s + 1, a.groups, dev);
+        let (y0, x0) = draws_2d(rng, n, h - s + 1, w - s + 1, a.groups, dev);
         x = cutout(&x, &y0, &x0, s);
     }
     x
@@ -264,6 +272,7 @@ mod tests {
     #[test]
     fn flip_mirrors_each_image_or_leaves_it() {
         tch::manual_seed(2);
+        let rng = Rng::new(Device::Cpu, 2);
         let x = Tensor::randn([64, 1, 4, 4], (Kind::Float, Device::Cpu));
         let flip0 = Tensor::zeros([64], (Kind::Bool, Device::Cpu));
         let a = Augment {
@@ -273,7 +282,7 @@ mod tests {
             cutout: None,
             groups: None,
         };
-        let out = augment_epoch(&x, 4, 4, &a, 0, &flip0);
+        let out = augment_epoch(&rng, &x, 4, 4, &a, 0, &flip0);
         let (mut kept, mut mirrored) = (0, 0);
         for i in 0..64 {
             if out.get(i).equal(&x.get(i)) {
@@ -288,12 +297,13 @@ mod tests {
             "p = 0.5: {kept} kept, {mirrored} mirrored"
         );
         let off = Augment { flip: false, ..a };
-        assert!(augment_epoch(&x, 4, 4, &off, 0, &flip0).equal(&x));
+        assert!(augment_epoch(&rng, &x, 4, 4, &off, 0, &flip0).equal(&x));
     }
 
     #[test]
     fn alternating_flip_alternates_and_groups_share_options() {
         tch::manual_seed(0);
+        let rng = Rng::new(Device::Cpu, 0);
         let x = Tensor::randn([16, 3, 8, 8], (Kind::Float, Device::Cpu));
         let flip0 = Tensor::randint(2, [16], (Kind::Int64, Device::Cpu)).eq(1);
         let a = Augment {
@@ -303,11 +313,11 @@ mod tests {
             cutout: None,
             groups: None,
         };
-        let e0 = augment_epoch(&x, 8, 8, &a, 0, &flip0);
-        let e1 = augment_epoch(&x, 8, 8, &a, 1, &flip0);
+        let e0 = augment_epoch(&rng, &x, 8, 8, &a, 0, &flip0);
+        let e1 = augment_epoch(&rng, &x, 8, 8, &a, 1, &flip0);
         // Every image appears in both orientations across two epochs.
         assert!(e0.flip([3]).allclose(&e1, 1e-6, 1e-6, false));
-        let g = draws(1000, 81, Some(10), Device::Cpu);
+        let g = draws(&rng, 1000, 81, Some(10), Device::Cpu);
         let distinct: std::collections::HashSet<i64> =
             Vec::<i64>::try_from(&g).unwrap().into_iter().collect();
         assert!(distinct.len() <= 10);
@@ -316,9 +326,10 @@ mod tests {
     #[test]
     fn page_groups_share_one_option_and_options_are_distinct() {
         tch::manual_seed(11);
+        let rng = Rng::new(Device::Cpu, 11);
         let dev = Device::Cpu;
         // 81 crop positions, at most 200 groups: all 81 used, one (dy, dx) per group.
-        let (dy, dx) = draws_2d(1000, 9, 9, Some(200), dev);
+        let (dy, dx) = draws_2d(&rng, 1000, 9, 9, Some(200), dev);
         let pairs: Vec<i64> = Vec::try_from(dy * 9 + dx).unwrap();
         let mut distinct = pairs.clone();
         distinct.sort();
@@ -330,10 +341,10 @@ mod tests {
             assert!((12..=13).contains(&c), "{c}");
         }
         // 2 flip states: exactly half flipped.
-        let flips: Vec<i64> = Vec::try_from(draws(1000, 2, Some(200), dev)).unwrap();
+        let flips: Vec<i64> = Vec::try_from(draws(&rng, 1000, 2, Some(200), dev)).unwrap();
         assert_eq!(flips.iter().sum::<i64>(), 500);
         // 625 cutout positions capped at 200 distinct ones.
-        let (y0, x0) = draws_2d(1000, 25, 25, Some(200), dev);
+        let (y0, x0) = draws_2d(&rng, 1000, 25, 25, Some(200), dev);
         let mut pos: Vec<i64> = Vec::try_from(y0 * 25 + x0).unwrap();
         pos.sort();
         pos.dedup();

@@ -219,6 +219,10 @@ pub struct TuiArgs {
     /// cuda:0,cuda:2, cpu, or cpu:N (N CPU workers sharing the cores).
     #[arg(long, value_delimiter = ',', default_value = "auto")]
     pub devices: Vec<String>,
+    /// Threads per CPU worker (default: the cores shared among the CPU
+    /// workers). CPU numbers depend on it: oneDNN splits its sums by thread.
+    #[arg(long)]
+    pub cpu_threads: Option<usize>,
 }
 
 impl TuiArgs {
@@ -229,6 +233,7 @@ impl TuiArgs {
             results: None,
             results_root: PathBuf::from("results"),
             devices: vec!["auto".into()],
+            cpu_threads: None,
         }
     }
 }
@@ -259,6 +264,7 @@ pub fn cmd_tui(args: TuiArgs) -> anyhow::Result<i32> {
         resume: None,
         keep_alive: true,
         min_free_bytes: crate::util::min_free_bytes(),
+        cpu_threads: args.cpu_threads,
     };
     run_session(matrices, opts)
 }

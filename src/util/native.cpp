@@ -2,15 +2,38 @@
 // is needed). A tch `Tensor` wraps a heap `at::Tensor*` (torch-sys's
 // `C_tensor`), so results are returned the same way and freed by tch.
 #include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
 #include <ATen/autocast_mode.h>
+#include <ATen/detail/CUDAHooksInterface.h>
 
 #include <exception>
+#include <mutex>
 #include <string>
 
 namespace {
 thread_local std::string last_error;
 
 at::DeviceType device_type(int cuda) { return cuda ? at::kCUDA : at::kCPU; }
+
+at::Device device(int cuda, int index) {
+  return cuda ? at::Device(at::kCUDA, static_cast<at::DeviceIndex>(index))
+              : at::Device(at::kCPU);
+}
+
+void reseed(at::Generator g, uint64_t seed) {
+  std::lock_guard<std::mutex> lock(g.mutex());
+  g.set_current_seed(seed);
+}
+
+template <typename F>
+at::Tensor *guarded(F f) {
+  try {
+    return new at::Tensor(f());
+  } catch (const std::exception &e) {
+    last_error = e.what();
+    return nullptr;
+  }
+}
 }  // namespace
 
 extern "C" {
@@ -20,11 +43,66 @@ const char *tricklab_last_error() { return last_error.c_str(); }
 // One elu kernel with alpha, scale 1 and input scale 1/alpha, forward and
 // backward (CELU's autograd formula is elu_backward).
 at::Tensor *tricklab_celu(const at::Tensor *x, double alpha) {
+  return guarded([&] { return at::celu(*x, alpha); });
+}
+
+// A generator of the run's own (tch binds only the process-wide defaults,
+// which every worker thread would share).
+at::Generator *tricklab_generator_new(int cuda, int index, uint64_t seed) {
   try {
-    return new at::Tensor(at::celu(*x, alpha));
+    at::Generator g =
+        cuda ? at::detail::getCUDAHooks().getNewGenerator(
+                   static_cast<at::DeviceIndex>(index))
+             : at::detail::createCPUGenerator(seed);
+    reseed(g, seed);
+    return new at::Generator(std::move(g));
   } catch (const std::exception &e) {
     last_error = e.what();
     return nullptr;
+  }
+}
+
+void tricklab_generator_free(at::Generator *g) { delete g; }
+
+at::Tensor *tricklab_randperm(at::Generator *g, int64_t n, int cuda,
+                              int index) {
+  return guarded([&] {
+    return at::randperm(n, *g, at::TensorOptions(at::kLong).device(device(cuda, index)));
+  });
+}
+
+at::Tensor *tricklab_randint(at::Generator *g, int64_t high,
+                             const int64_t *shape, int ndim, int cuda,
+                             int index) {
+  return guarded([&] {
+    return at::randint(high, at::IntArrayRef(shape, ndim), *g,
+                       at::TensorOptions(at::kLong).device(device(cuda, index)));
+  });
+}
+
+at::Tensor *tricklab_rand(at::Generator *g, const int64_t *shape, int ndim,
+                          int cuda, int index) {
+  return guarded([&] {
+    return at::rand(at::IntArrayRef(shape, ndim), *g,
+                    at::TensorOptions(at::kFloat).device(device(cuda, index)));
+  });
+}
+
+// Seeds the default generators that parameter inits draw from: the CPU's and
+// this device's (not every device's, as torch.manual_seed does, which would
+// reseed other workers' GPUs mid-run).
+int tricklab_seed_defaults(int cuda, int index, uint64_t seed) {
+  try {
+    reseed(at::detail::getDefaultCPUGenerator(), seed);
+    if (cuda) {
+      reseed(at::detail::getCUDAHooks().getDefaultGenerator(
+                 static_cast<at::DeviceIndex>(index)),
+             seed);
+    }
+    return 1;
+  } catch (const std::exception &e) {
+    last_error = e.what();
+    return 0;
   }
 }
 

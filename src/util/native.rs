@@ -4,9 +4,14 @@
 //!   α·celu(x/α) costs two extra elementwise passes (and their backward) per
 //!   activation in Page's final net;
 //! - autocast on the CPU: tch's `autocast` sets CUDA's only, so the `amp`
-//!   path could not run in a test.
+//!   path could not run in a test;
+//! - random draws from a generator of the run's own: tch binds only the
+//!   process-wide default generators, so two CPU workers interleave their
+//!   draws (runs differ from a one-worker session) and one GPU worker's
+//!   `manual_seed` reseeds every other GPU mid-run.
 
-use std::ffi::{CStr, c_char, c_int};
+use std::ffi::{CStr, c_char, c_int, c_void};
+use std::sync::Mutex;
 use tch::{Device, Tensor};
 
 unsafe extern "C" {
@@ -14,19 +19,151 @@ unsafe extern "C" {
     fn tricklab_celu(x: *const torch_sys::C_tensor, alpha: f64) -> *mut torch_sys::C_tensor;
     fn tricklab_autocast_enter(cuda: c_int, half: c_int) -> c_int;
     fn tricklab_autocast_exit(cuda: c_int, prev: c_int);
+    fn tricklab_generator_new(cuda: c_int, index: c_int, seed: u64) -> *mut c_void;
+    fn tricklab_generator_free(g: *mut c_void);
+    fn tricklab_randperm(
+        g: *mut c_void,
+        n: i64,
+        cuda: c_int,
+        index: c_int,
+    ) -> *mut torch_sys::C_tensor;
+    fn tricklab_randint(
+        g: *mut c_void,
+        high: i64,
+        shape: *const i64,
+        ndim: c_int,
+        cuda: c_int,
+        index: c_int,
+    ) -> *mut torch_sys::C_tensor;
+    fn tricklab_rand(
+        g: *mut c_void,
+        shape: *const i64,
+        ndim: c_int,
+        cuda: c_int,
+        index: c_int,
+    ) -> *mut torch_sys::C_tensor;
+    fn tricklab_seed_defaults(cuda: c_int, index: c_int, seed: u64) -> c_int;
+}
+
+fn last_error() -> String {
+    // SAFETY: the shim keeps a thread-local NUL-terminated string alive.
+    unsafe { CStr::from_ptr(tricklab_last_error()) }
+        .to_string_lossy()
+        .into_owned()
+}
+
+/// Takes ownership of a tensor the shim returned, or panics with its error:
+/// only a bug (a bad shape, a device that does not exist) gets there.
+fn owned(out: *mut torch_sys::C_tensor, what: &str) -> Tensor {
+    if out.is_null() {
+        panic!("{what} failed: {}", last_error());
+    }
+    // SAFETY: a non-null result is a fresh heap tensor nobody else owns.
+    unsafe { Tensor::from_ptr(out) }
+}
+
+fn split(device: Device) -> (c_int, c_int) {
+    match device {
+        Device::Cuda(i) => (1, i as c_int),
+        _ => (0, 0),
+    }
+}
+
+/// One run's random draws: a CPU generator and, on a GPU, one for that GPU,
+/// both seeded with the run's seed. Every data-side draw goes through it, so
+/// a run draws the same numbers whichever worker runs it and whatever the
+/// other workers do.
+pub struct Rng {
+    cpu: *mut c_void,
+    device: Option<(Device, *mut c_void)>,
+}
+
+// SAFETY: ATen generators lock their own mutex around every draw.
+unsafe impl Send for Rng {}
+
+impl Rng {
+    pub fn new(device: Device, seed: u64) -> Rng {
+        let make = |d: Device| {
+            let (cuda, index) = split(d);
+            // SAFETY: plain constructor; null means an error string is set.
+            let g = unsafe { tricklab_generator_new(cuda, index, seed) };
+            assert!(!g.is_null(), "generator for {d:?}: {}", last_error());
+            g
+        };
+        Rng {
+            cpu: make(Device::Cpu),
+            device: device.is_cuda().then(|| (device, make(device))),
+        }
+    }
+
+    fn generator(&self, device: Device) -> *mut c_void {
+        match self.device {
+            Some((d, g)) if d == device => g,
+            _ if device == Device::Cpu => self.cpu,
+            _ => panic!("this run's generators are not on {device:?}"),
+        }
+    }
+
+    /// A random permutation of 0..n.
+    pub fn randperm(&self, n: i64, device: Device) -> Tensor {
+        let (cuda, index) = split(device);
+        let g = self.generator(device);
+        owned(unsafe { tricklab_randperm(g, n, cuda, index) }, "randperm")
+    }
+
+    /// Integers uniform in [0, high).
+    pub fn randint(&self, high: i64, shape: &[i64], device: Device) -> Tensor {
+        let (cuda, index) = split(device);
+        let g = self.generator(device);
+        let ndim = shape.len() as c_int;
+        owned(
+            unsafe { tricklab_randint(g, high, shape.as_ptr(), ndim, cuda, index) },
+            "randint",
+        )
+    }
+
+    /// Floats uniform in [0, 1).
+    pub fn rand(&self, shape: &[i64], device: Device) -> Tensor {
+        let (cuda, index) = split(device);
+        let g = self.generator(device);
+        let ndim = shape.len() as c_int;
+        owned(
+            unsafe { tricklab_rand(g, shape.as_ptr(), ndim, cuda, index) },
+            "rand",
+        )
+    }
+}
+
+impl Drop for Rng {
+    fn drop(&mut self) {
+        // SAFETY: each pointer came from tricklab_generator_new, freed once.
+        unsafe {
+            tricklab_generator_free(self.cpu);
+            if let Some((_, g)) = self.device {
+                tricklab_generator_free(g);
+            }
+        }
+    }
+}
+
+/// Runs `f` (a network's construction: tch's inits draw from the default
+/// generators) with the CPU's and `device`'s default generators seeded with
+/// `seed`, one worker at a time, so concurrent workers' inits never interleave.
+pub fn with_seeded_inits<T>(device: Device, seed: u64, f: impl FnOnce() -> T) -> T {
+    static INITS: Mutex<()> = Mutex::new(());
+    let _one_at_a_time = INITS.lock().unwrap_or_else(|e| e.into_inner());
+    let (cuda, index) = split(device);
+    // SAFETY: reseeds libtorch's default generators under their own locks.
+    let ok = unsafe { tricklab_seed_defaults(cuda, index, seed) };
+    assert!(ok == 1, "seeding the default generators: {}", last_error());
+    f()
 }
 
 /// CELU(x; α) = max(0, x) + min(0, α·(exp(x/α) − 1)), one kernel each way.
 pub fn celu(x: &Tensor, alpha: f64) -> Tensor {
     // SAFETY: `x` outlives the call; a non-null result is a fresh heap tensor
     // that `from_ptr` takes ownership of.
-    let out = unsafe { tricklab_celu(x.as_ptr(), alpha) };
-    if out.is_null() {
-        // Only a broken input (a non-float tensor) gets here: a bug, not data.
-        let msg = unsafe { CStr::from_ptr(tricklab_last_error()) };
-        panic!("celu failed: {}", msg.to_string_lossy());
-    }
-    unsafe { Tensor::from_ptr(out) }
+    owned(unsafe { tricklab_celu(x.as_ptr(), alpha) }, "celu")
 }
 
 /// The type a forward pass under [`autocast`] runs its matmuls and convs in.
@@ -89,5 +226,35 @@ mod tests {
         assert_eq!(a.matmul(&a).kind(), Kind::Float, "left on after the region");
         let off = autocast(Device::Cpu, None, || a.matmul(&a));
         assert_eq!(off.kind(), Kind::Float);
+    }
+
+    #[test]
+    fn a_runs_draws_depend_on_its_seed_alone() {
+        let draws = |rng: &Rng| {
+            let p = Vec::<i64>::try_from(rng.randperm(50, Device::Cpu)).unwrap();
+            let i = Vec::<i64>::try_from(rng.randint(7, &[20], Device::Cpu)).unwrap();
+            let u = Vec::<f32>::try_from(rng.rand(&[5], Device::Cpu)).unwrap();
+            (p, i, u)
+        };
+        let alone = draws(&Rng::new(Device::Cpu, 3));
+        // Interleaved with another run's draws and the default generator's.
+        let (a, b) = (Rng::new(Device::Cpu, 3), Rng::new(Device::Cpu, 4));
+        let p = a.randperm(50, Device::Cpu);
+        let _ = (
+            b.randperm(50, Device::Cpu),
+            Tensor::rand([9], (Kind::Float, Device::Cpu)),
+        );
+        let i = a.randint(7, &[20], Device::Cpu);
+        let _ = b.randint(7, &[20], Device::Cpu);
+        let u = a.rand(&[5], Device::Cpu);
+        let mixed = (
+            Vec::<i64>::try_from(p).unwrap(),
+            Vec::<i64>::try_from(i).unwrap(),
+            Vec::<f32>::try_from(u).unwrap(),
+        );
+        assert_eq!(alone, mixed);
+        assert_ne!(alone, draws(&Rng::new(Device::Cpu, 4)));
+        assert!(alone.1.iter().all(|v| (0..7).contains(v)));
+        assert!(alone.2.iter().all(|v| (0.0..1.0).contains(v)));
     }
 }
