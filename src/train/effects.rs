@@ -410,7 +410,6 @@ fn the_kernel_warm_up_leaves_no_gradient_and_no_bn_statistics_behind() {
         [8, 3, 32, 32],
         10,
         layout,
-        Device::Cpu,
     );
     let pg = net.param_groups();
     assert!(!pg.whiten_bias.is_empty() && !pg.conv_filters.is_empty());

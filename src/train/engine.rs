@@ -525,8 +525,8 @@ fn warm_kernels(
     shape: [i64; 4],
     classes: i64,
     layout: Layout,
-    dev: Device,
 ) {
+    let dev = rng.device();
     let saved = optim::Ema::new(live);
     let x = layout.input(rng.rand(&shape, dev) * 2.0 - 1.0);
     let y = rng.randint(classes, &[shape[0]], dev);
@@ -638,7 +638,6 @@ impl Run<'_> {
             [bs, 3, src.h, src.w],
             src.classes,
             self.layout,
-            dev,
         );
 
         // Alternating flip keeps the epoch-0 draw.

@@ -96,6 +96,11 @@ impl Rng {
         }
     }
 
+    /// The device the run trains on.
+    pub fn device(&self) -> Device {
+        self.device.map_or(Device::Cpu, |(d, _)| d)
+    }
+
     fn generator(&self, device: Device) -> *mut c_void {
         match self.device {
             Some((d, g)) if d == device => g,
