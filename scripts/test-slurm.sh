@@ -81,19 +81,32 @@ for _ in $(seq 1 60); do
 done
 [ "$state" = idle ] || { echo "test-slurm: the node never became idle ($state)"; tail -20 "$D"/slurm*.log; exit 1; }
 
+wait_job() {
+  for _ in $(seq 1 240); do
+    [ -z "$(squeue -h -j "$1" 2>/dev/null)" ] && return 0
+    sleep 0.5
+  done
+  echo "test-slurm: job $1 still queued after 120 s"; squeue; exit 1
+}
+
 t0=$(date +%s)
 out="$("$BIN" slurm submit tests/fixtures/tiny.toml --shards 4 --gpus-per-task 0 --cpus-per-task 1 --time 10:00 --results "$D/results")"
 echo "$out"
 job="$(sed -n 's/^submitted job \([0-9]*\):.*/\1/p' <<<"$out")"
 [ -n "$job" ] || { echo "test-slurm: no job id in: $out"; exit 1; }
-for _ in $(seq 1 240); do
-  [ -z "$(squeue -h -j "$job" 2>/dev/null)" ] && break
-  sleep 0.5
-done
-[ -z "$(squeue -h -j "$job")" ] || { echo "test-slurm: job $job still queued after 120 s"; squeue; exit 1; }
+wait_job "$job"
 "$BIN" slurm status "$job" --results "$D/results"
 
 jobdir="$(ls -d "$D"/results/tiny-test/slurm-*)"
+# A task lost to pre-emption before it wrote anything: resubmit runs only it.
+rm -rf "$jobdir/shard-3"
+out="$("$BIN" slurm resubmit "$job" --results "$D/results")"
+echo "$out"
+again="$(sed -n 's/^re-submitted tasks 3 as job \([0-9]*\)$/\1/p' <<<"$out")"
+[ -n "$again" ] || { echo "test-slurm: resubmit should send task 3 alone: $out"; exit 1; }
+wait_job "$again"
+"$BIN" slurm resubmit "$job" --results "$D/results" | grep -q "nothing to re-submit" \
+  || { echo "test-slurm: a second resubmit should find every shard complete"; exit 1; }
 shards=("$jobdir"/shard-*/*/*)
 [ "${#shards[@]}" = 4 ] || { echo "test-slurm: ${#shards[@]} shard folders, want 4"; cat "$jobdir"/logs/*; exit 1; }
 merged="$("$BIN" merge "${shards[@]}" --into "$jobdir/merged")"
@@ -101,4 +114,9 @@ echo "$merged"
 grep -q "(4 runs, 0 duplicates, 0 missing)" <<<"$merged" || { echo "test-slurm: merge is not every run exactly once"; exit 1; }
 "$BIN" report "$jobdir/merged" --format csv | grep -q '"tiny-test",1,"+ label smoothing",dawn,2,0' \
   || { echo "test-slurm: the merged report lacks a variant's 2 runs"; exit 1; }
-echo "test-slurm: 4-task array on a real Slurm, merged, every run once ($(( $(date +%s) - t0 )) s from submit to merge)"
+# The same table as one worker with the tasks' one thread (CPU runs are deterministic).
+"$BIN" run tests/fixtures/tiny.toml --headless --devices cpu --cpu-threads 1 --results "$D/single" >/dev/null 2>&1
+numbers() { "$BIN" report "$1" --format csv | cut -d, -f1-11; }
+[ "$(numbers "$jobdir/merged")" = "$(numbers "$D/single/tiny-test")" ] \
+  || { echo "test-slurm: the merged table differs from one worker's:"; numbers "$jobdir/merged"; numbers "$D/single/tiny-test"; exit 1; }
+echo "test-slurm: 4-task array on a real Slurm, one task re-submitted, merged, every run once, the table of one worker ($(( $(date +%s) - t0 )) s from submit to merge)"

@@ -130,7 +130,12 @@ pub fn sbatch_script(
     if let Some(p) = &a.partition {
         s += &format!("#SBATCH --partition={p}\n");
     }
-    let devices = if a.gpus_per_task > 0 { "auto" } else { "cpu" };
+    // The CPUs Slurm allotted, not the node's cores (which other tasks share).
+    let devices = format!(
+        "--devices {} --cpu-threads {}",
+        if a.gpus_per_task > 0 { "auto" } else { "cpu" },
+        a.cpus_per_task
+    );
     s += &format!(
         "# tricklab: shard i of {shards} of {name} into its own folder; a re-submitted task resumes it.\n\
          set -euo pipefail\n\
@@ -138,9 +143,9 @@ pub fn sbatch_script(
          root={dir}/shard-$i\n\
          prev=$(ls -d \"$root\"/*/*/ 2>/dev/null | head -n 1 || true)\n\
          if [ -n \"$prev\" ]; then\n\
-         \x20 exec {bin} run --headless --resume \"$prev\" --results \"$root\" --devices {devices}\n\
+         \x20 exec {bin} run --headless --resume \"$prev\" --results \"$root\" {devices}\n\
          fi\n\
-         exec {bin} run {matrix} --headless --shard \"$i/{shards}\" --results \"$root\" --devices {devices}\n",
+         exec {bin} run {matrix} --headless --shard \"$i/{shards}\" --results \"$root\" {devices}\n",
         dir = quote(dir),
         bin = quote(bin),
         matrix = quote(matrix),
@@ -394,7 +399,7 @@ mod tests {
             "#SBATCH --partition=gpu",
             "--shard \"$i/4\"",
             "--resume \"$prev\"",
-            "--devices auto",
+            "--devices auto --cpu-threads 4",
             "#SBATCH --output=/r/m/slurm-1/logs/%A_%a.out",
         ] {
             assert!(s.contains(want), "{want} not in\n{s}");
