@@ -21,6 +21,7 @@ fn spec(recipe: &str, sets: &[&str]) -> RunSpec {
             .collect(),
         data: "embedded".into(),
         target_acc: 0.4,
+        reference: None,
         device: None,
     }
 }

@@ -310,6 +310,17 @@ impl std::fmt::Display for Override {
     }
 }
 
+/// The variant a run is read against while it trains: a ladder's previous
+/// rung, or the reference variant of an add-one (`base`) or leave-one-out
+/// (`all`) matrix.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Reference {
+    /// Its position in the matrix.
+    pub index: usize,
+    /// What it is, for a legend: `previous rung`, `base`, `all on`.
+    pub role: String,
+}
+
 /// One run as the queue holds it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct RunSpec {
@@ -324,6 +335,8 @@ pub struct RunSpec {
     pub target_acc: f64,
     /// Requested device (`cpu`, `cuda`, `cuda:1`); `None` means the worker's own.
     pub device: Option<String>,
+    #[serde(default)]
+    pub reference: Option<Reference>,
 }
 
 #[cfg(test)]

@@ -123,6 +123,8 @@ pub enum Event {
         total_epochs: f64,
         target_acc: f64,
         device: String,
+        /// The variant the TUI draws behind this run.
+        reference: Option<crate::config::Reference>,
     },
     /// Steps read back from the device since the previous chunk.
     Steps {

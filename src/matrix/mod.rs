@@ -7,7 +7,7 @@ mod parse;
 pub use cli::{MatrixArgs, cmd_matrix, matrix_files};
 pub use parse::{load, parse, parse_shard};
 
-use crate::config::{Override, RunSpec};
+use crate::config::{Override, Reference, RunSpec};
 use crate::events::RunId;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -152,7 +152,27 @@ impl Matrix {
             data: self.data.clone(),
             target_acc: self.target,
             device: self.device.clone(),
+            reference: self.reference(index),
         }
+    }
+
+    /// What variant `index` is read against (see [`Reference`]).
+    pub fn reference(&self, index: usize) -> Option<Reference> {
+        let role = match self.kind {
+            Kind::Ladder if index > 0 => {
+                return Some(Reference {
+                    index: index - 1,
+                    role: "previous rung".into(),
+                });
+            }
+            Kind::AddOne => "base",
+            Kind::LeaveOneOut => "all on",
+            _ => return None,
+        };
+        (index > 0).then(|| Reference {
+            index: 0,
+            role: role.into(),
+        })
     }
 
     /// Every run, repeats interleaved round-robin across variants so a queue

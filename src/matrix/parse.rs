@@ -747,8 +747,17 @@ on = ["celu"]
             );
         }
 
+        // On screen a rung is read against the one before it.
+        assert_eq!(ladder.reference(0), None);
+        let r = ladder.reference(5).unwrap();
+        assert_eq!((r.index, r.role.as_str()), (4, "previous rung"));
+        assert_eq!(ladder.spec(5, 0, 0).reference, Some(r));
+
         // Leave-one-out: the reference is the recipe, each variant lacks one trick.
         let loo = get("airbench94-loo");
+        assert_eq!(loo.reference(0), None);
+        let r = loo.reference(3).unwrap();
+        assert_eq!((r.index, r.role.as_str()), (0, "all on"));
         let full = resolved_on(loo, 0);
         assert_eq!(
             full,

@@ -34,6 +34,7 @@ impl Trainer for Fake {
             total_epochs: 1.0,
             target_acc: spec.target_acc,
             device: "fake".into(),
+            reference: spec.reference.clone(),
         });
         for k in 1..=self.steps {
             if ctl.poll() == Flow::Cancel {

@@ -48,6 +48,7 @@ pub fn feed(w: &mut ResultsWriter, run: RunId, seed: u64, s: Option<RunSummary>)
         total_epochs: 1.0,
         target_acc: 0.5,
         device: "cpu".into(),
+        reference: None,
     })
     .unwrap();
     let rows = (1..=3)

@@ -51,6 +51,7 @@ pub fn cmd_train(args: TrainArgs) -> Result<i32> {
         overrides: args.tricks.into_iter().chain(args.sets).collect(),
         data: args.data.clone(),
         target_acc: args.target,
+        reference: None,
         device: None,
     };
     let mut print = |ev: Event| match ev {

@@ -32,6 +32,7 @@ fn bare_spec() -> crate::config::RunSpec {
         overrides: Vec::new(),
         data: String::new(),
         target_acc: 0.5,
+        reference: None,
         device: None,
     }
 }

@@ -616,6 +616,7 @@ impl Run<'_> {
             total_epochs: plan.epochs,
             target_acc: spec.target_acc,
             device: self.label.clone(),
+            reference: spec.reference.clone(),
         });
 
         let t = Instant::now();

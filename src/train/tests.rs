@@ -39,6 +39,7 @@ fn spec(recipe: &str, sets: &[&str]) -> RunSpec {
         overrides,
         data: "synthetic".into(),
         target_acc: 0.3,
+        reference: None,
         device: None,
     }
 }

@@ -23,9 +23,9 @@ pub fn sample_state(no_color: bool) -> AppState {
     for (i, v) in variants.iter().enumerate() {
         for r in 0..2 {
             let status = match (i, r) {
-                (0, _) | (1, 0) => RunStatus::Done,
+                (0, _) | (1, 0) | (2, 0) => RunStatus::Done,
                 (1, 1) => RunStatus::Failed,
-                (2, 0) => RunStatus::Running,
+                (2, 1) => RunStatus::Running,
                 _ => RunStatus::Queued,
             };
             queue.push(QueueItem {
@@ -37,25 +37,35 @@ pub fn sample_state(no_color: bool) -> AppState {
         }
     }
     apply(&mut s, Event::Queue(queue));
-    for (i, v) in variants.iter().enumerate() {
-        let run = rid(v, i, 0);
+    // Every rung's first seed has finished; the last rung's second is running,
+    // read against the previous rung and its own first seed.
+    let runs = [(0, 0), (1, 0), (2, 0), (2, 1)];
+    for (k, &(i, r)) in runs.iter().enumerate() {
+        let v = variants[i];
+        let run = rid(v, i, r);
         apply(
             &mut s,
             Event::RunStarted {
                 run: run.clone(),
-                seed: 0,
+                seed: r as u64,
                 config: std::sync::Arc::new(serde_json::json!({})),
                 total_steps: 100,
                 total_epochs: 4.0,
                 target_acc: 0.6,
                 device: "cpu".into(),
+                reference: (i > 0).then(|| crate::config::Reference {
+                    index: i - 1,
+                    role: "previous rung".into(),
+                }),
             },
         );
-        let rows = (1..=60)
+        let last = k + 1 == runs.len();
+        let (steps, evals) = if last { (60, 2) } else { (100, 4) };
+        let rows = (1..=steps)
             .map(|k| StepRow {
                 step: k,
                 epoch: k as f64 / 25.0,
-                loss: 2.3 * (-(k as f64) / (30.0 + 10.0 * i as f64)).exp() + 0.3,
+                loss: 2.3 * (-(k as f64) / (30.0 + 10.0 * i as f64 - 5.0 * r as f64)).exp() + 0.3,
                 lr: 0.4 * (k as f64 / 60.0).min(1.0),
                 bn_scale: vec![1.0 - k as f32 * 0.002, 1.0 + k as f32 * 0.001],
                 bn_bias: vec![0.0, 0.01],
@@ -69,7 +79,7 @@ pub fn sample_state(no_color: bool) -> AppState {
                 images_per_s: 1234.0,
             },
         );
-        for e in 1..=2 {
+        for e in 1..=evals {
             apply(
                 &mut s,
                 Event::Epoch {
@@ -79,7 +89,7 @@ pub fn sample_state(no_color: bool) -> AppState {
                         steps: 25 * e as u64,
                         train_loss: 1.0,
                         train_acc: 0.5,
-                        test_acc: 0.3 + 0.1 * e as f64 + 0.02 * i as f64,
+                        test_acc: 0.3 + 0.1 * e as f64 + 0.02 * i as f64 + 0.01 * r as f64,
                         test_acc_tta: None,
                         train_s: 2.0,
                         eval_s: 0.5,
@@ -89,7 +99,9 @@ pub fn sample_state(no_color: bool) -> AppState {
                 },
             );
         }
-        s.runs.get_mut(&run).unwrap().started = None;
+        let series = s.runs.get_mut(&run).unwrap();
+        series.started = None;
+        series.finished = !last;
     }
     s.results = variants
         .iter()
@@ -97,7 +109,8 @@ pub fn sample_state(no_color: bool) -> AppState {
         .map(|(i, v)| ResultRow {
             index: i,
             variant: v.to_string(),
-            n: 2,
+            // One seed of the second rung failed: n = 1, no CI.
+            n: if i == 1 { 1 } else { 2 },
             acc_mean: 0.55 + 0.03 * i as f64,
             acc_ci95: 0.01,
             p_target: 0.5 * i as f64,

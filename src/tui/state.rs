@@ -1,6 +1,7 @@
 //! Everything the TUI shows, derived from events only. Rendering reads it;
 //! `update` writes it.
 
+use crate::config::Reference;
 use crate::events::{EpochRow, LogLevel, QueueItem, RunId, RunStatus};
 use std::collections::BTreeMap;
 use std::time::Instant;
@@ -56,6 +57,8 @@ pub struct RunSeries {
     pub finished: bool,
     pub final_acc: Option<f64>,
     pub device: String,
+    /// The variant this run is read against (from the matrix).
+    pub reference: Option<Reference>,
 }
 
 /// Most points kept per curve; beyond it every other point is dropped.
@@ -80,6 +83,42 @@ impl RunSeries {
         Some((self.total_steps.saturating_sub(self.step)) as f64 / rate)
     }
 
+    /// Training seconds until the first evaluation at or above the target.
+    pub fn time_to_target(&self) -> Option<f64> {
+        let mut t = 0.0;
+        for e in &self.epochs {
+            t += e.train_s;
+            if e.test_acc_tta.unwrap_or(e.test_acc) >= self.target_acc {
+                return Some(t);
+            }
+        }
+        None
+    }
+
+    /// Where this run's accuracy is heading, read off the reference runs:
+    /// their mean final accuracy plus this run's lead over their mean at the
+    /// same evaluation. Returns (projected, reference's final); a finished
+    /// run's projection is its result.
+    pub fn projected_final(&self, reference: &[&RunSeries]) -> Option<(f64, f64)> {
+        let finals: Vec<f64> = reference
+            .iter()
+            .filter_map(|r| r.acc.last().map(|p| p.1))
+            .collect();
+        let ref_final = mean(&finals)?;
+        let &(_, now) = self.acc.last()?;
+        if self.finished {
+            return Some((now, ref_final));
+        }
+        let k = self.acc.len() - 1;
+        let ref_now = mean(
+            &reference
+                .iter()
+                .filter_map(|r| r.acc.get(k).map(|p| p.1))
+                .collect::<Vec<_>>(),
+        )?;
+        Some(((ref_final + now - ref_now).clamp(0.0, 1.0), ref_final))
+    }
+
     pub fn progress(&self) -> f64 {
         if self.finished {
             1.0
@@ -89,6 +128,32 @@ impl RunSeries {
             (self.step as f64 / self.total_steps as f64).min(1.0)
         }
     }
+}
+
+fn mean(v: &[f64]) -> Option<f64> {
+    (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
+}
+
+/// The point-wise mean of curves drawn on the same x grid (seeds of one
+/// variant log the same steps), over the length they all have.
+pub fn mean_curve(curves: &[&[(f64, f64)]]) -> Vec<(f64, f64)> {
+    let Some(n) = curves.iter().map(|c| c.len()).min() else {
+        return Vec::new();
+    };
+    (0..n)
+        .map(|i| {
+            let y = curves.iter().map(|c| c[i].1).sum::<f64>() / curves.len() as f64;
+            (curves[0][i].0, y)
+        })
+        .collect()
+}
+
+/// What the Live screen draws, dimmed, behind the current run.
+pub struct LiveCompare<'a> {
+    /// The other finished seeds of the same variant.
+    pub seeds: Vec<&'a RunSeries>,
+    /// The reference variant: its role, its name and its finished runs.
+    pub reference: Option<(String, String, Vec<&'a RunSeries>)>,
 }
 
 /// One row of the Results screen (filled from the report by the backend).
@@ -184,6 +249,8 @@ pub struct AppState {
     pub dirty: bool,
     /// Mean wall seconds of the finished runs, for the queue ETA.
     pub finished_wall: Vec<f64>,
+    /// Draw the reference variant and the other seeds behind the live run.
+    pub overlays: bool,
 }
 
 impl AppState {
@@ -222,7 +289,36 @@ impl AppState {
             quit: false,
             dirty: true,
             finished_wall: Vec::new(),
+            overlays: true,
         }
+    }
+
+    /// The finished runs the Live screen compares `run` with.
+    pub fn live_compare(&self, run: &RunId) -> LiveCompare<'_> {
+        let finished = |f: &dyn Fn(&RunId) -> bool| -> Vec<&RunSeries> {
+            self.runs
+                .iter()
+                .filter(|(id, r)| r.finished && id.matrix == run.matrix && f(id))
+                .map(|(_, r)| r)
+                .collect()
+        };
+        let seeds = finished(&|id| id.index == run.index && id != run);
+        let reference = self
+            .runs
+            .get(run)
+            .and_then(|r| r.reference.as_ref())
+            .and_then(|rf| {
+                let runs = finished(&|id| id.index == rf.index);
+                let name = self
+                    .runs
+                    .keys()
+                    .chain(self.queue.iter().map(|q| &q.run))
+                    .find(|id| id.matrix == run.matrix && id.index == rf.index)?
+                    .variant
+                    .clone();
+                Some((rf.role.clone(), name, runs))
+            });
+        LiveCompare { seeds, reference }
     }
 
     pub fn running(&self) -> bool {

@@ -79,6 +79,70 @@ fn small_terminal_shows_key_facts() {
         text.contains("+ celu") && text.contains("61.00 ± 1.00"),
         "{text}"
     );
+    // n = 1: no interval, and the n beside it.
+    let row = text
+        .lines()
+        .find(|l| l.contains("+ label smoothing"))
+        .unwrap();
+    assert!(row.contains("58.00 ± –") && !row.contains("± 1.00"), "{row}");
+}
+
+#[test]
+fn live_draws_the_reference_and_other_seeds_until_o_hides_them() {
+    let mut s = super::sample::sample_state(true);
+    s.tab = Tab::Live;
+    let on = screen(&s, 120, 40);
+    assert!(
+        on.contains("projected 75.0% vs 72.0% (previous rung «+ label smoothing», n=1)")
+            && on.contains("─ previous rung mean of 1")
+            && on.contains("• other seeds (1)"),
+        "{on}"
+    );
+    let dots = |t: &str| t.matches('•').count();
+    on_key(&mut s, key(KeyCode::Char('o')));
+    let off = screen(&s, 120, 40);
+    assert!(off.contains("o overlays: off"), "{off}");
+    // The target line stays; the other seed's dots and the mean line go.
+    assert!(dots(&off) < dots(&on), "{} vs {}", dots(&off), dots(&on));
+    assert!(off.contains("projected 75.0%"), "{off}");
+}
+
+#[test]
+fn projection_and_time_to_target_read_the_reference_runs() {
+    let run = |accs: &[f64], finished: bool| RunSeries {
+        acc: accs.iter().enumerate().map(|(i, &a)| ((i + 1) as f64, a)).collect(),
+        epochs: accs
+            .iter()
+            .enumerate()
+            .map(|(i, &a)| EpochRow {
+                epoch: i + 1,
+                steps: 10,
+                train_loss: 1.0,
+                train_acc: 0.5,
+                test_acc: a,
+                test_acc_tta: None,
+                train_s: 2.0,
+                eval_s: 0.1,
+                images_per_s: 1.0,
+                peak_mem_bytes: None,
+            })
+            .collect(),
+        target_acc: 0.5,
+        finished,
+        ..RunSeries::default()
+    };
+    let (a, b) = (run(&[0.3, 0.5, 0.7], true), run(&[0.2, 0.4, 0.6], true));
+    let cur = run(&[0.35], false);
+    // Their mean final 0.65, their mean at eval 1 0.25: 0.1 ahead → 0.75.
+    let (p, r) = cur.projected_final(&[&a, &b]).unwrap();
+    assert!((p - 0.75).abs() < 1e-12 && (r - 0.65).abs() < 1e-12, "{p} {r}");
+    assert_eq!(cur.projected_final(&[]), None);
+    assert_eq!(a.time_to_target(), Some(4.0));
+    assert_eq!(b.time_to_target(), Some(6.0));
+    assert_eq!(cur.time_to_target(), None);
+    let m = mean_curve(&[&a.acc, &b.acc[..2]]);
+    assert_eq!(m.len(), 2);
+    assert!((m[1].1 - 0.45).abs() < 1e-12);
 }
 
 #[test]
@@ -210,6 +274,7 @@ fn live_lists_each_busy_devices_run() {
                 total_epochs: 4.0,
                 target_acc: 0.6,
                 device: device.into(),
+                reference: None,
             },
         );
     }

@@ -26,6 +26,7 @@ pub fn apply(state: &mut AppState, ev: Event) -> bool {
             total_epochs,
             target_acc,
             device,
+            reference,
             ..
         } => {
             let series = RunSeries {
@@ -34,6 +35,7 @@ pub fn apply(state: &mut AppState, ev: Event) -> bool {
                 target_acc,
                 started: Some(Instant::now()),
                 device,
+                reference,
                 ..RunSeries::default()
             };
             state.runs.insert(run.clone(), series);
@@ -64,8 +66,11 @@ pub fn apply(state: &mut AppState, ev: Event) -> bool {
         }
         Event::Epoch { run, row } => {
             if let Some(s) = state.runs.get_mut(&run) {
-                s.acc
-                    .push((row.epoch as f64, row.test_acc_tta.unwrap_or(row.test_acc)));
+                let acc = row.test_acc_tta.unwrap_or(row.test_acc);
+                // An epoch without an evaluation has no accuracy to draw.
+                if acc.is_finite() {
+                    s.acc.push((row.epoch as f64, acc));
+                }
                 s.images_per_s = row.images_per_s;
                 s.peak_mem_bytes = row.peak_mem_bytes.or(s.peak_mem_bytes);
                 s.epochs.push(row);
@@ -205,6 +210,7 @@ pub fn on_key(state: &mut AppState, key: KeyEvent) -> Vec<Action> {
             }
         }
         KeyCode::Char('e') => return vec![Action::Export],
+        KeyCode::Char('o') => state.overlays = !state.overlays,
         KeyCode::Up | KeyCode::Char('k') => move_selection(state, -1),
         KeyCode::Down | KeyCode::Char('j') => move_selection(state, 1),
         _ if state.browse_only => {}

@@ -1,6 +1,8 @@
 //! State → frame. Pure: reads the state, draws, changes nothing.
 
-use super::state::{AppState, Overlay, ResultRow, RunSeries, Tab, fmt_secs};
+use super::state::{
+    AppState, LiveCompare, Overlay, ResultRow, RunSeries, Tab, fmt_secs, mean_curve,
+};
 use crate::events::{LogLevel, RunStatus};
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
@@ -255,13 +257,7 @@ fn live(f: &mut Frame, area: Rect, s: &AppState, pal: &Palette) {
         return;
     };
     let cur = &s.runs[run];
-    // Earlier runs of the same variant, drawn under the current one.
-    let earlier: Vec<&RunSeries> = s
-        .runs
-        .iter()
-        .filter(|(id, _)| id.matrix == run.matrix && id.variant == run.variant && *id != run)
-        .map(|(_, r)| r)
-        .collect();
+    let cmp = s.live_compare(run);
     let mem = cur
         .peak_mem_bytes
         .map(|b| format!("{:.0} MiB", b as f64 / 1048576.0))
@@ -275,22 +271,24 @@ fn live(f: &mut Frame, area: Rect, s: &AppState, pal: &Palette) {
         cur.images_per_s,
         cur.device
     );
+    let mut lines = vec![
+        Line::from(head),
+        compare_line(cur, &cmp),
+        legend_line(&cmp, s.overlays, pal),
+    ];
     // With several workers, each device's run on a line of its own.
     let running = s.busy_workers();
-    let workers = (running.len() > 1).then(|| {
-        running
+    if running.len() > 1 {
+        let w = running
             .iter()
             .map(|(dev, id, done)| format!("{dev}: {id} {:.0}%", 100.0 * done))
             .collect::<Vec<_>>()
-            .join("  ·  ")
-    });
-    let head_h = if workers.is_some() { 2 } else { 1 };
-    let [h, grid] = Layout::vertical([Constraint::Length(head_h), Constraint::Min(4)]).areas(area);
-    let head = match &workers {
-        Some(w) => format!("{head}\nworkers  {w}"),
-        None => head,
-    };
-    f.render_widget(Paragraph::new(head), h);
+            .join("  ·  ");
+        lines.push(Line::from(format!("workers  {w}")));
+    }
+    let [h, grid] =
+        Layout::vertical([Constraint::Length(lines.len() as u16), Constraint::Min(4)]).areas(area);
+    f.render_widget(Paragraph::new(lines), h);
     let [r1, r2] =
         Layout::vertical([Constraint::Percentage(50), Constraint::Percentage(50)]).areas(grid);
     let [loss_a, lr_a] =
@@ -299,25 +297,33 @@ fn live(f: &mut Frame, area: Rect, s: &AppState, pal: &Palette) {
         Layout::horizontal([Constraint::Percentage(50), Constraint::Percentage(50)]).areas(r2);
     let x_max = cur.total_epochs.max(1.0);
 
+    // Behind the run, when shown: the other seeds (dots) and the reference
+    // variant's mean (a dim line).
+    let (seeds, ref_runs): (&[&RunSeries], &[&RunSeries]) = if s.overlays {
+        (
+            &cmp.seeds,
+            cmp.reference.as_ref().map_or(&[][..], |r| &r.2[..]),
+        )
+    } else {
+        (&[], &[])
+    };
+    let ref_mean = |pick: fn(&RunSeries) -> &[(f64, f64)]| {
+        let curves: Vec<&[(f64, f64)]> = ref_runs.iter().map(|r| pick(r)).collect();
+        mean_curve(&curves)
+    };
+
     // Loss on a log axis: plot log10(loss), label the ticks with the real values.
     let to_log = |v: &[(f64, f64)]| v.iter().map(|&(x, y)| (x, log10(y))).collect::<Vec<_>>();
     let cur_loss = to_log(&cur.loss);
-    let old_loss: Vec<Vec<(f64, f64)>> = earlier.iter().map(|r| to_log(&r.loss)).collect();
+    let old_loss: Vec<Vec<(f64, f64)>> = seeds.iter().map(|r| to_log(&r.loss)).collect();
+    let ref_loss = to_log(&ref_mean(|r| &r.loss));
     let all = cur_loss
         .iter()
         .chain(old_loss.iter().flatten())
+        .chain(&ref_loss)
         .map(|p| p.1);
     let (lo, hi) = bounds(all, -1.0, 1.0);
-    let mut ds: Vec<Dataset> = old_loss
-        .iter()
-        .map(|d| {
-            Dataset::default()
-                .marker(Marker::Dot)
-                .graph_type(GraphType::Line)
-                .style(Style::default().add_modifier(Modifier::DIM))
-                .data(d)
-        })
-        .collect();
+    let mut ds = behind(&old_loss, &ref_loss, pal);
     ds.push(
         Dataset::default()
             .name("loss")
@@ -372,16 +378,9 @@ fn live(f: &mut Frame, area: Rect, s: &AppState, pal: &Palette) {
     );
 
     let target = [(0.0, cur.target_acc), (x_max, cur.target_acc)];
-    let mut ds: Vec<Dataset> = earlier
-        .iter()
-        .map(|r| {
-            Dataset::default()
-                .marker(Marker::Dot)
-                .graph_type(GraphType::Line)
-                .style(Style::default().add_modifier(Modifier::DIM))
-                .data(&r.acc)
-        })
-        .collect();
+    let old_acc: Vec<Vec<(f64, f64)>> = seeds.iter().map(|r| r.acc.clone()).collect();
+    let ref_acc = ref_mean(|r| &r.acc);
+    let mut ds = behind(&old_acc, &ref_acc, pal);
     ds.push(
         Dataset::default()
             .name("target")
@@ -416,6 +415,99 @@ fn live(f: &mut Frame, area: Rect, s: &AppState, pal: &Palette) {
         ),
         acc_a,
     );
+}
+
+/// The lines drawn dimmed behind a run: the other seeds as dots, the
+/// reference variant's mean as a line.
+fn behind<'a>(
+    seed_curves: &'a [Vec<(f64, f64)>],
+    mean: &'a [(f64, f64)],
+    pal: &Palette,
+) -> Vec<Dataset<'a>> {
+    let mut ds: Vec<Dataset> = seed_curves
+        .iter()
+        .map(|d| {
+            Dataset::default()
+                .marker(Marker::Dot)
+                .graph_type(GraphType::Line)
+                .style(Style::default().add_modifier(Modifier::DIM))
+                .data(d)
+        })
+        .collect();
+    if !mean.is_empty() {
+        ds.push(
+            Dataset::default()
+                .marker(Marker::Braille)
+                .graph_type(GraphType::Line)
+                .style(pal.fg(Color::Gray).add_modifier(Modifier::DIM))
+                .data(mean),
+        );
+    }
+    ds
+}
+
+/// What the run is read against: its projected accuracy beside the
+/// reference variant's, and the time to target beside theirs.
+fn compare_line<'a>(cur: &RunSeries, cmp: &LiveCompare) -> Line<'a> {
+    let pct = |v: f64| format!("{:.1}%", 100.0 * v);
+    let mut parts = Vec::new();
+    let theirs = cmp.reference.as_ref().map(|(role, name, runs)| {
+        let ttt: Vec<f64> = runs.iter().filter_map(|r| r.time_to_target()).collect();
+        let ttt = (!ttt.is_empty()).then(|| ttt.iter().sum::<f64>() / ttt.len() as f64);
+        (role, name, runs, ttt)
+    });
+    if let Some((role, name, runs, _)) = &theirs {
+        let who = format!("{role} «{name}», n={}", runs.len());
+        parts.push(match cur.projected_final(runs) {
+            Some((p, r)) if cur.finished => format!("final {} vs {} ({who})", pct(p), pct(r)),
+            Some((p, r)) => format!("projected {} vs {} ({who})", pct(p), pct(r)),
+            None if runs.is_empty() => format!("{role} «{name}»: no finished run yet"),
+            None => format!("projection after the first evaluation ({who})"),
+        });
+    }
+    let mut target = format!(
+        "target {}: {}",
+        pct(cur.target_acc),
+        cur.time_to_target()
+            .map(fmt_secs)
+            .as_deref()
+            .unwrap_or("not yet")
+    );
+    if let Some((role, _, runs, Some(t))) = &theirs {
+        let reached = runs.iter().filter(|r| r.time_to_target().is_some()).count();
+        target += &format!(
+            " ({role} {}, {reached}/{} reached)",
+            fmt_secs(*t),
+            runs.len()
+        );
+    }
+    parts.push(target);
+    Line::from(parts.join("  ·  "))
+}
+
+/// The legend of the lines drawn behind the run, and the key that hides them.
+fn legend_line<'a>(cmp: &LiveCompare, overlays: bool, pal: &Palette) -> Line<'a> {
+    let mut spans = vec![Span::raw("o overlays: ")];
+    if !overlays {
+        spans.push(Span::raw("off"));
+        return Line::from(spans);
+    }
+    spans.push(Span::styled("━ this run", pal.series(3)));
+    if let Some((role, _, runs)) = &cmp.reference
+        && !runs.is_empty()
+    {
+        spans.push(Span::styled(
+            format!("  ─ {role} mean of {}", runs.len()),
+            pal.fg(Color::Gray).add_modifier(Modifier::DIM),
+        ));
+    }
+    if !cmp.seeds.is_empty() {
+        spans.push(Span::styled(
+            format!("  • other seeds ({})", cmp.seeds.len()),
+            Style::default().add_modifier(Modifier::DIM),
+        ));
+    }
+    Line::from(spans)
 }
 
 /// The two ends of an axis with enough digits to tell them apart (a frozen
@@ -702,9 +794,10 @@ fn help(f: &mut Frame, area: Rect) {
                 d   remove the selected queued run\n\
                 s   change the sort column (Results)\n\
                 e   export report.md and charts\n\
+                o   overlays on Live: reference, other seeds\n\
                 q   quit (asks if a run is in progress)\n\
                 any key closes this help";
-    let r = centered(area, 52, 14);
+    let r = centered(area, 52, 15);
     f.render_widget(Clear, r);
     f.render_widget(
         Paragraph::new(text).block(Block::default().borders(Borders::ALL).title("keys")),
