@@ -46,6 +46,40 @@ fn color(i: usize) -> RGBColor {
 /// The target line's colour (Okabe–Ito vermillion).
 const TARGET: RGBColor = RGBColor(213, 94, 0);
 
+/// Light charts for papers, dark ones for slides with a dark background.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum PlotTheme {
+    #[default]
+    Light,
+    Dark,
+}
+
+/// The colours every chart takes its background, text, axes and whiskers from.
+#[derive(Clone, Copy, Debug)]
+struct Theme {
+    bg: RGBColor,
+    fg: RGBColor,
+}
+
+impl Theme {
+    fn of(t: PlotTheme) -> Theme {
+        match t {
+            PlotTheme::Light => Theme {
+                bg: RGBColor(255, 255, 255),
+                fg: RGBColor(0, 0, 0),
+            },
+            PlotTheme::Dark => Theme {
+                bg: RGBColor(24, 24, 28),
+                fg: RGBColor(225, 225, 225),
+            },
+        }
+    }
+
+    fn font(&self, size: u32) -> TextStyle<'static> {
+        (FAMILY, size as f64).into_font().color(&self.fg)
+    }
+}
+
 type Res = Result<(), Box<dyn std::error::Error>>;
 type Chart2d<'a, DB> = ChartContext<
     'a,
@@ -85,6 +119,16 @@ fn label(name: &str, max: usize) -> String {
     }
 }
 
+/// Three significant digits, so that rungs of 0.16 s and 0.18 s read apart.
+fn seconds(v: f64) -> String {
+    match v.abs() {
+        a if a >= 100.0 => format!("{v:.0}"),
+        a if a >= 10.0 => format!("{v:.1}"),
+        a if a >= 1.0 => format!("{v:.2}"),
+        _ => format!("{v:.3}"),
+    }
+}
+
 fn clock_name(c: Option<Clock>) -> &'static str {
     match c {
         Some(Clock::Dawn) => "DAWNBench-style time (s)",
@@ -96,14 +140,14 @@ fn clock_name(c: Option<Clock>) -> &'static str {
 }
 
 /// Page's figure from our data: time per rung with CI whiskers, and accuracy per rung with the target line.
-fn ladder<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, r: &Report) -> Res
+fn ladder<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, r: &Report, t: &Theme) -> Res
 where
     DB::ErrorType: 'static,
 {
-    root.fill(&WHITE)?;
+    root.fill(&t.bg)?;
     let rows: Vec<_> = r.rows.iter().filter(|x| x.n > 0).collect();
     let n = rows.len().max(1);
-    let root = root.titled("Ablation ladder: time per rung and accuracy", (FAMILY, 26))?;
+    let root = root.titled("Ablation ladder: time per rung and accuracy", t.font(26))?;
     let (left, right) = root.split_horizontally((root.dim_in_pixel().0 as f64 * 0.62) as u32);
     let pos = |i: usize| (n - 1 - i) as f64;
     let names: Vec<String> = rows.iter().map(|x| label(&x.variant, 28)).collect();
@@ -122,12 +166,15 @@ where
         .y_label_area_size(230)
         .build_cartesian_2d(0.0..tmax, -0.6..(n as f64 - 0.4))?;
     c.configure_mesh()
+        .axis_style(t.fg)
+        .bold_line_style(t.fg.mix(0.2))
+        .light_line_style(t.fg.mix(0.07))
         .disable_y_mesh()
         .max_light_lines(4)
         .y_labels(n)
         .y_label_formatter(&|y| rung_label(&names, *y))
         .x_desc(clock_name(r.clock))
-        .label_style((FAMILY, 16))
+        .label_style(t.font(16))
         .draw()?;
     for (i, x) in rows.iter().enumerate() {
         let s = x.time();
@@ -143,20 +190,20 @@ where
             let (a, b) = ((s.mean - s.ci95).max(0.0), s.mean + s.ci95);
             c.draw_series(std::iter::once(PathElement::new(
                 vec![(a, y), (b, y)],
-                BLACK.stroke_width(2),
+                t.fg.stroke_width(2),
             )))?;
             c.draw_series([a, b].map(|v| {
-                PathElement::new(vec![(v, y - 0.15), (v, y + 0.15)], BLACK.stroke_width(2))
+                PathElement::new(vec![(v, y - 0.15), (v, y + 0.15)], t.fg.stroke_width(2))
             }))?;
         }
         let txt = match x.speedup_prev {
-            Some(sp) => format!("{:.1} s  ×{sp:.2}", s.mean),
-            None => format!("{:.1} s", s.mean),
+            Some(sp) => format!("{} s  ×{sp:.2}", seconds(s.mean)),
+            None => format!("{} s", seconds(s.mean)),
         };
         c.draw_series(std::iter::once(Text::new(
             txt,
             (s.mean + s.ci95.max(0.0) + tmax * 0.01, y + 0.12),
-            (FAMILY, 14),
+            t.font(14),
         )))?;
     }
     let accs: Vec<f64> = rows
@@ -182,11 +229,14 @@ where
             -0.6..(n as f64 - 0.4),
         )?;
     a.configure_mesh()
+        .axis_style(t.fg)
+        .bold_line_style(t.fg.mix(0.2))
+        .light_line_style(t.fg.mix(0.07))
         .disable_y_mesh()
         .y_labels(0)
         .max_light_lines(4)
         .x_desc("test accuracy % (mean ± 95% CI, clipped to 0-100)")
-        .label_style((FAMILY, 16))
+        .label_style(t.font(16))
         .draw()?;
     target_line(&mut a, r.target, n)?;
     for (i, x) in rows.iter().enumerate() {
@@ -197,21 +247,21 @@ where
             let ci = x.acc_tta_ci95 * 100.0;
             a.draw_series(std::iter::once(PathElement::new(
                 vec![((m - ci).max(0.0), y), ((m + ci).min(100.0), y)],
-                BLACK.stroke_width(2),
+                t.fg.stroke_width(2),
             )))?;
         }
         a.draw_series(std::iter::once(Circle::new((m, y), 6, color(2).filled())))?;
         a.draw_series(std::iter::once(Text::new(
             format!("{m:.1}%"),
             (m, y + 0.42),
-            (FAMILY, 14),
+            t.font(14),
         )))?;
     }
     a.configure_series_labels()
         .position(SeriesLabelPosition::LowerRight)
-        .background_style(WHITE.mix(0.8))
-        .border_style(BLACK)
-        .label_font((FAMILY, 14))
+        .background_style(t.bg.mix(0.8))
+        .border_style(t.fg)
+        .label_font(t.font(14))
         .draw()?;
     Ok(())
 }
@@ -221,11 +271,12 @@ fn accuracy<DB: DrawingBackend>(
     root: &DrawingArea<DB, Shift>,
     r: &Report,
     runs: &[crate::store::RunRow],
+    t: &Theme,
 ) -> Res
 where
     DB::ErrorType: 'static,
 {
-    root.fill(&WHITE)?;
+    root.fill(&t.bg)?;
     let rows: Vec<_> = r.rows.iter().filter(|x| x.n > 0).collect();
     let n = rows.len().max(1);
     let names: Vec<String> = rows.iter().map(|x| label(&x.variant, 28)).collect();
@@ -238,7 +289,7 @@ where
     let hi = vals.iter().copied().fold(0.0, f64::max);
     let pad = ((hi - lo) * 0.1).max(0.005);
     let mut c = ChartBuilder::on(root)
-        .caption("Accuracy per run (with TTA), by variant", (FAMILY, 24))
+        .caption("Accuracy per run (with TTA), by variant", t.font(24))
         .margin(14)
         .x_label_area_size(44)
         .y_label_area_size(230)
@@ -247,12 +298,15 @@ where
             -0.6..(n as f64 - 0.4),
         )?;
     c.configure_mesh()
+        .axis_style(t.fg)
+        .bold_line_style(t.fg.mix(0.2))
+        .light_line_style(t.fg.mix(0.07))
         .disable_y_mesh()
         .max_light_lines(4)
         .y_labels(n)
         .y_label_formatter(&|y| rung_label(&names, *y))
         .x_desc("test accuracy %")
-        .label_style((FAMILY, 16))
+        .label_style(t.font(16))
         .draw()?;
     target_line(&mut c, r.target, n)?;
     for (i, v) in rows.iter().enumerate() {
@@ -273,14 +327,14 @@ where
         let m = v.acc_tta_mean * 100.0;
         c.draw_series(std::iter::once(PathElement::new(
             vec![(m, y - 0.35), (m, y + 0.35)],
-            BLACK.stroke_width(3),
+            t.fg.stroke_width(3),
         )))?;
     }
     c.configure_series_labels()
         .position(SeriesLabelPosition::LowerRight)
-        .background_style(WHITE.mix(0.8))
-        .border_style(BLACK)
-        .label_font((FAMILY, 14))
+        .background_style(t.bg.mix(0.8))
+        .border_style(t.fg)
+        .label_font(t.font(14))
         .draw()?;
     Ok(())
 }
@@ -417,14 +471,14 @@ pub fn curves(dirs: &[PathBuf]) -> Result<Vec<Curve>> {
     Ok(out)
 }
 
-fn curves_chart<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, cs: &[Curve]) -> Res
+fn curves_chart<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, cs: &[Curve], t: &Theme) -> Res
 where
     DB::ErrorType: 'static,
 {
-    root.fill(&WHITE)?;
+    root.fill(&t.bg)?;
     let root = root.titled(
         "Training curves per variant (mean over seeds, band = min–max)",
-        (FAMILY, 24),
+        t.font(24),
     )?;
     let panels = root.split_evenly((1, 3));
     let xmax = cs
@@ -452,14 +506,17 @@ where
         .margin(10)
         .x_label_area_size(40)
         .y_label_area_size(55)
-        .caption("loss (log scale)", (FAMILY, 18))
+        .caption("loss (log scale)", t.font(18))
         .build_cartesian_2d(0.0..xmax, lo.log10()..hi.log10())?;
     loss.configure_mesh()
+        .axis_style(t.fg)
+        .bold_line_style(t.fg.mix(0.2))
+        .light_line_style(t.fg.mix(0.07))
         .x_desc("epoch")
         .y_labels(8)
         .max_light_lines(4)
         .y_label_formatter(&|v| format!("{:.2}", 10f64.powf(*v)))
-        .label_style((FAMILY, 14))
+        .label_style(t.font(14))
         .draw()?;
     for (k, c) in cs.iter().enumerate() {
         let band: Vec<(f64, f64)> = c
@@ -492,9 +549,9 @@ where
     }
     loss.configure_series_labels()
         .position(SeriesLabelPosition::UpperRight)
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .label_font((FAMILY, 12))
+        .background_style(t.bg.mix(0.85))
+        .border_style(t.fg)
+        .label_font(t.font(12))
         .draw()?;
     let lrmax = cs
         .iter()
@@ -506,11 +563,14 @@ where
         .margin(10)
         .x_label_area_size(40)
         .y_label_area_size(55)
-        .caption("learning rate", (FAMILY, 18))
+        .caption("learning rate", t.font(18))
         .build_cartesian_2d(0.0..xmax, 0.0..lrmax)?;
     lr.configure_mesh()
+        .axis_style(t.fg)
+        .bold_line_style(t.fg.mix(0.2))
+        .light_line_style(t.fg.mix(0.07))
         .x_desc("epoch")
-        .label_style((FAMILY, 14))
+        .label_style(t.font(14))
         .draw()?;
     for (k, c) in cs.iter().enumerate() {
         lr.draw_series(LineSeries::new(
@@ -537,11 +597,14 @@ where
         .margin(10)
         .x_label_area_size(40)
         .y_label_area_size(55)
-        .caption("BN scale: mean |γ| over layers", (FAMILY, 18))
+        .caption("BN scale: mean |γ| over layers", t.font(18))
         .build_cartesian_2d(0.0..xmax, blo..bhi)?;
     bn.configure_mesh()
+        .axis_style(t.fg)
+        .bold_line_style(t.fg.mix(0.2))
+        .light_line_style(t.fg.mix(0.07))
         .x_desc("epoch")
-        .label_style((FAMILY, 14))
+        .label_style(t.font(14))
         .draw()?;
     for (k, c) in cs.iter().enumerate() {
         bn.draw_series(LineSeries::new(
@@ -553,11 +616,11 @@ where
 }
 
 /// Time against accuracy per variant, the Pareto front (faster and more accurate) joined.
-fn pareto<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, r: &Report) -> Res
+fn pareto<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, r: &Report, t: &Theme) -> Res
 where
     DB::ErrorType: 'static,
 {
-    root.fill(&WHITE)?;
+    root.fill(&t.bg)?;
     let pts: Vec<(f64, f64, usize, String)> = r
         .rows
         .iter()
@@ -586,16 +649,19 @@ where
     );
     let pad = ((hi - lo) * 0.12).max(0.5);
     let mut c = ChartBuilder::on(root)
-        .caption("Time against accuracy (Pareto front joined)", (FAMILY, 24))
+        .caption("Time against accuracy (Pareto front joined)", t.font(24))
         .margin(14)
         .x_label_area_size(44)
         .y_label_area_size(60)
         .build_cartesian_2d(tmin..tmax, (lo - pad)..(hi + pad))?;
     c.configure_mesh()
+        .axis_style(t.fg)
+        .bold_line_style(t.fg.mix(0.2))
+        .light_line_style(t.fg.mix(0.07))
         .max_light_lines(4)
         .x_desc(clock_name(r.clock))
         .y_desc("test accuracy % (TTA)")
-        .label_style((FAMILY, 16))
+        .label_style(t.font(16))
         .draw()?;
     c.draw_series(std::iter::once(PathElement::new(
         vec![(tmin, r.target * 100.0), (tmax, r.target * 100.0)],
@@ -641,14 +707,14 @@ where
         c.draw_series(std::iter::once(Text::new(
             format!("{} {}", p.2, label(&p.3, 18)),
             (x, y),
-            (FAMILY, 14),
+            t.font(14),
         )))?;
     }
     c.configure_series_labels()
         .position(SeriesLabelPosition::LowerRight)
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .label_font((FAMILY, 14))
+        .background_style(t.bg.mix(0.85))
+        .border_style(t.fg)
+        .label_font(t.font(14))
         .draw()?;
     Ok(())
 }
@@ -668,6 +734,7 @@ pub struct PlotOptions {
     pub format: PlotFormat,
     /// Every chart at this size in pixels instead of its own.
     pub size: Option<(u32, u32)>,
+    pub theme: PlotTheme,
 }
 
 /// "WIDTHxHEIGHT" in pixels, each from 200 to 8000.
@@ -761,6 +828,7 @@ pub fn write_all(
         );
     }
     let cs = curves(dirs)?;
+    let theme = Theme::of(opts.theme);
     let mut files = Vec::new();
     let h = (160 + 60 * r.rows.len() as u32).clamp(420, 1400);
     files.extend(both(
@@ -768,32 +836,32 @@ pub fn write_all(
         "ladder",
         (1400, h),
         opts,
-        &|a| ladder(a, r),
-        &|a| ladder(a, r),
+        &|a| ladder(a, r, &theme),
+        &|a| ladder(a, r, &theme),
     )?);
     files.extend(both(
         out,
         "accuracy",
         (1200, h),
         opts,
-        &|a| accuracy(a, r, &runs),
-        &|a| accuracy(a, r, &runs),
+        &|a| accuracy(a, r, &runs, &theme),
+        &|a| accuracy(a, r, &runs, &theme),
     )?);
     files.extend(both(
         out,
         "curves",
         (1800, 600),
         opts,
-        &|a| curves_chart(a, &cs),
-        &|a| curves_chart(a, &cs),
+        &|a| curves_chart(a, &cs, &theme),
+        &|a| curves_chart(a, &cs, &theme),
     )?);
     files.extend(both(
         out,
         "pareto",
         (1100, 750),
         opts,
-        &|a| pareto(a, r),
-        &|a| pareto(a, r),
+        &|a| pareto(a, r, &theme),
+        &|a| pareto(a, r, &theme),
     )?);
     Ok(files)
 }
@@ -803,11 +871,12 @@ pub fn write_all(
 fn history_chart<DB: DrawingBackend>(
     root: &DrawingArea<DB, Shift>,
     nights: &[crate::report::history::Night],
+    t: &Theme,
 ) -> Res
 where
     DB::ErrorType: 'static,
 {
-    root.fill(&WHITE)?;
+    root.fill(&t.bg)?;
     let mut dates: Vec<&str> = nights.iter().map(|n| n.night.as_str()).collect();
     dates.sort();
     dates.dedup();
@@ -823,7 +892,7 @@ where
         * 1.1;
     let last = (dates.len().max(2) - 1) as f64;
     let mut c = ChartBuilder::on(root)
-        .caption("Each rung's time, night by night", (FAMILY, 24))
+        .caption("Each rung's time, night by night", t.font(24))
         .margin(14)
         .x_label_area_size(44)
         .y_label_area_size(60)
@@ -833,6 +902,9 @@ where
         .map(|d| d.get(..10).unwrap_or(d).to_string())
         .collect();
     c.configure_mesh()
+        .axis_style(t.fg)
+        .bold_line_style(t.fg.mix(0.2))
+        .light_line_style(t.fg.mix(0.07))
         .x_labels(dates.len().min(12))
         .x_label_formatter(&|x| {
             let i = x.round();
@@ -843,7 +915,7 @@ where
             }
         })
         .y_desc("full-run time (s), each recipe's clock")
-        .label_style((FAMILY, 16))
+        .label_style(t.font(16))
         .draw()?;
     let mut rungs: Vec<(usize, &str)> = nights
         .iter()
@@ -874,9 +946,9 @@ where
     }
     c.configure_series_labels()
         .position(SeriesLabelPosition::LowerLeft)
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .label_font((FAMILY, 14))
+        .background_style(t.bg.mix(0.85))
+        .border_style(t.fg)
+        .label_font(t.font(14))
         .draw()?;
     Ok(())
 }
@@ -889,13 +961,14 @@ pub fn write_history(
 ) -> Result<Vec<PathBuf>> {
     register_font();
     std::fs::create_dir_all(out).with_context(|| format!("cannot create {}", out.display()))?;
+    let theme = Theme::of(opts.theme);
     both(
         out,
         "history",
         (1400, 700),
         opts,
-        &|a| history_chart(a, nights),
-        &|a| history_chart(a, nights),
+        &|a| history_chart(a, nights, &theme),
+        &|a| history_chart(a, nights, &theme),
     )
 }
 
@@ -930,8 +1003,8 @@ mod tests {
         let sizes: Vec<u32> = {
             let src = include_str!("charts.rs");
             let mut v: Vec<u32> = src
-                .match_indices("(FAMILY, ")
-                .filter_map(|(i, _)| src[i + 9..].split(')').next()?.parse().ok())
+                .match_indices("t.font(")
+                .filter_map(|(i, _)| src[i + 7..].split(')').next()?.parse().ok())
                 .collect();
             v.sort();
             v.dedup();
@@ -1036,6 +1109,7 @@ mod tests {
         let opts = PlotOptions {
             format: PlotFormat::Svg,
             size: Some((800, 400)),
+            ..Default::default()
         };
         let only = root.path().join("svg-only");
         let r0 = crate::report::aggregate(std::slice::from_ref(&dir), &Default::default()).unwrap();
@@ -1093,5 +1167,77 @@ mod tests {
         let old = curves(&[dir]).unwrap();
         assert_eq!(old.len(), 3);
         assert_eq!(old[0].points, cs[0].points);
+    }
+
+    /// A report of three rungs with two seeds each, the same on every machine.
+    fn fixed_store(root: &Path) -> PathBuf {
+        let mut w = crate::store::ResultsWriter::create(root, "c", "").unwrap();
+        for (i, v) in ["baseline", "+ label smoothing", "+ celu"]
+            .iter()
+            .enumerate()
+        {
+            for rep in 0..2 {
+                crate::store::tests::feed(
+                    &mut w,
+                    crate::store::tests::rid(v, i, rep),
+                    rep as u64,
+                    Some(crate::store::tests::summary(
+                        0.5 + 0.05 * i as f64 + 0.01 * rep as f64,
+                        10.0 - 2.0 * i as f64 + 0.5 * rep as f64,
+                        Some(5.0),
+                    )),
+                );
+            }
+        }
+        w.dir().to_path_buf()
+    }
+
+    /// The SVGs are text: any change to a chart shows up here as a diff
+    /// (`UPDATE_SNAPSHOTS=1` rewrites them after a change that is meant).
+    #[test]
+    fn svg_charts_match_their_snapshots_in_both_themes() {
+        let root = tempfile::tempdir().unwrap();
+        let dir = fixed_store(root.path());
+        let r = crate::report::aggregate(std::slice::from_ref(&dir), &Default::default()).unwrap();
+        let snaps = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/snapshots");
+        for theme in [PlotTheme::Light, PlotTheme::Dark] {
+            let opts = PlotOptions {
+                format: PlotFormat::Svg,
+                size: Some((1000, 500)),
+                theme,
+            };
+            let out = root.path().join(format!("{theme:?}"));
+            let files = write_all(&r, std::slice::from_ref(&dir), &out, &opts).unwrap();
+            for f in files {
+                let name = format!(
+                    "chart_{}_{}.svg",
+                    f.file_stem().unwrap().to_string_lossy(),
+                    format!("{theme:?}").to_lowercase()
+                );
+                let got = std::fs::read_to_string(&f).unwrap();
+                let want_path = snaps.join(&name);
+                if std::env::var_os("UPDATE_SNAPSHOTS").is_some() {
+                    std::fs::write(&want_path, &got).unwrap();
+                    continue;
+                }
+                let want = std::fs::read_to_string(&want_path)
+                    .unwrap_or_else(|_| panic!("missing {name}; run with UPDATE_SNAPSHOTS=1"));
+                assert!(
+                    got == want,
+                    "{name} changed; inspect it and run with UPDATE_SNAPSHOTS=1 if intended"
+                );
+            }
+            // The theme reaches the background and the text.
+            let ladder = std::fs::read_to_string(out.join("ladder.svg")).unwrap();
+            let (bg, fg) = match theme {
+                PlotTheme::Light => ("#FFFFFF", "#000000"),
+                PlotTheme::Dark => ("#18181C", "#E1E1E1"),
+            };
+            assert!(
+                ladder.contains(&format!("fill=\"{bg}\""))
+                    && ladder.contains(&format!("fill=\"{fg}\"")),
+                "{theme:?}"
+            );
+        }
     }
 }

@@ -137,6 +137,24 @@ fn headless_run_report_and_compare() {
     );
     assert!(csv.status.success());
     assert_eq!(text(&csv).0.lines().count(), 3);
+    // Dark slides: SVG only, dark background.
+    let slides = tmp.path().join("slides");
+    let o = run(
+        &[
+            "report",
+            dir.to_str().unwrap(),
+            "--plots",
+            slides.to_str().unwrap(),
+            "--plots-format",
+            "svg",
+            "--plots-theme",
+            "dark",
+        ],
+        tmp.path(),
+    );
+    assert!(o.status.success(), "{:?}", text(&o));
+    let svg = std::fs::read_to_string(slides.join("ladder.svg")).unwrap();
+    assert!(svg.contains("fill=\"#18181C\"") && !slides.join("ladder.png").exists());
     let blocked = tmp.path().join("a-file");
     std::fs::write(&blocked, "").unwrap();
     let o = run(

@@ -37,6 +37,9 @@ pub struct ReportArgs {
     /// Every chart at WIDTHxHEIGHT pixels (default: each chart's own size).
     #[arg(long, value_parser = crate::charts::parse_plot_size)]
     pub plots_size: Option<(u32, u32)>,
+    /// light (white background, for papers) or dark (for dark slides).
+    #[arg(long, value_enum, default_value = "light")]
+    pub plots_theme: crate::charts::PlotTheme,
 }
 
 #[derive(Clone, Copy, Debug, clap::ValueEnum)]
@@ -177,6 +180,7 @@ fn plot_options(args: &ReportArgs) -> crate::charts::PlotOptions {
     crate::charts::PlotOptions {
         format: args.plots_format,
         size: args.plots_size,
+        theme: args.plots_theme,
     }
 }
 

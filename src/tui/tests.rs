@@ -84,7 +84,10 @@ fn small_terminal_shows_key_facts() {
         .lines()
         .find(|l| l.contains("+ label smoothing"))
         .unwrap();
-    assert!(row.contains("58.00 ± –") && !row.contains("± 1.00"), "{row}");
+    assert!(
+        row.contains("58.00 ± –") && !row.contains("± 1.00"),
+        "{row}"
+    );
 }
 
 #[test]
@@ -110,7 +113,11 @@ fn live_draws_the_reference_and_other_seeds_until_o_hides_them() {
 #[test]
 fn projection_and_time_to_target_read_the_reference_runs() {
     let run = |accs: &[f64], finished: bool| RunSeries {
-        acc: accs.iter().enumerate().map(|(i, &a)| ((i + 1) as f64, a)).collect(),
+        acc: accs
+            .iter()
+            .enumerate()
+            .map(|(i, &a)| ((i + 1) as f64, a))
+            .collect(),
         epochs: accs
             .iter()
             .enumerate()
@@ -135,7 +142,10 @@ fn projection_and_time_to_target_read_the_reference_runs() {
     let cur = run(&[0.35], false);
     // Their mean final 0.65, their mean at eval 1 0.25: 0.1 ahead → 0.75.
     let (p, r) = cur.projected_final(&[&a, &b]).unwrap();
-    assert!((p - 0.75).abs() < 1e-12 && (r - 0.65).abs() < 1e-12, "{p} {r}");
+    assert!(
+        (p - 0.75).abs() < 1e-12 && (r - 0.65).abs() < 1e-12,
+        "{p} {r}"
+    );
     assert_eq!(cur.projected_final(&[]), None);
     assert_eq!(a.time_to_target(), Some(4.0));
     assert_eq!(b.time_to_target(), Some(6.0));
