@@ -383,8 +383,9 @@ fn live(f: &mut Frame, area: Rect, s: &AppState, pal: &Palette) {
     let mut ds = behind(&old_acc, &ref_acc, pal);
     ds.push(
         Dataset::default()
+            // Not dots: those are the other seeds.
             .name("target")
-            .marker(Marker::Dot)
+            .marker(Marker::HalfBlock)
             .graph_type(GraphType::Line)
             .style(pal.fg(Color::Red))
             .data(&target),
