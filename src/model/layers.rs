@@ -133,6 +133,7 @@ impl Activation {
             Activation::Relu => x.relu(),
             Activation::Celu { alpha } => crate::util::native::celu(x, alpha),
             Activation::Gelu => x.gelu("none"),
+            Activation::Silu => x.silu(),
         }
     }
 }

@@ -37,6 +37,8 @@ pub enum Activation {
     },
     /// Exact (erf) GELU.
     Gelu,
+    /// SiLU x·σ(x) (hiverge's speedrun).
+    Silu,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -113,6 +115,10 @@ pub enum Whitening {
         /// The bias starts from PyTorch's conv default U(±1/√fan_in), not 0.
         #[serde(default)]
         bias_uniform: bool,
+        /// The basis from an SVD of the second moment instead of its
+        /// eigendecomposition (hiverge's speedrun).
+        #[serde(default)]
+        svd: bool,
     },
 }
 
@@ -218,6 +224,7 @@ impl NetConfig {
                     bias: true,
                     centred: false,
                     bias_uniform: false,
+                    svd: false,
                 },
                 dirac: Dirac::Partial,
                 prep_bn_relu: false,

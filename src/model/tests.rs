@@ -268,6 +268,7 @@ fn whitening_output_covariance_is_identity() {
             bias: false,
             centred: false,
             bias_uniform: false,
+            svd: false,
         },
         Whitening::Airbench {
             eps: 1e-8,
@@ -276,6 +277,7 @@ fn whitening_output_covariance_is_identity() {
             bias: false,
             centred: true,
             bias_uniform: false,
+            svd: false,
         },
     ] {
         let centred = matches!(whitening, Whitening::Airbench { centred: true, .. });
@@ -312,6 +314,65 @@ fn whitening_output_covariance_is_identity() {
         let eye = Tensor::eye(c, (Kind::Float, Device::Cpu));
         assert!(close(&cov, &eye, 2e-3), "{whitening:?}: {cov}");
     }
+}
+
+#[test]
+fn svd_whitening_gives_the_eigen_filters_from_the_first_images() {
+    tch::manual_seed(3);
+    let imgs = Tensor::randn([48, 3, 10, 10], (Kind::Float, Device::Cpu))
+        * Tensor::from_slice(&[1.0f32, 0.5, 2.0]).view([1, 3, 1, 1]);
+    let filters = |svd: bool, images: usize, x: &Tensor| {
+        let vs = nn::VarStore::new(Device::Cpu);
+        let mut cfg = tiny(Arch::Airbench);
+        cfg.whitening = Whitening::Airbench {
+            eps: 5e-4,
+            images,
+            negate: false,
+            bias: false,
+            centred: false,
+            bias_uniform: false,
+            svd,
+        };
+        let net = Net::new(&vs.root(), &cfg);
+        net.init_whitening(x).unwrap();
+        net.stem
+            .whiten
+            .as_ref()
+            .unwrap()
+            .conv
+            .weight
+            .reshape([12, -1])
+    };
+    // Same basis as the eigendecomposition, filter by filter up to its sign.
+    let (e, s) = (filters(false, 48, &imgs), filters(true, 48, &imgs));
+    let dots = (&e * &s).sum_dim_intlist(1, false, Kind::Float).abs();
+    let norms = e.norm_scalaropt_dim(2, [1], false) * s.norm_scalaropt_dim(2, [1], false);
+    assert!(close(
+        &(dots / norms),
+        &Tensor::ones([12], (Kind::Float, Device::Cpu)),
+        1e-3
+    ));
+    // `images` = 16 reads only the first 16 images.
+    let first = filters(true, 16, &imgs);
+    assert!(close(
+        &first,
+        &filters(true, 48, &imgs.narrow(0, 0, 16)),
+        1e-6
+    ));
+    assert!(!close(&first, &s, 1e-3));
+    // The catalog switch sets both.
+    let ov = [crate::config::Override::parse_trick("svd_whitening").unwrap()];
+    let plan = crate::recipe::resolve_plan("airbench94-muon", &ov)
+        .unwrap()
+        .1;
+    assert!(matches!(
+        plan.net.whitening,
+        Whitening::Airbench {
+            svd: true,
+            images: 960,
+            ..
+        }
+    ));
 }
 
 #[test]
@@ -573,6 +634,23 @@ fn gelu_is_the_exact_erf_form() {
     assert!(close(&Activation::Relu.apply(&x), &x.clamp_min(0.0), 0.0));
 }
 
+#[test]
+fn silu_is_x_times_its_sigmoid() {
+    let v = [-3.0f64, -0.5, 0.0, 1.0, 4.0];
+    let by_hand: Vec<f32> = v.iter().map(|&v| (v / (1.0 + (-v).exp())) as f32).collect();
+    let x = Tensor::from_slice(&v.map(|v| v as f32));
+    assert!(close(
+        &Activation::Silu.apply(&x),
+        &Tensor::from_slice(&by_hand),
+        1e-6
+    ));
+    assert!(!close(
+        &Activation::Silu.apply(&x),
+        &Activation::Gelu.apply(&x),
+        1e-3
+    ));
+}
+
 /// erf by its series (enough terms for |x| ≤ 3), to keep the expected values independent of libtorch.
 fn libm_erf(x: f64) -> f64 {
     let mut term = x;
@@ -660,6 +738,7 @@ fn whitening_negate_doubles_the_filters_with_their_negations() {
             bias: false,
             centred: false,
             bias_uniform: false,
+            svd: false,
         },
         ..tiny(Arch::Airbench)
     };

@@ -20,6 +20,7 @@ pub(crate) struct Whiten {
     unbiased: bool,
     /// hlb subtracts the mean patch (a covariance, ÷(n−1)).
     centred: bool,
+    svd: bool,
 }
 
 impl Whiten {
@@ -35,6 +36,7 @@ impl Whiten {
                 negate: false,
                 unbiased: true,
                 centred: false,
+                svd: false,
             }),
             Whitening::Airbench {
                 eps,
@@ -43,6 +45,7 @@ impl Whiten {
                 bias,
                 centred,
                 bias_uniform,
+                svd,
             } => {
                 let cout = if negate { 24 } else { 12 };
                 let conv = Conv::new(p, 3, cout, 2, 1, 0, false, false);
@@ -75,6 +78,7 @@ impl Whiten {
                     negate,
                     unbiased: centred,
                     centred,
+                    svd,
                 })
             }
         }
@@ -88,7 +92,7 @@ impl Whiten {
         self.conv.forward(x)
     }
 
-    /// Computes the eigenbasis of the patch second moment (or covariance, when
+    /// Computes the eigenbasis (by eigh, or SVD) of the patch second moment (or covariance, when
     /// centred) over the first `images` images and copies eigvecs/√(λ+eps) into
     /// the frozen conv.
     pub fn init(&self, images: &Tensor) -> Result<()> {
@@ -136,14 +140,20 @@ impl Whiten {
                 moment -= mean.outer(&mean) * rows as f64;
             }
             let moment = moment / denom;
+            if self.svd {
+                // U·diag(S)·Vᵀ of a symmetric PSD matrix: S are its
+                // eigenvalues, largest first, and U its eigenvectors.
+                let (u, s, _) = moment
+                    .f_svd(true, true)
+                    .context("SVD of the patch covariance failed")?;
+                return Ok((s, u));
+            }
             let (vals, vecs) = moment
                 .f_linalg_eigh("L")
                 .context("eigendecomposition of the patch covariance failed")?;
-            Ok((vals, vecs))
+            // Largest eigenvalue first, as both references order their filters.
+            Ok((vals.flip([0]), vecs.flip([1])))
         })?;
-        // Largest eigenvalue first, as both references order their filters.
-        let eigvals = eigvals.flip([0]);
-        let eigvecs = eigvecs.flip([1]);
         let filters = eigvecs.tr() / (eigvals + self.eps).sqrt().unsqueeze(1);
         let filters = filters.reshape([d, 3, k, k]);
         let filters = if self.negate {

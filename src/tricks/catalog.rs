@@ -316,7 +316,7 @@ pub static CATALOG: &[TrickSpec] = &[
         on: "CELU(a)",
         params: &[f("alpha", "CELU smoothing a", 0.075, 1e-4, 10.0)],
         requires: &[],
-        conflicts: &["gelu"],
+        conflicts: &["gelu", "silu"],
         apply: |p, a| {
             p.net.act = Activation::Celu {
                 alpha: a.num("alpha")?,
@@ -335,9 +335,26 @@ pub static CATALOG: &[TrickSpec] = &[
         on: "GELU",
         params: &[],
         requires: &[],
-        conflicts: &["celu"],
+        conflicts: &["celu", "silu"],
         apply: |p, _| {
             p.net.act = Activation::Gelu;
+            Ok(())
+        },
+    },
+    TrickSpec {
+        key: "silu",
+        ids: &["S1"],
+        name: "SiLU activation",
+        category: Architecture,
+        help: "Replace the activation by SiLU x*sigmoid(x), cheaper than the exact GELU.",
+        source: "hiverge cifar10-speedrun (TRICKS.md 2.4; 2.015 s)",
+        off: "the recipe's activation (GELU in airbench94_muon)",
+        on: "SiLU",
+        params: &[],
+        requires: &[],
+        conflicts: &["celu", "gelu"],
+        apply: |p, _| {
+            p.net.act = Activation::Silu;
             Ok(())
         },
     },
@@ -472,6 +489,7 @@ pub static CATALOG: &[TrickSpec] = &[
                     bias: false,
                     centred: style == "hlb",
                     bias_uniform: false,
+                    svd: false,
                 },
             };
             Ok(())
@@ -496,6 +514,35 @@ pub static CATALOG: &[TrickSpec] = &[
             }
             _ => bail!(
                 "`whitening_negate` needs whitening.style=airbench or hlb: Page's whitening has no negated filters"
+            ),
+        },
+    },
+    TrickSpec {
+        key: "svd_whitening",
+        ids: &["S2"],
+        name: "SVD whitening basis from few images",
+        category: Architecture,
+        help: "Take the whitening basis from an SVD of the patch second moment of the first `images` training images, instead of an eigendecomposition over 5000.",
+        source: "hiverge cifar10-speedrun (TRICKS.md 2.4): SVD, eps 5e-4, the first 960 training images",
+        off: "eigendecomposition, whitening.images (5000 in airbench)",
+        on: "SVD of the second moment of the first 960 images",
+        params: &[i(
+            "images",
+            "training images the basis is computed from",
+            960,
+            10.0,
+            1e7,
+        )],
+        requires: &["whitening"],
+        conflicts: &[],
+        apply: |p, a| match &mut p.net.whitening {
+            Whitening::Airbench { svd, images, .. } => {
+                *svd = true;
+                *images = a.int("images")? as usize;
+                Ok(())
+            }
+            _ => bail!(
+                "`svd_whitening` needs whitening.style=airbench or hlb: Page's whitening keeps its eigendecomposition"
             ),
         },
     },

@@ -96,6 +96,7 @@ const EFFECT_TESTS: &[(&str, &str, &str)] = &[
     ),
     ("celu", MODEL, "celu_alpha_formula"),
     ("gelu", MODEL, "gelu_is_the_exact_erf_form"),
+    ("silu", MODEL, "silu_is_x_times_its_sigmoid"),
     (
         "ghost_bn",
         MODEL,
@@ -125,6 +126,11 @@ const EFFECT_TESTS: &[(&str, &str, &str)] = &[
         "whitening_negate",
         MODEL,
         "whitening_negate_doubles_the_filters_with_their_negations",
+    ),
+    (
+        "svd_whitening",
+        MODEL,
+        "svd_whitening_gives_the_eigen_filters_from_the_first_images",
     ),
     (
         "whitening_bias",
