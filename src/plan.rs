@@ -182,6 +182,35 @@ pub struct MuonPlan {
     pub ns_steps: i64,
     /// lr multiplier of the head's SGD group (its decay per step unchanged).
     pub head_lr_mult: f64,
+    /// Newton–Schulz coefficients (a, b, c).
+    pub ns_coeffs: (f64, f64, f64),
+    /// One batched Newton–Schulz over every filter, zero-padded.
+    pub batched: bool,
+    /// Momentum buffers in fp16.
+    pub half_momentum: bool,
+    pub norm: MuonNorm,
+}
+
+/// When Muon renormalises its filters, and to what magnitude (× √C_out).
+#[derive(Clone, Debug, PartialEq)]
+pub struct MuonNorm {
+    pub every: u64,
+    pub start: f64,
+    pub end: f64,
+}
+
+impl MuonNorm {
+    /// airbench94_muon: every step, to √C_out.
+    pub const AIRBENCH: MuonNorm = MuonNorm {
+        every: 1,
+        start: 1.0,
+        end: 1.0,
+    };
+
+    /// The target at `progress` ∈ [0, 1] of training, linear from start to end.
+    pub fn magnitude(&self, progress: f64) -> f64 {
+        self.start + (self.end - self.start) * progress.clamp(0.0, 1.0)
+    }
 }
 
 #[derive(Clone, Debug, PartialEq)]

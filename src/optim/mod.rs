@@ -21,7 +21,10 @@ pub use adaptive::{AdamW, Lamb, Lars};
 pub use convert::{bias_group_mults, from_airbench, from_hlb, from_page};
 pub use ema::{Ema, float_state, is_update_step, lookahead_decay, page_ema_decay};
 pub use loss::{label_smoothed_ce, smooth_targets, soft_target_ce};
-pub use muon::{Muon, newton_schulz5};
+pub use muon::{
+    Muon, MuonOptions, NS_AIRBENCH, NS_SPEEDRUN, newton_schulz, newton_schulz_batched,
+    newton_schulz5,
+};
 pub use schedule::Piecewise;
 pub use sgd::{SgdPage, SgdTorch};
 pub use tta::{tta_from_plain, tta_logits, tta_passes};

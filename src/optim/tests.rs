@@ -208,6 +208,163 @@ fn muon_renormalises_weight_and_steps_orthogonally() {
     assert!(!close(&w, &w0, 1e-3));
 }
 
+/// Filters of several shapes, one of them taller than wide, with fixed gradients.
+fn filters_with_grads(seed: i64) -> (Vec<Tensor>, Vec<Tensor>) {
+    // Its own generator: tests run in parallel and share libtorch's.
+    let rng = crate::util::native::Rng::new(Device::Cpu, seed as u64);
+    let draw = |s: &[i64]| rng.rand(s, Device::Cpu) * 2.0 - 1.0;
+    let shapes: [&[i64]; 4] = [
+        &[8, 2, 3, 3],
+        &[16, 8, 3, 3],
+        &[16, 16, 3, 3],
+        &[32, 2, 1, 1],
+    ];
+    let ws = shapes
+        .iter()
+        .map(|s| draw(s).set_requires_grad(true))
+        .collect();
+    let gs = shapes.iter().map(|s| draw(s)).collect();
+    (ws, gs)
+}
+
+fn muon_steps(o: MuonOptions, magnitudes: &[f64]) -> Vec<Tensor> {
+    let (ws, gs) = filters_with_grads(7);
+    let mut opt = Muon::with_options(
+        vec![Group::new(ws.iter().map(Tensor::shallow_clone).collect())],
+        o,
+    );
+    for &m in magnitudes {
+        for (w, g) in ws.iter().zip(&gs) {
+            let mut wm = w.shallow_clone();
+            wm.zero_grad();
+            (w * g).sum(None).backward();
+        }
+        opt.step_to(0.1, m);
+    }
+    ws.iter().map(|w| w.detach().copy()).collect()
+}
+
+#[test]
+fn batched_muon_matches_the_per_filter_loop() {
+    let o = MuonOptions {
+        ns_coeffs: NS_SPEEDRUN,
+        ..MuonOptions::airbench(0.6, 3)
+    };
+    let looped = muon_steps(o, &[1.0, 1.0, 1.0]);
+    let batched = muon_steps(MuonOptions { batched: true, ..o }, &[1.0, 1.0, 1.0]);
+    for (a, b) in looped.iter().zip(&batched) {
+        let d = f64::try_from((a - b).abs().max()).unwrap();
+        assert!(d < 1e-5, "{:?}: {d}", a.size());
+    }
+    // Each padded slot gets its own matrix's orthogonalisation.
+    let (_, gs) = filters_with_grads(8);
+    let mats: Vec<Tensor> = gs.iter().map(|g| g.reshape([g.size()[0], -1])).collect();
+    let padded: Vec<Tensor> = mats
+        .iter()
+        .map(|m| m.constant_pad_nd([0, 144 - m.size()[1], 0, 32 - m.size()[0]]))
+        .collect();
+    let x = newton_schulz_batched(&Tensor::stack(&padded, 0), 5, NS_SPEEDRUN);
+    for (i, m) in mats.iter().enumerate() {
+        let (r, c) = (m.size()[0], m.size()[1]);
+        let slot = x.get(i as i64);
+        assert!(close(
+            &slot.narrow(0, 0, r).narrow(1, 0, c),
+            &newton_schulz(m, 5, NS_SPEEDRUN),
+            1e-5
+        ));
+        // The padding stays zero.
+        let pad_rows = slot.narrow(0, r, 32 - r).abs().sum(Kind::Float);
+        let pad_cols = slot.narrow(1, c, 144 - c).abs().sum(Kind::Float);
+        assert_eq!(f64::try_from(pad_rows + pad_cols).unwrap(), 0.0);
+    }
+    // The coefficients matter.
+    assert!(!close(
+        &looped[1],
+        &muon_steps(MuonOptions::airbench(0.6, 3), &[1.0; 3])[1],
+        1e-4
+    ));
+}
+
+#[test]
+fn muon_renormalises_every_n_steps_to_the_scheduled_magnitude() {
+    // lr 0: only the renormalisation moves the weights.
+    let o = MuonOptions {
+        norm_every: 2,
+        ..MuonOptions::airbench(0.6, 3)
+    };
+    let (ws, gs) = filters_with_grads(9);
+    let mut opt = Muon::with_options(
+        vec![Group::new(ws.iter().map(Tensor::shallow_clone).collect())],
+        o,
+    );
+    let norms = |ws: &[Tensor]| -> Vec<f64> {
+        ws.iter()
+            .map(|w| f64::try_from(w.norm()).unwrap() / (w.size()[0] as f64).sqrt())
+            .collect()
+    };
+    let before = norms(&ws);
+    let mut seen = Vec::new();
+    for m in [0.5, 0.4, 0.3] {
+        for (w, g) in ws.iter().zip(&gs) {
+            (w * g).sum(None).backward();
+        }
+        opt.step_to(0.0, m);
+        seen.push(norms(&ws));
+    }
+    // Steps 1 and 3 renormalise (to 0.5 and 0.3 x sqrt(C_out)); step 2 leaves them.
+    assert!(
+        seen[0].iter().all(|n| (n - 0.5).abs() < 1e-5),
+        "{:?}",
+        seen[0]
+    );
+    assert_eq!(seen[1], seen[0]);
+    assert!(
+        seen[2].iter().all(|n| (n - 0.3).abs() < 1e-5),
+        "{:?}",
+        seen[2]
+    );
+    assert!(before.iter().all(|n| (n - 0.5).abs() > 0.1));
+    let norm = crate::plan::MuonNorm {
+        every: 4,
+        start: 0.5012,
+        end: 0.0786,
+    };
+    assert!((norm.magnitude(0.0) - 0.5012).abs() < 1e-12);
+    assert!((norm.magnitude(0.5) - (0.5012 + 0.0786) / 2.0).abs() < 1e-12);
+    assert!((norm.magnitude(2.0) - 0.0786).abs() < 1e-12);
+    // The catalog switch carries the schedule into the plan.
+    let ov = [crate::config::Override::parse_trick("muon_norm_schedule").unwrap()];
+    let plan = crate::recipe::resolve_plan("airbench94-muon", &ov)
+        .unwrap()
+        .1;
+    assert_eq!(plan.optim.muon.unwrap().norm, norm);
+}
+
+#[test]
+fn muon_fp16_momentum_rounds_the_buffer_to_half() {
+    let o = MuonOptions::airbench(0.6, 3);
+    let half = muon_steps(
+        MuonOptions {
+            half_momentum: true,
+            ..o
+        },
+        &[1.0],
+    );
+    let full = muon_steps(o, &[1.0]);
+    // One step by hand: buf = fp16(g); g' = g + 0.6 buf; w = renorm(w) - 0.1 NS(g').
+    let (ws, gs) = filters_with_grads(7);
+    for ((w, g), got) in ws.iter().zip(&gs).zip(&half) {
+        let rows = w.size()[0];
+        let buf = g.to_kind(Kind::Half).to_kind(Kind::Float);
+        let gp = g + buf * 0.6;
+        let upd = newton_schulz5(&gp.reshape([rows, -1]), 3).reshape(w.size());
+        let renormed = w.detach() * ((rows as f64).sqrt() / f64::try_from(w.norm()).unwrap());
+        assert!(close(got, &(renormed - upd * 0.1), 1e-5));
+    }
+    assert!(half.iter().zip(&full).any(|(a, b)| !a.equal(b)));
+    assert!(half.iter().zip(&full).all(|(a, b)| close(a, b, 1e-2)));
+}
+
 #[test]
 fn schedule_values_at_knots() {
     // np.interp semantics: linear between knots, held outside them.

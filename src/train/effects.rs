@@ -293,7 +293,7 @@ fn zero_grad_none_and_zero_fill_both_leave_no_gradient() {
         let mut opt = Optimisers::new(&p.optim, &net, p.loss.scale);
         let x = Tensor::randn([4, 3, 16, 16], (Kind::Float, Device::Cpu));
         net.forward_t(&x, true).sum(Kind::Float).backward();
-        opt.step(&p.optim, 1.0, 0.0, p.step.zero_grad_none);
+        opt.step(&p.optim, 1.0, 0.0, 0.0, p.step.zero_grad_none);
         for t in net.param_groups().all_trainable() {
             assert_eq!(
                 t.grad().abs().sum(Kind::Float).double_value(&[]),

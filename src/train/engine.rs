@@ -373,11 +373,15 @@ impl Optimisers {
         let mut opt = Optimisers {
             main: build_optimizer(o, optimizer_groups(o, net)),
             filters: o.muon.as_ref().map(|m| {
-                optim::Muon::new(
+                optim::Muon::with_options(
                     vec![Group::new(net.param_groups().conv_filters)],
-                    m.momentum,
-                    true,
-                    m.ns_steps,
+                    optim::MuonOptions {
+                        ns_coeffs: m.ns_coeffs,
+                        batched: m.batched,
+                        half_momentum: m.half_momentum,
+                        norm_every: m.norm.every,
+                        ..optim::MuonOptions::airbench(m.momentum, m.ns_steps)
+                    },
                 )
             }),
             whiten_bias: own_bias.then(|| build_optimizer(o, vec![whiten_bias_group(o, net)])),
@@ -392,11 +396,12 @@ impl Optimisers {
         opt
     }
 
-    /// One step of every optimiser at schedule multiplier `m`, then zero the grads.
-    fn step(&mut self, o: &OptimPlan, m: f64, at: f64, zero_none: bool) {
+    /// One step of every optimiser at schedule multiplier `m`, at epoch `at`
+    /// and `progress` ∈ [0, 1] of the run, then zero the grads.
+    fn step(&mut self, o: &OptimPlan, m: f64, at: f64, progress: f64, zero_none: bool) {
         self.main.step(o.lr * m);
         if let (Some(f), Some(mp)) = (self.filters.as_mut(), o.muon.as_ref()) {
-            f.step(mp.lr * m);
+            f.step_to(mp.lr * m, mp.norm.magnitude(progress));
         }
         if let (Some(b), Some(wb)) = (self.whiten_bias.as_mut(), o.whiten_bias.as_ref()) {
             b.step(o.lr * wb.own_multiplier(at));
@@ -861,7 +866,8 @@ impl Run<'_> {
                     max_norm * plan.loss.scale,
                 );
             }
-            opt.step(&plan.optim, m, at, plan.step.zero_grad_none);
+            let progress = pr.step as f64 / pr.total_steps.max(1) as f64;
+            opt.step(&plan.optim, m, at, progress, plan.step.zero_grad_none);
             pr.step += 1;
             avg.after_step(pr.step, pr.total_steps);
             let _ = loss_sum.g_add_(&step_loss);

@@ -6,7 +6,9 @@ use super::*;
 use crate::config::{Arch, ScheduleKind};
 use crate::model::{Activation, Dirac, Whitening};
 use crate::optim::{Piecewise, page_ema_decay};
-use crate::plan::{Averaging, CutMix, Family, Half, MuonPlan, Progressive, WhitenBias};
+use crate::plan::{
+    Averaging, CutMix, Family, Half, MuonNorm, MuonPlan, Progressive, RunPlan, WhitenBias,
+};
 use anyhow::bail;
 
 const fn f(name: &'static str, help: &'static str, default: f64, lo: f64, hi: f64) -> ParamSpec {
@@ -55,6 +57,14 @@ fn half(a: &Args) -> anyhow::Result<Half> {
 }
 
 const OPTIMISERS: &[&str] = &["lars", "lamb", "adamw", "muon"];
+
+/// The Muon plan a Muon option modifies (`requires` has put `muon` first).
+fn muon_of<'a>(p: &'a mut RunPlan, key: &str) -> anyhow::Result<&'a mut MuonPlan> {
+    p.optim
+        .muon
+        .as_mut()
+        .ok_or_else(|| anyhow::anyhow!("`{key}` needs `muon` on"))
+}
 
 pub static CATALOG: &[TrickSpec] = &[
     TrickSpec {
@@ -769,6 +779,12 @@ pub static CATALOG: &[TrickSpec] = &[
                 0.0,
                 1e4,
             ),
+            c(
+                "ns_coeffs",
+                "Newton-Schulz coefficients: airbench (3.4445, -4.7750, 2.0315) or speedrun (3.4576, -4.7391, 2.0843)",
+                "airbench",
+                &["airbench", "speedrun"],
+            ),
         ],
         requires: &[],
         conflicts: &["lars", "lamb", "adamw"],
@@ -778,12 +794,85 @@ pub static CATALOG: &[TrickSpec] = &[
                 momentum: a.num("momentum")?,
                 ns_steps: a.int("ns_steps")?,
                 head_lr_mult: a.num("head_lr_mult")?,
+                ns_coeffs: match a.text("ns_coeffs")? {
+                    "speedrun" => crate::optim::NS_SPEEDRUN,
+                    _ => crate::optim::NS_AIRBENCH,
+                },
+                batched: false,
+                half_momentum: false,
+                norm: MuonNorm::AIRBENCH,
             });
             // The rest of the net takes airbench's PyTorch-form SGD.
             if p.optim.family == Family::SgdPage {
                 p.optim.family = Family::SgdTorch;
             }
             p.head_unit_std = a.settings.arch.conv_groups();
+            Ok(())
+        },
+    },
+    TrickSpec {
+        key: "batched_muon",
+        ids: &["S3"],
+        name: "Batched Muon",
+        category: Optimiser,
+        help: "Zero-pad every conv filter's gradient into one (n, C_out, C_in*k*k) tensor and orthogonalise all of them with one batched Newton-Schulz: fewer, larger kernels, the same result.",
+        source: "hiverge cifar10-speedrun (TRICKS.md 2.4)",
+        off: "one Newton-Schulz per filter (airbench94_muon's loop)",
+        on: "one batched Newton-Schulz over the padded filters",
+        params: &[],
+        requires: &["muon"],
+        conflicts: &[],
+        apply: |p, _| {
+            muon_of(p, "batched_muon")?.batched = true;
+            Ok(())
+        },
+    },
+    TrickSpec {
+        key: "muon_norm_schedule",
+        ids: &["S4"],
+        name: "Muon renormalisation schedule",
+        category: Optimiser,
+        help: "Renormalise the filters only every `every` steps, to a Frobenius norm of magnitude*sqrt(C_out) with the magnitude linear from `start` to `end` over training. This reading of TRICKS.md 2.4's 'target magnitude' is tricklab's: check it against the script.",
+        source: "hiverge cifar10-speedrun (TRICKS.md 2.4): 0.5012 -> 0.0786, norm_freq 4",
+        off: "every step, to sqrt(C_out) (airbench94_muon)",
+        on: "every 4 steps, to 0.5012 -> 0.0786 x sqrt(C_out)",
+        params: &[
+            i("every", "steps between renormalisations", 4, 1.0, 1e6),
+            f(
+                "start",
+                "target magnitude at the start",
+                0.5012,
+                1e-6,
+                100.0,
+            ),
+            f("end", "target magnitude at the end", 0.0786, 1e-6, 100.0),
+        ],
+        requires: &["muon"],
+        conflicts: &[],
+        apply: |p, a| {
+            let norm = MuonNorm {
+                every: a.int("every")? as u64,
+                start: a.num("start")?,
+                end: a.num("end")?,
+            };
+            muon_of(p, "muon_norm_schedule")?.norm = norm;
+            Ok(())
+        },
+    },
+    TrickSpec {
+        key: "muon_fp16_momentum",
+        ids: &["S5"],
+        name: "Muon momentum in fp16",
+        category: Systems,
+        help: "Keep Muon's momentum buffers in fp16: half the optimiser-state traffic; the orthogonalisation does not need the low bits.",
+        source: "hiverge cifar10-speedrun (TRICKS.md 2.4)",
+        off: "buffers in the filters' type",
+        on: "fp16 buffers",
+        params: &[],
+        requires: &["muon"],
+        conflicts: &[],
+        apply: |p, _| {
+            muon_of(p, "muon_fp16_momentum")?.half_momentum = true;
             Ok(())
         },
     },

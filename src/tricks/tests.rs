@@ -160,6 +160,21 @@ const EFFECT_TESTS: &[(&str, &str, &str)] = &[
         OPTIM,
         "muon_renormalises_weight_and_steps_orthogonally",
     ),
+    (
+        "batched_muon",
+        OPTIM,
+        "batched_muon_matches_the_per_filter_loop",
+    ),
+    (
+        "muon_norm_schedule",
+        OPTIM,
+        "muon_renormalises_every_n_steps_to_the_scheduled_magnitude",
+    ),
+    (
+        "muon_fp16_momentum",
+        OPTIM,
+        "muon_fp16_momentum_rounds_the_buffer_to_half",
+    ),
     ("random_crop", PIPELINE, "crop_takes_each_images_own_window"),
     ("flip", PIPELINE, "flip_mirrors_each_image_or_leaves_it"),
     (
