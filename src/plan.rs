@@ -55,6 +55,16 @@ pub struct Augment {
     pub cutout: Option<i64>,
     /// Page's group-wise sampling: at most this many groups per transform.
     pub groups: Option<i64>,
+    /// Brightness and contrast jitter of every batch.
+    pub jitter: Option<ColourJitter>,
+}
+
+/// Per image, drawn for each batch: a brightness shift b ~ U(±brightness)
+/// and a contrast factor c ~ U(1 ± contrast) about the image's mean.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ColourJitter {
+    pub brightness: f64,
+    pub contrast: f64,
 }
 
 /// Train on downscaled images for the first part of the run.
@@ -313,6 +323,9 @@ pub struct EvalPlan {
     pub tta_level: u8,
     /// Test images per forward pass (airbench: 2000).
     pub batch: usize,
+    /// Selective TTA: only this fraction of the test images, the least
+    /// confident after the plain pass, get the TTA views.
+    pub tta_fraction: Option<f64>,
 }
 
 /// The widest sane run: a typo of an extra zero or two, not a plan.
@@ -360,6 +373,7 @@ impl RunPlan {
                     alternating: false,
                     cutout: None,
                     groups: None,
+                    jitter: None,
                 },
                 progressive: None,
             },
@@ -394,6 +408,7 @@ impl RunPlan {
                 every: s.eval_every.max(1),
                 tta_level: 0,
                 batch: s.eval_batch.max(1),
+                tta_fraction: None,
             },
             metrics_every: s.metrics_every as u64,
         }

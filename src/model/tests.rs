@@ -360,19 +360,6 @@ fn svd_whitening_gives_the_eigen_filters_from_the_first_images() {
         1e-6
     ));
     assert!(!close(&first, &s, 1e-3));
-    // The catalog switch sets both.
-    let ov = [crate::config::Override::parse_trick("svd_whitening").unwrap()];
-    let plan = crate::recipe::resolve_plan("airbench94-muon", &ov)
-        .unwrap()
-        .1;
-    assert!(matches!(
-        plan.net.whitening,
-        Whitening::Airbench {
-            svd: true,
-            images: 960,
-            ..
-        }
-    ));
 }
 
 #[test]

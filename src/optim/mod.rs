@@ -27,7 +27,7 @@ pub use muon::{
 };
 pub use schedule::Piecewise;
 pub use sgd::{SgdPage, SgdTorch};
-pub use tta::{tta_from_plain, tta_logits, tta_passes};
+pub use tta::{least_confident, selective_tta, tta_from_plain, tta_logits, tta_passes};
 
 use tch::Tensor;
 

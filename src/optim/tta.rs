@@ -42,6 +42,46 @@ pub fn tta_from_plain(
     }
 }
 
+/// The indices of the `fraction` of rows of `logits` whose softmax is least
+/// confident (lowest top probability), on the device: no host sync.
+pub fn least_confident(logits: &Tensor, fraction: f64) -> Tensor {
+    let n = logits.size()[0];
+    let k = ((fraction * n as f64).ceil() as i64).clamp(0, n);
+    let confidence = logits
+        .softmax(-1, tch::Kind::Float)
+        .amax([-1i64].as_slice(), false);
+    confidence.topk(k, -1, false, true).1
+}
+
+/// hiverge's selective TTA: every image keeps its plain logits `plain`
+/// except the `fraction` least confident, which get `level`'s views (their
+/// forward passes `batch` images at a time).
+pub fn selective_tta(
+    forward: &dyn Fn(&Tensor) -> Tensor,
+    x: &Tensor,
+    plain: &Tensor,
+    level: u8,
+    fraction: f64,
+    batch: i64,
+) -> Tensor {
+    let idx = least_confident(plain, fraction);
+    let k = idx.size()[0];
+    let mut out = plain.copy();
+    let mut start = 0;
+    while start < k {
+        let ib = idx.narrow(0, start, batch.max(1).min(k - start));
+        let views = tta_from_plain(
+            forward,
+            &x.index_select(0, &ib),
+            &plain.index_select(0, &ib),
+            level,
+        );
+        out = out.index_copy(0, &ib, &views);
+        start += ib.size()[0];
+    }
+    out
+}
+
 /// Number of forward passes a level costs (1, 2, 6).
 pub fn tta_passes(level: u8) -> usize {
     match level {

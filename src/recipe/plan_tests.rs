@@ -61,3 +61,51 @@ fn an_effect_reads_typed_parameters_with_clear_errors() {
     let e = format!("{:#}", build_plan(&cfg).unwrap_err());
     assert!(e.contains("must be a finite number"), "{e}");
 }
+
+/// hiverge's switches carry their published values into the plan; their
+/// effects are tested where they act (model, optim, train).
+#[test]
+fn speedrun_switches_carry_their_values_into_the_plan() {
+    use crate::model::Whitening;
+    use crate::plan::{ColourJitter, MuonNorm};
+    let plan = |tricks: &[&str]| {
+        let ov: Vec<_> = tricks
+            .iter()
+            .map(|t| crate::config::Override::parse_trick(t).unwrap())
+            .collect();
+        super::resolve_plan("airbench94-muon", &ov).unwrap().1
+    };
+    assert!(matches!(
+        plan(&["svd_whitening"]).net.whitening,
+        Whitening::Airbench {
+            svd: true,
+            images: 960,
+            ..
+        }
+    ));
+    let norm = MuonNorm {
+        every: 4,
+        start: 0.5012,
+        end: 0.0786,
+    };
+    assert_eq!(plan(&["muon_norm_schedule"]).optim.muon.unwrap().norm, norm);
+    assert!((norm.magnitude(0.0) - 0.5012).abs() < 1e-12);
+    assert!((norm.magnitude(0.5) - (0.5012 + 0.0786) / 2.0).abs() < 1e-12);
+    assert!((norm.magnitude(2.0) - 0.0786).abs() < 1e-12);
+    assert_eq!(
+        plan(&["tta", "selective_tta"]).eval.tta_fraction,
+        Some(0.25)
+    );
+    assert_eq!(
+        plan(&["color_jitter"]).data.augment.jitter,
+        Some(ColourJitter {
+            brightness: 0.1399,
+            contrast: 0.1308,
+        })
+    );
+    let muon = plan(&["batched_muon", "muon_fp16_momentum"])
+        .optim
+        .muon
+        .unwrap();
+    assert!(muon.batched && muon.half_momentum);
+}

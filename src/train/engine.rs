@@ -10,7 +10,7 @@
 //! - dawn_s = prep_s + whiten_s + hlb_s.
 //! - airbench_s = whiten_s + hlb_s + the final (TTA) evaluation.
 
-use super::pipeline::{CpuLoader, augment_epoch, normalise, reflect_pad, to_tensor};
+use super::pipeline::{CpuLoader, augment_epoch, colour_jitter, normalise, reflect_pad, to_tensor};
 use super::{Control, Flow, Outcome, Trainer};
 use crate::config::{Override, RunSpec};
 use crate::data::Dataset;
@@ -850,6 +850,10 @@ impl Run<'_> {
                 }
                 (None, None) => unreachable!("a CPU loader exists when the data is not resident"),
             };
+            let x = match &aug.jitter {
+                Some(j) => colour_jitter(&self.rng, &x, j),
+                None => x,
+            };
             let x = match small {
                 Some(sz) => x.upsample_bilinear2d([sz, sz], false, None, None),
                 None => x,
@@ -992,6 +996,7 @@ fn evaluate(
         let bs = eval.batch as i64;
         let mut plain = Tensor::zeros([], (Kind::Int64, x.device()));
         let mut tta = Tensor::zeros([], (Kind::Int64, x.device()));
+        let mut all_plain = Vec::new();
         let mut i = 0;
         while i < n {
             let k = bs.min(n - i);
@@ -1004,11 +1009,29 @@ fn evaluate(
             let fwd = |t: &Tensor| net.forward_t(t, false).to_kind(Kind::Float);
             let logits = fwd(&xb);
             let _ = plain.g_add_(&logits.argmax(-1, false).eq_tensor(&yb).sum(Kind::Int64));
-            if level > 0 {
+            if level > 0 && eval.tta_fraction.is_none() {
                 let l = optim::tta_from_plain(&fwd, &xb, &logits, level);
                 let _ = tta.g_add_(&l.argmax(-1, false).eq_tensor(&yb).sum(Kind::Int64));
             }
+            if eval.tta_fraction.is_some() {
+                all_plain.push(logits);
+            }
             i += k;
+        }
+        if let (Some(frac), true) = (eval.tta_fraction, level > 0) {
+            // Which images get the views is decided over the whole test set; the
+            // views are taken of the images as the plain pass saw them.
+            let seen = match size {
+                Some(s) => x.upsample_bilinear2d([s, s], false, None, None),
+                None => x.shallow_clone(),
+            };
+            let fwd = |t: &Tensor| {
+                net.forward_t(&layout.input(t.shallow_clone()), false)
+                    .to_kind(Kind::Float)
+            };
+            let plain_all = Tensor::cat(&all_plain, 0);
+            let l = optim::selective_tta(&fwd, &seen, &plain_all, level, frac, bs);
+            let _ = tta.g_add_(&l.argmax(-1, false).eq_tensor(y).sum(Kind::Int64));
         }
         let n = n as f64;
         (

@@ -3,7 +3,7 @@
 //! augments per sample and copies each batch to the device (off).
 
 use crate::data::Split;
-pub use crate::plan::Augment;
+pub use crate::plan::{Augment, ColourJitter};
 use crate::util::native::Rng;
 use tch::{Device, Kind, Tensor};
 
@@ -146,6 +146,18 @@ pub fn augment_epoch(
     x
 }
 
+/// hiverge's colour jitter on a normalised batch, on its device: per image
+/// x ← (x − m)·c + m + b, with m the image's mean, b ~ U(±brightness) and
+/// c ~ U(1 ± contrast) drawn afresh for every batch.
+pub fn colour_jitter(rng: &Rng, x: &Tensor, j: &ColourJitter) -> Tensor {
+    let n = x.size()[0];
+    let dev = x.device();
+    let uniform = |half_width: f64| (rng.rand(&[n, 1, 1, 1], dev) * 2.0 - 1.0) * half_width;
+    let (b, c) = (uniform(j.brightness), uniform(j.contrast) + 1.0);
+    let m = x.mean_dim([1i64, 2, 3].as_slice(), true, Kind::Float);
+    ((x.to_kind(Kind::Float) - &m) * c + m + b).to_kind(x.kind())
+}
+
 /// The T1 off state: per-sample augmentation on the CPU, one host→device copy per batch.
 pub struct CpuLoader {
     /// Normalised (when preprocessed once) or raw uint8, padded or not, on the CPU.
@@ -270,6 +282,41 @@ mod tests {
     }
 
     #[test]
+    fn colour_jitter_shifts_and_scales_each_image_within_its_bounds() {
+        let rng = Rng::new(Device::Cpu, 5);
+        let x = rng.rand(&[200, 3, 6, 6], Device::Cpu) * 4.0 - 2.0;
+        let j = ColourJitter {
+            brightness: 0.1399,
+            contrast: 0.1308,
+        };
+        let out = colour_jitter(&rng, &x, &j);
+        let dims: &[i64] = &[1, 2, 3];
+        let mean = |t: &Tensor| t.mean_dim(dims, false, Kind::Float);
+        let centred = |t: &Tensor| t - t.mean_dim(dims, true, Kind::Float);
+        // Each image is an affine copy of itself: mean moved by b, spread by c.
+        let b = Vec::<f32>::try_from(mean(&out) - mean(&x)).unwrap();
+        let c = Vec::<f32>::try_from(
+            centred(&out).norm_scalaropt_dim(2, dims, false)
+                / centred(&x).norm_scalaropt_dim(2, dims, false),
+        )
+        .unwrap();
+        assert!(b.iter().all(|b| b.abs() <= 0.1399 + 1e-5), "{b:?}");
+        assert!(c.iter().all(|c| (c - 1.0).abs() <= 0.1308 + 1e-5), "{c:?}");
+        // Drawn per image, over the whole range.
+        let spread = |v: &[f32]| {
+            v.iter().cloned().fold(f32::MIN, f32::max) - v.iter().cloned().fold(f32::MAX, f32::min)
+        };
+        assert!(
+            spread(&b) > 0.2 && spread(&c) > 0.2,
+            "{} {}",
+            spread(&b),
+            spread(&c)
+        );
+        let affine = centred(&x) * Tensor::from_slice(&c).view([200, 1, 1, 1]);
+        assert!(centred(&out).allclose(&affine, 1e-4, 1e-4, false));
+    }
+
+    #[test]
     fn flip_mirrors_each_image_or_leaves_it() {
         tch::manual_seed(2);
         let rng = Rng::new(Device::Cpu, 2);
@@ -281,6 +328,7 @@ mod tests {
             alternating: false,
             cutout: None,
             groups: None,
+            jitter: None,
         };
         let out = augment_epoch(&rng, &x, 4, 4, &a, 0, &flip0);
         let (mut kept, mut mirrored) = (0, 0);
@@ -312,6 +360,7 @@ mod tests {
             alternating: true,
             cutout: None,
             groups: None,
+            jitter: None,
         };
         let e0 = augment_epoch(&rng, &x, 8, 8, &a, 0, &flip0);
         let e1 = augment_epoch(&rng, &x, 8, 8, &a, 1, &flip0);
@@ -414,6 +463,7 @@ mod loader_tests {
                     alternating: false,
                     cutout: Some(3),
                     groups: None,
+                    jitter: None,
                 },
             ),
             (
@@ -424,6 +474,7 @@ mod loader_tests {
                     alternating: true,
                     cutout: None,
                     groups: None,
+                    jitter: None,
                 },
             ),
             (
@@ -434,6 +485,7 @@ mod loader_tests {
                     alternating: false,
                     cutout: Some(4),
                     groups: None,
+                    jitter: None,
                 },
             ),
         ] {

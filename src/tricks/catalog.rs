@@ -7,7 +7,8 @@ use crate::config::{Arch, ScheduleKind};
 use crate::model::{Activation, Dirac, Whitening};
 use crate::optim::{Piecewise, page_ema_decay};
 use crate::plan::{
-    Averaging, CutMix, Family, Half, MuonNorm, MuonPlan, Progressive, RunPlan, WhitenBias,
+    Averaging, ColourJitter, CutMix, Family, Half, MuonNorm, MuonPlan, Progressive, RunPlan,
+    WhitenBias,
 };
 use anyhow::bail;
 
@@ -945,6 +946,41 @@ pub static CATALOG: &[TrickSpec] = &[
         },
     },
     TrickSpec {
+        key: "color_jitter",
+        ids: &["S6"],
+        name: "Colour jitter",
+        category: Data,
+        help: "Shift each image's brightness and scale its contrast about its mean by random amounts drawn for every batch, on the device.",
+        source: "hiverge cifar10-speedrun (TRICKS.md 2.4): brightness +-0.1399, contrast x(1 +- 0.1308)",
+        off: "no colour augmentation",
+        on: "brightness +-0.1399, contrast x(1 +- 0.1308) per image, every batch",
+        params: &[
+            f(
+                "brightness",
+                "largest brightness shift (normalised units)",
+                0.1399,
+                0.0,
+                10.0,
+            ),
+            f(
+                "contrast",
+                "largest relative contrast change",
+                0.1308,
+                0.0,
+                1.0,
+            ),
+        ],
+        requires: &[],
+        conflicts: &[],
+        apply: |p, a| {
+            p.data.augment.jitter = Some(ColourJitter {
+                brightness: a.num("brightness")?,
+                contrast: a.num("contrast")?,
+            });
+            Ok(())
+        },
+    },
+    TrickSpec {
         key: "cutmix",
         ids: &["T31"],
         name: "CutMix",
@@ -993,6 +1029,29 @@ pub static CATALOG: &[TrickSpec] = &[
         conflicts: &[],
         apply: |p, a| {
             p.eval.tta_level = a.int("level")? as u8;
+            Ok(())
+        },
+    },
+    TrickSpec {
+        key: "selective_tta",
+        ids: &["S7"],
+        name: "Selective TTA",
+        category: Eval,
+        help: "One plain pass over the test set; the TTA views only for the `fraction` of images the plain pass is least sure of (lowest top softmax probability).",
+        source: "hiverge cifar10-speedrun (TRICKS.md 2.4): level-2 views for the least confident 25%",
+        off: "the TTA views for every test image",
+        on: "the views for the least confident 25%",
+        params: &[f(
+            "fraction",
+            "share of the test images that get the TTA views",
+            0.25,
+            0.0,
+            1.0,
+        )],
+        requires: &["tta"],
+        conflicts: &[],
+        apply: |p, a| {
+            p.eval.tta_fraction = Some(a.num("fraction")?);
             Ok(())
         },
     },

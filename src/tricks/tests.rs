@@ -184,11 +184,21 @@ const EFFECT_TESTS: &[(&str, &str, &str)] = &[
     ),
     ("cutout", PIPELINE, "cutout_zeroes_exactly_the_square"),
     (
+        "color_jitter",
+        PIPELINE,
+        "colour_jitter_shifts_and_scales_each_image_within_its_bounds",
+    ),
+    (
         "cutmix",
         EFFECTS,
         "cutmix_pastes_a_square_and_mixes_labels_by_area",
     ),
     ("tta", OPTIM, "tta_averages_flipped_and_shifted_views"),
+    (
+        "selective_tta",
+        OPTIM,
+        "selective_tta_gives_the_views_to_the_least_confident_only",
+    ),
     (
         "prep_bn_relu",
         MODEL,
