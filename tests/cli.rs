@@ -487,6 +487,7 @@ fn catalog_recipes_doctor_and_data_commands() {
     assert!(v.as_array().unwrap().len() >= 40);
     let (out, _) = text(&run(&["recipes"], tmp.path()));
     assert!(out.contains("airbench94-muon") && out.contains("tiny-page-final"));
+    assert!(out.contains("hiverge-speedrun") && out.contains("2.015 s on an A100"));
     let (out, _) = text(&run(
         &["recipe", "show", "page-final", "--json"],
         tmp.path(),
@@ -498,6 +499,18 @@ fn catalog_recipes_doctor_and_data_commands() {
         o.status.success() && text(&o).0.contains("libtorch        2.11.0"),
         "{:?}",
         text(&o)
+    );
+    // The device a run takes by default: the CPU on a machine without CUDA.
+    let cuda = text(&o).0.contains("CUDA available  yes");
+    let would = text(&o)
+        .0
+        .lines()
+        .find(|l| l.starts_with("runs would use"))
+        .map(str::to_owned)
+        .unwrap_or_default();
+    assert!(
+        would.ends_with("(--devices auto)") && would.contains(if cuda { "cuda:0" } else { "cpu" }),
+        "{would}"
     );
     let (out, _) = text(&run(&["data", "list"], tmp.path()));
     assert!(out.contains("embedded-cifar10-jpeg-q75") && out.contains("4000"));

@@ -37,6 +37,10 @@ pub struct RunArgs {
     /// folder; `tricklab merge` joins the shards.
     #[arg(long, value_parser = parse_shard_arg)]
     pub shard: Option<(usize, usize)>,
+    /// Rehearse at CPU scale: each matrix on its recipe's `tiny-` form and the
+    /// embedded data, into results/<matrix>-tiny/.
+    #[arg(long)]
+    pub tiny: bool,
 }
 
 fn parse_shard_arg(s: &str) -> Result<(usize, usize), String> {
@@ -50,6 +54,12 @@ pub fn cmd_run(args: RunArgs) -> Result<i32> {
         );
     }
     let mut matrices = crate::matrix::load_all(&args.matrices, args.repeats)?;
+    if args.tiny {
+        matrices = matrices
+            .into_iter()
+            .map(|m| m.tiny())
+            .collect::<Result<_>>()?;
+    }
     if let Some(d) = &args.data {
         matrices = matrices
             .into_iter()

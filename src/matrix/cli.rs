@@ -13,7 +13,12 @@ pub struct MatrixArgs {
 #[derive(clap::Subcommand, Debug)]
 pub enum MatrixCommand {
     /// Print the expanded variants and runs of matrix files without running them.
-    Show { files: Vec<PathBuf> },
+    Show {
+        files: Vec<PathBuf>,
+        /// As `run --tiny` would run them: the recipes' `tiny-` forms on the embedded data.
+        #[arg(long)]
+        tiny: bool,
+    },
     /// List the matrix files in a folder with their descriptions.
     List {
         #[arg(default_value = "ablations")]
@@ -37,14 +42,14 @@ pub fn matrix_files(dir: &std::path::Path) -> Vec<PathBuf> {
 
 pub fn cmd_matrix(args: MatrixArgs) -> Result<i32> {
     match args.command {
-        MatrixCommand::Show { files } => {
+        MatrixCommand::Show { files, tiny } => {
             if files.is_empty() {
                 anyhow::bail!(
                     "name at least one matrix file, e.g. `tricklab matrix show ablations/demo-ladder.toml`"
                 );
             }
             for f in files {
-                let m = load(&f)?;
+                let m = if tiny { load(&f)?.tiny()? } else { load(&f)? };
                 println!(
                     "{} ({:?}, recipe {}, data {}, target {:.1}%)",
                     m.name,

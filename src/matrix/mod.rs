@@ -92,6 +92,56 @@ impl Matrix {
         Ok(self)
     }
 
+    /// The same matrix at CPU scale (`run --tiny`): every variant on its
+    /// recipe's `tiny-` form and the embedded data, under the name
+    /// `<name>-tiny` so that its results never mix with full-size runs. The
+    /// matrix's own settings of what the tiny form fixes (batch, epochs, the
+    /// knobs counted in epochs: `tiny_settings`) are dropped; a grid over them
+    /// is kept. A GPU matrix can so be rehearsed on a laptop before it is queued.
+    pub fn tiny(self) -> anyhow::Result<Matrix> {
+        if self.recipe.starts_with("tiny-") {
+            return Ok(self);
+        }
+        let mut table: toml::Table = toml::from_str(&self.text)?;
+        let set = |t: &mut toml::Table, k: &str, v: String| {
+            t.insert(k.into(), toml::Value::String(v));
+        };
+        set(&mut table, "recipe", format!("tiny-{}", self.recipe));
+        set(&mut table, "name", format!("{}-tiny", self.name));
+        set(&mut table, "data", "embedded".into());
+        table.remove("device");
+        // The tiny recipe fixes the scale: a rung's full-size batch or length
+        // (1536 images, 7.59 epochs) would be 2 steps an epoch on 4000 images.
+        let fixed = crate::recipe::tiny_settings();
+        let mut sets: Vec<&mut toml::Value> = Vec::new();
+        for (k, v) in table.iter_mut() {
+            match (k.as_str(), v) {
+                ("set", v) => sets.push(v),
+                ("rung" | "variant", toml::Value::Array(items)) => sets.extend(
+                    items
+                        .iter_mut()
+                        .filter_map(|t| t.as_table_mut()?.get_mut("set")),
+                ),
+                _ => {}
+            }
+        }
+        for s in sets.into_iter().filter_map(|s| s.as_table_mut()) {
+            s.retain(|k, _| !fixed.iter().any(|f| f == k));
+        }
+        let origin = self
+            .path
+            .as_ref()
+            .map_or_else(|| self.name.clone(), |p| p.display().to_string());
+        let text = format!(
+            "# {origin} with --tiny (comments of the original file dropped)\n{}",
+            toml::to_string(&table)?
+        );
+        let mut m = parse(&text, &format!("{origin} (--tiny)"))?;
+        m.path = self.path;
+        m.seeds = self.seeds;
+        Ok(m)
+    }
+
     /// The same matrix restricted to shard `i` of `n` (`run --shard i/N`),
     /// recorded in its text so that the manifest and a resume keep it.
     pub fn with_shard(mut self, i: usize, n: usize) -> anyhow::Result<Matrix> {

@@ -814,6 +814,44 @@ on = ["celu"]
         assert_eq!(first.arch, crate::model::Arch::PageResnet18);
         assert_eq!(end.arch, crate::model::Arch::Resnet9);
 
+        // hiverge's record: the ladder climbs from airbench94_muon to the recipe, one
+        // change per rung, and the list takes each change back out of it.
+        let plan = |m: &Matrix, i: usize| {
+            recipe::resolve_plan(&m.recipe, &m.variants[i].overrides)
+                .unwrap()
+                .1
+        };
+        let record = |name: &str| recipe::resolve_plan(name, &[]).unwrap().1;
+        let sr = get("speedrun-ladder");
+        assert_eq!(sr.kind, Kind::Ladder);
+        assert_eq!(plan(sr, 0), record("airbench94-muon"));
+        assert_eq!(plan(sr, sr.variants.len() - 1), record("hiverge-speedrun"));
+        for i in 1..sr.variants.len() {
+            assert_ne!(plan(sr, i), plan(sr, i - 1), "{}", sr.variants[i].name);
+        }
+        let loo = get("speedrun-loo");
+        assert_eq!(plan(loo, 0), record("hiverge-speedrun"));
+        assert_eq!(loo.variants.len(), sr.variants.len());
+        let back = loo.variants.len() - 1;
+        assert_eq!(plan(loo, back).batch_size, 2000);
+        assert_eq!(plan(loo, back).epochs, plan(sr, 0).epochs);
+        // At CPU scale the last rung is still the record, at the tiny batch and length.
+        let tiny = sr.clone().tiny().unwrap();
+        assert_eq!(
+            (tiny.name.as_str(), tiny.recipe.as_str(), tiny.data.as_str()),
+            ("speedrun-ladder-tiny", "tiny-airbench94-muon", "embedded")
+        );
+        assert_eq!(
+            plan(&tiny, tiny.variants.len() - 1),
+            record("tiny-hiverge-speedrun")
+        );
+        assert_eq!(tiny.seeds, sr.seeds);
+        assert!(
+            tiny.text.contains("--tiny")
+                && !tiny.text.contains("1536")
+                && !tiny.text.contains("0.19")
+        );
+
         // The demo runs on the embedded data with the tiny net.
         let demo = get("demo-ladder");
         assert_eq!(

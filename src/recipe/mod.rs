@@ -11,7 +11,7 @@ mod plan_tests;
 mod recipes;
 
 pub use cli::{RecipeShowArgs, RecipesArgs, cmd_recipe_show, cmd_recipes};
-pub use recipes::{Recipe, convention, recipe_names, recipes};
+pub use recipes::{Recipe, convention, recipe_names, recipes, tiny_settings};
 
 use crate::config::{
     Arch, OptimizerKind, Override, RunConfig, SETTINGS, ScheduleKind, TrickState, Value,

@@ -148,6 +148,13 @@ fn load() -> Vec<Recipe> {
     out
 }
 
+/// The settings the `[tiny]` block fixes (width, data, batch, length and the
+/// knobs counted in absolute epochs): what makes a recipe tiny.
+pub fn tiny_settings() -> Vec<String> {
+    let file: File = toml::from_str(RECIPES_TOML).expect("src/recipe/recipes.toml parses");
+    file.tiny.set.keys().cloned().collect()
+}
+
 pub fn recipes() -> &'static [Recipe] {
     static RECIPES: OnceLock<Vec<Recipe>> = OnceLock::new();
     RECIPES.get_or_init(load)

@@ -1,0 +1,40 @@
+//! hiverge's speedrun ladder rehearsed at CPU scale, as README tells a user to
+//! try a GPU matrix first: every rung from airbench94_muon to the record runs,
+//! with its results under the matrix's `-tiny` name.
+
+#[test]
+fn speedrun_ladder_runs_tiny_on_the_cpu() {
+    let tmp = tempfile::tempdir().unwrap();
+    let matrix =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("ablations/speedrun-ladder.toml");
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_tricklab"))
+        .args([
+            "run",
+            matrix.to_str().unwrap(),
+            "--tiny",
+            "--headless",
+            "--repeats",
+            "1",
+            "--devices",
+            "cpu",
+            "--results",
+            "res",
+        ])
+        .current_dir(tmp.path())
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "{out}\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(tmp.path().join("res/speedrun-ladder-tiny").is_dir());
+    assert!(!tmp.path().join("res/speedrun-ladder").exists());
+    let rows: Vec<_> = out
+        .lines()
+        .filter(|l| l.starts_with("| ") && l.contains(" | R") && l.contains(" | 1 | 0 |"))
+        .collect();
+    assert_eq!(rows.len(), 10, "{out}");
+    assert!(rows[9].contains("R9 retuned = the record"), "{out}");
+}
