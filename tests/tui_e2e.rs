@@ -233,3 +233,38 @@ fn quitting_during_a_run_says_so_until_the_worker_stops() {
     );
     assert_eq!(rows[0].status, tricklab::store::Ended::Done);
 }
+
+#[test]
+fn a_gpu_ladder_opens_tiny_in_the_tui() {
+    let tmp = tempfile::tempdir().unwrap();
+    let matrix = Path::new(env!("CARGO_MANIFEST_DIR")).join("ablations/speedrun-ladder.toml");
+    let t = Tmux {
+        socket: format!("tricklab-tiny-{}", std::process::id()),
+    };
+    let shell = format!(
+        "cd {} && NO_COLOR=1 {} tui {} --tiny --results-root res --devices cpu; echo EXITED-$?; sleep 60",
+        tmp.path().display(),
+        env!("CARGO_BIN_EXE_tricklab"),
+        matrix.display()
+    );
+    t.cmd(&[
+        "new-session",
+        "-d",
+        "-s",
+        "t",
+        "-x",
+        "120",
+        "-y",
+        "40",
+        &shell,
+    ]);
+    t.wait_for("the tiny ladder queued", 60, |s| {
+        s.contains("speedrun-ladder-tiny") && s.contains("R9 retuned")
+    });
+    t.wait_for("its first rung running", 90, |s| s.contains(" running "));
+    // Ctrl-C cancels the run and quits without a question.
+    t.keys("C-c");
+    t.wait_for("exit", 60, |s| s.contains("EXITED-"));
+    assert!(tmp.path().join("res/speedrun-ladder-tiny").is_dir());
+    assert!(!tmp.path().join("res/speedrun-ladder").exists());
+}

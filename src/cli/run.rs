@@ -89,7 +89,7 @@ pub fn cmd_run(args: RunArgs) -> Result<i32> {
         cpu_threads: args.cpu_threads,
     };
     if !args.headless {
-        return crate::tui::run_session(matrices, opts);
+        return crate::tui::run_session(matrices, opts, args.tiny);
     }
     crate::session::preflight(&matrices, &opts.devices)?;
     let session = Session::start(matrices, opts, tch_factory())?;

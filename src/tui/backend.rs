@@ -58,12 +58,15 @@ fn export_all(dirs: &[PathBuf]) -> Result<Vec<PathBuf>> {
 
 pub struct SessionBackend {
     session: Option<Session>,
+    /// Matrices queued from the picker go in at CPU scale too (`--tiny`).
+    tiny: bool,
 }
 
 impl SessionBackend {
-    pub fn new(session: Session) -> SessionBackend {
+    pub fn new(session: Session, tiny: bool) -> SessionBackend {
         SessionBackend {
             session: Some(session),
+            tiny,
         }
     }
 
@@ -92,7 +95,10 @@ impl Backend for SessionBackend {
     }
 
     fn enqueue(&mut self, matrix: &str) -> Result<String> {
-        let m = crate::matrix::load(Path::new(matrix))?;
+        let mut m = crate::matrix::load(Path::new(matrix))?;
+        if self.tiny {
+            m = m.tiny()?;
+        }
         let name = m.name.clone();
         let n = self.s().enqueue_matrix(m)?;
         Ok(format!("queued {n} runs of {name}"))

@@ -223,6 +223,10 @@ pub struct TuiArgs {
     /// workers). CPU numbers depend on it: oneDNN splits its sums by thread.
     #[arg(long)]
     pub cpu_threads: Option<usize>,
+    /// Rehearse the matrices at CPU scale (`run --tiny`): their recipes'
+    /// `tiny-` forms on the embedded data, into results/<matrix>-tiny/.
+    #[arg(long)]
+    pub tiny: bool,
 }
 
 impl TuiArgs {
@@ -234,6 +238,7 @@ impl TuiArgs {
             results_root: PathBuf::from("results"),
             devices: vec!["auto".into()],
             cpu_threads: None,
+            tiny: false,
         }
     }
 }
@@ -258,6 +263,14 @@ pub fn cmd_tui(args: TuiArgs) -> anyhow::Result<i32> {
     } else {
         crate::matrix::load_all(&args.matrices, None)?
     };
+    let matrices = if args.tiny {
+        matrices
+            .into_iter()
+            .map(|m| m.tiny())
+            .collect::<anyhow::Result<_>>()?
+    } else {
+        matrices
+    };
     let opts = crate::session::SessionOptions {
         results_root: args.results_root,
         devices: crate::util::device::resolve_devices(&args.devices)?,
@@ -266,7 +279,7 @@ pub fn cmd_tui(args: TuiArgs) -> anyhow::Result<i32> {
         min_free_bytes: crate::util::min_free_bytes(),
         cpu_threads: args.cpu_threads,
     };
-    run_session(matrices, opts)
+    run_session(matrices, opts, args.tiny)
 }
 
 fn need_terminal() -> Result<()> {
@@ -280,15 +293,17 @@ fn need_terminal() -> Result<()> {
 }
 
 /// Runs matrices in the TUI.
+/// `tiny`: matrices queued later from the picker are rehearsed at CPU scale too.
 pub fn run_session(
     matrices: Vec<crate::matrix::Matrix>,
     opts: crate::session::SessionOptions,
+    tiny: bool,
 ) -> anyhow::Result<i32> {
     need_terminal()?;
     crate::session::preflight(&matrices, &opts.devices)?;
     let session = crate::session::Session::start(matrices, opts, crate::session::tch_factory())?;
     let pump = session.pump();
-    let mut backend = backend::SessionBackend::new(session);
+    let mut backend = backend::SessionBackend::new(session, tiny);
     let result = run_terminal(AppState::new(no_color()), &mut backend, Some(pump));
     let dirs = backend.finish();
     result?;
