@@ -60,6 +60,7 @@ fn main() {
         "tiny-page-final",
         "tiny-airbench94",
         "tiny-airbench94-muon",
+        "tiny-hiverge-speedrun",
     ] {
         // Each recipe warmed up first, as a session's worker does before its first run.
         let s = spec(r, &[]);
