@@ -261,12 +261,8 @@ fn find_job(results: &Path, job: &str) -> Result<(PathBuf, serde_json::Value)> {
 fn shard_progress(dir: &Path, shards: usize) -> Vec<(usize, Option<PathBuf>, usize, usize)> {
     (1..=shards)
         .map(|i| {
-            let folder = std::fs::read_dir(dir.join(format!("shard-{i}")))
+            let folder = crate::store::sessions_below(&dir.join(format!("shard-{i}")), 2)
                 .into_iter()
-                .flatten()
-                .flatten()
-                .flat_map(|m| std::fs::read_dir(m.path()).into_iter().flatten().flatten())
-                .map(|e| e.path())
                 .find(|p| p.join("manifest.json").is_file());
             let (done, planned) = folder.as_ref().map_or((0, 0), |f| {
                 let done = crate::store::read_runs(&f.join("runs.parquet"))

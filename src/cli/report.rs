@@ -49,19 +49,6 @@ pub enum Format {
     Json,
 }
 
-/// Sessions (folders with a manifest) right below `dir`, oldest first.
-fn sessions_in(dir: &Path) -> Vec<PathBuf> {
-    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
-        .into_iter()
-        .flatten()
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| p.join("manifest.json").is_file() || p.join("runs.parquet").is_file())
-        .collect();
-    v.sort();
-    v
-}
-
 /// A folder as the user names it: a session as it is; `results/<matrix>`
 /// its newest session (said on stderr); `results` is a list of matrices to
 /// choose from.
@@ -69,7 +56,7 @@ pub fn session_folder(dir: &Path) -> Result<PathBuf> {
     if dir.join("manifest.json").is_file() || !dir.is_dir() {
         return Ok(dir.to_path_buf());
     }
-    let sessions = sessions_in(dir);
+    let sessions = crate::store::sessions_below(dir, 1);
     if let Some(newest) = sessions.last() {
         if sessions.len() > 1 {
             eprintln!(
@@ -85,7 +72,7 @@ pub fn session_folder(dir: &Path) -> Result<PathBuf> {
         .into_iter()
         .flatten()
         .flatten()
-        .filter(|e| !sessions_in(&e.path()).is_empty())
+        .filter(|e| !crate::store::sessions_below(&e.path(), 1).is_empty())
         .map(|e| e.file_name().to_string_lossy().into_owned())
         .collect();
     if matrices.is_empty() {
@@ -120,7 +107,7 @@ pub fn cmd_results(args: ResultsArgs) -> Result<i32> {
         .with_context(|| format!("{}: no results root here", args.root.display()))?
         .flatten()
     {
-        for s in sessions_in(&m.path()) {
+        for s in crate::store::sessions_below(&m.path(), 1) {
             let manifest = crate::store::read_manifest(&s).unwrap_or_default();
             let runs = crate::store::read_runs(&s.join("runs.parquet")).unwrap_or_default();
             let done = runs

@@ -147,10 +147,12 @@ fn runs_file(dir: &Path) -> Result<PathBuf> {
     if !dir.is_dir() {
         bail!("{}: no such results folder", dir.display());
     }
-    if !p.is_file() && !dir.join("manifest.json").is_file() {
+    if !crate::store::is_session(dir) {
         // results/ or results/<matrix>/: name the folder the user meant.
-        let mut inner: Vec<PathBuf> = walk_results(dir);
-        inner.sort();
+        let inner: Vec<PathBuf> = crate::store::sessions_below(dir, 2)
+            .into_iter()
+            .filter(|d| d.join("runs.parquet").is_file())
+            .collect();
         if let Some(newest) = inner.last() {
             bail!(
                 "{}: not a results folder but {} of them; pass one, e.g. {}",
@@ -167,33 +169,6 @@ fn runs_file(dir: &Path) -> Result<PathBuf> {
         );
     }
     Ok(p)
-}
-
-/// Results folders (with a runs.parquet) up to two levels below `dir`.
-fn walk_results(dir: &Path) -> Vec<PathBuf> {
-    let subdirs = |d: &Path| -> Vec<PathBuf> {
-        std::fs::read_dir(d)
-            .map(|r| {
-                r.flatten()
-                    .map(|e| e.path())
-                    .filter(|p| p.is_dir())
-                    .collect()
-            })
-            .unwrap_or_default()
-    };
-    let mut out = Vec::new();
-    for a in subdirs(dir) {
-        if a.join("runs.parquet").is_file() {
-            out.push(a);
-            continue;
-        }
-        out.extend(
-            subdirs(&a)
-                .into_iter()
-                .filter(|b| b.join("runs.parquet").is_file()),
-        );
-    }
-    out
 }
 
 /// Matrices whose recorded matrix file is not a ladder. A folder whose matrix

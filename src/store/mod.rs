@@ -67,6 +67,35 @@ pub fn remove_leftover_temps(dir: &Path) -> usize {
     removed
 }
 
+/// A results folder: what `tricklab run` or `merge` made (its manifest, or
+/// at least its runs).
+pub fn is_session(dir: &Path) -> bool {
+    dir.join("manifest.json").is_file() || dir.join("runs.parquet").is_file()
+}
+
+/// The results folders below `dir`, down to `depth` levels (1: its
+/// children; 2: `results/<matrix>/<session>` from `results`), not looking
+/// inside a results folder; sorted, so the newest timestamp is last.
+pub fn sessions_below(dir: &Path, depth: usize) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    if depth == 0 {
+        return out;
+    }
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let p = e.path();
+        if !p.is_dir() {
+            continue;
+        }
+        if is_session(&p) {
+            out.push(p);
+        } else {
+            out.extend(sessions_below(&p, depth - 1));
+        }
+    }
+    out.sort();
+    out
+}
+
 /// A results folder's `manifest.json`.
 pub fn read_manifest(dir: &Path) -> Result<serde_json::Value> {
     let mpath = dir.join("manifest.json");

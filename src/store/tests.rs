@@ -184,3 +184,29 @@ fn a_runs_parquet_without_a_newer_column_still_reads() {
     let e = format!("{:#}", read_runs(&p).unwrap_err());
     assert!(e.contains("`variant`") && e.contains("runs.parquet"), "{e}");
 }
+
+#[test]
+fn sessions_below_finds_results_folders_without_looking_inside_them() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path();
+    let mk = |rel: &str, file: Option<&str>| {
+        let d = root.join(rel);
+        std::fs::create_dir_all(&d).unwrap();
+        if let Some(f) = file {
+            std::fs::write(d.join(f), b"x").unwrap();
+        }
+        d
+    };
+    let a = mk("m1/20261124-010000", Some("manifest.json"));
+    let b = mk("m1/20261124-020000", Some("runs.parquet"));
+    mk("m1/20261124-020000/steps/inner", Some("manifest.json"));
+    mk("m2/empty", None);
+    mk("m3/deep/deeper", Some("manifest.json"));
+    std::fs::write(root.join("m1/notes.txt"), b"x").unwrap();
+    assert_eq!(sessions_below(root, 2), vec![a.clone(), b.clone()]);
+    assert_eq!(sessions_below(&root.join("m1"), 1), vec![a.clone(), b]);
+    assert!(sessions_below(root, 1).is_empty());
+    assert!(sessions_below(root, 0).is_empty());
+    assert!(sessions_below(&root.join("missing"), 2).is_empty());
+    assert!(is_session(&a) && !is_session(&root.join("m2/empty")));
+}
