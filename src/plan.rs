@@ -201,12 +201,14 @@ pub struct MuonPlan {
     pub norm: MuonNorm,
 }
 
-/// When Muon renormalises its filters, and to what magnitude (× √C_out).
+/// When Muon renormalises its filters, and the scheduled magnitude: of the
+/// filters' norm (× √C_out), or with `scales_update` of the update.
 #[derive(Clone, Debug, PartialEq)]
 pub struct MuonNorm {
     pub every: u64,
     pub start: f64,
     pub end: f64,
+    pub scales_update: bool,
 }
 
 impl MuonNorm {
@@ -215,6 +217,7 @@ impl MuonNorm {
         every: 1,
         start: 1.0,
         end: 1.0,
+        scales_update: false,
     };
 
     /// The target at `progress` ∈ [0, 1] of training, linear from start to end.

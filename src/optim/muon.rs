@@ -95,6 +95,9 @@ pub struct MuonOptions {
     pub half_momentum: bool,
     /// Renormalise the filters every this many steps (1: every step).
     pub norm_every: u64,
+    /// The step's magnitude scales the update (the filters renormalise to
+    /// √C_out) instead of the filters' norm.
+    pub scale_update: bool,
 }
 
 impl MuonOptions {
@@ -107,13 +110,15 @@ impl MuonOptions {
             batched: false,
             half_momentum: false,
             norm_every: 1,
+            scale_update: false,
         }
     }
 }
 
 /// Muon for conv filters: buf = μ·buf + g; g' = g + μ·buf (Nesterov) or buf;
 /// every `norm_every` steps w ← w·m·√C_out/‖w‖ (m the target magnitude, 1
-/// in airbench); w −= lr·NS(g' as C_out × rest). No weight decay: the
+/// in airbench); w −= lr·NS(g' as C_out × rest). With `scale_update` the
+/// filters renormalise to √C_out and the update is m·lr·NS(g') instead. No weight decay: the
 /// renormalisation fixes the weight norm instead.
 pub struct Muon {
     groups: Vec<Group>,
@@ -150,7 +155,8 @@ impl Muon {
         }
     }
 
-    /// One step at `lr`, renormalising (when due) to `magnitude`·√C_out.
+    /// One step at `lr`, renormalising (when due) to `magnitude`·√C_out, or
+    /// with `scale_update` to √C_out with the update scaled by `magnitude`.
     pub fn step_to(&mut self, lr: f64, magnitude: f64) {
         let renorm = self.steps.is_multiple_of(self.o.norm_every.max(1));
         self.steps += 1;
@@ -176,12 +182,17 @@ impl Muon {
             let updates = self.orthogonalise(&todo);
             for ((w, lr, _), update) in todo.iter().zip(updates) {
                 let mut wm = w.shallow_clone();
+                let (norm_to, step) = if self.o.scale_update {
+                    (1.0, *lr * magnitude)
+                } else {
+                    (magnitude, *lr)
+                };
                 if renorm {
                     let rows = w.size()[0] as f64;
-                    let scale = (wm.norm() + 1e-12).reciprocal() * (magnitude * rows.sqrt());
+                    let scale = (wm.norm() + 1e-12).reciprocal() * (norm_to * rows.sqrt());
                     let _ = wm.g_mul_(&scale.to_kind(wm.kind()));
                 }
-                let _ = wm.g_sub_(&(update * *lr));
+                let _ = wm.g_sub_(&(update * step));
             }
         });
     }

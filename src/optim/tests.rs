@@ -331,6 +331,32 @@ fn muon_renormalises_every_n_steps_to_the_scheduled_magnitude() {
 }
 
 #[test]
+fn muon_magnitude_of_the_update_renormalises_to_sqrt_c_out_and_scales_the_step() {
+    let o = MuonOptions {
+        norm_every: 2,
+        scale_update: true,
+        ..MuonOptions::airbench(0.6, 3)
+    };
+    let (ws, gs) = filters_with_grads(11);
+    let mut opt = Muon::with_options(
+        vec![Group::new(ws.iter().map(Tensor::shallow_clone).collect())],
+        o,
+    );
+    for (w, g) in ws.iter().zip(&gs) {
+        (w * g).sum(None).backward();
+    }
+    let w0: Vec<Tensor> = ws.iter().map(|w| w.detach().copy()).collect();
+    opt.step_to(0.1, 0.25);
+    // By hand: w = w0 * sqrt(C_out)/|w0| - 0.25 * 0.1 * NS(g + 0.6 g).
+    for ((w, g), w0) in ws.iter().zip(&gs).zip(&w0) {
+        let rows = w.size()[0];
+        let upd = newton_schulz5(&(g * 1.6).reshape([rows, -1]), 3).reshape(w.size());
+        let renormed = w0 * ((rows as f64).sqrt() / f64::try_from(w0.norm()).unwrap());
+        assert!(close(w, &(renormed - upd * 0.025), 1e-5));
+    }
+}
+
+#[test]
 fn muon_fp16_momentum_rounds_the_buffer_to_half() {
     let o = MuonOptions::airbench(0.6, 3);
     let half = muon_steps(

@@ -87,8 +87,15 @@ fn speedrun_switches_carry_their_values_into_the_plan() {
         every: 4,
         start: 0.5012,
         end: 0.0786,
+        scales_update: true,
     };
     assert_eq!(plan(&["muon_norm_schedule"]).optim.muon.unwrap().norm, norm);
+    let ov = [
+        crate::config::Override::parse_trick("muon_norm_schedule").unwrap(),
+        crate::config::Override::parse_set("muon_norm_schedule.of=weight").unwrap(),
+    ];
+    let weight = super::resolve_plan("airbench94-muon", &ov).unwrap().1;
+    assert!(!weight.optim.muon.unwrap().norm.scales_update);
     assert!((norm.magnitude(0.0) - 0.5012).abs() < 1e-12);
     assert!((norm.magnitude(0.5) - (0.5012 + 0.0786) / 2.0).abs() < 1e-12);
     assert!((norm.magnitude(2.0) - 0.0786).abs() < 1e-12);

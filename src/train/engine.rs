@@ -380,6 +380,7 @@ impl Optimisers {
                         batched: m.batched,
                         half_momentum: m.half_momentum,
                         norm_every: m.norm.every,
+                        scale_update: m.norm.scales_update,
                         ..optim::MuonOptions::airbench(m.momentum, m.ns_steps)
                     },
                 )
