@@ -8,7 +8,7 @@
 
 use std::time::Instant;
 use tch::{Device, Kind, Tensor};
-use tricklab::optim::{Group, Muon, MuonOptions, NS_SPEEDRUN};
+use tricklab::optim::{Group, Muon, MuonOptions, NsDtype, NsVariant, Optimizer};
 
 const SHAPES: [[i64; 4]; 6] = [
     [64, 24, 3, 3],
@@ -30,7 +30,7 @@ fn ms_per_step(o: MuonOptions, steps: usize) -> f64 {
         .iter()
         .map(|s| Tensor::randn(s, (Kind::Float, Device::Cpu)))
         .collect();
-    let mut opt = Muon::with_options(
+    let mut opt = Muon::new(
         vec![Group::new(ws.iter().map(Tensor::shallow_clone).collect())],
         o,
     );
@@ -42,7 +42,7 @@ fn ms_per_step(o: MuonOptions, steps: usize) -> f64 {
             (&w * g).sum(None).backward();
         }
         let t = Instant::now();
-        opt.step_to(0.2, 1.0);
+        opt.step(0.2);
         if i >= 2 {
             times.push(t.elapsed().as_secs_f64() * 1e3);
         }
@@ -59,9 +59,11 @@ fn main() {
     );
     println!("| Muon | ms per step |");
     println!("|---|---|");
+    // hiverge's Newton-Schulz in the filters' fp32: a CPU has no fast bf16 matmul.
     let base = MuonOptions {
-        ns_coeffs: NS_SPEEDRUN,
-        ..MuonOptions::airbench(0.655, 3)
+        ns: NsVariant::Speedrun,
+        ns_dtype: NsDtype::Filters,
+        ..MuonOptions::airbench(0.655, 3, 1000)
     };
     for (label, o) in [
         ("one Newton-Schulz per filter (airbench94_muon)", base),

@@ -29,7 +29,8 @@ fn spec(recipe: &str, sets: &[&str]) -> RunSpec {
 /// Returns (train steps per second from the hlb clock, accuracy with TTA, DAWNBench seconds).
 fn run(t: &mut TchTrainer, s: &RunSpec) -> (f64, f64, f64) {
     let mut steps = 0;
-    let out = t.run(s, &NeverStop, &mut |e| {
+    let planned = tricklab::recipe::plan_run(s).unwrap();
+    let out = t.run(&planned, &NeverStop, &mut |e| {
         if let Event::Steps { rows, .. } = e {
             steps += rows.len();
         }
@@ -64,7 +65,7 @@ fn main() {
     ] {
         // Each recipe warmed up first, as a session's worker does before its first run.
         let s = spec(r, &[]);
-        let _ = t.warm_up(&s, &NeverStop);
+        let _ = t.warm_up(&tricklab::recipe::plan_run(&s).unwrap(), &NeverStop);
         let (sps, acc, dawn) = run(&mut t, &s);
         println!(
             "| {r} | {sps:.1} | {:.2}% | {dawn:.2} | {:.2} %/s |",

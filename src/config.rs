@@ -125,6 +125,60 @@ pub enum ScheduleKind {
     Constant,
 }
 
+/// A timing convention (TRICKS.md section 5): what a published time covers.
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize, clap::ValueEnum,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum Clock {
+    /// DAWNBench, as Page times it: preprocessing, whitening and training; no eval.
+    #[default]
+    Dawn,
+    /// airbench: whitening, training and the final (TTA) evaluation.
+    Airbench,
+    /// hlb: the training loop of each epoch only.
+    Hlb,
+    /// Everything, start to summary.
+    Wall,
+}
+
+impl Clock {
+    pub const ALL: [Clock; 4] = [Clock::Dawn, Clock::Airbench, Clock::Hlb, Clock::Wall];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Clock::Dawn => "dawn",
+            Clock::Airbench => "airbench",
+            Clock::Hlb => "hlb",
+            Clock::Wall => "wall",
+        }
+    }
+
+    pub fn parse(name: &str) -> Option<Clock> {
+        Clock::ALL.into_iter().find(|c| c.name() == name)
+    }
+
+    /// The column of the run table holding this clock's seconds.
+    pub fn column(self) -> &'static str {
+        match self {
+            Clock::Dawn => "dawn_s",
+            Clock::Airbench => "airbench_s",
+            Clock::Hlb => "hlb_s",
+            Clock::Wall => "wall_s",
+        }
+    }
+
+    /// How a table names it.
+    pub fn label(self) -> &'static str {
+        match self {
+            Clock::Dawn => "DAWNBench clock",
+            Clock::Airbench => "airbench clock",
+            Clock::Hlb => "hlb clock",
+            Clock::Wall => "wall clock",
+        }
+    }
+}
+
 /// A trick parameter's resolved value.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(untagged)]
@@ -144,6 +198,9 @@ pub struct TrickState {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct RunConfig {
     pub recipe: String,
+    /// The timing convention of the recipe's publication (older manifests: dawn).
+    #[serde(default)]
+    pub clock: Clock,
     pub arch: Arch,
     pub width_mult: f64,
     pub epochs: f64,

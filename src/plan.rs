@@ -5,11 +5,21 @@
 //! plans are equal train identically, and a trick that leaves the plan alone
 //! does nothing.
 
-use crate::config::{OptimizerKind, RunConfig, ScheduleKind};
+use crate::config::{Clock, OptimizerKind, RunConfig, RunSpec, ScheduleKind};
 use crate::model::{Activation, BnConfig, Dirac, NetConfig, Whitening};
 use crate::optim::Piecewise;
+pub use crate::optim::{NsDtype, NsVariant, Renorm};
 use anyhow::{Result, bail};
 use tch::Kind;
+
+/// A queued run with its plan decided: what the worker hands the trainer.
+/// `config` is what the manifest records; the engine reads only `plan`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PlannedRun {
+    pub spec: RunSpec,
+    pub config: RunConfig,
+    pub plan: RunPlan,
+}
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct RunPlan {
@@ -29,6 +39,9 @@ pub struct RunPlan {
     /// Steps between device read-backs of the step metrics (0: once per
     /// epoch, at the epoch's own sync: no host sync inside the clocks).
     pub metrics_every: u64,
+    /// The timing convention the recipe was published with: time to target
+    /// is read on it.
+    pub clock: Clock,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -192,130 +205,335 @@ pub struct MuonPlan {
     pub ns_steps: i64,
     /// lr multiplier of the head's SGD group (its decay per step unchanged).
     pub head_lr_mult: f64,
-    /// Newton–Schulz coefficients (a, b, c).
-    pub ns_coeffs: (f64, f64, f64),
+    /// Whose Newton–Schulz: coefficients and the normalisation of its input.
+    pub ns: NsVariant,
+    /// The type Newton–Schulz iterates in.
+    pub ns_dtype: NsDtype,
     /// One batched Newton–Schulz over every filter, zero-padded.
     pub batched: bool,
     /// Momentum buffers in fp16.
     pub half_momentum: bool,
-    pub norm: MuonNorm,
-}
-
-/// When Muon renormalises its filters, and the scheduled magnitude: of the
-/// filters' norm (× √C_out), or with `scales_update` of the update.
-#[derive(Clone, Debug, PartialEq)]
-pub struct MuonNorm {
-    pub every: u64,
-    pub start: f64,
-    pub end: f64,
-    pub scales_update: bool,
-}
-
-impl MuonNorm {
-    /// airbench94_muon: every step, to √C_out.
-    pub const AIRBENCH: MuonNorm = MuonNorm {
-        every: 1,
-        start: 1.0,
-        end: 1.0,
-        scales_update: false,
-    };
-
-    /// The target at `progress` ∈ [0, 1] of training, linear from start to end.
-    pub fn magnitude(&self, progress: f64) -> f64 {
-        self.start + (self.end - self.start) * progress.clamp(0.0, 1.0)
-    }
+    /// When the filters are rescaled to Frobenius norm √C_out.
+    pub renorm: Renorm,
+    /// Decoupled weight decay after the update: w ×= 1 − lr(t)·wd (0 = none).
+    pub weight_decay: f64,
 }
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct WhitenBias {
-    /// Epochs during which the whitening bias trains; frozen after.
+    /// Epochs during which the whitening bias trains: its first
+    /// ceil(epochs·steps per epoch) steps, then no gradient reaches it.
     pub epochs: f64,
-    /// Its own lr decay (1 → 0 over `epochs`) and optimiser, instead of the run's schedule.
+    /// Its own lr decay, × (1 − s/S) over those S steps, and optimiser,
+    /// instead of the run's schedule (airbench94_muon, the speedrun).
     pub own_schedule: bool,
 }
 
 impl WhitenBias {
-    /// The lr multiplier under its own schedule at a fractional epoch.
-    pub fn own_multiplier(&self, epoch: f64) -> f64 {
-        if self.epochs <= 0.0 {
-            0.0
-        } else {
-            (1.0 - epoch / self.epochs).max(0.0)
-        }
+    /// The steps it trains for, as the references count them.
+    pub fn steps(&self, per_epoch: u64) -> u64 {
+        (self.epochs * per_epoch as f64).ceil() as u64
     }
 }
 
-/// The lr multiplier per fractional epoch, built once.
+/// The lr multiplier of every optimiser step, decided before the first one.
+/// Each shape follows its reference's own step arithmetic, so step s gets
+/// the reference's value (tests/golden pins them).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Schedule {
-    pub knots: Piecewise,
+    pub shape: Shape,
     /// A linear ramp from 0 over the first this-many epochs, on top.
     pub warmup_epochs: Option<f64>,
-    /// Page reads his schedule after counting the step, so his first step
-    /// already has a non-zero lr; airbench's LambdaLR reads step 0 first.
-    pub count_first: bool,
+    /// (epochs, value): the last epochs held at `value`, the shape run to its
+    /// end before them (Page's EMA floor on a shape that is not Page's own).
+    pub floor: Option<(f64, f64)>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum Shape {
+    /// np.interp over fractional epochs, read after counting the step as
+    /// Page's `opt_step` does: his first step already has a non-zero lr.
+    EpochKnots(Piecewise),
+    /// airbench94's LambdaLR: `start` → 1 over the first int(peak·T) steps,
+    /// then linearly to `end` at step T.
+    Airbench {
+        start: f64,
+        peak: f64,
+        end: f64,
+    },
+    /// hlb's OneCycleLR, linear, div_factor 1e16: from ~0 to 1 at step
+    /// peak·T − 1, then to `end` at step T − 1.
+    OneCycle {
+        peak: f64,
+        end: f64,
+    },
+    /// airbench94_muon and the speedrun: 1 − s/T.
+    LinearToZero,
+    Constant,
+}
+
+impl Shape {
+    /// The multiplier of 0-based step `s` of `total`.
+    fn at(&self, s: u64, total: u64, per_epoch: u64) -> f64 {
+        let (s, t) = (s as f64, total.max(1) as f64);
+        match self {
+            Shape::EpochKnots(k) => k.at((s + 1.0) / per_epoch.max(1) as f64),
+            Shape::Airbench { start, peak, end } => {
+                let warm = (t * peak).floor();
+                if s < warm {
+                    let f = s / warm;
+                    start * (1.0 - f) + f
+                } else {
+                    let f = (s - warm) / (t - warm);
+                    (1.0 - f) + end * f
+                }
+            }
+            Shape::OneCycle { peak, end } => {
+                // torch's initial lr is max_lr / div_factor.
+                const START: f64 = 1e-16;
+                let up = peak * t - 1.0;
+                if s <= up {
+                    START + (1.0 - START) * s / up
+                } else {
+                    1.0 + (end - 1.0) * (s - up) / (t - 1.0 - up)
+                }
+            }
+            Shape::LinearToZero => 1.0 - s / t,
+            Shape::Constant => 1.0,
+        }
+    }
 }
 
 impl Schedule {
-    /// The multiplier for step `step` (0-based) of epoch `epoch`.
-    pub fn at_step(&self, epoch: usize, step: u64, steps_per_epoch: u64) -> f64 {
-        let s = step + u64::from(self.count_first);
-        self.at(epoch as f64 + s as f64 / steps_per_epoch as f64)
+    /// Every step's multiplier for a run of `total` steps, `per_epoch` an epoch.
+    pub fn multipliers(&self, total: u64, per_epoch: u64) -> Vec<f64> {
+        let floor_steps = self.floor.map_or(0, |(e, _)| {
+            ((e * per_epoch as f64).round().max(0.0) as u64).min(total)
+        });
+        let body = total - floor_steps;
+        (0..total)
+            .map(|s| {
+                let m = match self.floor {
+                    Some((_, value)) if s >= body => value,
+                    _ => self.shape.at(s, body, per_epoch),
+                };
+                match self.warmup_epochs {
+                    Some(w) if w > 0.0 => {
+                        let epoch = s as f64 / per_epoch.max(1) as f64;
+                        if epoch < w { m * epoch / w } else { m }
+                    }
+                    _ => m,
+                }
+            })
+            .collect()
+    }
+}
+
+/// Which optimiser group a parameter trains in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ParamGroup {
+    /// Conv filters, the linear head and a learnable stem conv; with Muon on,
+    /// everything but the filters: the head.
+    Weights,
+    BnWeights,
+    BnBiases,
+    WhitenBias,
+    ConvBiases,
+    /// The conv filters Muon takes.
+    Filters,
+}
+
+impl OptimPlan {
+    /// A group's (lr multiplier, weight-decay multiplier) on the run's lr and
+    /// wd: the per-step decay of its weights is lr·lr_mult × wd·wd_mult.
+    pub fn mults(&self, g: ParamGroup) -> (f64, f64) {
+        let wd = if self.no_wd_bn_bias { 0.0 } else { 1.0 };
+        match g {
+            // airbench passes weight_decay = wd / lr to every SGD group, so
+            // each decays by the same wd per step whatever its lr: the head too.
+            ParamGroup::Weights => match &self.muon {
+                Some(m) => (m.head_lr_mult, 1.0 / m.head_lr_mult),
+                None => (1.0, 1.0),
+            },
+            ParamGroup::BnWeights | ParamGroup::WhitenBias | ParamGroup::ConvBiases => (1.0, wd),
+            ParamGroup::BnBiases => (self.bn_bias_mult, wd / self.bn_bias_mult),
+            ParamGroup::Filters => (1.0, 1.0),
+        }
+    }
+}
+
+/// Every step's learning rates, built once from the plan and the run's length.
+#[derive(Clone, Debug, PartialEq)]
+pub struct StepRates {
+    pub total: u64,
+    pub per_epoch: u64,
+    /// The schedule's multiplier of each step.
+    pub main: Vec<f64>,
+    /// Steps during which the whitening bias trains (when it has one).
+    pub whiten_bias_steps: Option<u64>,
+}
+
+impl RunPlan {
+    /// The rates of a run on `train_images` images in drop_last batches, as
+    /// every reference counts them: T = ceil(epochs · ⌊n/batch⌋).
+    pub fn rates(&self, train_images: u64) -> StepRates {
+        let per_epoch = (train_images / self.batch_size.max(1) as u64).max(1);
+        let total = (self.epochs * per_epoch as f64).ceil() as u64;
+        StepRates {
+            total,
+            per_epoch,
+            main: self.schedule.multipliers(total, per_epoch),
+            whiten_bias_steps: self.optim.whiten_bias.as_ref().map(|w| w.steps(per_epoch)),
+        }
     }
 
-    pub fn at(&self, epoch: f64) -> f64 {
-        let m = self.knots.at(epoch);
-        match self.warmup_epochs {
-            Some(w) if w > 0.0 && epoch < w => m * epoch / w,
-            _ => m,
+    /// (lr, per-step decay coefficient) of `group` at 0-based step `s`: the
+    /// mean-loss lr of an SGD group (Muon's own lr for the filters) and the c
+    /// of its decay term c·w (coupled for SGD, decoupled for Muon).
+    pub fn group_rate(&self, group: ParamGroup, s: u64, r: &StepRates) -> (f64, f64) {
+        let o = &self.optim;
+        let m = r.main[s as usize];
+        if group == ParamGroup::Filters
+            && let Some(mu) = &o.muon
+        {
+            let lr = mu.lr * m;
+            return (lr, lr * mu.weight_decay);
         }
+        let (lr_mult, wd_mult) = o.mults(group);
+        let m = match (&o.whiten_bias, r.whiten_bias_steps) {
+            (Some(wb), Some(steps)) if group == ParamGroup::WhitenBias && wb.own_schedule => {
+                1.0 - s as f64 / steps.max(1) as f64
+            }
+            _ => m,
+        };
+        let lr = o.lr * m * lr_mult;
+        (lr, lr * o.weight_decay * wd_mult)
     }
 }
 
 /// Page's DAWNBench schedule ends on this lr (mean-loss units) at epoch 30 of 35.
 pub const DAWN_TAIL_LR: f64 = 0.005;
 
-/// The schedule's knots from the settings alone.
-pub fn base_knots(s: &RunConfig) -> Piecewise {
+/// The schedule's shape from the settings alone.
+pub fn base_shape(s: &RunConfig) -> Shape {
     let e = s.epochs;
     let p = s.peak_epoch * e;
-    let knots = match s.schedule {
-        ScheduleKind::Page | ScheduleKind::Onecycle => {
-            vec![(0.0, 0.0), (p, 1.0), (e, s.final_lr_frac)]
-        }
+    let knots = |k: Vec<(f64, f64)>| {
+        Shape::EpochKnots(Piecewise::new(k).unwrap_or_else(|_| Piecewise {
+            knots: vec![(0.0, 1.0)],
+        }))
+    };
+    match s.schedule {
+        ScheduleKind::Page => knots(vec![(0.0, 0.0), (p, 1.0), (e, s.final_lr_frac)]),
         // Page parts 1-3: the knot at epoch 30 of 35 is an absolute lr (0.005 at
         // both bs 128 / lr 0.1 and bs 512 / lr 0.44), not a fraction of the peak.
-        ScheduleKind::Dawn => vec![
+        ScheduleKind::Dawn => knots(vec![
             (0.0, 0.0),
             (p, 1.0),
             (e * 30.0 / 35.0, (DAWN_TAIL_LR / s.lr).min(1.0)),
             (e, 0.0),
-        ],
-        ScheduleKind::Airbench => vec![(0.0, 0.2), (p, 1.0), (e, s.final_lr_frac)],
-        ScheduleKind::Linear => vec![(0.0, 1.0), (e, 0.0)],
-        ScheduleKind::Constant => vec![(0.0, 1.0), (e, 1.0)],
-    };
-    Piecewise::new(knots).unwrap_or_else(|_| Piecewise {
-        knots: vec![(0.0, 1.0)],
-    })
+        ]),
+        ScheduleKind::Airbench => Shape::Airbench {
+            start: 0.2,
+            peak: s.peak_epoch,
+            end: s.final_lr_frac,
+        },
+        ScheduleKind::Onecycle => Shape::OneCycle {
+            peak: s.peak_epoch,
+            end: s.final_lr_frac,
+        },
+        ScheduleKind::Linear => Shape::LinearToZero,
+        ScheduleKind::Constant => Shape::Constant,
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Averaging {
     None,
-    /// Page: an eval-only copy, `decay` applied every `every` steps.
+    /// Page: an eval-only copy from the initial weights, `decay` applied
+    /// after every `every`-th step of each epoch, counting from its first
+    /// (new_dawn.py builds a fresh `update_ema` step per epoch).
     PageEma {
         decay: f64,
         every: u64,
     },
-    /// airbench: average every `every` steps with 0.95⁵·(t/T)³ and copy back.
-    /// hlb: the same from `start_epoch` on (a snapshot of the live net then),
-    /// evaluating a separate copy holding the average.
+    /// airbench: from the initial weights, every `every` steps average with
+    /// 0.95⁵·(t/T)³ and copy back, and at the end copy the average in (d = 1).
+    /// hlb: from `start_epoch` on, the first due step snapshots the live net
+    /// and the later ones average and copy back; a separate copy holding
+    /// the average is evaluated.
     Lookahead {
         every: u64,
         start_epoch: f64,
         eval_average: bool,
     },
+}
+
+/// What the average does after a step.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum AvgAction {
+    Skip,
+    /// Start the average from the live weights.
+    Snapshot,
+    /// avg ← decay·avg + (1 − decay)·live, then live ← avg when `copy_back`.
+    Update {
+        decay: f64,
+        copy_back: bool,
+    },
+}
+
+impl Averaging {
+    /// Whether the average exists before the first step (else a `Snapshot` starts it).
+    pub fn starts_at_init(&self) -> bool {
+        match self {
+            Averaging::None => false,
+            Averaging::PageEma { .. } => true,
+            Averaging::Lookahead { start_epoch, .. } => *start_epoch <= 0.0,
+        }
+    }
+
+    /// The action after 1-based step `t` of `total`, the `i`-th (0-based)
+    /// step of epoch `epoch`, given whether the average has started.
+    pub fn action(&self, t: u64, i: u64, epoch: usize, total: u64, started: bool) -> AvgAction {
+        match *self {
+            Averaging::None => AvgAction::Skip,
+            Averaging::PageEma { decay, every } if i.is_multiple_of(every.max(1)) => {
+                AvgAction::Update {
+                    decay,
+                    copy_back: false,
+                }
+            }
+            Averaging::Lookahead {
+                every, start_epoch, ..
+            } if t.is_multiple_of(every.max(1)) && epoch as f64 >= start_epoch => {
+                if started {
+                    AvgAction::Update {
+                        decay: crate::optim::lookahead_decay(t as usize, total as usize),
+                        copy_back: true,
+                    }
+                } else {
+                    AvgAction::Snapshot
+                }
+            }
+            _ => AvgAction::Skip,
+        }
+    }
+
+    /// Every action of a run, as (1-based step, action): what the engine
+    /// does, for the golden tests and `tricklab plan` (no tensors).
+    pub fn schedule(&self, total: u64, per_epoch: u64) -> Vec<(u64, AvgAction)> {
+        let mut started = self.starts_at_init();
+        let mut out = Vec::new();
+        for t in 1..=total {
+            let (epoch, i) = ((t - 1) / per_epoch.max(1), (t - 1) % per_epoch.max(1));
+            let a = self.action(t, i, epoch as usize, total, started);
+            if a != AvgAction::Skip {
+                started = true;
+                out.push((t, a));
+            }
+        }
+        out
+    }
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -402,9 +620,9 @@ impl RunPlan {
                 whiten_bias: None,
             },
             schedule: Schedule {
-                knots: base_knots(s),
+                shape: base_shape(s),
                 warmup_epochs: None,
-                count_first: matches!(s.schedule, ScheduleKind::Page | ScheduleKind::Dawn),
+                floor: None,
             },
             averaging: Averaging::None,
             eval: EvalPlan {
@@ -414,7 +632,27 @@ impl RunPlan {
                 tta_fraction: None,
             },
             metrics_every: s.metrics_every as u64,
+            clock: s.clock,
         }
+    }
+
+    /// The plan with every setting that cannot act in it put in one canonical
+    /// state, so that two plans that train identically compare equal: the
+    /// matrix warnings use it to find variants that change nothing.
+    pub fn effective(&self) -> RunPlan {
+        let mut p = self.clone();
+        let half = p.precision.half;
+        if let Some(m) = p.optim.muon.as_mut() {
+            // An fp16 net's Muon buffers are fp16 already.
+            if half == Some(Half::F16) {
+                m.half_momentum = true;
+            }
+            // In a bf16 net the filters' own type is bf16.
+            if half == Some(Half::Bf16) {
+                m.ns_dtype = NsDtype::Bf16;
+            }
+        }
+        p
     }
 
     /// Checks that need the whole plan, each a one-line error with the fix.

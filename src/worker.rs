@@ -4,6 +4,7 @@
 
 use crate::config::RunSpec;
 use crate::events::{Command, Event, LogLevel, RunStatus};
+use crate::plan::PlannedRun;
 use crate::queue::Queue;
 use crate::train::{Control, Flow, Outcome, Trainer};
 use std::collections::VecDeque;
@@ -332,14 +333,16 @@ fn worker_loop(dev: &str, shared: &Shared, factory: &Factory) {
         shared.busy.fetch_add(1, Ordering::SeqCst);
         shared.cancel.store(false, Ordering::SeqCst);
         shared.snapshot();
-        if !warm {
+        // The run's plan, decided once: the trainer only reads it.
+        let planned = crate::recipe::plan_run(&spec);
+        if let (false, Ok(planned)) = (warm, &planned) {
             // Otherwise the first run of every session, a ladder's first rung,
             // carries the one-time costs and every speedup is inflated.
             warm = true;
             // A warm-up that panics must not take the worker down: the run
             // itself then reports the failure, under catch_unwind like every run.
             let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                trainer.warm_up(&spec, &WorkerControl(shared))
+                trainer.warm_up(planned, &WorkerControl(shared))
             }));
             let log = match r {
                 Ok(Some(msg)) => Some((LogLevel::Info, msg)),
@@ -356,7 +359,7 @@ fn worker_loop(dev: &str, shared: &Shared, factory: &Factory) {
                 shared.events.push(Event::Log { level, message });
             }
         }
-        run_one(trainer.as_mut(), &spec, shared);
+        run_one(trainer.as_mut(), &spec, planned, shared);
         shared.ended.fetch_add(1, Ordering::SeqCst);
         shared.busy.fetch_sub(1, Ordering::SeqCst);
         shared.snapshot();
@@ -364,11 +367,16 @@ fn worker_loop(dev: &str, shared: &Shared, factory: &Factory) {
     }
 }
 
-fn run_one(trainer: &mut dyn Trainer, spec: &RunSpec, shared: &Shared) {
+fn run_one(
+    trainer: &mut dyn Trainer,
+    spec: &RunSpec,
+    planned: anyhow::Result<PlannedRun>,
+    shared: &Shared,
+) {
     let events = shared.events.clone();
     let ctl = WorkerControl(shared);
     let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        trainer.run(spec, &ctl, &mut |e| events.push(e))
+        trainer.run(&planned?, &ctl, &mut |e| events.push(e))
     }));
     let id = spec.id.clone();
     let (status, reason, acc, ev) = match result {

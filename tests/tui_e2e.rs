@@ -259,7 +259,7 @@ fn a_gpu_ladder_opens_tiny_in_the_tui() {
         &shell,
     ]);
     t.wait_for("the tiny ladder queued", 60, |s| {
-        s.contains("speedrun-ladder-tiny") && s.contains("R9 retuned")
+        s.contains("speedrun-ladder-tiny") && s.contains("R12 retuned")
     });
     t.wait_for("its first rung running", 90, |s| s.contains(" running "));
     // Ctrl-C cancels the run and quits without a question.

@@ -5,6 +5,7 @@ mod cluster;
 mod nightly;
 mod report;
 mod run;
+mod train;
 
 use clap::{Parser, Subcommand};
 
@@ -41,7 +42,7 @@ pub enum Command {
     /// Inspect matrix files.
     Matrix(crate::matrix::MatrixArgs),
     /// Train one run and print an epoch table and a summary.
-    Train(crate::train::TrainArgs),
+    Train(train::TrainArgs),
     /// Print the trick catalog.
     Tricks(crate::tricks::TricksArgs),
     /// List the base recipes.
@@ -79,7 +80,7 @@ pub fn main() -> i32 {
         Some(Command::Results(a)) => report::cmd_results(a),
         Some(Command::Slurm(a)) => cluster::cmd_slurm(a),
         Some(Command::Matrix(a)) => crate::matrix::cmd_matrix(a),
-        Some(Command::Train(a)) => crate::train::cmd_train(a),
+        Some(Command::Train(a)) => train::cmd_train(a),
         Some(Command::Tricks(a)) => crate::tricks::cmd_tricks(a),
         Some(Command::Recipes(a)) => crate::recipe::cmd_recipes(a),
         Some(Command::Recipe(a)) => crate::recipe::cmd_recipe_show(a),

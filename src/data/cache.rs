@@ -1,7 +1,7 @@
 //! The binary cache of an imported data set: a JSON header (with the content
 //! hash, so a reload need not rehash 180 MB) followed by raw bytes.
 
-use super::{Dataset, Split};
+use super::{Dataset, IMPORT_ORDER, Split, content_hash, interleave_classes};
 use anyhow::{Context, Result, bail};
 use serde::{Deserialize, Serialize};
 use std::io::{Read, Write};
@@ -19,6 +19,10 @@ pub(crate) struct Header {
     pub train: usize,
     pub test: usize,
     pub hash: String,
+    /// How the images are ordered (`IMPORT_ORDER`); absent in caches written
+    /// before the import interleaved the classes.
+    #[serde(default)]
+    pub order: Option<String>,
 }
 
 /// Streams the data set into `w`. Any write error (a full disk) comes back as
@@ -33,6 +37,7 @@ pub fn write_cache(d: &Dataset, w: &mut impl Write) -> Result<()> {
         train: d.train.len(),
         test: d.test.len(),
         hash: d.hash.clone(),
+        order: Some(IMPORT_ORDER.to_string()),
     };
     let json = serde_json::to_vec(&header)?;
     w.write_all(MAGIC)?;
@@ -114,7 +119,7 @@ pub fn read_cache(path: &Path) -> Result<Dataset> {
             h.classes.len()
         );
     }
-    Ok(Dataset {
+    let d = Dataset {
         name: h.name,
         classes: h.classes,
         channels: h.channels,
@@ -123,7 +128,45 @@ pub fn read_cache(path: &Path) -> Result<Dataset> {
         train,
         test,
         hash: h.hash,
-    })
+    };
+    match h.order.as_deref() {
+        Some(IMPORT_ORDER) => Ok(d),
+        Some(other) => bail!(
+            "{}: images in `{other}` order, which this tricklab does not know; re-run `tricklab data import`",
+            path.display()
+        ),
+        None => reorder_old_cache(d, path),
+    }
+}
+
+/// A cache from before the import interleaved the classes holds them class
+/// by class (the old import sorted by class, then file name), so the new
+/// order follows from it exactly: reorder, rewrite the cache (when the folder
+/// is writable) and say so once.
+fn reorder_old_cache(mut d: Dataset, path: &Path) -> Result<Dataset> {
+    let sorted = |l: &[u8]| l.windows(2).all(|w| w[0] <= w[1]);
+    if !sorted(&d.train.labels) || !sorted(&d.test.labels) {
+        bail!(
+            "{}: an old cache whose images are not in class order; re-run `tricklab data import` on its source",
+            path.display()
+        );
+    }
+    let bytes = d.image_bytes();
+    d.train = interleave_classes(&d.train, d.classes.len(), bytes);
+    d.test = interleave_classes(&d.test, d.classes.len(), bytes);
+    d.hash = content_hash(&d);
+    let rewritten =
+        crate::util::write_atomic_with(path, |f| write_cache(&d, &mut std::io::BufWriter::new(f)));
+    eprintln!(
+        "note: {} was imported in class order; its classes are now interleaved ({}), data hash {}",
+        path.display(),
+        match rewritten {
+            Ok(()) => "cache rewritten".to_string(),
+            Err(e) => format!("in memory only: {}", crate::util::one_line(&e)),
+        },
+        &d.hash[..12]
+    );
+    Ok(d)
 }
 
 #[cfg(test)]
@@ -145,6 +188,47 @@ mod tests {
         fn flush(&mut self) -> std::io::Result<()> {
             Ok(())
         }
+    }
+
+    #[test]
+    fn a_class_ordered_cache_from_an_older_import_is_interleaved_and_rewritten() {
+        let mut d = crate::data::synthetic(30, 10, 3, 8, 2);
+        // The old import's layout: sorted by class, no order in the header.
+        let mut idx: Vec<usize> = (0..d.train.len()).collect();
+        idx.sort_by_key(|&i| d.train.labels[i]);
+        let sz = d.image_bytes();
+        d.train = Split {
+            images: idx
+                .iter()
+                .flat_map(|&i| d.train.images[i * sz..(i + 1) * sz].to_vec())
+                .collect(),
+            labels: idx.iter().map(|&i| d.train.labels[i]).collect(),
+        };
+        d.test.labels.sort();
+        d.hash = content_hash(&d);
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("old.tlds");
+        crate::util::write_atomic_with(&p, |f| write_cache(&d, f)).unwrap();
+        // Strip `order` from the header, as an older tricklab wrote it.
+        let bytes = std::fs::read(&p).unwrap();
+        let len = u64::from_le_bytes(bytes[8..16].try_into().unwrap()) as usize;
+        let mut h: serde_json::Value = serde_json::from_slice(&bytes[16..16 + len]).unwrap();
+        h.as_object_mut().unwrap().remove("order");
+        let h = serde_json::to_vec(&h).unwrap();
+        let mut old = b"TLDS\x01\0\0\0".to_vec();
+        old.extend((h.len() as u64).to_le_bytes());
+        old.extend(&h);
+        old.extend(&bytes[16 + len..]);
+        std::fs::write(&p, &old).unwrap();
+
+        let got = read_cache(&p).unwrap();
+        assert_eq!(&got.train.labels[..6], &[0, 1, 2, 0, 1, 2]);
+        assert_ne!(got.hash, d.hash);
+        assert_eq!(
+            read_header(&p).unwrap().order.as_deref(),
+            Some(IMPORT_ORDER)
+        );
+        assert_eq!(read_cache(&p).unwrap(), got);
     }
 
     #[test]

@@ -30,6 +30,21 @@ pub enum DataCommand {
     },
     /// List the embedded and imported data sets.
     List,
+    /// Write a data set (or its per-class subset) as raw bytes for other
+    /// programs, in the order tricklab trains on it: meta.json,
+    /// {train,test}_images.u8 (N x H x W x C) and {train,test}_labels.u8.
+    Export {
+        /// A data set spec: embedded, an imported name, a folder or an archive.
+        name: String,
+        #[arg(long)]
+        out: PathBuf,
+        /// Keep the first N training images of each class (the `train_per_class` setting).
+        #[arg(long)]
+        train_per_class: Option<usize>,
+        /// Keep the first N test images of each class (`test_per_class`).
+        #[arg(long)]
+        test_per_class: Option<usize>,
+    },
     /// Counts per class, image size, hash and problems found.
     Check {
         /// A data set spec: embedded, an imported name, a folder or an archive.
@@ -89,6 +104,35 @@ pub fn cmd_data(args: DataArgs) -> Result<i32> {
                     i.source
                 );
             }
+            Ok(0)
+        }
+        DataCommand::Export {
+            name,
+            out,
+            train_per_class,
+            test_per_class,
+        } => {
+            let full = load(&name)?;
+            let d = if train_per_class.is_some() || test_per_class.is_some() {
+                full.subset(train_per_class, test_per_class)
+            } else {
+                full
+            };
+            // Image trees and the embedded set load interleaved; CIFAR-10's binary keeps its own order.
+            let order = if is_embedded(&name) || data_dir().join(&name).join(CACHE_FILE).is_file() {
+                IMPORT_ORDER
+            } else {
+                "as loaded"
+            };
+            export_raw(&d, &out, order)?;
+            println!(
+                "exported {} train + {} test images of `{}` (hash {}) to {}",
+                d.train.len(),
+                d.test.len(),
+                d.name,
+                &d.hash[..16.min(d.hash.len())],
+                out.display()
+            );
             Ok(0)
         }
         DataCommand::Check { name } => {

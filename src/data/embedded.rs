@@ -3,7 +3,7 @@
 //! so every command works offline from any folder.
 
 use super::folder::decode_chw;
-use super::{Dataset, Split, content_hash};
+use super::{Dataset, Split, content_hash, interleave_classes};
 use anyhow::{Context, Result, bail};
 use rayon::prelude::*;
 use std::sync::OnceLock;
@@ -67,9 +67,15 @@ fn parse(bytes: &[u8]) -> Result<Dataset> {
             Ok(px)
         })
         .collect::<Result<_>>()?;
-    let split = |range: std::ops::Range<usize>| Split {
-        images: decoded[range.clone()].concat(),
-        labels: records[range].iter().map(|r| r.0).collect(),
+    // The container lists the images class by class; the data set takes the
+    // import order (`IMPORT_ORDER`), so its first images mix every class.
+    let (bytes, classes) = (3 * h.height * h.width, h.classes.len());
+    let split = |range: std::ops::Range<usize>| {
+        let by_class = Split {
+            images: decoded[range.clone()].concat(),
+            labels: records[range].iter().map(|r| r.0).collect(),
+        };
+        interleave_classes(&by_class, classes, bytes)
     };
     let mut d = Dataset {
         name: h.name,

@@ -280,6 +280,11 @@ pub(crate) fn build(mut files: Vec<RawImage>, name: &str, origin: &str) -> Resul
         split.images.extend_from_slice(&px);
         split.labels.push(index[f.class.as_str()]);
     }
+    let bytes = 3 * h * w;
+    let (train, test) = (
+        super::interleave_classes(&train, classes.len(), bytes),
+        super::interleave_classes(&test, classes.len(), bytes),
+    );
     let mut d = Dataset {
         name: name.to_string(),
         classes,
@@ -350,7 +355,8 @@ pub(crate) mod tests {
             (d.train.len(), d.test.len(), d.height, d.width),
             (6, 6, 8, 8)
         );
-        assert_eq!(d.train.labels, vec![0, 0, 0, 1, 1, 1]);
+        // The import order: the classes interleaved (IMPORT_ORDER).
+        assert_eq!(d.train.labels, vec![0, 1, 0, 1, 0, 1]);
         // Planar layout: first pixel of the red plane, then green plane.
         assert_eq!(d.train.images[0], 40);
         assert_eq!(d.train.images[64], 20);

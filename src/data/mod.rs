@@ -10,6 +10,7 @@ mod check;
 mod cifar;
 mod cli;
 mod embedded;
+mod export;
 mod fetch;
 mod folder;
 mod synthetic;
@@ -19,6 +20,7 @@ pub use check::{Problem, check};
 pub use cifar::{CIFAR10_CLASSES, load_cifar_archive, load_cifar_dir};
 pub use cli::{DataArgs, cmd_data};
 pub use embedded::{EMBEDDED, load_embedded, make_embedded};
+pub use export::export_raw;
 pub use fetch::{CIFAR10_MD5, CIFAR10_URL, FetchOptions, fetch_cifar10};
 pub use folder::{import, read_image_tree};
 pub use synthetic::synthetic;
@@ -120,6 +122,39 @@ impl Dataset {
         }
         counts
     }
+}
+
+/// The order an import gives each split. CIFAR-10's own files are class-mixed,
+/// and the references whiten from "the first N training images" (airbench
+/// 5,000, hiverge's speedrun 960, Page 10,000); an image tree lists its images
+/// class by class, so the first 960 would all be airplanes. An import therefore
+/// interleaves the classes round robin: image 0 of every class in class order,
+/// then image 1 of every class, and so on, each class in file-name order (a
+/// class that runs out is skipped). Every prefix holds each class to within one
+/// image; the order needs no random numbers, so any tool can rebuild it.
+pub const IMPORT_ORDER: &str = "class-interleaved";
+
+/// `split` reordered into [`IMPORT_ORDER`], keeping each class's own order.
+pub fn interleave_classes(split: &Split, classes: usize, image_bytes: usize) -> Split {
+    let mut by_class: Vec<Vec<usize>> = vec![Vec::new(); classes.max(1)];
+    for (i, &l) in split.labels.iter().enumerate() {
+        by_class[(l as usize).min(classes.max(1) - 1)].push(i);
+    }
+    let longest = by_class.iter().map(Vec::len).max().unwrap_or(0);
+    let mut out = Split {
+        images: Vec::with_capacity(split.images.len()),
+        labels: Vec::with_capacity(split.len()),
+    };
+    for rank in 0..longest {
+        for members in &by_class {
+            if let Some(&i) = members.get(rank) {
+                out.labels.push(split.labels[i]);
+                out.images
+                    .extend_from_slice(&split.images[i * image_bytes..(i + 1) * image_bytes]);
+            }
+        }
+    }
+    out
 }
 
 /// A hash of everything that defines the data, so results can name exactly what they trained on.
@@ -315,5 +350,24 @@ mod tests {
         let e = load("no-such-set").unwrap_err();
         assert!(format!("{e:#}").contains("tricklab data list"), "{e:#}");
         assert!(load("synthetic:x").is_err());
+    }
+
+    #[test]
+    fn interleaving_mixes_the_classes_and_keeps_each_classs_order() {
+        // Class by class, as an image tree lists them: 3 of class 0, 2 of 1, 3 of 2.
+        let labels = [0u8, 0, 0, 1, 1, 2, 2, 2];
+        let split = Split {
+            images: (0..8u8).flat_map(|i| [i, i]).collect(),
+            labels: labels.to_vec(),
+        };
+        let out = interleave_classes(&split, 3, 2);
+        assert_eq!(out.labels, [0, 1, 2, 0, 1, 2, 0, 2]);
+        let firsts: Vec<u8> = out.images.chunks(2).map(|c| c[0]).collect();
+        assert_eq!(firsts, [0, 3, 5, 1, 4, 6, 2, 7]);
+        // The embedded set: its first ten training images are ten classes.
+        let d = load_embedded().unwrap();
+        let mut first: Vec<u8> = d.train.labels[..10].to_vec();
+        first.sort();
+        assert_eq!(first, (0..10).collect::<Vec<u8>>());
     }
 }

@@ -130,11 +130,14 @@ fn plan_warnings(
     resolved: &[(RunConfig, RunPlan)],
 ) -> Vec<String> {
     let mut out = Vec::new();
-    for (j, (vj, (_, pj))) in variants.iter().zip(resolved).enumerate() {
-        if let Some(i) = resolved[..j].iter().position(|(_, pi)| pi == pj) {
+    // Settings that cannot act in a plan (fp16 Muon buffers in an fp16 net)
+    // are put in one state first, so a variant that only changes those is caught.
+    let effective: Vec<RunPlan> = resolved.iter().map(|(_, p)| p.effective()).collect();
+    for (j, (vj, pj)) in variants.iter().zip(&effective).enumerate() {
+        if let Some(i) = effective[..j].iter().position(|pi| pi == pj) {
             out.push(format!(
                 "{origin}: variants `{}` and `{}` have the same plan, so they train identically: \
-                 the second changes nothing (is a trick already in that state?); drop it or change what it varies",
+                 the second changes nothing (is a trick already in that state, or one that cannot act here?); drop it or change what it varies",
                 variants[i].name, vj.name
             ));
         }

@@ -13,7 +13,7 @@ mod resnet;
 mod whitening;
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 
 use anyhow::Result;
 use serde::{Deserialize, Serialize};
@@ -25,6 +25,7 @@ use bn::GhostBn;
 use layers::{Conv, Linear, global_max};
 use resnet::{PageLayer, PreActBlock};
 use whitening::Whiten;
+pub use whitening::whitening_filters;
 
 pub use crate::config::Arch;
 
@@ -102,24 +103,37 @@ pub enum Whitening {
         eps: f64,
         images: usize,
     },
-    /// Frozen 2×2 conv → 12 (or 24 = ±V) ch, pad 0, uncentred second moment ÷n,
-    /// optional learnable bias initialised to 0. `centred`: hlb-CIFAR10's
-    /// mean-centred covariance ÷(n−1) instead.
+    /// Frozen 2×2 conv → 12 (or 24 = ±V) ch, pad 0, optional learnable bias
+    /// initialised to 0 (or PyTorch's conv default); `basis` says whose
+    /// eigenbasis.
     Airbench {
         eps: f64,
         images: usize,
         negate: bool,
         bias: bool,
-        #[serde(default)]
-        centred: bool,
         /// The bias starts from PyTorch's conv default U(±1/√fan_in), not 0.
-        #[serde(default)]
         bias_uniform: bool,
-        /// The basis from an SVD of the second moment instead of its
-        /// eigendecomposition (hiverge's speedrun).
-        #[serde(default)]
-        svd: bool,
+        basis: Basis,
     },
+}
+
+/// How the 2×2 whitening basis is computed, each as its reference does it
+/// (float32, the same operations in the same order, so libtorch's LAPACK
+/// gives the reference's eigenvectors, signs included).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Basis {
+    /// airbench94: eigh ('U') of the uncentred second moment ÷ n, largest
+    /// eigenvalue first.
+    Eigh,
+    /// airbench94_muon: the same, in eigh's own ascending order (its
+    /// `init_whiten` does not flip).
+    EighAscending,
+    /// hiverge's speedrun: SVD of the same second moment, largest first.
+    Svd,
+    /// hlb-CIFAR10: `torch.cov` (centred, ÷(n−1)) of each chunk of this many
+    /// images, eigenvalues and eigenvectors averaged over the chunks (the
+    /// average depends on each chunk's arbitrary signs, as hlb's does).
+    HlbChunks { chunk: usize },
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -130,6 +144,10 @@ pub struct NetConfig {
     /// airbench: one per ConvGroup.
     pub widths: Vec<i64>,
     pub act: Activation,
+    /// The stem's own activation, where it differs from the body's (hiverge
+    /// keeps GELU after the whitening conv and uses SiLU in the ConvGroups).
+    #[serde(default)]
+    pub stem_act: Option<Activation>,
     pub bn: BnConfig,
     pub pool_before_act: bool,
     pub pool_before_bn: bool,
@@ -154,6 +172,7 @@ impl NetConfig {
             arch,
             widths: vec![64, 128, 256, 512],
             act: Activation::Relu,
+            stem_act: None,
             bn: BnConfig::default(),
             pool_before_act: false,
             pool_before_bn: false,
@@ -222,9 +241,8 @@ impl NetConfig {
                     images: 5000,
                     negate: true,
                     bias: true,
-                    centred: false,
                     bias_uniform: false,
-                    svd: false,
+                    basis: Basis::Eigh,
                 },
                 dirac: Dirac::Partial,
                 prep_bn_relu: false,
@@ -606,7 +624,9 @@ impl Net {
             x.to_kind(kind)
         };
         let act = &self.cfg.act;
-        let mut h = self.stem.forward_t(&x, train, act);
+        let mut h = self
+            .stem
+            .forward_t(&x, train, self.cfg.stem_act.as_ref().unwrap_or(act));
         match &self.body {
             Body::PreAct(blocks) => {
                 for b in blocks {

@@ -72,7 +72,7 @@ fn resnet9_full_width_weight_count() {
 }
 
 #[test]
-fn celu_alpha_formula() {
+pub(crate) fn celu_alpha_formula() {
     let x = Tensor::from_slice(&[-2.0f32, -0.1, 0.0, 0.5, 3.0]);
     let alpha = 0.3;
     let y = Activation::Celu { alpha }.apply(&x);
@@ -94,7 +94,7 @@ fn celu_alpha_formula() {
 }
 
 #[test]
-fn ghost_bn_statistics_per_split_and_eval_average() {
+pub(crate) fn ghost_bn_statistics_per_split_and_eval_average() {
     let vs = nn::VarStore::new(Device::Cpu);
     let cfg = BnConfig {
         ghost_splits: 2,
@@ -138,7 +138,7 @@ fn ghost_bn_statistics_per_split_and_eval_average() {
 }
 
 #[test]
-fn frozen_bn_scale_stays_one_and_out_of_groups() {
+pub(crate) fn frozen_bn_scale_stays_one_and_out_of_groups() {
     let vs = nn::VarStore::new(Device::Cpu);
     let mut cfg = tiny(Arch::Resnet9);
     cfg.bn.frozen_scale = true;
@@ -205,7 +205,7 @@ fn param_groups_partition_trainable_parameters() {
 }
 
 #[test]
-fn conv_bias_before_bn_changes_nothing_in_training_mode() {
+pub(crate) fn conv_bias_before_bn_changes_nothing_in_training_mode() {
     // The claim behind `no_bias_before_bn`: BN subtracts the batch mean, so a
     // bias on the conv that feeds it cannot change the output (or get a gradient).
     tch::manual_seed(3);
@@ -246,7 +246,7 @@ fn conv_bias_before_bn_changes_nothing_in_training_mode() {
 }
 
 #[test]
-fn whitening_output_covariance_is_identity() {
+pub(crate) fn whitening_output_covariance_is_identity() {
     tch::manual_seed(1);
     // Correlated channels so that whitening has work to do.
     let base = Tensor::randn([64, 3, 12, 12], (Kind::Float, Device::Cpu));
@@ -261,26 +261,19 @@ fn whitening_output_covariance_is_identity() {
             eps: 1e-8,
             images: 64,
         },
-        Whitening::Airbench {
-            eps: 1e-8,
-            images: 64,
-            negate: false,
-            bias: false,
-            centred: false,
-            bias_uniform: false,
-            svd: false,
-        },
-        Whitening::Airbench {
-            eps: 1e-8,
-            images: 64,
-            negate: false,
-            bias: false,
-            centred: true,
-            bias_uniform: false,
-            svd: false,
-        },
+        airbench_whitening(1e-8, Basis::Eigh),
+        airbench_whitening(1e-8, Basis::EighAscending),
+        airbench_whitening(1e-8, Basis::Svd),
+        // One chunk: hlb's average over chunks is then its one covariance.
+        airbench_whitening(1e-8, Basis::HlbChunks { chunk: 64 }),
     ] {
-        let centred = matches!(whitening, Whitening::Airbench { centred: true, .. });
+        let centred = matches!(
+            whitening,
+            Whitening::Airbench {
+                basis: Basis::HlbChunks { .. },
+                ..
+            }
+        );
         // Off-centre images for hlb's style: only a centred covariance whitens them.
         let imgs = if centred {
             &imgs + 0.7
@@ -317,22 +310,14 @@ fn whitening_output_covariance_is_identity() {
 }
 
 #[test]
-fn svd_whitening_gives_the_eigen_filters_from_the_first_images() {
+pub(crate) fn svd_whitening_gives_the_eigen_filters_from_the_first_images() {
     tch::manual_seed(3);
     let imgs = Tensor::randn([48, 3, 10, 10], (Kind::Float, Device::Cpu))
         * Tensor::from_slice(&[1.0f32, 0.5, 2.0]).view([1, 3, 1, 1]);
-    let filters = |svd: bool, images: usize, x: &Tensor| {
+    let filters = |svd: bool, x: &Tensor| {
         let vs = nn::VarStore::new(Device::Cpu);
         let mut cfg = tiny(Arch::Airbench);
-        cfg.whitening = Whitening::Airbench {
-            eps: 5e-4,
-            images,
-            negate: false,
-            bias: false,
-            centred: false,
-            bias_uniform: false,
-            svd,
-        };
+        cfg.whitening = airbench_whitening(5e-4, if svd { Basis::Svd } else { Basis::Eigh });
         let net = Net::new(&vs.root(), &cfg);
         net.init_whitening(x).unwrap();
         net.stem
@@ -344,7 +329,7 @@ fn svd_whitening_gives_the_eigen_filters_from_the_first_images() {
             .reshape([12, -1])
     };
     // Same basis as the eigendecomposition, filter by filter up to its sign.
-    let (e, s) = (filters(false, 48, &imgs), filters(true, 48, &imgs));
+    let (e, s) = (filters(false, &imgs), filters(true, &imgs));
     let dots = (&e * &s).sum_dim_intlist(1, false, Kind::Float).abs();
     let norms = e.norm_scalaropt_dim(2, [1], false) * s.norm_scalaropt_dim(2, [1], false);
     assert!(close(
@@ -352,14 +337,33 @@ fn svd_whitening_gives_the_eigen_filters_from_the_first_images() {
         &Tensor::ones([12], (Kind::Float, Device::Cpu)),
         1e-3
     ));
-    // `images` = 16 reads only the first 16 images.
-    let first = filters(true, 16, &imgs);
-    assert!(close(
-        &first,
-        &filters(true, 48, &imgs.narrow(0, 0, 16)),
-        1e-6
-    ));
-    assert!(!close(&first, &s, 1e-3));
+    // Eigh in airbench94_muon's ascending order: the same filters, reversed.
+    let vs = nn::VarStore::new(Device::Cpu);
+    let mut cfg = tiny(Arch::Airbench);
+    cfg.whitening = airbench_whitening(5e-4, Basis::EighAscending);
+    let net = Net::new(&vs.root(), &cfg);
+    net.init_whitening(&imgs).unwrap();
+    let asc = net
+        .stem
+        .whiten
+        .as_ref()
+        .unwrap()
+        .conv
+        .weight
+        .reshape([12, -1]);
+    assert!(close(&asc.flip([0]).abs(), &e.abs(), 1e-5));
+}
+
+/// A 2x2 whitening of airbench's kind with `basis`, 12 filters, no bias.
+fn airbench_whitening(eps: f64, basis: Basis) -> Whitening {
+    Whitening::Airbench {
+        eps,
+        images: 64,
+        negate: false,
+        bias: false,
+        bias_uniform: false,
+        basis,
+    }
 }
 
 #[test]
@@ -371,7 +375,7 @@ fn whitening_rejects_bad_images() {
 }
 
 #[test]
-fn dirac_init_is_identity_on_first_filters() {
+pub(crate) fn dirac_init_is_identity_on_first_filters() {
     let vs = nn::VarStore::new(Device::Cpu);
     let cfg = tiny(Arch::Airbench);
     let net = Net::new(&vs.root(), &cfg);
@@ -425,14 +429,16 @@ fn whiten_bias_toggle_and_cast() {
 }
 
 fn build(cfg: &NetConfig, seed: i64) -> (nn::VarStore, Net) {
-    tch::manual_seed(seed);
+    // Under the inits' lock: tests run in parallel and share libtorch's generator.
     let vs = nn::VarStore::new(Device::Cpu);
-    let net = Net::new(&vs.root(), cfg);
+    let net = crate::util::native::with_seeded_inits(Device::Cpu, seed as u64, || {
+        Net::new(&vs.root(), cfg)
+    });
     (vs, net)
 }
 
 #[test]
-fn pool_before_act_is_exact_for_relu_but_pool_before_bn_is_not() {
+pub(crate) fn pool_before_act_is_exact_for_relu_but_pool_before_bn_is_not() {
     let base = tiny(Arch::Backbone);
     let x = Tensor::randn([4, 3, 16, 16], (Kind::Float, Device::Cpu));
     let (v0, n0) = build(&base, 7);
@@ -567,7 +573,7 @@ fn pair(
 }
 
 #[test]
-fn logit_scale_multiplies_the_logits() {
+pub(crate) fn logit_scale_multiplies_the_logits() {
     let x = Tensor::randn([3, 3, 32, 32], (Kind::Float, Device::Cpu));
     let base = NetConfig {
         logit_scale: 1.0,
@@ -579,7 +585,7 @@ fn logit_scale_multiplies_the_logits() {
 }
 
 #[test]
-fn bn_weight_init_one_or_pytorch_0_4_uniform() {
+pub(crate) fn bn_weight_init_one_or_pytorch_0_4_uniform() {
     for one in [true, false] {
         let mut cfg = tiny(Arch::Resnet9);
         cfg.bn.weight_init_one = one;
@@ -607,7 +613,7 @@ fn bn_weight_init_one_or_pytorch_0_4_uniform() {
 }
 
 #[test]
-fn gelu_is_the_exact_erf_form() {
+pub(crate) fn gelu_is_the_exact_erf_form() {
     let x = Tensor::from_slice(&[-2.0f32, -0.5, 0.0, 1.0, 3.0]);
     let by_hand: Vec<f32> = [-2.0f64, -0.5, 0.0, 1.0, 3.0]
         .iter()
@@ -622,7 +628,7 @@ fn gelu_is_the_exact_erf_form() {
 }
 
 #[test]
-fn silu_is_x_times_its_sigmoid() {
+pub(crate) fn silu_is_x_times_its_sigmoid() {
     let v = [-3.0f64, -0.5, 0.0, 1.0, 4.0];
     let by_hand: Vec<f32> = v.iter().map(|&v| (v / (1.0 + (-v).exp())) as f32).collect();
     let x = Tensor::from_slice(&v.map(|v| v as f32));
@@ -650,7 +656,7 @@ fn libm_erf(x: f64) -> f64 {
 }
 
 #[test]
-fn bn_stats_momentum_moves_the_running_mean() {
+pub(crate) fn bn_stats_momentum_moves_the_running_mean() {
     // One training pass from running_mean = 0: the new value is momentum x the batch mean.
     let x = Tensor::randn([8, 3, 32, 32], (Kind::Float, Device::Cpu)) + 2.0;
     for m in [0.1, 0.4] {
@@ -684,7 +690,7 @@ fn bn_stats_momentum_moves_the_running_mean() {
 }
 
 #[test]
-fn residual_adds_the_layer_1_and_3_branches() {
+pub(crate) fn residual_adds_the_layer_1_and_3_branches() {
     let base = NetConfig {
         residual: false,
         ..tiny(Arch::Backbone)
@@ -706,7 +712,7 @@ fn residual_adds_the_layer_1_and_3_branches() {
 }
 
 #[test]
-fn prep_bn_relu_adds_a_batch_norm_after_the_prep_conv() {
+pub(crate) fn prep_bn_relu_adds_a_batch_norm_after_the_prep_conv() {
     let base = NetConfig {
         prep_bn_relu: false,
         ..tiny(Arch::PageResnet18)
@@ -716,16 +722,15 @@ fn prep_bn_relu_adds_a_batch_norm_after_the_prep_conv() {
 }
 
 #[test]
-fn whitening_negate_doubles_the_filters_with_their_negations() {
+pub(crate) fn whitening_negate_doubles_the_filters_with_their_negations() {
     let cfg = |negate| NetConfig {
         whitening: Whitening::Airbench {
             eps: 5e-4,
             images: 16,
             negate,
             bias: false,
-            centred: false,
             bias_uniform: false,
-            svd: false,
+            basis: Basis::Eigh,
         },
         ..tiny(Arch::Airbench)
     };

@@ -1,26 +1,30 @@
 //! Frozen PCA patch-whitening convolution (Page B7, airbench T18).
+//!
+//! Each style computes its basis the way its reference does, in float32 with
+//! the same operations in the same order: an eigendecomposition's signs are
+//! whatever LAPACK returns for that exact matrix, and hlb averages
+//! eigenvectors over chunks, so a basis computed any other way (in f64, or
+//! accumulated in pieces) is a different init. tests/golden pins each one.
 
 use anyhow::{Context, Result, bail};
 use tch::{Kind, Tensor, nn};
 
-use super::Whitening;
 use super::layers::Conv;
+use super::{Basis, Whitening};
 
-/// Images per chunk when accumulating the patch second moment: keeps the
-/// unfolded patch matrix at a few tens of MB whatever `images` is.
-const CHUNK: i64 = 500;
+#[derive(Clone, Copy, Debug)]
+enum Style {
+    /// new_dawn.py `eigens`: X/√(n−1), Σ = XᵀX, symeig (upper), largest first.
+    Page,
+    Airbench(Basis),
+}
 
 pub(crate) struct Whiten {
     pub conv: Conv,
     kernel: i64,
     eps: f64,
-    images: usize,
     negate: bool,
-    /// Page divides the uncentred second moment by n−1, airbench by n.
-    unbiased: bool,
-    /// hlb subtracts the mean patch (a covariance, ÷(n−1)).
-    centred: bool,
-    svd: bool,
+    style: Style,
 }
 
 impl Whiten {
@@ -28,29 +32,25 @@ impl Whiten {
     pub fn new(p: &nn::Path, w: &Whitening) -> Option<Whiten> {
         match *w {
             Whitening::Off => None,
-            Whitening::Page { eps, images } => Some(Whiten {
+            Whitening::Page { eps, .. } => Some(Whiten {
                 conv: Conv::new(p, 3, 27, 3, 1, 1, false, false),
                 kernel: 3,
                 eps,
-                images,
                 negate: false,
-                unbiased: true,
-                centred: false,
-                svd: false,
+                style: Style::Page,
             }),
             Whitening::Airbench {
                 eps,
-                images,
                 negate,
                 bias,
-                centred,
                 bias_uniform,
-                svd,
+                basis,
+                ..
             } => {
                 let cout = if negate { 24 } else { 12 };
                 let conv = Conv::new(p, 3, cout, 2, 1, 0, false, false);
                 // airbench94 zero-initialises the bias, airbench94_muon keeps
-                // nn.Conv2d's default; it is trained for the first epochs only
+                // nn.Conv2d's default; it is trained for the first steps only
                 // (see `Net::set_whiten_bias_trainable`).
                 let bound = 1.0 / ((3 * 2 * 2) as f64).sqrt();
                 let conv = Conv {
@@ -74,11 +74,8 @@ impl Whiten {
                     conv,
                     kernel: 2,
                     eps,
-                    images,
                     negate,
-                    unbiased: centred,
-                    centred,
-                    svd,
+                    style: Style::Airbench(basis),
                 })
             }
         }
@@ -92,9 +89,9 @@ impl Whiten {
         self.conv.forward(x)
     }
 
-    /// Computes the eigenbasis (by eigh, or SVD) of the patch second moment (or covariance, when
-    /// centred) over the first `images` images and copies eigvecs/√(λ+eps) into
-    /// the frozen conv.
+    /// Fits the frozen conv to `images` (normalised NCHW, unaugmented,
+    /// unpadded, in the order the style takes them): eigenvectors/√(λ + eps),
+    /// with their negations when `negate`.
     pub fn init(&self, images: &Tensor) -> Result<()> {
         let size = images.size();
         if size.len() != 4 || size[1] != 3 {
@@ -104,58 +101,10 @@ impl Whiten {
         if size[2] < k || size[3] < k {
             bail!("whitening needs images of at least {k}×{k} pixels, got shape {size:?}");
         }
-        let n = (self.images as i64).min(size[0]);
-        if n == 0 {
-            bail!("whitening needs at least one image");
+        if size[0] < 2 {
+            bail!("whitening needs at least two images, got {}", size[0]);
         }
-        let d = 3 * k * k;
-        let dev = images.device();
-        let (eigvals, eigvecs) = tch::no_grad(|| -> Result<(Tensor, Tensor)> {
-            let mut moment = Tensor::zeros([d, d], (Kind::Double, dev));
-            let mut sum = Tensor::zeros([d], (Kind::Double, dev));
-            let mut rows: i64 = 0;
-            let mut start = 0;
-            while start < n {
-                let len = CHUNK.min(n - start);
-                let x = images.narrow(0, start, len).to_kind(Kind::Double);
-                // (N, 3, H', W', k, k) → (N·H'·W', 3·k·k), the conv weight's layout.
-                let patches = x
-                    .unfold(2, k, 1)
-                    .unfold(3, k, 1)
-                    .permute([0, 2, 3, 1, 4, 5])
-                    .reshape([-1, d]);
-                rows += patches.size()[0];
-                moment += patches.tr().matmul(&patches);
-                sum += patches.sum_dim_intlist(0, false, Kind::Double);
-                start += len;
-            }
-            let denom = if self.unbiased {
-                (rows - 1).max(1)
-            } else {
-                rows
-            } as f64;
-            if self.centred {
-                // Σ(x−μ)(x−μ)ᵀ = Σxxᵀ − n·μμᵀ, with μ = Σx / n.
-                let mean = &sum / rows as f64;
-                moment -= mean.outer(&mean) * rows as f64;
-            }
-            let moment = moment / denom;
-            if self.svd {
-                // U·diag(S)·Vᵀ of a symmetric PSD matrix: S are its
-                // eigenvalues, largest first, and U its eigenvectors.
-                let (u, s, _) = moment
-                    .f_svd(true, true)
-                    .context("SVD of the patch covariance failed")?;
-                return Ok((s, u));
-            }
-            let (vals, vecs) = moment
-                .f_linalg_eigh("L")
-                .context("eigendecomposition of the patch covariance failed")?;
-            // Largest eigenvalue first, as both references order their filters.
-            Ok((vals.flip([0]), vecs.flip([1])))
-        })?;
-        let filters = eigvecs.tr() / (eigvals + self.eps).sqrt().unsqueeze(1);
-        let filters = filters.reshape([d, 3, k, k]);
+        let filters = tch::no_grad(|| filters(images, k, self.eps, self.style))?;
         let filters = if self.negate {
             Tensor::cat(&[&filters, &filters.neg()], 0)
         } else {
@@ -176,4 +125,81 @@ impl Whiten {
         });
         Ok(())
     }
+}
+
+/// The references' `get_patches`: (N·W'·H', C·k·k) rows in float32.
+fn patches(x: &Tensor, k: i64) -> Tensor {
+    let c = x.size()[1];
+    x.unfold(2, k, 1)
+        .unfold(3, k, 1)
+        .transpose(1, 3)
+        .reshape([-1, c * k * k])
+        .to_kind(Kind::Float)
+}
+
+/// (eigenvalues, eigenvectors as rows), largest first, of a symmetric matrix.
+fn eigh_desc(m: &Tensor) -> Result<(Tensor, Tensor)> {
+    let (vals, vecs) = m
+        .f_linalg_eigh("U")
+        .context("eigendecomposition of the patch covariance failed")?;
+    Ok((vals.flip([0]), vecs.tr().flip([0])))
+}
+
+/// The frozen conv's weight that `w` fits to `images` (negations included),
+/// or `None` for `Whitening::Off`: what `Whiten::init` copies in.
+pub fn whitening_filters(w: &Whitening, images: &Tensor) -> Result<Option<Tensor>> {
+    let vs = nn::VarStore::new(images.device());
+    let Some(whiten) = Whiten::new(&vs.root(), w) else {
+        return Ok(None);
+    };
+    whiten.init(images)?;
+    Ok(Some(whiten.conv.weight.detach().copy()))
+}
+
+/// The whitening filters, (C·k·k, C, k, k), before any negation.
+fn filters(images: &Tensor, k: i64, eps: f64, style: Style) -> Result<Tensor> {
+    let d = 3 * k * k;
+    let (vals, rows) = match style {
+        Style::Page => {
+            let p = patches(images, k);
+            let x = &p / ((p.size()[0] - 1) as f64).sqrt();
+            eigh_desc(&x.tr().matmul(&x))?
+        }
+        Style::Airbench(Basis::HlbChunks { chunk }) => {
+            let (mut vals, mut rows) = (Vec::new(), Vec::new());
+            for part in images.split(chunk.max(2) as i64, 0) {
+                // torch.cov over variables in rows: centred, ÷(n−1).
+                let cov = patches(&part, k)
+                    .tr()
+                    .cov(1, None::<Tensor>, None::<Tensor>);
+                let (v, r) = eigh_desc(&cov)?;
+                vals.push(v);
+                rows.push(r);
+            }
+            (
+                Tensor::stack(&vals, 0).mean_dim(0, false, Kind::Float),
+                Tensor::stack(&rows, 0).mean_dim(0, false, Kind::Float),
+            )
+        }
+        Style::Airbench(basis) => {
+            let p = patches(images, k);
+            let moment = p.tr().matmul(&p) / p.size()[0] as f64;
+            match basis {
+                Basis::Svd => {
+                    let (u, s, _) = moment
+                        .f_svd(true, true)
+                        .context("SVD of the patch covariance failed")?;
+                    (s, u.tr())
+                }
+                Basis::EighAscending => {
+                    let (vals, vecs) = moment
+                        .f_linalg_eigh("U")
+                        .context("eigendecomposition of the patch covariance failed")?;
+                    (vals, vecs.tr())
+                }
+                _ => eigh_desc(&moment)?,
+            }
+        }
+    };
+    Ok((rows / (vals + eps).sqrt().unsqueeze(1)).reshape([d, 3, k, k]))
 }

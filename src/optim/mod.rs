@@ -6,6 +6,7 @@
 //! `convert` turns each reference's own units into this one.
 
 mod adaptive;
+mod clip;
 mod convert;
 mod ema;
 mod loss;
@@ -15,19 +16,22 @@ mod sgd;
 mod tta;
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 
 pub use adaptive::{AdamW, Lamb, Lars};
+pub use clip::clip_grad_norm;
 pub use convert::{bias_group_mults, from_airbench, from_hlb, from_page};
 pub use ema::{Ema, float_state, is_update_step, lookahead_decay, page_ema_decay};
 pub use loss::{label_smoothed_ce, smooth_targets, soft_target_ce};
 pub use muon::{
-    Muon, MuonOptions, NS_AIRBENCH, NS_SPEEDRUN, newton_schulz, newton_schulz_batched,
+    Muon, MuonOptions, NS_AIRBENCH, NS_SPEEDRUN, NsDtype, NsVariant, Renorm, newton_schulz,
     newton_schulz5,
 };
 pub use schedule::Piecewise;
 pub use sgd::{SgdPage, SgdTorch};
-pub use tta::{least_confident, selective_tta, tta_from_plain, tta_logits, tta_passes};
+pub use tta::{
+    equal_views, least_confident, selective_tta, tta_from_plain, tta_logits, tta_passes,
+};
 
 use tch::Tensor;
 
@@ -66,9 +70,8 @@ pub trait Optimizer {
     /// scale folded into the units (Page's lr/bs and wd·bs) rather than divided
     /// out of the gradients, where it would underflow again.
     fn set_loss_scale(&mut self, scale: f64);
-    /// libtorch exposes no way to drop a gradient from Rust, so
-    /// `set_to_none` zeroes too; parameters that stop requiring grad are
-    /// skipped by `step`, which is what dropping achieves in PyTorch.
+    /// Drops the gradients (`set_to_none`, as the references do) or zeroes
+    /// them; `step` skips parameters without one, as PyTorch's optimisers do.
     fn zero_grad(&mut self, set_to_none: bool);
 }
 
@@ -81,11 +84,17 @@ fn grad_of(w: &Tensor) -> Option<Tensor> {
     g.defined().then_some(g)
 }
 
-fn zero_grads(groups: &[Group], _set_to_none: bool) {
+/// PyTorch's `zero_grad`: the gradients dropped (`set_to_none`, no kernel)
+/// or filled with zeros.
+fn zero_grads(groups: &[Group], set_to_none: bool) {
     for g in groups {
-        for p in &g.params {
-            let mut p = p.shallow_clone();
-            p.zero_grad();
+        if set_to_none {
+            crate::util::native::grads_to_none(&g.params);
+        } else {
+            for p in &g.params {
+                let mut p = p.shallow_clone();
+                p.zero_grad();
+            }
         }
     }
 }

@@ -1,9 +1,9 @@
-//! Muon (airbench94_muon): momentum, then a Newton–Schulz orthogonalised
-//! step; with hiverge's speedrun options: one batched Newton–Schulz over all
-//! filters, renormalisation every few steps to a scheduled magnitude, and
-//! momentum buffers in fp16.
+//! Muon as airbench94_muon runs it (`Muon.step`, `zeropower_via_newtonschulz5`)
+//! and as hiverge's speedrun runs it (cifar10_speedrun.py:24-229): momentum,
+//! Nesterov, the filters rescaled to Frobenius norm √C_out, then
+//! w −= lr·NS(g'), then (speedrun) decoupled decay.
 
-use tch::{Device, Kind, Tensor};
+use tch::{Kind, Tensor};
 
 use super::{Group, Optimizer, State, grad_of, zero_grads};
 
@@ -13,72 +13,115 @@ pub const NS_AIRBENCH: (f64, f64, f64) = (3.4445, -4.7750, 2.0315);
 /// hiverge's retuned coefficients (TRICKS.md 2.4).
 pub const NS_SPEEDRUN: (f64, f64, f64) = (3.4576, -4.7391, 2.0843);
 
-/// The type Newton–Schulz iterates in: bf16 on CUDA, as the references do;
-/// f32 elsewhere (a CPU has no fast bf16 matmul).
-fn ns_kind(device: Device) -> Kind {
-    match device {
-        Device::Cuda(_) => Kind::BFloat16,
-        _ => Kind::Float,
+/// hiverge scales X to this magnitude, going linearly from the first to the
+/// second over training, before dividing it by its own norm.
+const SPEEDRUN_MAGNITUDE: (f64, f64) = (0.5012, 0.0786);
+
+/// airbench94_muon's Newton–Schulz, or hiverge's.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NsVariant {
+    /// (3.4445, −4.7750, 2.0315); X /= ‖X‖ + 1e-7.
+    Airbench,
+    /// (3.4576, −4.7391, 2.0843); X scaled to a magnitude going linearly
+    /// from 0.5012 to 0.0786 over training, then divided by its own norm
+    /// (each with eps 1e-5): the magnitude cancels but for the eps, and the
+    /// update is lr·NS(g), unscaled (cifar10_speedrun.py:36-68).
+    Speedrun,
+}
+
+impl NsVariant {
+    pub fn coeffs(self) -> (f64, f64, f64) {
+        match self {
+            NsVariant::Airbench => NS_AIRBENCH,
+            NsVariant::Speedrun => NS_SPEEDRUN,
+        }
     }
 }
 
-/// Approximate orthogonalisation U·Vᵀ of a 2-D `g` (any kind; returned in
-/// `g`'s kind) with airbench's coefficients.
-pub fn newton_schulz5(g: &Tensor, steps: i64) -> Tensor {
-    newton_schulz(g, steps, NS_AIRBENCH)
+/// The type Newton–Schulz iterates in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NsDtype {
+    /// bf16 whatever the filters are (airbench94_muon).
+    Bf16,
+    /// The gradients' own type: fp16 in an fp16 net (hiverge's speedrun).
+    Filters,
 }
 
-/// [`newton_schulz5`] with the given quintic coefficients (a, b, c).
-pub fn newton_schulz(g: &Tensor, steps: i64, (a, b, c): (f64, f64, f64)) -> Tensor {
-    let size = g.size();
-    assert_eq!(
-        size.len(),
-        2,
-        "newton_schulz takes a matrix, got shape {size:?}"
+impl NsDtype {
+    fn kind(self, of: &Tensor) -> Kind {
+        match self {
+            NsDtype::Bf16 => Kind::BFloat16,
+            NsDtype::Filters => of.kind(),
+        }
+    }
+}
+
+/// When the filters are rescaled to √C_out.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Renorm {
+    /// Before every update (airbench94_muon).
+    EveryStep,
+    /// hiverge: at 1-based step t when t − (the last rescaled step) ≥
+    /// base + int(growth·t/T), the last starting at 0: first at step 2,
+    /// then at intervals growing from 2 to 17 (37 times in 243 steps).
+    Growing { base: u64, growth: f64 },
+}
+
+impl Renorm {
+    /// Whether 1-based step `t` of `total` rescales, given the last that did.
+    pub fn due(self, t: u64, last: u64, total: u64) -> bool {
+        match self {
+            Renorm::EveryStep => true,
+            Renorm::Growing { base, growth } => {
+                let every = base + (growth * t as f64 / total.max(1) as f64) as u64;
+                t - last >= every
+            }
+        }
+    }
+}
+
+/// Approximate orthogonalisation of a matrix (R, C) or a batch of them
+/// (B, R, C), each normalised on its own, iterating in `kind`; returned in
+/// `kind`. `progress` ∈ (0, 1] is hiverge's step/total.
+pub fn newton_schulz(g: &Tensor, steps: i64, ns: NsVariant, kind: Kind, progress: f64) -> Tensor {
+    let dims = g.dim();
+    assert!(
+        dims == 2 || dims == 3,
+        "newton_schulz takes a matrix or a batch of them, got shape {:?}",
+        g.size()
     );
-    let mut x = g.to_kind(ns_kind(g.device()));
-    x = &x / (x.norm() + 1e-7);
+    let (r, c) = (dims as i64 - 2, dims as i64 - 1);
+    let norm = |x: &Tensor| x.norm_scalaropt_dim(2, [r, c], true);
+    let mut x = g.to_kind(kind);
+    x = match ns {
+        NsVariant::Airbench => &x / (norm(&x) + 1e-7),
+        NsVariant::Speedrun => {
+            let (start, end) = SPEEDRUN_MAGNITUDE;
+            let magnitude = start * (1.0 - progress) + end * progress;
+            let x = &x * (magnitude / (norm(&x) + 1e-5));
+            &x / (norm(&x) + 1e-5)
+        }
+    };
     // X(XᵀX)ᵏ = (XXᵀ)ᵏX: iterate on the smaller Gram matrix.
-    let transposed = size[0] > size[1];
+    let transposed = x.size()[r as usize] > x.size()[c as usize];
     if transposed {
-        x = x.tr();
+        x = x.transpose(r, c);
     }
+    let (a, b, cc) = ns.coeffs();
     for _ in 0..steps {
-        let gram = x.matmul(&x.tr());
-        let poly = &gram * b + gram.matmul(&gram) * c;
+        let gram = x.matmul(&x.transpose(r, c));
+        let poly = &gram * b + gram.matmul(&gram) * cc;
         x = &x * a + poly.matmul(&x);
     }
     if transposed {
-        x = x.tr();
+        x = x.transpose(r, c);
     }
-    x.to_kind(g.kind())
+    x
 }
 
-/// Newton–Schulz on a batch of matrices (B, R, C) at once, each normalised
-/// by its own norm. Zero padding stays zero (XXᵀ keeps the block
-/// structure), so a matrix padded into the batch gets its own result.
-pub fn newton_schulz_batched(g: &Tensor, steps: i64, (a, b, c): (f64, f64, f64)) -> Tensor {
-    let size = g.size();
-    assert_eq!(size.len(), 3, "a batch of matrices, got shape {size:?}");
-    let mut x = g.to_kind(ns_kind(g.device()));
-    let norms = x
-        .flatten(1, 2)
-        .norm_scalaropt_dim(2, [1], false)
-        .view([-1, 1, 1]);
-    x = &x / (norms + 1e-7);
-    let transposed = size[1] > size[2];
-    if transposed {
-        x = x.transpose(1, 2);
-    }
-    for _ in 0..steps {
-        let gram = x.bmm(&x.transpose(1, 2));
-        let poly = &gram * b + gram.bmm(&gram) * c;
-        x = &x * a + poly.bmm(&x);
-    }
-    if transposed {
-        x = x.transpose(1, 2);
-    }
-    x.to_kind(g.kind())
+/// airbench94_muon's `zeropower_via_newtonschulz5(G, steps)`: bf16, its coefficients.
+pub fn newton_schulz5(g: &Tensor, steps: i64) -> Tensor {
+    newton_schulz(g, steps, NsVariant::Airbench, Kind::BFloat16, 1.0).to_kind(g.kind())
 }
 
 /// How Muon steps; [`MuonOptions::airbench`] is airbench94_muon's.
@@ -87,58 +130,52 @@ pub struct MuonOptions {
     pub momentum: f64,
     pub nesterov: bool,
     pub ns_steps: i64,
-    pub ns_coeffs: (f64, f64, f64),
-    /// Every filter zero-padded into one (n, C_out, C_in·k·k) tensor and
-    /// orthogonalised by one batched Newton–Schulz instead of one per filter.
+    pub ns: NsVariant,
+    pub ns_dtype: NsDtype,
+    /// Every filter zero-padded into one (n, max C_out, max C_in·k·k rounded
+    /// up to 16) tensor and orthogonalised by one batched Newton–Schulz.
     pub batched: bool,
     /// Momentum buffers kept in fp16.
     pub half_momentum: bool,
-    /// Renormalise the filters every this many steps (1: every step).
-    pub norm_every: u64,
-    /// The step's magnitude scales the update (the filters renormalise to
-    /// √C_out) instead of the filters' norm.
-    pub scale_update: bool,
+    pub renorm: Renorm,
+    /// Decoupled: w ×= 1 − lr·wd after the update.
+    pub weight_decay: f64,
+    /// The run's steps: the renormalisation interval and hiverge's
+    /// magnitude read the step as a fraction of it.
+    pub total_steps: u64,
 }
 
 impl MuonOptions {
-    pub fn airbench(momentum: f64, ns_steps: i64) -> MuonOptions {
+    pub fn airbench(momentum: f64, ns_steps: i64, total_steps: u64) -> MuonOptions {
         MuonOptions {
             momentum,
             nesterov: true,
             ns_steps,
-            ns_coeffs: NS_AIRBENCH,
+            ns: NsVariant::Airbench,
+            ns_dtype: NsDtype::Bf16,
             batched: false,
             half_momentum: false,
-            norm_every: 1,
-            scale_update: false,
+            renorm: Renorm::EveryStep,
+            weight_decay: 0.0,
+            total_steps,
         }
     }
 }
 
-/// Muon for conv filters: buf = μ·buf + g; g' = g + μ·buf (Nesterov) or buf;
-/// every `norm_every` steps w ← w·m·√C_out/‖w‖ (m the target magnitude, 1
-/// in airbench); w −= lr·NS(g' as C_out × rest). With `scale_update` the
-/// filters renormalise to √C_out and the update is m·lr·NS(g') instead. No weight decay: the
-/// renormalisation fixes the weight norm instead.
+/// Muon for conv filters: buf = μ·buf + g; g' = g + μ·buf (Nesterov) or
+/// buf; when due, w ← w·√C_out/‖w‖; w −= lr·NS(g' as C_out × rest); then
+/// w ×= 1 − lr·wd.
 pub struct Muon {
     groups: Vec<Group>,
     bufs: State,
     o: MuonOptions,
+    /// 1-based count of steps taken, and the last that rescaled.
     steps: u64,
+    last_renorm: u64,
 }
 
 impl Muon {
-    pub fn new(groups: Vec<Group>, momentum: f64, nesterov: bool, ns_steps: i64) -> Muon {
-        Muon::with_options(
-            groups,
-            MuonOptions {
-                nesterov,
-                ..MuonOptions::airbench(momentum, ns_steps)
-            },
-        )
-    }
-
-    pub fn with_options(groups: Vec<Group>, o: MuonOptions) -> Muon {
+    pub fn new(groups: Vec<Group>, o: MuonOptions) -> Muon {
         let mut bufs = State::zeros_like(&groups);
         if o.half_momentum {
             for g in bufs.0.iter_mut() {
@@ -152,66 +189,42 @@ impl Muon {
             bufs,
             o,
             steps: 0,
+            last_renorm: 0,
         }
     }
 
-    /// One step at `lr`, renormalising (when due) to `magnitude`·√C_out, or
-    /// with `scale_update` to √C_out with the update scaled by `magnitude`.
-    pub fn step_to(&mut self, lr: f64, magnitude: f64) {
-        let renorm = self.steps.is_multiple_of(self.o.norm_every.max(1));
-        self.steps += 1;
-        tch::no_grad(|| {
-            // (weight, its lr, its momentum-corrected gradient) of every filter with a gradient.
-            let mut todo: Vec<(Tensor, f64, Tensor)> = Vec::new();
-            for (gi, group) in self.groups.iter().enumerate() {
-                for (pi, w) in group.params.iter().enumerate() {
-                    let Some(g) = grad_of(w) else { continue };
-                    let buf = self.bufs.get_mut(gi, pi);
-                    let _ = buf
-                        .g_mul_scalar_(self.o.momentum)
-                        .g_add_(&g.to_kind(buf.kind()));
-                    let b = buf.to_kind(g.kind());
-                    let g = if self.o.nesterov {
-                        g + b * self.o.momentum
-                    } else {
-                        b
-                    };
-                    todo.push((w.shallow_clone(), lr * group.lr_mult, g));
+    /// The 1-based steps at which the filters were rescaled, for a run of
+    /// `total` steps (what `step` does, without tensors).
+    pub fn renorm_steps(renorm: Renorm, total: u64) -> Vec<u64> {
+        let mut last = 0;
+        (1..=total)
+            .filter(|&t| {
+                let due = renorm.due(t, last, total);
+                if due {
+                    last = t;
                 }
-            }
-            let updates = self.orthogonalise(&todo);
-            for ((w, lr, _), update) in todo.iter().zip(updates) {
-                let mut wm = w.shallow_clone();
-                let (norm_to, step) = if self.o.scale_update {
-                    (1.0, *lr * magnitude)
-                } else {
-                    (magnitude, *lr)
-                };
-                if renorm {
-                    let rows = w.size()[0] as f64;
-                    let scale = (wm.norm() + 1e-12).reciprocal() * (norm_to * rows.sqrt());
-                    let _ = wm.g_mul_(&scale.to_kind(wm.kind()));
-                }
-                let _ = wm.g_sub_(&(update * step));
-            }
-        });
+                due
+            })
+            .collect()
     }
 
     /// NS(g') of every filter, shaped like it: one call per filter, or one
     /// batched call over all of them padded to the largest.
-    fn orthogonalise(&self, todo: &[(Tensor, f64, Tensor)]) -> Vec<Tensor> {
-        let (steps, coeffs) = (self.o.ns_steps, self.o.ns_coeffs);
+    fn orthogonalise(&self, todo: &[(Tensor, Tensor)], progress: f64) -> Vec<Tensor> {
+        let (steps, ns) = (self.o.ns_steps, self.o.ns);
         let mats: Vec<Tensor> = todo
             .iter()
-            .map(|(w, _, g)| g.reshape([w.size()[0], -1]))
+            .map(|(w, g)| g.reshape([w.size()[0], -1]))
             .collect();
         let out: Vec<Tensor> = if !self.o.batched || mats.len() < 2 {
             mats.iter()
-                .map(|m| newton_schulz(m, steps, coeffs))
+                .map(|m| newton_schulz(m, steps, ns, self.o.ns_dtype.kind(m), progress))
                 .collect()
         } else {
             let rows = mats.iter().map(|m| m.size()[0]).max().unwrap_or(0);
             let cols = mats.iter().map(|m| m.size()[1]).max().unwrap_or(0);
+            // hiverge rounds the width up to a multiple of 16 (tensor cores).
+            let cols = (cols + 15) / 16 * 16;
             let padded: Vec<Tensor> = mats
                 .iter()
                 .map(|m| {
@@ -219,7 +232,9 @@ impl Muon {
                     m.constant_pad_nd([0, cols - c, 0, rows - r])
                 })
                 .collect();
-            let x = newton_schulz_batched(&Tensor::stack(&padded, 0), steps, coeffs);
+            let batch = Tensor::stack(&padded, 0);
+            let kind = self.o.ns_dtype.kind(&batch);
+            let x = newton_schulz(&batch, steps, ns, kind, progress);
             mats.iter()
                 .enumerate()
                 .map(|(i, m)| {
@@ -231,14 +246,58 @@ impl Muon {
         };
         out.into_iter()
             .zip(todo)
-            .map(|(u, (w, _, _))| u.reshape(w.size()))
+            .map(|(u, (w, _))| u.reshape(w.size()))
             .collect()
     }
 }
 
 impl Optimizer for Muon {
     fn step(&mut self, lr: f64) {
-        self.step_to(lr, 1.0);
+        self.steps += 1;
+        let (t, total) = (self.steps, self.o.total_steps.max(1));
+        let renorm = self.o.renorm.due(t, self.last_renorm, total);
+        if renorm {
+            self.last_renorm = t;
+        }
+        let progress = t as f64 / total as f64;
+        let mu = self.o.momentum;
+        tch::no_grad(|| {
+            // (weight, its momentum-corrected gradient) of every filter with a gradient.
+            let mut todo: Vec<(Tensor, Tensor)> = Vec::new();
+            for (gi, group) in self.groups.iter().enumerate() {
+                for (pi, w) in group.params.iter().enumerate() {
+                    let Some(g) = grad_of(w) else { continue };
+                    let buf = self.bufs.get_mut(gi, pi);
+                    let _ = buf.g_mul_scalar_(mu).g_add_(&g.to_kind(buf.kind()));
+                    let g = if self.o.nesterov {
+                        &g + buf.to_kind(g.kind()) * mu
+                    } else {
+                        buf.to_kind(g.kind())
+                    };
+                    todo.push((w.shallow_clone(), g));
+                }
+            }
+            let updates = self.orthogonalise(&todo, progress);
+            let shrink = 1.0 - lr * self.o.weight_decay;
+            for ((w, _), update) in todo.iter().zip(updates) {
+                let mut w = w.shallow_clone();
+                if renorm {
+                    let rows = (w.size()[0] as f64).sqrt();
+                    // airbench divides by the bare norm; hiverge adds 1e-7.
+                    let eps = match self.o.renorm {
+                        Renorm::EveryStep => 0.0,
+                        Renorm::Growing { .. } => 1e-7,
+                    };
+                    let scale = (w.norm() + eps).reciprocal() * rows;
+                    let _ = w.g_mul_(&scale.to_kind(w.kind()));
+                }
+                // add_(update, alpha=−lr): the product in fp32, then into w.
+                let _ = w.g_sub_(&(update.to_kind(Kind::Float) * lr));
+                if shrink != 1.0 {
+                    let _ = w.g_mul_scalar_(shrink);
+                }
+            }
+        });
     }
 
     /// Newton-Schulz normalises its input first: the update is scale-free.

@@ -1,8 +1,28 @@
-//! SGD in Page's lr-in-buffer form and in PyTorch's form.
+//! SGD in Page's lr-in-buffer form and in PyTorch's form, each as one
+//! multi-tensor call per group, device and type (the native shim reaches
+//! ATen's `_fused_sgd_` and `_foreach_*` kernels, which tch does not bind)
+//! rather than a chain of small kernels per parameter.
 
+use std::collections::BTreeMap;
 use tch::Tensor;
 
-use super::{Group, Optimizer, State, zero_grads};
+use super::{Group, Optimizer, State, grad_of, zero_grads};
+use crate::util::native::{self, TensorLists};
+
+/// The (parameter, gradient, buffer) triples of a group's parameters that
+/// have a gradient, split by device and type: one multi-tensor call each.
+fn batches(group: &Group, bufs: &[Tensor]) -> Vec<[Vec<Tensor>; 3]> {
+    let mut by: BTreeMap<String, [Vec<Tensor>; 3]> = BTreeMap::new();
+    for (w, buf) in group.params.iter().zip(bufs) {
+        let Some(g) = grad_of(w) else { continue };
+        let key = format!("{:?}/{:?}", w.device(), w.kind());
+        let b = by.entry(key).or_default();
+        b[0].push(w.shallow_clone());
+        b[1].push(g);
+        b[2].push(buf.shallow_clone());
+    }
+    by.into_values().collect()
+}
 
 /// Page's Nesterov SGD (CF:tb `nesterov_update`): the momentum buffer stores
 /// lr-scaled steps, dw = −lr·(g + wd·w); v = μ·v + dw; w += dw + μ·v.
@@ -25,27 +45,27 @@ impl SgdPage {
             scale: 1.0,
         }
     }
+
+    /// Used by the tests to read a buffer back.
+    pub fn momentum_buffer(&self, group: usize, index: usize) -> &Tensor {
+        self.bufs.get(group, index)
+    }
 }
 
 impl Optimizer for SgdPage {
     fn step(&mut self, lr: f64) {
-        let mu = self.momentum;
         tch::no_grad(|| {
             for (gi, group) in self.groups.iter().enumerate() {
                 // Page's units: lr/scale and wd·scale leave lr·wd unchanged.
                 let lr = lr * group.lr_mult / self.scale;
                 let wd = self.wd * group.wd_mult * self.scale;
-                for (pi, w) in group.params.iter().enumerate() {
-                    let Some(g) = super::grad_of(w) else { continue };
-                    let dw = if wd != 0.0 {
-                        (g + w * wd) * (-lr)
-                    } else {
-                        g * (-lr)
+                for [params, grads, bufs] in batches(group, &self.bufs.0[gi]) {
+                    let lists = TensorLists {
+                        params: &params,
+                        grads: &grads,
+                        bufs: &bufs,
                     };
-                    let v = &mut self.bufs.get_mut(gi, pi);
-                    let _ = v.g_mul_scalar_(mu).g_add_(&dw);
-                    let mut w = w.shallow_clone();
-                    let _ = w.g_add_(&(dw + &**v * mu));
+                    native::page_sgd(&lists, wd, self.momentum, lr);
                 }
             }
         });
@@ -60,8 +80,9 @@ impl Optimizer for SgdPage {
     }
 }
 
-/// PyTorch's SGD: buf = μ·buf + (g + wd·w) (buf = g on the first step);
-/// step = g + μ·buf (Nesterov) or buf; w −= lr·step.
+/// PyTorch's SGD: buf = μ·buf + (g + wd·w) (buf = g + wd·w on the first
+/// step); step = g + wd·w + μ·buf (Nesterov) or buf; w −= lr·step. One fused
+/// kernel per group, device and type, as `torch.optim.SGD(fused=True)`.
 pub struct SgdTorch {
     groups: Vec<Group>,
     bufs: State,
@@ -90,31 +111,19 @@ impl SgdTorch {
 impl Optimizer for SgdTorch {
     fn step(&mut self, lr: f64) {
         let (mu, first) = (self.momentum, !self.started);
+        let nesterov = self.nesterov && mu > 0.0;
         tch::no_grad(|| {
             for (gi, group) in self.groups.iter().enumerate() {
                 // Page's units: lr/scale and wd·scale leave lr·wd unchanged.
                 let lr = lr * group.lr_mult / self.scale;
                 let wd = self.wd * group.wd_mult * self.scale;
-                for (pi, w) in group.params.iter().enumerate() {
-                    let Some(g) = super::grad_of(w) else { continue };
-                    let d = if wd != 0.0 { g + w * wd } else { g };
-                    let step = if mu == 0.0 {
-                        d
-                    } else {
-                        let buf = self.bufs.get_mut(gi, pi);
-                        if first {
-                            buf.copy_(&d);
-                        } else {
-                            let _ = buf.g_mul_scalar_(mu).g_add_(&d);
-                        }
-                        if self.nesterov {
-                            d + &*buf * mu
-                        } else {
-                            buf.shallow_clone()
-                        }
+                for [params, grads, bufs] in batches(group, &self.bufs.0[gi]) {
+                    let lists = TensorLists {
+                        params: &params,
+                        grads: &grads,
+                        bufs: &bufs,
                     };
-                    let mut w = w.shallow_clone();
-                    let _ = w.g_add_(&(step * (-lr)));
+                    native::fused_sgd(&lists, wd, mu, lr, nesterov, first);
                 }
             }
         });
@@ -127,12 +136,5 @@ impl Optimizer for SgdTorch {
 
     fn zero_grad(&mut self, set_to_none: bool) {
         zero_grads(&self.groups, set_to_none);
-    }
-}
-
-/// Used by the tests and by callers that need to read a buffer back.
-impl SgdPage {
-    pub fn momentum_buffer(&self, group: usize, index: usize) -> &Tensor {
-        self.bufs.get(group, index)
     }
 }

@@ -23,7 +23,7 @@ fn t(v: &[f64]) -> Tensor {
 }
 
 #[test]
-fn sgd_page_two_steps_by_hand() {
+pub(crate) fn sgd_page_two_steps_by_hand() {
     let w = param(&[1.0, -2.0]);
     let (mu, wd) = (0.9, 0.1);
     let mut opt = SgdPage::new(
@@ -50,7 +50,7 @@ fn sgd_page_two_steps_by_hand() {
 }
 
 #[test]
-fn sgd_torch_nesterov_two_steps_by_hand() {
+pub(crate) fn sgd_torch_nesterov_two_steps_by_hand() {
     let w = param(&[1.0, -2.0]);
     let (mu, wd) = (0.85, 0.01);
     let mut opt = SgdTorch::new(vec![Group::new(vec![w.shallow_clone()])], mu, wd, true);
@@ -67,6 +67,82 @@ fn sgd_torch_nesterov_two_steps_by_hand() {
         }
     }
     assert!(close(&w, &t(&wh), 1e-6), "{w} vs {wh:?}");
+}
+
+/// The per-parameter chains the multi-tensor kernels replaced, kept as the
+/// reference: (Page form?, params, grads per step, lrs, μ, wd, group mults).
+fn per_parameter_sgd(
+    page: bool,
+    w: &[Tensor],
+    grads: &[Vec<Tensor>],
+    lrs: &[f64],
+    mu: f64,
+    wd: f64,
+) {
+    let mut bufs: Vec<Tensor> = w.iter().map(Tensor::zeros_like).collect();
+    for (k, (gs, lr)) in grads.iter().zip(lrs).enumerate() {
+        tch::no_grad(|| {
+            for ((w, g), buf) in w.iter().zip(gs).zip(bufs.iter_mut()) {
+                let mut w = w.shallow_clone();
+                if page {
+                    let dw = (g + &w * wd) * (-lr);
+                    let _ = buf.g_mul_scalar_(mu).g_add_(&dw);
+                    let _ = w.g_add_(&(dw + &*buf * mu));
+                } else {
+                    let d = g + &w * wd;
+                    if k == 0 {
+                        buf.copy_(&d);
+                    } else {
+                        let _ = buf.g_mul_scalar_(mu).g_add_(&d);
+                    }
+                    let _ = w.g_add_(&((d + &*buf * mu) * (-lr)));
+                }
+            }
+        });
+    }
+}
+
+#[test]
+fn multi_tensor_sgd_equals_the_per_parameter_chain() {
+    let rng = crate::util::native::Rng::new(Device::Cpu, 13);
+    let shapes: [&[i64]; 4] = [&[16, 8, 3, 3], &[64], &[10, 32], &[8, 3, 2, 2]];
+    let draw = |s: &[i64]| rng.rand(s, Device::Cpu) * 2.0 - 1.0;
+    let w0: Vec<Tensor> = shapes.iter().map(|s| draw(s)).collect();
+    let grads: Vec<Vec<Tensor>> = (0..4)
+        .map(|_| shapes.iter().map(|s| draw(s)).collect())
+        .collect();
+    let lrs = [0.1, 0.2, 0.05, 0.15];
+    for page in [true, false] {
+        let (mu, wd) = (0.9, 5e-3);
+        let want: Vec<Tensor> = w0.iter().map(Tensor::copy).collect();
+        per_parameter_sgd(page, &want, &grads, &lrs, mu, wd);
+        let got: Vec<Tensor> = w0
+            .iter()
+            .map(|w| w.copy().set_requires_grad(true))
+            .collect();
+        let group = || vec![Group::new(got.iter().map(Tensor::shallow_clone).collect())];
+        let mut opt: Box<dyn Optimizer> = if page {
+            Box::new(SgdPage::new(group(), mu, wd))
+        } else {
+            Box::new(SgdTorch::new(group(), mu, wd, true))
+        };
+        for (gs, lr) in grads.iter().zip(lrs) {
+            for (w, g) in got.iter().zip(gs) {
+                set_grad(w, &Vec::<f32>::try_from(g.flatten(0, -1)).unwrap());
+            }
+            opt.step(lr);
+            opt.zero_grad(true);
+        }
+        for (a, b) in got.iter().zip(&want) {
+            assert!(
+                close(a, b, 1e-6),
+                "page {page}: {}",
+                f64::try_from((a - b).abs().max()).unwrap()
+            );
+        }
+        // set_to_none dropped the gradients.
+        assert!(got.iter().all(|w| !w.grad().defined()));
+    }
 }
 
 #[test]
@@ -86,7 +162,7 @@ fn norm(v: &[f64]) -> f64 {
 }
 
 #[test]
-fn lars_one_step_formula() {
+pub(crate) fn lars_one_step_formula() {
     let w0 = [3.0f64, 4.0];
     let g = [0.6f32, -0.8];
     let (lr, mu, wd, eta) = (0.5, 0.9, 0.01, 0.02);
@@ -102,7 +178,7 @@ fn lars_one_step_formula() {
 }
 
 #[test]
-fn lamb_one_step_formula() {
+pub(crate) fn lamb_one_step_formula() {
     let w0 = [1.0f64, -2.0, 0.5];
     let g = [0.3f32, 0.1, -0.2];
     let (lr, b1, b2, eps, wd) = (0.1, 0.9, 0.999, 1e-6, 0.01);
@@ -120,7 +196,7 @@ fn lamb_one_step_formula() {
 }
 
 #[test]
-fn adamw_two_steps_formula() {
+pub(crate) fn adamw_two_steps_formula() {
     let (lr, b1, b2, eps, wd) = (0.01, 0.9, 0.99, 1e-8, 0.1);
     let w = param(&[1.0, -1.0]);
     let mut opt = AdamW::new(vec![Group::new(vec![w.shallow_clone()])], (b1, b2), eps, wd);
@@ -187,10 +263,13 @@ fn newton_schulz_orthogonalises() {
 }
 
 #[test]
-fn muon_renormalises_weight_and_steps_orthogonally() {
+pub(crate) fn muon_renormalises_weight_and_steps_orthogonally() {
     tch::manual_seed(4);
     let w = Tensor::randn([8, 2, 3, 3], (Kind::Float, Device::Cpu)).set_requires_grad(true);
-    let mut opt = Muon::new(vec![Group::new(vec![w.shallow_clone()])], 0.6, true, 5);
+    let mut opt = Muon::new(
+        vec![Group::new(vec![w.shallow_clone()])],
+        MuonOptions::airbench(0.6, 3, 100),
+    );
     let g = Tensor::randn([8, 2, 3, 3], (Kind::Float, Device::Cpu));
     (&w * &g).sum(None).backward();
     let w0 = w.detach().copy();
@@ -198,11 +277,12 @@ fn muon_renormalises_weight_and_steps_orthogonally() {
     let n = f64::try_from(w.norm()).unwrap();
     assert!((n - 8f64.sqrt()).abs() < 1e-4, "norm {n}");
     let renormed = w.detach().copy();
-    // Second step at lr 0.1: buffer = g(1 + 0.6), Nesterov g' = g + 0.6·buf.
+    // Second step at lr 0.1: buffer = g(1 + 0.6), Nesterov g' = g + 0.6·buf,
+    // airbench94_muon's Newton-Schulz in bf16.
     opt.step(0.1);
     let buf = &g * 1.6;
     let gp = &g + buf * 0.6;
-    let upd = newton_schulz5(&gp.reshape([8, -1]), 5).view([8, 2, 3, 3]);
+    let upd = newton_schulz5(&gp.reshape([8, -1]), 3).view([8, 2, 3, 3]);
     let want = &renormed * (8f64.sqrt() / f64::try_from(renormed.norm()).unwrap()) - upd * 0.1;
     assert!(close(&w, &want, 1e-4));
     assert!(!close(&w, &w0, 1e-3));
@@ -227,118 +307,118 @@ fn filters_with_grads(seed: i64) -> (Vec<Tensor>, Vec<Tensor>) {
     (ws, gs)
 }
 
-fn muon_steps(o: MuonOptions, magnitudes: &[f64]) -> Vec<Tensor> {
+/// `lrs.len()` Muon steps over `filters_with_grads(7)`, each with the same gradients.
+fn muon_steps(o: MuonOptions, lrs: &[f64]) -> Vec<Tensor> {
     let (ws, gs) = filters_with_grads(7);
-    let mut opt = Muon::with_options(
+    let mut opt = Muon::new(
         vec![Group::new(ws.iter().map(Tensor::shallow_clone).collect())],
         o,
     );
-    for &m in magnitudes {
+    for &lr in lrs {
         for (w, g) in ws.iter().zip(&gs) {
             let mut wm = w.shallow_clone();
             wm.zero_grad();
             (w * g).sum(None).backward();
         }
-        opt.step_to(0.1, m);
+        opt.step(lr);
     }
     ws.iter().map(|w| w.detach().copy()).collect()
 }
 
+/// hiverge's Muon on fp32 filters: its Newton-Schulz in the filters' type.
+fn speedrun_muon() -> MuonOptions {
+    MuonOptions {
+        ns: NsVariant::Speedrun,
+        ns_dtype: NsDtype::Filters,
+        ..MuonOptions::airbench(0.6, 3, 243)
+    }
+}
+
 #[test]
-fn batched_muon_matches_the_per_filter_loop() {
-    let o = MuonOptions {
-        ns_coeffs: NS_SPEEDRUN,
-        ..MuonOptions::airbench(0.6, 3)
-    };
-    let looped = muon_steps(o, &[1.0, 1.0, 1.0]);
-    let batched = muon_steps(MuonOptions { batched: true, ..o }, &[1.0, 1.0, 1.0]);
+pub(crate) fn batched_muon_matches_the_per_filter_loop() {
+    let o = speedrun_muon();
+    let looped = muon_steps(o, &[0.1; 3]);
+    let batched = muon_steps(MuonOptions { batched: true, ..o }, &[0.1; 3]);
     for (a, b) in looped.iter().zip(&batched) {
         let d = f64::try_from((a - b).abs().max()).unwrap();
         assert!(d < 1e-5, "{:?}: {d}", a.size());
     }
-    // Each padded slot gets its own matrix's orthogonalisation.
+    // Each padded slot gets its own matrix's orthogonalisation, and the padding stays zero.
     let (_, gs) = filters_with_grads(8);
     let mats: Vec<Tensor> = gs.iter().map(|g| g.reshape([g.size()[0], -1])).collect();
     let padded: Vec<Tensor> = mats
         .iter()
         .map(|m| m.constant_pad_nd([0, 144 - m.size()[1], 0, 32 - m.size()[0]]))
         .collect();
-    let x = newton_schulz_batched(&Tensor::stack(&padded, 0), 5, NS_SPEEDRUN);
+    let ns = |x: &Tensor| newton_schulz(x, 5, NsVariant::Speedrun, Kind::Float, 0.5);
+    let x = ns(&Tensor::stack(&padded, 0));
     for (i, m) in mats.iter().enumerate() {
         let (r, c) = (m.size()[0], m.size()[1]);
         let slot = x.get(i as i64);
-        let d = f64::try_from(
-            (slot.narrow(0, 0, r).narrow(1, 0, c) - newton_schulz(m, 5, NS_SPEEDRUN))
-                .abs()
-                .max(),
-        )
-        .unwrap();
+        let d = f64::try_from((slot.narrow(0, 0, r).narrow(1, 0, c) - ns(m)).abs().max()).unwrap();
         // bmm and mm sum in different orders, and five iterations amplify it:
         // 1.3e-5 on one CPU of this workplace, below 1e-5 on another.
         assert!(d <= 1e-4, "slot {i}: {d}");
-        // The padding stays zero.
         let pad_rows = slot.narrow(0, r, 32 - r).abs().sum(Kind::Float);
         let pad_cols = slot.narrow(1, c, 144 - c).abs().sum(Kind::Float);
         assert_eq!(f64::try_from(pad_rows + pad_cols).unwrap(), 0.0);
     }
-    // The coefficients matter.
+    // Whose Newton-Schulz matters (coefficients, normalisation, dtype).
     assert!(!close(
         &looped[1],
-        &muon_steps(MuonOptions::airbench(0.6, 3), &[1.0; 3])[1],
+        &muon_steps(MuonOptions::airbench(0.6, 3, 243), &[0.1; 3])[1],
         1e-4
     ));
 }
 
 #[test]
-fn muon_renormalises_every_n_steps_to_the_scheduled_magnitude() {
-    // lr 0: only the renormalisation moves the weights.
-    let o = MuonOptions {
-        norm_every: 2,
-        ..MuonOptions::airbench(0.6, 3)
+pub(crate) fn muon_renormalises_at_hivergess_growing_intervals() {
+    let growing = Renorm::Growing {
+        base: 2,
+        growth: 15.0,
     };
+    let steps = Muon::renorm_steps(growing, 243);
+    // First at step 2; intervals 2 + int(15 t / 243) grow to 17: 37 in 243 steps.
+    assert_eq!(&steps[..4], &[2, 4, 6, 8]);
+    assert_eq!(steps.len(), 37, "{steps:?}");
+    let gaps: Vec<u64> = steps.windows(2).map(|w| w[1] - w[0]).collect();
+    assert!(gaps.windows(2).all(|g| g[1] >= g[0]), "{gaps:?}");
+    assert_eq!((steps[36], gaps[35]), (230, 16));
+    assert_eq!(Muon::renorm_steps(Renorm::EveryStep, 5), [1, 2, 3, 4, 5]);
+    // lr 0: only the renormalisation moves the filters, at steps 2 and 4 of the first 4.
     let (ws, gs) = filters_with_grads(9);
-    let mut opt = Muon::with_options(
+    let mut opt = Muon::new(
         vec![Group::new(ws.iter().map(Tensor::shallow_clone).collect())],
-        o,
+        MuonOptions {
+            renorm: growing,
+            ..speedrun_muon()
+        },
     );
-    let norms = |ws: &[Tensor]| -> Vec<f64> {
-        ws.iter()
-            .map(|w| f64::try_from(w.norm()).unwrap() / (w.size()[0] as f64).sqrt())
-            .collect()
+    let at_sqrt_c = |ws: &[Tensor]| {
+        ws.iter().all(|w| {
+            let n = f64::try_from(w.norm()).unwrap() / (w.size()[0] as f64).sqrt();
+            (n - 1.0).abs() < 1e-5
+        })
     };
-    let before = norms(&ws);
     let mut seen = Vec::new();
-    for m in [0.5, 0.4, 0.3] {
+    for _ in 0..2 {
         for (w, g) in ws.iter().zip(&gs) {
             (w * g).sum(None).backward();
         }
-        opt.step_to(0.0, m);
-        seen.push(norms(&ws));
+        opt.step(0.0);
+        seen.push(at_sqrt_c(&ws));
     }
-    // Steps 1 and 3 renormalise (to 0.5 and 0.3 x sqrt(C_out)); step 2 leaves them.
-    assert!(
-        seen[0].iter().all(|n| (n - 0.5).abs() < 1e-5),
-        "{:?}",
-        seen[0]
-    );
-    assert_eq!(seen[1], seen[0]);
-    assert!(
-        seen[2].iter().all(|n| (n - 0.3).abs() < 1e-5),
-        "{:?}",
-        seen[2]
-    );
-    assert!(before.iter().all(|n| (n - 0.5).abs() > 0.1));
+    assert_eq!(seen, [false, true]);
 }
 
 #[test]
-fn muon_magnitude_of_the_update_renormalises_to_sqrt_c_out_and_scales_the_step() {
+fn muon_weight_decay_shrinks_the_filters_after_the_update() {
     let o = MuonOptions {
-        norm_every: 2,
-        scale_update: true,
-        ..MuonOptions::airbench(0.6, 3)
+        weight_decay: 0.5,
+        ..MuonOptions::airbench(0.6, 3, 100)
     };
     let (ws, gs) = filters_with_grads(11);
-    let mut opt = Muon::with_options(
+    let mut opt = Muon::new(
         vec![Group::new(ws.iter().map(Tensor::shallow_clone).collect())],
         o,
     );
@@ -346,34 +426,42 @@ fn muon_magnitude_of_the_update_renormalises_to_sqrt_c_out_and_scales_the_step()
         (w * g).sum(None).backward();
     }
     let w0: Vec<Tensor> = ws.iter().map(|w| w.detach().copy()).collect();
-    opt.step_to(0.1, 0.25);
-    // By hand: w = w0 * sqrt(C_out)/|w0| - 0.25 * 0.1 * NS(g + 0.6 g).
+    opt.step(0.1);
+    // By hand: w = (w0 sqrt(C_out)/|w0| - 0.1 NS(1.6 g)) x (1 - 0.1 x 0.5).
     for ((w, g), w0) in ws.iter().zip(&gs).zip(&w0) {
         let rows = w.size()[0];
         let upd = newton_schulz5(&(g * 1.6).reshape([rows, -1]), 3).reshape(w.size());
         let renormed = w0 * ((rows as f64).sqrt() / f64::try_from(w0.norm()).unwrap());
-        assert!(close(w, &(renormed - upd * 0.025), 1e-5));
+        assert!(close(w, &((renormed - upd * 0.1) * 0.95), 1e-5));
     }
 }
 
 #[test]
-fn muon_fp16_momentum_rounds_the_buffer_to_half() {
-    let o = MuonOptions::airbench(0.6, 3);
+pub(crate) fn muon_fp16_momentum_rounds_the_buffer_to_half() {
+    // Newton-Schulz in fp32, so that the buffer's rounding shows.
+    let o = speedrun_muon();
     let half = muon_steps(
         MuonOptions {
             half_momentum: true,
             ..o
         },
-        &[1.0],
+        &[0.1],
     );
-    let full = muon_steps(o, &[1.0]);
+    let full = muon_steps(o, &[0.1]);
     // One step by hand: buf = fp16(g); g' = g + 0.6 buf; w = renorm(w) - 0.1 NS(g').
     let (ws, gs) = filters_with_grads(7);
     for ((w, g), got) in ws.iter().zip(&gs).zip(&half) {
         let rows = w.size()[0];
         let buf = g.to_kind(Kind::Half).to_kind(Kind::Float);
         let gp = g + buf * 0.6;
-        let upd = newton_schulz5(&gp.reshape([rows, -1]), 3).reshape(w.size());
+        let upd = newton_schulz(
+            &gp.reshape([rows, -1]),
+            3,
+            NsVariant::Speedrun,
+            Kind::Float,
+            1.0 / 243.0,
+        )
+        .reshape(w.size());
         let renormed = w.detach() * ((rows as f64).sqrt() / f64::try_from(w.norm()).unwrap());
         assert!(close(got, &(renormed - upd * 0.1), 1e-5));
     }
@@ -407,7 +495,7 @@ fn schedule_values_at_knots() {
 }
 
 #[test]
-fn ema_and_lookahead_follow_the_formula() {
+pub(crate) fn ema_and_lookahead_follow_the_formula() {
     let live = vec![
         Tensor::from_slice(&[1.0f32, 2.0]),
         Tensor::from_slice(&[10.0f32]),
@@ -459,7 +547,7 @@ fn label_smoothing_matches_hand_formula() {
 }
 
 #[test]
-fn selective_tta_gives_the_views_to_the_least_confident_only() {
+pub(crate) fn selective_tta_gives_the_views_to_the_least_confident_only() {
     // A "network" whose confidence grows with the image's first pixel.
     let f = |x: &Tensor| -> Tensor {
         let p = x.flatten(1, -1).narrow(1, 0, 1);
@@ -473,7 +561,8 @@ fn selective_tta_gives_the_views_to_the_least_confident_only() {
     let order = Tensor::from_slice(&[5i64, 2, 7, 0, 3, 6, 1, 4]);
     let x = x.index_select(0, &order);
     let plain = f(&x);
-    let full = tta_from_plain(&f, &x, &plain, 2);
+    // hiverge's views: the image, its two shifts and the three mirrors, averaged equally.
+    let full = equal_views(&f, &x, 2);
     let picked = Vec::<i64>::try_from(least_confident(&plain, 0.25)).unwrap();
     let margin = Vec::<f32>::try_from((plain.select(1, 0) - plain.select(1, 1)).abs()).unwrap();
     let mut by_margin: Vec<i64> = (0..8).collect();
@@ -495,6 +584,19 @@ fn selective_tta_gives_the_views_to_the_least_confident_only() {
         }
     }
     assert!(!close(&full, &plain, 1e-3));
+    // Equal views: (f(x) + f(t1 x) + f(t2 x) + their three mirrors) / 6.
+    let padded = x.reflection_pad2d([1, 1, 1, 1]);
+    let views = [
+        x.shallow_clone(),
+        padded.narrow(2, 0, 4).narrow(3, 0, 4),
+        padded.narrow(2, 2, 4).narrow(3, 2, 4),
+    ];
+    let sum = views
+        .iter()
+        .map(|v| f(v) + f(&v.flip([3])))
+        .reduce(|a, b| a + b)
+        .unwrap();
+    assert!(close(&full, &(sum / 6.0), 1e-6));
     assert!(close(
         &selective_tta(&f, &x, &plain, 2, 1.0, 4),
         &full,
@@ -508,7 +610,7 @@ fn selective_tta_gives_the_views_to_the_least_confident_only() {
 }
 
 #[test]
-fn tta_averages_flipped_and_shifted_views() {
+pub(crate) fn tta_averages_flipped_and_shifted_views() {
     // A "network" that reads two pixels of row 1: not flip or shift invariant.
     let f = |x: &Tensor| -> Tensor { x.select(1, 0).select(1, 1).narrow(1, 0, 2) };
     let x = Tensor::arange(16, (Kind::Float, Device::Cpu)).view([1, 1, 4, 4]);
@@ -582,7 +684,9 @@ fn a_loss_scale_in_the_gradients_leaves_every_optimiser_step_unchanged() {
         ("adamw", |g| {
             Box::new(AdamW::new(g, (0.9, 0.999), 1e-8, 0.01))
         }),
-        ("muon", |g| Box::new(Muon::new(g, 0.6, true, 3))),
+        ("muon", |g| {
+            Box::new(Muon::new(g, MuonOptions::airbench(0.6, 3, 10)))
+        }),
     ];
     let s = 512.0;
     for (name, make) in makers {

@@ -42,20 +42,46 @@ pub fn tta_from_plain(
     }
 }
 
-/// The indices of the `fraction` of rows of `logits` whose softmax is least
-/// confident (lowest top probability), on the device: no host sync.
+/// The indices of the int(`fraction`·n) rows of `logits` whose softmax is
+/// least confident (lowest top probability), on the device: no host sync.
 pub fn least_confident(logits: &Tensor, fraction: f64) -> Tensor {
     let n = logits.size()[0];
-    let k = ((fraction * n as f64).ceil() as i64).clamp(0, n);
+    let k = ((fraction * n as f64).floor() as i64).clamp(0, n);
     let confidence = logits
         .softmax(-1, tch::Kind::Float)
         .amax([-1i64].as_slice(), false);
-    confidence.topk(k, -1, false, true).1
+    confidence.topk(k, -1, false, false).1
+}
+
+/// hiverge's `_get_tta_logits`: the mean of every view's logits, weighted
+/// equally; level 2 = the image and its two 1-px reflect-pad shifts (crops
+/// at (0,0) and (2,2)), each with its mirror: 6 views in one forward pass.
+pub fn equal_views(forward: &dyn Fn(&Tensor) -> Tensor, x: &Tensor, level: u8) -> Tensor {
+    let base = if level >= 2 {
+        let s = x.size();
+        let (h, w) = (s[2], s[3]);
+        let padded = x.reflection_pad2d([1, 1, 1, 1]);
+        Tensor::cat(
+            &[
+                x.shallow_clone(),
+                padded.narrow(2, 0, h).narrow(3, 0, w),
+                padded.narrow(2, 2, h).narrow(3, 2, w),
+            ],
+            0,
+        )
+    } else {
+        x.shallow_clone()
+    };
+    let views = Tensor::cat(&[&base, &base.flip([3])], 0);
+    let n = x.size()[0];
+    let logits = forward(&views);
+    let classes = logits.size()[1];
+    logits.view([-1, n, classes]).mean_dim(0, false, None)
 }
 
 /// hiverge's selective TTA: every image keeps its plain logits `plain`
-/// except the `fraction` least confident, which get `level`'s views (their
-/// forward passes `batch` images at a time).
+/// except the int(`fraction`·n) least confident, which get the equal mean of
+/// `level`'s views (`batch` images at a time).
 pub fn selective_tta(
     forward: &dyn Fn(&Tensor) -> Tensor,
     x: &Tensor,
@@ -70,13 +96,8 @@ pub fn selective_tta(
     let mut start = 0;
     while start < k {
         let ib = idx.narrow(0, start, batch.max(1).min(k - start));
-        let views = tta_from_plain(
-            forward,
-            &x.index_select(0, &ib),
-            &plain.index_select(0, &ib),
-            level,
-        );
-        out = out.index_copy(0, &ib, &views);
+        let views = equal_views(forward, &x.index_select(0, &ib), level.max(1));
+        out = out.index_copy(0, &ib, &views.to_kind(out.kind()));
         start += ib.size()[0];
     }
     out

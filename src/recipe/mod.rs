@@ -14,9 +14,9 @@ pub use cli::{RecipeShowArgs, RecipesArgs, cmd_recipe_show, cmd_recipes};
 pub use recipes::{Recipe, convention, recipe_names, recipes, tiny_settings};
 
 use crate::config::{
-    Arch, OptimizerKind, Override, RunConfig, SETTINGS, ScheduleKind, TrickState, Value,
+    Arch, OptimizerKind, Override, RunConfig, RunSpec, SETTINGS, ScheduleKind, TrickState, Value,
 };
-use crate::plan::RunPlan;
+use crate::plan::{PlannedRun, RunPlan};
 use crate::tricks::{self, ParamValue};
 use anyhow::{Context, Result, bail};
 
@@ -212,6 +212,29 @@ pub fn apply_override(cfg: &mut RunConfig, o: &Override) -> Result<()> {
 
 /// Resolves a recipe name plus overrides, validating every name and value.
 pub fn resolve(recipe: &str, overrides: &[Override]) -> Result<RunConfig> {
+    Ok(resolve_plan(recipe, overrides)?.0)
+}
+
+/// A recipe plus overrides, resolved once: the configuration the manifest
+/// records and the plan the engine runs.
+pub fn resolve_plan(recipe: &str, overrides: &[Override]) -> Result<(RunConfig, RunPlan)> {
+    let cfg = configure(recipe, overrides)?;
+    let plan = tricks::build_plan(&cfg)?;
+    Ok((cfg, plan))
+}
+
+/// A queued run with its plan: what a worker hands its trainer.
+pub fn plan_run(spec: &RunSpec) -> Result<PlannedRun> {
+    let (config, plan) = resolve_plan(&spec.recipe, &spec.overrides)?;
+    Ok(PlannedRun {
+        spec: spec.clone(),
+        config,
+        plan,
+    })
+}
+
+/// The recipe's settings and tricks with `overrides` applied, unvalidated.
+fn configure(recipe: &str, overrides: &[Override]) -> Result<RunConfig> {
     let r = recipes().iter().find(|r| r.name == recipe).ok_or_else(|| {
         match tricks::nearest(recipe, recipe_names()) {
             Some(s) => anyhow::anyhow!(
@@ -222,6 +245,7 @@ pub fn resolve(recipe: &str, overrides: &[Override]) -> Result<RunConfig> {
     })?;
     let mut cfg = recipes::blank();
     cfg.recipe = recipe.to_string();
+    cfg.clock = r.clock;
     cfg.tricks = tricks::CATALOG
         .iter()
         .map(|t| (t.key.to_string(), default_state(t)))
@@ -233,27 +257,18 @@ pub fn resolve(recipe: &str, overrides: &[Override]) -> Result<RunConfig> {
     for o in overrides {
         apply_override(&mut cfg, o)?;
     }
-    tricks::build_plan(&cfg)?;
     Ok(cfg)
-}
-
-/// A recipe plus overrides, resolved: the configuration the manifest records
-/// and the plan the engine runs.
-pub fn resolve_plan(recipe: &str, overrides: &[Override]) -> Result<(RunConfig, RunPlan)> {
-    let cfg = resolve(recipe, overrides)?;
-    let plan = tricks::build_plan(&cfg)?;
-    Ok((cfg, plan))
 }
 
 /// Checks one override's name, type and range against a recipe, without the
 /// cross-trick validation (which needs the whole variant).
 pub fn check_override(recipe: &str, o: &Override) -> Result<()> {
-    let mut cfg = resolve(recipe, &[])?;
+    let mut cfg = configure(recipe, &[])?;
     apply_override(&mut cfg, o)
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     fn err(recipe: &str, o: &[&str]) -> String {
@@ -326,7 +341,7 @@ mod tests {
     }
 
     #[test]
-    fn errors_name_the_fix() {
+    pub(crate) fn errors_name_the_fix() {
         assert!(
             err("page-resnet9", &["lable_smoothing"]).contains("did you mean `label_smoothing`")
         );

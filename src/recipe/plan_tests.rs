@@ -66,8 +66,8 @@ fn an_effect_reads_typed_parameters_with_clear_errors() {
 /// effects are tested where they act (model, optim, train).
 #[test]
 fn speedrun_switches_carry_their_values_into_the_plan() {
-    use crate::model::Whitening;
-    use crate::plan::{ColourJitter, MuonNorm};
+    use crate::model::{Activation, Basis, Whitening};
+    use crate::plan::{ColourJitter, NsDtype, NsVariant, Renorm};
     let plan = |tricks: &[&str]| {
         let ov: Vec<_> = tricks
             .iter()
@@ -78,27 +78,18 @@ fn speedrun_switches_carry_their_values_into_the_plan() {
     assert!(matches!(
         plan(&["svd_whitening"]).net.whitening,
         Whitening::Airbench {
-            svd: true,
+            basis: Basis::Svd,
             images: 960,
             ..
         }
     ));
-    let norm = MuonNorm {
-        every: 4,
-        start: 0.5012,
-        end: 0.0786,
-        scales_update: true,
-    };
-    assert_eq!(plan(&["muon_norm_schedule"]).optim.muon.unwrap().norm, norm);
-    let ov = [
-        crate::config::Override::parse_trick("muon_norm_schedule").unwrap(),
-        crate::config::Override::parse_set("muon_norm_schedule.of=weight").unwrap(),
-    ];
-    let weight = super::resolve_plan("airbench94-muon", &ov).unwrap().1;
-    assert!(!weight.optim.muon.unwrap().norm.scales_update);
-    assert!((norm.magnitude(0.0) - 0.5012).abs() < 1e-12);
-    assert!((norm.magnitude(0.5) - (0.5012 + 0.0786) / 2.0).abs() < 1e-12);
-    assert!((norm.magnitude(2.0) - 0.0786).abs() < 1e-12);
+    assert_eq!(
+        plan(&["muon_norm_schedule"]).optim.muon.unwrap().renorm,
+        Renorm::Growing {
+            base: 2,
+            growth: 15.0
+        }
+    );
     assert_eq!(
         plan(&["tta", "selective_tta"]).eval.tta_fraction,
         Some(0.25)
@@ -115,4 +106,17 @@ fn speedrun_switches_carry_their_values_into_the_plan() {
         .muon
         .unwrap();
     assert!(muon.batched && muon.half_momentum);
+    // SiLU in the body, GELU kept in the stem.
+    let silu = plan(&["silu"]).net;
+    assert_eq!(
+        (silu.act, silu.stem_act),
+        (Activation::Silu, Some(Activation::Gelu))
+    );
+    // The record's settings.
+    let r = super::resolve_plan("hiverge-speedrun", &[]).unwrap().1;
+    let m = r.optim.muon.clone().unwrap();
+    assert_eq!((m.ns, m.ns_dtype), (NsVariant::Speedrun, NsDtype::Filters));
+    assert!((m.weight_decay - 1.6002e-3).abs() < 1e-12);
+    assert!((r.loss.smoothing - 0.09).abs() < 1e-12);
+    assert!(r.precision.bn_half);
 }

@@ -2,7 +2,7 @@
 //! files' vocabulary, so that a recipe names its tricks the way a user does
 //! and every name is checked by the same resolution.
 
-use crate::config::{Arch, OptimizerKind, Override, RunConfig, ScheduleKind};
+use crate::config::{Arch, Clock, OptimizerKind, Override, RunConfig, ScheduleKind};
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::sync::OnceLock;
@@ -12,8 +12,8 @@ const RECIPES_TOML: &str = include_str!("recipes.toml");
 pub struct Recipe {
     pub name: String,
     pub help: String,
-    /// The timing convention its publication used: dawn, airbench or hlb.
-    pub clock: String,
+    /// The timing convention its publication used.
+    pub clock: Clock,
     /// Settings, tricks and trick parameters, applied in order to `blank()`.
     pub overrides: Vec<Override>,
 }
@@ -70,6 +70,7 @@ fn tricks(keys: &[String], on: bool) -> impl Iterator<Item = Override> + '_ {
 pub(super) fn blank() -> RunConfig {
     RunConfig {
         recipe: String::new(),
+        clock: Clock::Dawn,
         arch: Arch::Resnet9,
         width_mult: 1.0,
         epochs: 1.0,
@@ -102,11 +103,13 @@ fn load() -> Vec<Recipe> {
             })
         });
         let mut overrides = parent.map(|p| p.overrides.clone()).unwrap_or_default();
-        let clock = r
-            .clock
-            .clone()
-            .or_else(|| parent.map(|p| p.clock.clone()))
-            .unwrap_or_else(|| panic!("recipes.toml: `{}` names no clock", r.name));
+        let clock = match &r.clock {
+            Some(c) => Clock::parse(c)
+                .unwrap_or_else(|| panic!("recipes.toml: `{}` has unknown clock `{c}`", r.name)),
+            None => parent
+                .map(|p| p.clock)
+                .unwrap_or_else(|| panic!("recipes.toml: `{}` names no clock", r.name)),
+        };
         overrides.extend(tricks(&r.off, false));
         overrides.extend(tricks(&r.on, true));
         overrides.extend(sets(&r.set));
@@ -139,7 +142,7 @@ fn load() -> Vec<Recipe> {
                     .help
                     .replace("{name}", &full.name)
                     .replace("{batch_size}", &batch),
-                clock: full.clock.clone(),
+                clock: full.clock,
                 overrides,
             }
         })
@@ -161,11 +164,8 @@ pub fn recipes() -> &'static [Recipe] {
 }
 
 /// The timing convention of a recipe's publication, if the recipe is known.
-pub fn convention(recipe: &str) -> Option<&'static str> {
-    recipes()
-        .iter()
-        .find(|r| r.name == recipe)
-        .map(|r| r.clock.as_str())
+pub fn convention(recipe: &str) -> Option<Clock> {
+    recipes().iter().find(|r| r.name == recipe).map(|r| r.clock)
 }
 
 pub fn recipe_names() -> Vec<&'static str> {

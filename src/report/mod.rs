@@ -16,42 +16,12 @@ use serde::Serialize;
 use std::path::{Path, PathBuf};
 
 /// Which timing convention the speedups and the ladder use (TRICKS.md section 5).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, clap::ValueEnum)]
-pub enum Clock {
-    Dawn,
-    Airbench,
-    Hlb,
-    Wall,
-}
+pub use crate::config::Clock;
 
-impl Clock {
-    /// The convention a recipe's publication timed itself with (`clock` in
-    /// recipes.toml); folders of unknown recipes read DAWNBench-style.
-    pub fn of_recipe(recipe: &str) -> Clock {
-        match crate::recipe::convention(recipe) {
-            Some("airbench") => Clock::Airbench,
-            Some("hlb") => Clock::Hlb,
-            _ => Clock::Dawn,
-        }
-    }
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Clock::Dawn => "dawn",
-            Clock::Airbench => "airbench",
-            Clock::Hlb => "hlb",
-            Clock::Wall => "wall",
-        }
-    }
-
-    pub fn column(self) -> &'static str {
-        match self {
-            Clock::Dawn => "dawn_s",
-            Clock::Airbench => "airbench_s",
-            Clock::Hlb => "hlb_s",
-            Clock::Wall => "wall_s",
-        }
-    }
+/// The convention a recipe's publication timed itself with, for folders
+/// whose manifest predates the clock being recorded with each run.
+pub fn clock_of_recipe(recipe: &str) -> Clock {
+    crate::recipe::convention(recipe).unwrap_or(Clock::Dawn)
 }
 
 #[derive(Clone, Debug, Default)]
@@ -382,7 +352,7 @@ pub fn aggregate(dirs: &[PathBuf], opts: &ReportOptions) -> Result<Report> {
                 variant: variant[i].clone(),
                 tricks: tricks[i].clone(),
                 recipe: recipe[i].clone(),
-                headline: opts.clock.unwrap_or_else(|| Clock::of_recipe(&recipe[i])),
+                headline: opts.clock.unwrap_or_else(|| clock_of_recipe(&recipe[i])),
                 n: n_i,
                 failed: failed[i].unwrap_or(0.0) as usize,
                 acc_mean: v("acc_mean", i),

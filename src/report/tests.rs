@@ -160,11 +160,11 @@ fn a_run_that_fails_before_it_starts_keeps_its_matrix_target() {
 
 #[test]
 fn each_recipe_is_headlined_in_its_own_timing_convention() {
-    assert_eq!(Clock::of_recipe("page-final"), Clock::Dawn);
-    assert_eq!(Clock::of_recipe("tiny-page-resnet18"), Clock::Dawn);
-    assert_eq!(Clock::of_recipe("airbench94"), Clock::Airbench);
-    assert_eq!(Clock::of_recipe("tiny-airbench94-muon"), Clock::Airbench);
-    assert_eq!(Clock::of_recipe("a-recipe-from-elsewhere"), Clock::Dawn);
+    assert_eq!(clock_of_recipe("page-final"), Clock::Dawn);
+    assert_eq!(clock_of_recipe("tiny-page-resnet18"), Clock::Dawn);
+    assert_eq!(clock_of_recipe("airbench94"), Clock::Airbench);
+    assert_eq!(clock_of_recipe("tiny-airbench94-muon"), Clock::Airbench);
+    assert_eq!(clock_of_recipe("a-recipe-from-elsewhere"), Clock::Dawn);
     let root = tempfile::tempdir().unwrap();
     let dir = fixture(root.path(), "m", 1.0);
     let auto = aggregate(std::slice::from_ref(&dir), &ReportOptions::default()).unwrap();

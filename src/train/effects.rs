@@ -3,8 +3,16 @@
 //! the schedule, the parameter groups. Model and optimiser maths have their
 //! own tests beside them; `tricks::tests` lists where every trick's lives.
 
-use super::*;
+use super::build::{Averager, Optimisers, build_net, optimizer_groups, warm_kernels};
+use super::pipeline::{cutmix_batch, normalise};
+use super::prepare::{Batches, Layout, Source, prepare};
+use super::step::Trainee;
 use crate::config::Override;
+use crate::model::Net;
+use crate::optim::{self, clip_grad_norm};
+use crate::plan::RunPlan;
+use crate::util::native::{AutocastKind, Rng};
+use tch::{Device, Kind, Tensor, nn};
 
 fn plan(recipe: &str, ov: &[&str]) -> RunPlan {
     let ov: Vec<Override> = ov
@@ -18,27 +26,28 @@ fn plan(recipe: &str, ov: &[&str]) -> RunPlan {
     crate::recipe::resolve_plan(recipe, &ov).unwrap().1
 }
 
-/// A run spec for tests that drive the engine's stages directly (the plan is given).
-fn bare_spec() -> crate::config::RunSpec {
-    crate::config::RunSpec {
-        id: crate::config::RunId {
-            matrix: "t".into(),
-            index: 0,
-            variant: "v".into(),
-            repeat: 0,
-        },
-        seed: 0,
-        recipe: String::new(),
-        overrides: Vec::new(),
-        data: String::new(),
-        target_acc: 0.5,
-        reference: None,
-        device: None,
-    }
-}
-
 fn source() -> Source {
     Source::new(&crate::data::synthetic(40, 20, 10, 16, 1)).unwrap()
+}
+
+/// The net of `plan` on `src`, its whitening fitted, in the plan's layout.
+fn net_of(plan: &RunPlan, src: &Source, vs: &nn::VarStore) -> Net {
+    build_net(plan, src, vs, Layout::of(plan), &Rng::new(Device::Cpu, 0))
+        .unwrap()
+        .0
+}
+
+/// One forward and backward of `plan`'s step on `x`, `y`: the mean loss.
+fn step_loss(plan: &RunPlan, net: &Net, src: &Source, x: &Tensor, y: &Tensor) -> f64 {
+    let rng = Rng::new(Device::Cpu, 0);
+    let trainee = Trainee {
+        plan,
+        net,
+        rng: &rng,
+        layout: Layout::of(plan),
+        classes: src.classes,
+    };
+    f64::try_from(trainee.forward_backward(x, y, None).0).unwrap()
 }
 
 #[test]
@@ -63,7 +72,7 @@ fn preprocess_once_normalises_and_pads_before_training() {
     assert_eq!(raw.train.size()[2..], [16, 16]);
     // Normalised with Page's statistics: byte 0 of channel 0 becomes -125.31/62.99.
     let zero = Tensor::zeros([1, 3, 1, 1], (Kind::Uint8, Device::Cpu));
-    let n = super::super::pipeline::normalise(&zero);
+    let n = normalise(&zero);
     assert!((n.double_value(&[0, 0, 0, 0]) + 125.31 / 62.99).abs() < 1e-5);
 }
 
@@ -71,13 +80,18 @@ fn preprocess_once_normalises_and_pads_before_training() {
 fn gpu_data_augments_on_the_device_instead_of_a_cpu_loader() {
     let src = source();
     for (on, want_loader) in [("gpu_data=on", false), ("gpu_data=off", true)] {
-        let p = plan("tiny-page-resnet9", &[on]);
+        let p = plan("tiny-page-resnet9", &[on, "batch_size=8"]);
         let data = prepare(&p, &src, Device::Cpu);
-        let flip0 = Tensor::zeros([40], (Kind::Bool, Device::Cpu));
+        let rng = Rng::new(Device::Cpu, 1);
+        let mut batches = Batches::new(&p, &data, &src, &rng, Layout::of(&p), Device::Cpu, 1);
+        assert_eq!(batches.uses_loader(), want_loader, "{on}");
+        batches.begin_epoch(0).unwrap();
+        let (x, y, loader_s) = batches.batch(0);
+        assert_eq!((x.size()[0], y.size()[0]), (8, 8));
         assert_eq!(
-            cpu_loader(&p, &data, &src, &flip0, 1).is_some(),
+            loader_s > 0.0,
             want_loader,
-            "{on}"
+            "{on}: the loader's own seconds"
         );
     }
 }
@@ -108,8 +122,7 @@ fn precision_tricks_set_the_layout_on_any_device() {
     for (bn, want) in [("fp16.bn=fp32", Kind::Float), ("fp16.bn=fp16", Kind::Half)] {
         let p = plan("tiny-page-resnet9", &["fp16", bn]);
         let vs = nn::VarStore::new(Device::Cpu);
-        let layout = Layout::of(&p);
-        let (net, _) = build_net(&p, &src, &vs, layout, &mut Clocks::default()).unwrap();
+        let net = net_of(&p, &src, &vs);
         assert_eq!(net.param_groups().conv_filters[0].kind(), Kind::Half);
         let running: Vec<Kind> = vs
             .variables()
@@ -199,30 +212,18 @@ fn grad_accum_equals_one_pass_with_ghost_batches_of_the_same_size() {
         );
         tch::manual_seed(9);
         let vs = nn::VarStore::new(Device::Cpu);
-        let mut clocks = Clocks::default();
-        let (net, _) = build_net(&p, &src, &vs, Layout::of(&p), &mut clocks).unwrap();
-        let spec = bare_spec();
-        let run = Run {
-            plan: &p,
-            spec: &spec,
-            src: &src,
-            device: Device::Cpu,
-            label: String::new(),
-            layout: Layout::of(&p),
-            rng: Rng::new(Device::Cpu, 0),
-        };
+        let net = net_of(&p, &src, &vs);
         let idx = Tensor::from_slice(order);
         let x = normalise(&src.train_u8.index_select(0, &idx));
         let y = src.train_y.index_select(0, &idx);
-        let mut correct = Tensor::zeros([], (Kind::Int64, Device::Cpu));
-        let loss = run.forward_backward(&x, &y, None, &net, &mut correct);
+        let loss = step_loss(&p, &net, &src, &x, &y);
         let g: Vec<Tensor> = net
             .param_groups()
             .all_trainable()
             .iter()
             .map(|t| t.grad().copy())
             .collect();
-        (f64::try_from(loss).unwrap(), g)
+        (loss, g)
     };
     let (la, ga) = grads(
         &["grad_accum", "grad_accum.steps=2"],
@@ -250,11 +251,13 @@ fn warmup_ramps_the_schedule_linearly() {
         "tiny-page-resnet9",
         &["schedule=constant", "warmup", "warmup.epochs=2"],
     );
-    for (e, f) in [(0.0, 0.0), (0.5, 0.25), (1.0, 0.5), (2.0, 1.0), (2.5, 1.0)] {
-        assert!(
-            (warm.schedule.at(e) - f * base.schedule.at(e)).abs() < 1e-12,
-            "{e}"
-        );
+    // 4 steps an epoch: epoch e starts at step 4e.
+    let (w, b) = (
+        warm.schedule.multipliers(12, 4),
+        base.schedule.multipliers(12, 4),
+    );
+    for (s, f) in [(0, 0.0), (2, 0.25), (4, 0.5), (8, 1.0), (10, 1.0)] {
+        assert!((w[s] - f * b[s]).abs() < 1e-12, "step {s}");
     }
 }
 
@@ -283,23 +286,22 @@ fn progressive_resize_trains_small_first_and_full_size_val_evaluates_full() {
 }
 
 #[test]
-fn zero_grad_none_and_zero_fill_both_leave_no_gradient() {
-    // tch cannot drop a gradient: set-to-none zeroes like zero-fill (same maths).
-    for on in ["zero_grad_none=on", "zero_grad_none=off"] {
+fn zero_grad_none_drops_the_gradients_and_zero_fill_zeroes_them() {
+    for (on, none) in [("zero_grad_none=on", true), ("zero_grad_none=off", false)] {
         let p = plan("tiny-page-resnet9", &[on]);
         let vs = nn::VarStore::new(Device::Cpu);
-        let (net, _) =
-            build_net(&p, &source(), &vs, Layout::of(&p), &mut Clocks::default()).unwrap();
-        let mut opt = Optimisers::new(&p.optim, &net, p.loss.scale);
+        let net = net_of(&p, &source(), &vs);
+        let rates = p.rates(40);
+        let mut opt = Optimisers::new(&p, &net, &rates);
         let x = Tensor::randn([4, 3, 16, 16], (Kind::Float, Device::Cpu));
         net.forward_t(&x, true).sum(Kind::Float).backward();
-        opt.step(&p.optim, 1.0, 0.0, 0.0, p.step.zero_grad_none);
+        opt.step(&p, 0, &rates, p.step.zero_grad_none);
         for t in net.param_groups().all_trainable() {
-            assert_eq!(
-                t.grad().abs().sum(Kind::Float).double_value(&[]),
-                0.0,
-                "{on}"
-            );
+            let g = t.grad();
+            assert_eq!(!g.defined(), none, "{on}");
+            if !none {
+                assert_eq!(g.abs().sum(Kind::Float).double_value(&[]), 0.0, "{on}");
+            }
         }
     }
 }
@@ -309,8 +311,7 @@ fn no_wd_bn_bias_takes_bn_and_conv_biases_out_of_weight_decay() {
     for (on, want) in [("no_wd_bn_bias=on", 0.0), ("no_wd_bn_bias=off", 1.0)] {
         let p = plan("tiny-page-resnet9", &[on, "no_bias_before_bn=off"]);
         let vs = nn::VarStore::new(Device::Cpu);
-        let (net, _) =
-            build_net(&p, &source(), &vs, Layout::of(&p), &mut Clocks::default()).unwrap();
+        let net = net_of(&p, &source(), &vs);
         let groups = optimizer_groups(&p.optim, &net);
         let pg = net.param_groups();
         let weights = groups
@@ -333,22 +334,10 @@ fn no_wd_bn_bias_takes_bn_and_conv_biases_out_of_weight_decay() {
 fn first_conv_grad(plan: &RunPlan, src: &Source, n: i64) -> Tensor {
     tch::manual_seed(21);
     let vs = nn::VarStore::new(Device::Cpu);
-    let layout = Layout::of(plan);
-    let (net, _) = build_net(plan, src, &vs, layout, &mut Clocks::default()).unwrap();
-    let spec = bare_spec();
-    let run = Run {
-        plan,
-        spec: &spec,
-        src,
-        device: Device::Cpu,
-        label: String::new(),
-        layout,
-        rng: Rng::new(Device::Cpu, 0),
-    };
-    let x = layout.input(normalise(&src.train_u8.narrow(0, 0, n)));
+    let net = net_of(plan, src, &vs);
+    let x = Layout::of(plan).input(normalise(&src.train_u8.narrow(0, 0, n)));
     let y = src.train_y.narrow(0, 0, n);
-    let mut correct = Tensor::zeros([], (Kind::Int64, Device::Cpu));
-    let _ = run.forward_backward(&x, &y, None, &net, &mut correct);
+    let _ = step_loss(plan, &net, src, &x, &y);
     let w = &net.param_groups().conv_filters[0];
     w.grad().to_kind(Kind::Double) / plan.loss.scale
 }
@@ -399,8 +388,8 @@ fn the_kernel_warm_up_leaves_no_gradient_and_no_bn_statistics_behind() {
     let src = Source::new(&crate::data::synthetic(40, 20, 10, 32, 1)).unwrap();
     let vs = nn::VarStore::new(Device::Cpu);
     let layout = Layout::of(&p);
-    let (net, nc) = build_net(&p, &src, &vs, layout, &mut Clocks::default()).unwrap();
-    let mut opt = Optimisers::new(&p.optim, &net, p.loss.scale);
+    let (net, nc) = build_net(&p, &src, &vs, layout, &Rng::new(Device::Cpu, 0)).unwrap();
+    let mut opt = Optimisers::new(&p, &net, &p.rates(40));
     let avg = Averager::new(&p, &vs, &nc, layout).unwrap();
     let before: Vec<Tensor> = avg.live.iter().map(Tensor::copy).collect();
     warm_kernels(
@@ -432,23 +421,11 @@ fn amp_autocasts_the_training_forward_pass_on_a_cpu() {
         let p = plan("tiny-page-resnet9", ov);
         tch::manual_seed(3);
         let vs = nn::VarStore::new(Device::Cpu);
-        let mut clocks = Clocks::default();
-        let (net, _) = build_net(&p, &src, &vs, Layout::of(&p), &mut clocks).unwrap();
-        let spec = bare_spec();
-        let run = Run {
-            plan: &p,
-            spec: &spec,
-            src: &src,
-            device: Device::Cpu,
-            label: String::new(),
-            layout: Layout::of(&p),
-            rng: Rng::new(Device::Cpu, 0),
-        };
+        let net = net_of(&p, &src, &vs);
         let idx = Tensor::arange(16, (Kind::Int64, Device::Cpu));
         let x = normalise(&src.train_u8.index_select(0, &idx));
         let y = src.train_y.index_select(0, &idx);
-        let mut correct = Tensor::zeros([], (Kind::Int64, Device::Cpu));
-        let l = f64::try_from(run.forward_backward(&x, &y, None, &net, &mut correct)).unwrap();
+        let l = step_loss(&p, &net, &src, &x, &y);
         let w = &net.param_groups().weights[0];
         (l, w.kind(), w.grad().kind())
     };
@@ -468,32 +445,32 @@ fn amp_autocasts_the_training_forward_pass_on_a_cpu() {
 #[test]
 fn lookahead_starts_from_a_snapshot_and_hlb_evaluates_the_average() {
     let src = source();
+    // From epoch 1 on, every step: the first due step snapshots, the next averages.
     let p = plan(
         "tiny-hlb",
         &["fp16=off", "lookahead.start_epoch=1", "lookahead.every=1"],
     );
     tch::manual_seed(2);
     let vs = nn::VarStore::new(Device::Cpu);
-    let mut clocks = Clocks::default();
-    let (net, nc) = build_net(&p, &src, &vs, Layout::of(&p), &mut clocks).unwrap();
+    let (net, nc) = build_net(&p, &src, &vs, Layout::of(&p), &Rng::new(Device::Cpu, 0)).unwrap();
     let mut avg = Averager::new(&p, &vs, &nc, Layout::of(&p)).unwrap();
     let first = |t: &[Tensor]| t[0].detach().copy();
     // Before its start epoch there is no average: steps leave the net alone.
     let w = avg.live[0].shallow_clone();
     tch::no_grad(|| w.shallow_clone().copy_(&(&w + 1.0)));
-    avg.after_step(1, 10);
-    assert!(avg.avg.is_none());
+    avg.after_step(1, 0, 0, 10);
+    assert!(!avg.started());
     assert!(
         std::ptr::eq(avg.eval_net(&net), &net),
         "evaluates the live net until then"
     );
-    // At the start epoch the average begins from the live net as it is then.
-    avg.begin_epoch(1);
+    // The first due step of the start epoch takes the live net as it is then.
+    avg.after_step(5, 0, 1, 10);
     let snapshot = first(&avg.live);
-    assert!(avg.avg.as_ref().unwrap().tensors()[0].equal(&snapshot));
+    assert!(avg.started());
     tch::no_grad(|| w.shallow_clone().copy_(&(&w + 1.0)));
-    avg.after_step(5, 10);
-    let d = optim::lookahead_decay(5, 10);
+    avg.after_step(6, 1, 1, 10);
+    let d = optim::lookahead_decay(6, 10);
     let want = &snapshot * d + (&snapshot + 1.0) * (1.0 - d);
     assert!(
         avg.live[0].allclose(&want, 1e-6, 1e-6, false),
@@ -511,8 +488,209 @@ fn lookahead_starts_from_a_snapshot_and_hlb_evaluates_the_average() {
     // airbench: from the initial weights, and the live net is what it evaluates.
     let p = plan("tiny-airbench94", &["fp16=off"]);
     let vs = nn::VarStore::new(Device::Cpu);
-    let (net, nc) = build_net(&p, &src, &vs, Layout::of(&p), &mut clocks).unwrap();
+    let (net, nc) = build_net(&p, &src, &vs, Layout::of(&p), &Rng::new(Device::Cpu, 0)).unwrap();
     let avg = Averager::new(&p, &vs, &nc, Layout::of(&p)).unwrap();
-    assert!(avg.avg.is_some());
+    assert!(avg.started());
     assert!(std::ptr::eq(avg.eval_net(&net), &net));
+}
+
+/// Where each trick's effect is tested, at the level where it acts (a loss
+/// value, a batch, a parameter group, a schedule value, a layer's output):
+/// the compiler checks that each named test exists, and the test below that
+/// every catalog entry has exactly one. A new trick needs a row here.
+const EFFECT_TESTS: &[(&str, fn())] = &[
+    (
+        "gpu_data",
+        gpu_data_augments_on_the_device_instead_of_a_cpu_loader,
+    ),
+    (
+        "group_aug",
+        super::pipeline::tests::page_groups_share_one_option_and_options_are_distinct,
+    ),
+    (
+        "preprocess_once",
+        preprocess_once_normalises_and_pads_before_training,
+    ),
+    ("fp16", precision_tricks_set_the_layout_on_any_device),
+    ("amp", amp_autocasts_the_training_forward_pass_on_a_cpu),
+    (
+        "channels_last",
+        precision_tricks_set_the_layout_on_any_device,
+    ),
+    (
+        "cudnn_benchmark",
+        precision_tricks_set_the_layout_on_any_device,
+    ),
+    ("compile", crate::recipe::tests::errors_name_the_fix),
+    (
+        "pool_before_act",
+        crate::model::tests::pool_before_act_is_exact_for_relu_but_pool_before_bn_is_not,
+    ),
+    (
+        "pool_before_bn",
+        crate::model::tests::pool_before_act_is_exact_for_relu_but_pool_before_bn_is_not,
+    ),
+    (
+        "residual",
+        crate::model::tests::residual_adds_the_layer_1_and_3_branches,
+    ),
+    (
+        "logit_scale",
+        crate::model::tests::logit_scale_multiplies_the_logits,
+    ),
+    (
+        "bn_weight_init_one",
+        crate::model::tests::bn_weight_init_one_or_pytorch_0_4_uniform,
+    ),
+    ("celu", crate::model::tests::celu_alpha_formula),
+    ("gelu", crate::model::tests::gelu_is_the_exact_erf_form),
+    ("silu", crate::model::tests::silu_is_x_times_its_sigmoid),
+    (
+        "ghost_bn",
+        crate::model::tests::ghost_bn_statistics_per_split_and_eval_average,
+    ),
+    (
+        "frozen_bn_scale",
+        crate::model::tests::frozen_bn_scale_stays_one_and_out_of_groups,
+    ),
+    (
+        "bn_bias_lr_scale",
+        super::tests::every_sgd_group_decays_by_the_recipe_weight_decay_per_step,
+    ),
+    (
+        "bn_stats",
+        crate::model::tests::bn_stats_momentum_moves_the_running_mean,
+    ),
+    (
+        "whitening",
+        crate::model::tests::whitening_output_covariance_is_identity,
+    ),
+    (
+        "whitening_negate",
+        crate::model::tests::whitening_negate_doubles_the_filters_with_their_negations,
+    ),
+    (
+        "svd_whitening",
+        crate::model::tests::svd_whitening_gives_the_eigen_filters_from_the_first_images,
+    ),
+    (
+        "whitening_bias",
+        super::tests::muon_whitening_bias_starts_uniform_and_decays_on_its_own_clock,
+    ),
+    (
+        "dirac_init",
+        crate::model::tests::dirac_init_is_identity_on_first_filters,
+    ),
+    (
+        "nesterov",
+        crate::optim::tests::sgd_torch_nesterov_two_steps_by_hand,
+    ),
+    (
+        "weight_decay_on",
+        crate::optim::tests::sgd_page_two_steps_by_hand,
+    ),
+    (
+        "label_smoothing",
+        super::tests::label_smoothing_reaches_the_training_loss_through_the_plan,
+    ),
+    (
+        "ema",
+        crate::optim::tests::ema_and_lookahead_follow_the_formula,
+    ),
+    (
+        "lookahead",
+        lookahead_starts_from_a_snapshot_and_hlb_evaluates_the_average,
+    ),
+    (
+        "muon",
+        crate::optim::tests::muon_renormalises_weight_and_steps_orthogonally,
+    ),
+    (
+        "batched_muon",
+        crate::optim::tests::batched_muon_matches_the_per_filter_loop,
+    ),
+    (
+        "muon_norm_schedule",
+        crate::optim::tests::muon_renormalises_at_hivergess_growing_intervals,
+    ),
+    (
+        "muon_fp16_momentum",
+        crate::optim::tests::muon_fp16_momentum_rounds_the_buffer_to_half,
+    ),
+    (
+        "random_crop",
+        super::pipeline::tests::crop_takes_each_images_own_window,
+    ),
+    (
+        "flip",
+        super::pipeline::tests::flip_mirrors_each_image_or_leaves_it,
+    ),
+    (
+        "alternating_flip",
+        super::pipeline::tests::alternating_flip_alternates_and_groups_share_options,
+    ),
+    (
+        "cutout",
+        super::pipeline::tests::cutout_zeroes_exactly_the_square,
+    ),
+    (
+        "color_jitter",
+        super::pipeline::tests::colour_jitter_shifts_then_scales_each_image_within_its_bounds,
+    ),
+    ("cutmix", cutmix_pastes_a_square_and_mixes_labels_by_area),
+    (
+        "tta",
+        crate::optim::tests::tta_averages_flipped_and_shifted_views,
+    ),
+    (
+        "selective_tta",
+        crate::optim::tests::selective_tta_gives_the_views_to_the_least_confident_only,
+    ),
+    (
+        "prep_bn_relu",
+        crate::model::tests::prep_bn_relu_adds_a_batch_norm_after_the_prep_conv,
+    ),
+    (
+        "zero_grad_none",
+        zero_grad_none_drops_the_gradients_and_zero_fill_zeroes_them,
+    ),
+    (
+        "no_bias_before_bn",
+        crate::model::tests::conv_bias_before_bn_changes_nothing_in_training_mode,
+    ),
+    (
+        "no_wd_bn_bias",
+        no_wd_bn_bias_takes_bn_and_conv_biases_out_of_weight_decay,
+    ),
+    ("grad_clip", grad_clip_rescales_to_the_max_norm),
+    (
+        "grad_accum",
+        grad_accum_equals_one_pass_with_ghost_batches_of_the_same_size,
+    ),
+    ("warmup", warmup_ramps_the_schedule_linearly),
+    ("lars", crate::optim::tests::lars_one_step_formula),
+    ("lamb", crate::optim::tests::lamb_one_step_formula),
+    ("adamw", crate::optim::tests::adamw_two_steps_formula),
+    (
+        "progressive_resize",
+        progressive_resize_trains_small_first_and_full_size_val_evaluates_full,
+    ),
+    (
+        "full_size_val",
+        progressive_resize_trains_small_first_and_full_size_val_evaluates_full,
+    ),
+];
+
+#[test]
+fn every_trick_has_an_effect_test() {
+    for t in crate::tricks::catalog() {
+        let rows = EFFECT_TESTS.iter().filter(|r| r.0 == t.key).count();
+        assert_eq!(rows, 1, "`{}` needs one row in EFFECT_TESTS", t.key);
+    }
+    for (key, _) in EFFECT_TESTS {
+        assert!(
+            crate::tricks::find(key).is_some(),
+            "EFFECT_TESTS names unknown trick `{key}`"
+        );
+    }
 }

@@ -1,17 +1,24 @@
-//! The training engine. The worker drives it through [`Trainer`]; it reports
-//! through an event callback and never knows who listens.
+//! The training engine, in stages: prepare (data and layout) → build (net,
+//! optimisers, averager) → step → eval. The worker drives it through
+//! [`Trainer`] with a run whose plan is already decided; it reports through
+//! an event callback and never knows who listens.
 
-mod cli;
+mod build;
+#[cfg(test)]
+mod effects;
 mod engine;
+mod eval;
 mod pipeline;
+mod prepare;
+mod step;
 #[cfg(test)]
 mod tests;
 
-pub use cli::{TrainArgs, cmd_train};
-pub use engine::TchTrainer;
+pub use engine::{TchTrainer, warm_up_run};
+pub use pipeline::{jitter_with, normalise};
 
-use crate::config::RunSpec;
 use crate::events::{Event, RunSummary};
+use crate::plan::PlannedRun;
 
 /// What the engine asks between steps: keep going or stop. An implementation
 /// may block inside `poll` while the user has paused the queue.
@@ -40,14 +47,14 @@ pub enum Outcome {
     Cancelled,
 }
 
-/// Runs one queued run to its end on a device the implementation owns.
+/// Runs one planned run to its end on a device the implementation owns.
 /// Created on the worker thread, so it need not be `Send`.
 pub trait Trainer {
     /// Human-readable device name (`cpu`, `NVIDIA H100 80GB HBM3 (cuda:0)`).
     fn device_name(&self) -> String;
     fn run(
         &mut self,
-        spec: &RunSpec,
+        run: &PlannedRun,
         ctl: &dyn Control,
         emit: &mut dyn FnMut(Event),
     ) -> anyhow::Result<Outcome>;
@@ -55,7 +62,7 @@ pub trait Trainer {
     /// An untimed, discarded run before the first timed one, so that one-time
     /// costs (kernel selection, allocation, data loading) land in no run's
     /// clocks. Returns what it did, for the log; `None` when there is nothing to warm.
-    fn warm_up(&mut self, _spec: &RunSpec, _ctl: &dyn Control) -> Option<String> {
+    fn warm_up(&mut self, _run: &PlannedRun, _ctl: &dyn Control) -> Option<String> {
         None
     }
 }

@@ -93,18 +93,43 @@ pub fn crop(xp: &Tensor, dy: &Tensor, dx: &Tensor, h: i64, w: i64) -> Tensor {
     xr.gather(3, &cols, false)
 }
 
+/// An s×s square per image with its top-left corner at (y0, x0): a boolean
+/// [n, 1, h, w] mask, built on the device (cutout and CutMix share it).
+pub fn square_mask(n: i64, h: i64, w: i64, y0: &Tensor, x0: &Tensor, s: i64) -> Tensor {
+    let dev = y0.device();
+    let r = Tensor::arange(h, (Kind::Int64, dev)).view([1, h]);
+    let c = Tensor::arange(w, (Kind::Int64, dev)).view([1, w]);
+    let (y0, x0) = (y0.view([n, 1]), x0.view([n, 1]));
+    let mr = r.ge_tensor(&y0).logical_and(&r.lt_tensor(&(&y0 + s)));
+    let mc = c.ge_tensor(&x0).logical_and(&c.lt_tensor(&(&x0 + s)));
+    mr.view([n, 1, h, 1]).logical_and(&mc.view([n, 1, 1, w]))
+}
+
 /// Zeroes an s×s square per image, fully inside it (after normalisation: the mean colour).
 pub fn cutout(x: &Tensor, y0: &Tensor, x0: &Tensor, s: i64) -> Tensor {
     let (n, _, h, w) = x.size4().expect("NCHW");
+    x.masked_fill(&square_mask(n, h, w, y0, x0, s), 0.0)
+}
+
+/// hlb's CutMix: a square from a permuted copy of the batch, labels mixed by area.
+pub fn cutmix_batch(
+    rng: &Rng,
+    x: &Tensor,
+    y: &Tensor,
+    size: i64,
+    classes: i64,
+) -> (Tensor, Tensor) {
+    let (n, _, h, w) = x.size4().expect("NCHW");
     let dev = x.device();
-    let r = Tensor::arange(h, (Kind::Int64, dev)).view([1, h]);
-    let c = Tensor::arange(w, (Kind::Int64, dev)).view([1, w]);
-    let y0 = y0.view([n, 1]);
-    let x0 = x0.view([n, 1]);
-    let mr = r.ge_tensor(&y0).logical_and(&r.lt_tensor(&(&y0 + s)));
-    let mc = c.ge_tensor(&x0).logical_and(&c.lt_tensor(&(&x0 + s)));
-    let mask = mr.view([n, 1, h, 1]).logical_and(&mc.view([n, 1, 1, w]));
-    x.masked_fill(&mask, 0.0)
+    let perm = rng.randperm(n, dev);
+    let y0 = rng.randint(h - size + 1, &[n], dev);
+    let x0 = rng.randint(w - size + 1, &[n], dev);
+    let mask = square_mask(n, h, w, &y0, &x0, size);
+    let mixed = x.index_select(0, &perm).where_self(&mask, x);
+    let share = (size * size) as f64 / (h * w) as f64;
+    let one = y.one_hot(classes).to_kind(Kind::Float);
+    let soft = &one * (1.0 - share) + one.index_select(0, &perm) * share;
+    (mixed, soft)
 }
 
 /// One epoch of augmented training images, all on the device.
@@ -146,16 +171,18 @@ pub fn augment_epoch(
     x
 }
 
-/// hiverge's colour jitter on a normalised batch, on its device: per image
-/// x ← (x − m)·c + m + b, with m the image's mean, b ~ U(±brightness) and
-/// c ~ U(1 ± contrast) drawn afresh for every batch.
-pub fn colour_jitter(rng: &Rng, x: &Tensor, j: &ColourJitter) -> Tensor {
-    let n = x.size()[0];
-    let dev = x.device();
-    let uniform = |half_width: f64| (rng.rand(&[n, 1, 1, 1], dev) * 2.0 - 1.0) * half_width;
-    let (b, c) = (uniform(j.brightness), uniform(j.contrast) + 1.0);
-    let m = x.mean_dim([1i64, 2, 3].as_slice(), true, Kind::Float);
-    ((x.to_kind(Kind::Float) - &m) * c + m + b).to_kind(x.kind())
+/// hiverge's `batch_color_jitter` on normalised images: x ← (x + b)·c per
+/// image, b = (2u − 1)·brightness, c = 1 + (2v − 1)·contrast for uniform u,
+/// v of shape [n, 1, 1, 1]. The contrast acts about 0, the data set's mean.
+pub fn jitter_with(x: &Tensor, u: &Tensor, v: &Tensor, j: &ColourJitter) -> Tensor {
+    let b = (u * 2.0 - 1.0) * j.brightness;
+    let c = (v * 2.0 - 1.0) * j.contrast + 1.0;
+    ((x.to_kind(Kind::Float) + b) * c).to_kind(x.kind())
+}
+
+/// The epoch's jitter draws for `n` images: (u, v) as `jitter_with` takes them.
+pub fn jitter_draws(rng: &Rng, n: i64, dev: Device) -> (Tensor, Tensor) {
+    (rng.rand(&[n, 1, 1, 1], dev), rng.rand(&[n, 1, 1, 1], dev))
 }
 
 /// The T1 off state: per-sample augmentation on the CPU, one host→device copy per batch.
@@ -249,11 +276,11 @@ impl CpuLoader {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     #[test]
-    fn crop_takes_each_images_own_window() {
+    pub(crate) fn crop_takes_each_images_own_window() {
         let x = Tensor::arange(2 * 36, (Kind::Float, Device::Cpu)).view([2, 1, 6, 6]);
         let out = crop(
             &x,
@@ -268,7 +295,7 @@ mod tests {
     }
 
     #[test]
-    fn cutout_zeroes_exactly_the_square() {
+    pub(crate) fn cutout_zeroes_exactly_the_square() {
         let x = Tensor::ones([1, 2, 8, 8], (Kind::Float, Device::Cpu));
         let out = cutout(
             &x,
@@ -282,42 +309,38 @@ mod tests {
     }
 
     #[test]
-    fn colour_jitter_shifts_and_scales_each_image_within_its_bounds() {
+    pub(crate) fn colour_jitter_shifts_then_scales_each_image_within_its_bounds() {
         let rng = Rng::new(Device::Cpu, 5);
         let x = rng.rand(&[200, 3, 6, 6], Device::Cpu) * 4.0 - 2.0;
         let j = ColourJitter {
             brightness: 0.1399,
             contrast: 0.1308,
         };
-        let out = colour_jitter(&rng, &x, &j);
-        let dims: &[i64] = &[1, 2, 3];
-        let mean = |t: &Tensor| t.mean_dim(dims, false, Kind::Float);
-        let centred = |t: &Tensor| t - t.mean_dim(dims, true, Kind::Float);
-        // Each image is an affine copy of itself: mean moved by b, spread by c.
-        let b = Vec::<f32>::try_from(mean(&out) - mean(&x)).unwrap();
-        let c = Vec::<f32>::try_from(
-            centred(&out).norm_scalaropt_dim(2, dims, false)
-                / centred(&x).norm_scalaropt_dim(2, dims, false),
-        )
-        .unwrap();
-        assert!(b.iter().all(|b| b.abs() <= 0.1399 + 1e-5), "{b:?}");
-        assert!(c.iter().all(|c| (c - 1.0).abs() <= 0.1308 + 1e-5), "{c:?}");
-        // Drawn per image, over the whole range.
+        let (u, v) = jitter_draws(&rng, 200, Device::Cpu);
+        let out = jitter_with(&x, &u, &v, &j);
+        // out = (x + b)·c: with two pixels p, q of one image, c = (out_p − out_q)/(p − q).
+        let flat = |t: &Tensor| t.view([200, -1]);
+        let (xo, oo) = (flat(&x), flat(&out));
+        let c = (oo.select(1, 0) - oo.select(1, 1)) / (xo.select(1, 0) - xo.select(1, 1));
+        let b = oo.select(1, 0) / &c - xo.select(1, 0);
+        let (b, c) = (
+            Vec::<f32>::try_from(&b).unwrap(),
+            Vec::<f32>::try_from(&c).unwrap(),
+        );
+        assert!(b.iter().all(|b| b.abs() <= 0.1399 + 1e-4), "{b:?}");
+        assert!(c.iter().all(|c| (c - 1.0).abs() <= 0.1308 + 1e-4), "{c:?}");
         let spread = |v: &[f32]| {
             v.iter().cloned().fold(f32::MIN, f32::max) - v.iter().cloned().fold(f32::MAX, f32::min)
         };
-        assert!(
-            spread(&b) > 0.2 && spread(&c) > 0.2,
-            "{} {}",
-            spread(&b),
-            spread(&c)
-        );
-        let affine = centred(&x) * Tensor::from_slice(&c).view([200, 1, 1, 1]);
-        assert!(centred(&out).allclose(&affine, 1e-4, 1e-4, false));
+        assert!(spread(&b) > 0.2 && spread(&c) > 0.2, "drawn per image");
+        // The same (b, c) for every pixel of an image: an affine map of it.
+        let want = (&x + Tensor::from_slice(&b).view([200, 1, 1, 1]))
+            * Tensor::from_slice(&c).view([200, 1, 1, 1]);
+        assert!(out.allclose(&want, 1e-4, 1e-4, false));
     }
 
     #[test]
-    fn flip_mirrors_each_image_or_leaves_it() {
+    pub(crate) fn flip_mirrors_each_image_or_leaves_it() {
         tch::manual_seed(2);
         let rng = Rng::new(Device::Cpu, 2);
         let x = Tensor::randn([64, 1, 4, 4], (Kind::Float, Device::Cpu));
@@ -349,7 +372,7 @@ mod tests {
     }
 
     #[test]
-    fn alternating_flip_alternates_and_groups_share_options() {
+    pub(crate) fn alternating_flip_alternates_and_groups_share_options() {
         tch::manual_seed(0);
         let rng = Rng::new(Device::Cpu, 0);
         let x = Tensor::randn([16, 3, 8, 8], (Kind::Float, Device::Cpu));
@@ -373,7 +396,7 @@ mod tests {
     }
 
     #[test]
-    fn page_groups_share_one_option_and_options_are_distinct() {
+    pub(crate) fn page_groups_share_one_option_and_options_are_distinct() {
         tch::manual_seed(11);
         let rng = Rng::new(Device::Cpu, 11);
         let dev = Device::Cpu;

@@ -47,7 +47,7 @@ fn spec(recipe: &str, sets: &[&str]) -> RunSpec {
 fn run(s: &RunSpec) -> (anyhow::Result<Outcome>, Vec<Event>) {
     let mut t = TchTrainer::with_loader("cpu", synth).unwrap();
     let mut events = Vec::new();
-    let r = t.run(s, &NeverStop, &mut |e| events.push(e));
+    let r = crate::recipe::plan_run(s).and_then(|p| t.run(&p, &NeverStop, &mut |e| events.push(e)));
     (r, events)
 }
 
@@ -100,7 +100,7 @@ fn every_tiny_recipe_trains_and_reports_in_order() {
 // libtorch's CPU generator is global, and unit tests run in parallel threads.
 
 #[test]
-fn label_smoothing_reaches_the_training_loss_through_the_plan() {
+pub(crate) fn label_smoothing_reaches_the_training_loss_through_the_plan() {
     // The engine's loss for a hand-made batch, with the trick on and off,
     // against (1-a)*CE + a*mean_c(-log p_c) computed here by hand.
     let logits = tch::Tensor::from_slice(&[2.0f32, 0.5, -1.0, 0.0, 1.0, 3.0]).view([2, 3]);
@@ -124,7 +124,7 @@ fn label_smoothing_reaches_the_training_loss_through_the_plan() {
             .collect();
         let (_, plan) = crate::recipe::resolve_plan("page-resnet9", &ov).unwrap();
         assert_eq!(plan.loss.smoothing, alpha);
-        let got = f64::try_from(super::engine::batch_loss(&plan.loss, &logits, &y, None)).unwrap();
+        let got = f64::try_from(super::step::batch_loss(&plan.loss, &logits, &y, None)).unwrap();
         assert!((got - by_hand(alpha)).abs() < 1e-5, "{alpha}: {got}");
     }
     assert!((by_hand(0.2) - by_hand(0.0)).abs() > 1e-3);
@@ -151,7 +151,8 @@ fn a_tiny_fp16_run_learns_like_fp32() {
             TchTrainer::with_loader("cpu", |_| Ok(crate::data::synthetic(200, 40, 10, 32, 0)))
                 .unwrap();
         let sets = [&["batch_size=20", "epochs=4", "lr=0.1", "cutout=off"], t].concat();
-        let r = trainer.run(&spec("tiny-page-resnet9", &sets), &NeverStop, &mut |_| {});
+        let planned = crate::recipe::plan_run(&spec("tiny-page-resnet9", &sets)).unwrap();
+        let r = trainer.run(&planned, &NeverStop, &mut |_| {});
         let Ok(Outcome::Finished(s)) = r else {
             panic!("{t:?}: {r:?}")
         };
@@ -196,12 +197,9 @@ impl Control for CancelAfter {
 #[test]
 fn cancel_stops_promptly_and_cpu_loader_works() {
     let mut t = TchTrainer::with_loader("cpu", synth).unwrap();
+    let planned = crate::recipe::plan_run(&spec("tiny-page-resnet18", &["batch_size=20"])).unwrap();
     let r = t
-        .run(
-            &spec("tiny-page-resnet18", &["batch_size=20"]),
-            &CancelAfter(Cell::new(0)),
-            &mut |_| {},
-        )
+        .run(&planned, &CancelAfter(Cell::new(0)), &mut |_| {})
         .unwrap();
     assert_eq!(r, Outcome::Cancelled);
     // page-resnet18 has gpu_data off: the CPU loader path trained above until the cancel.
@@ -215,16 +213,23 @@ fn plan(recipe: &str, overrides: &[Override]) -> crate::plan::RunPlan {
 
 #[test]
 fn schedule_values_at_the_knots() {
-    let lr_multiplier = |p: &crate::plan::RunPlan, e: f64| p.schedule.at(e);
+    // Every step's multiplier, on the full data set's step count.
+    let m = |p: &crate::plan::RunPlan| {
+        p.schedule
+            .multipliers(p.rates(50_000).total, p.rates(50_000).per_epoch)
+    };
     let c = plan("page-resnet9", &[]);
-    assert_eq!(lr_multiplier(&c, 0.0), 0.0);
-    assert!((lr_multiplier(&c, 5.0) - 1.0).abs() < 1e-9);
-    assert!(lr_multiplier(&c, 24.0).abs() < 1e-9);
-    let f = plan("page-final", &[]);
+    let cm = m(&c);
+    // Page counts the step before reading his schedule: his first step has a
+    // non-zero lr (1/97 of an epoch into the 5-epoch warm-up), his 485th the peak.
+    assert!((cm[0] - 1.0 / 97.0 / 5.0).abs() < 1e-12);
+    assert!((cm[5 * 97 - 1] - 1.0).abs() < 1e-9);
+    assert!(cm[24 * 97 - 1].abs() < 1e-9);
+    let f = m(&plan("page-final", &[]));
     // [0, 2, 8] -> [0, 1, 0.1], flat at 0.1 after epoch 8.
-    assert!((lr_multiplier(&f, 2.0) - 1.0).abs() < 1e-9);
-    assert!((lr_multiplier(&f, 8.0) - 0.1).abs() < 1e-9);
-    assert!((lr_multiplier(&f, 9.5) - 0.1).abs() < 1e-9);
+    assert!((f[2 * 97 - 1] - 1.0).abs() < 1e-9);
+    assert!((f[8 * 97 - 1] - 0.1).abs() < 1e-9);
+    assert!((f[9 * 97] - 0.1).abs() < 1e-9);
     // Page P1 / P2: [0,15,30,35] -> [0, lr, 0.005, 0] in absolute lr.
     for lr in ["0.1", "0.44"] {
         let set = Override::Set {
@@ -232,25 +237,34 @@ fn schedule_values_at_the_knots() {
             value: lr.into(),
         };
         let d = plan("page-resnet18", &[set]);
-        assert!((lr_multiplier(&d, 15.0) - 1.0).abs() < 1e-9);
+        let per = d.rates(50_000).per_epoch as usize;
+        let dm = m(&d);
+        assert!((dm[15 * per - 1] - 1.0).abs() < 1e-9);
         assert!(
-            (d.optim.lr * lr_multiplier(&d, 30.0) - 0.005).abs() < 1e-9,
+            (d.optim.lr * dm[30 * per - 1] - 0.005).abs() < 1e-9,
             "lr {lr}"
         );
-        assert!(lr_multiplier(&d, 35.0).abs() < 1e-9);
+        assert!(dm[35 * per - 1].abs() < 1e-9);
     }
-    // Page counts the step before reading his schedule: his first step has a
-    // non-zero lr (1/97 of an epoch into the 5-epoch warm-up).
-    assert!((c.schedule.at_step(0, 0, 97) - 1.0 / 97.0 / 5.0).abs() < 1e-12);
-    // page-final: B7's triangle ends at 0; B8's EMA floors the tail at 0.1.
-    let no_ema = plan("page-final", &[Override::parse_trick("ema=off").unwrap()]);
-    assert!(no_ema.schedule.at(10.0).abs() < 1e-12);
-    assert!((no_ema.schedule.at(6.0) - 0.5).abs() < 1e-12);
-    let a = plan("airbench94", &[]);
-    // airbench's LambdaLR reads step 0 first.
-    assert!((a.schedule.at_step(0, 0, 48) - 0.2).abs() < 1e-12);
-    assert!((lr_multiplier(&a, 0.0) - 0.2).abs() < 1e-9);
-    assert!((lr_multiplier(&a, 9.9) - 0.07).abs() < 1e-9);
+    // page-final without B8's EMA: B7's triangle ends at 0.
+    let no_ema = m(&plan(
+        "page-final",
+        &[Override::parse_trick("ema=off").unwrap()],
+    ));
+    assert!(no_ema[10 * 97 - 1].abs() < 1e-12);
+    assert!((no_ema[6 * 97 - 1] - 0.5).abs() < 1e-12);
+    // airbench's LambdaLR reads step 0 first: 0.2 -> 1 over int(0.23 x 476) = 109 steps.
+    let a = m(&plan("airbench94", &[]));
+    assert_eq!(a.len(), 476);
+    assert!((a[0] - 0.2).abs() < 1e-12 && (a[109] - 1.0).abs() < 1e-12);
+    assert!((a[475] - (1.0 + (0.07 - 1.0) * 366.0 / 367.0)).abs() < 1e-12);
+    // airbench94_muon: 1 - s/200; its whitening bias 1 - s/75 on its own.
+    let mu = plan("airbench94-muon", &[]);
+    let r = mu.rates(50_000);
+    assert_eq!((r.total, r.whiten_bias_steps), (200, Some(75)));
+    let (lr, _) = mu.group_rate(crate::plan::ParamGroup::WhitenBias, 30, &r);
+    assert!((lr - mu.optim.lr * (1.0 - 30.0 / 75.0)).abs() < 1e-9);
+    assert!((r.main[100] - 0.5).abs() < 1e-12);
 }
 
 /// A tiny net of a recipe's shape, for checks that need its parameters.
@@ -261,13 +275,13 @@ fn net_of(plan: &crate::plan::RunPlan) -> (tch::nn::VarStore, crate::model::Net)
 }
 
 #[test]
-fn every_sgd_group_decays_by_the_recipe_weight_decay_per_step() {
+pub(crate) fn every_sgd_group_decays_by_the_recipe_weight_decay_per_step() {
     // airbench passes weight_decay = wd / lr to each SGD group: whatever a
     // group's lr, its per-step decay (lr x weight_decay) is the same wd.
     for (recipe, wd) in [("airbench94-muon", 0.004), ("airbench94", 1.9957e-3)] {
         let p = plan(recipe, &[]);
         let (_vs, net) = net_of(&p);
-        let groups = super::engine::optimizer_groups(&p.optim, &net);
+        let groups = super::build::optimizer_groups(&p.optim, &net);
         assert!(groups.len() >= 2, "{recipe}");
         for g in &groups {
             // Including airbench94's x64 BN-bias group and muon's x12.64 head.
@@ -282,23 +296,23 @@ fn every_sgd_group_decays_by_the_recipe_weight_decay_per_step() {
 }
 
 #[test]
-fn muon_whitening_bias_starts_uniform_and_decays_on_its_own_clock() {
+pub(crate) fn muon_whitening_bias_starts_uniform_and_decays_on_its_own_clock() {
     let muon = plan("airbench94-muon", &[]);
     let plain = plan("airbench94", &[]);
-    // (1 - step/75) with 25 steps per epoch: 3 epochs.
-    let own = muon.optim.whiten_bias.clone().unwrap();
-    assert!(own.own_schedule);
-    assert_eq!(own.own_multiplier(0.0), 1.0);
-    assert!((own.own_multiplier(1.5) - 0.5).abs() < 1e-12);
-    assert_eq!(own.own_multiplier(3.0), 0.0);
-    assert_eq!(own.own_multiplier(5.0), 0.0);
+    // ceil(3 x 25) = 75 steps of its own (1 - s/75); airbench94's 3 epochs of 48.
+    assert_eq!(muon.rates(50_000).whiten_bias_steps, Some(75));
+    assert_eq!(plain.rates(50_000).whiten_bias_steps, Some(144));
+    assert!(muon.optim.whiten_bias.as_ref().unwrap().own_schedule);
+    // hiverge's: ceil(0.19 x 32) = 7 steps.
+    let record = plan("hiverge-speedrun", &[]);
+    assert_eq!(record.rates(50_000).whiten_bias_steps, Some(7));
     // Under its own schedule the bias is outside the shared optimiser.
     for (cfg, own) in [(&muon, true), (&plain, false)] {
         let (_vs, net) = net_of(cfg);
         let bias = net.param_groups().whiten_bias;
         assert_eq!(bias.len(), 1);
         let ptr = bias[0].data_ptr();
-        let shared = super::engine::optimizer_groups(&cfg.optim, &net)
+        let shared = super::build::optimizer_groups(&cfg.optim, &net)
             .iter()
             .any(|g| g.params.iter().any(|p| p.data_ptr() == ptr));
         assert_eq!(shared, !own);

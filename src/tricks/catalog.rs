@@ -4,11 +4,11 @@
 
 use super::*;
 use crate::config::{Arch, ScheduleKind};
-use crate::model::{Activation, Dirac, Whitening};
+use crate::model::{Activation, Basis, Dirac, Whitening};
 use crate::optim::{Piecewise, page_ema_decay};
 use crate::plan::{
-    Averaging, ColourJitter, CutMix, Family, Half, MuonNorm, MuonPlan, Progressive, RunPlan,
-    WhitenBias,
+    Averaging, ColourJitter, CutMix, Family, Half, MuonPlan, NsDtype, NsVariant, Progressive,
+    Renorm, RunPlan, Shape, WhitenBias,
 };
 use anyhow::bail;
 
@@ -346,7 +346,7 @@ pub static CATALOG: &[TrickSpec] = &[
         on: "GELU",
         params: &[],
         requires: &[],
-        conflicts: &["celu", "silu"],
+        conflicts: &["celu"],
         apply: |p, _| {
             p.net.act = Activation::Gelu;
             Ok(())
@@ -357,14 +357,15 @@ pub static CATALOG: &[TrickSpec] = &[
         ids: &["S1"],
         name: "SiLU activation",
         category: Architecture,
-        help: "Replace the activation by SiLU x*sigmoid(x), cheaper than the exact GELU.",
-        source: "hiverge cifar10-speedrun (TRICKS.md 2.4; 2.015 s)",
-        off: "the recipe's activation (GELU in airbench94_muon)",
-        on: "SiLU",
+        help: "SiLU x*sigmoid(x) in the body, cheaper than the exact GELU; the activation right after the whitening conv (the stem) keeps the recipe's own, as hiverge keeps GELU there.",
+        source: "hiverge cifar10-speedrun (TRICKS.md 2.4, :407 and :430; 2.015 s)",
+        off: "the recipe's activation everywhere (GELU in airbench94_muon)",
+        on: "SiLU in the ConvGroups, the stem's activation unchanged",
         params: &[],
         requires: &[],
-        conflicts: &["celu", "gelu"],
+        conflicts: &["celu"],
         apply: |p, _| {
+            p.net.stem_act = Some(p.net.stem_act.unwrap_or(p.net.act));
             p.net.act = Activation::Silu;
             Ok(())
         },
@@ -465,15 +466,15 @@ pub static CATALOG: &[TrickSpec] = &[
         name: "Input patch whitening",
         category: Architecture,
         help: "Replace the first conv by a frozen PCA-whitening conv computed from a pass over training images (plus, Page style, a learnable 1x1 conv).",
-        source: "Page part 8 B7 (36 s @ 14 epochs); airbench (2x2, eps 5e-4, 5000 images); hlb (2x2, centred, eps 1e-2, all images)",
+        source: "Page part 8 B7 (36 s @ 14 epochs); airbench94 (2x2, eps 5e-4, 5000 images); airbench94_muon (the same, eigh's ascending order); hlb (2x2, centred, eps 1e-2, all images in chunks of 5000)",
         off: "learnable first conv",
         on: "frozen 3x3 -> 27 channels + 1x1 27 -> 64 (page) or frozen 2x2 -> 12/24 channels (airbench, hlb)",
         params: &[
             c(
                 "style",
-                "page (3x3, 27 ch), airbench (2x2, 12 ch, uncentred) or hlb (2x2, 12 ch, mean-centred covariance)",
+                "page (3x3, 27 ch), airbench (2x2, 12 ch, uncentred, largest eigenvalue first), muon (airbench94_muon: the same in ascending order) or hlb (2x2, centred covariance of each 5000-image chunk of a random permutation, averaged)",
                 "page",
-                &["page", "airbench", "hlb"],
+                &["page", "airbench", "muon", "hlb"],
             ),
             f("eps", "added to the eigenvalues", 1e-2, 0.0, 10.0),
             i(
@@ -498,9 +499,12 @@ pub static CATALOG: &[TrickSpec] = &[
                     images,
                     negate: false,
                     bias: false,
-                    centred: style == "hlb",
                     bias_uniform: false,
-                    svd: false,
+                    basis: match style {
+                        "hlb" => Basis::HlbChunks { chunk: 5000 },
+                        "muon" => Basis::EighAscending,
+                        _ => Basis::Eigh,
+                    },
                 },
             };
             Ok(())
@@ -547,8 +551,8 @@ pub static CATALOG: &[TrickSpec] = &[
         requires: &["whitening"],
         conflicts: &[],
         apply: |p, a| match &mut p.net.whitening {
-            Whitening::Airbench { svd, images, .. } => {
-                *svd = true;
+            Whitening::Airbench { basis, images, .. } => {
+                *basis = Basis::Svd;
                 *images = a.int("images")? as usize;
                 Ok(())
             }
@@ -562,8 +566,8 @@ pub static CATALOG: &[TrickSpec] = &[
         ids: &["T18c"],
         name: "Trained whitening bias",
         category: Architecture,
-        help: "A learnable bias on the whitening conv, trained for the first epochs and then frozen.",
-        source: "airbench (3 epochs; cuts steps to 94% by 5-10%)",
+        help: "A learnable bias on the whitening conv, trained for its first ceil(epochs x steps per epoch) steps, then no gradient reaches it (mid-epoch where that falls mid-epoch, as the references detach it).",
+        source: "airbench94 (3 epochs; cuts steps to 94% by 5-10%); airbench94_muon (75 steps); hiverge speedrun (ceil(0.19 x 32) = 7 steps)",
         off: "no bias",
         on: "bias init 0 (muon: PyTorch's uniform), trained for 3 epochs, then frozen",
         params: &[
@@ -582,7 +586,7 @@ pub static CATALOG: &[TrickSpec] = &[
             ),
             c(
                 "schedule",
-                "shared: the run's lr schedule (airbench94); own: lr x (1 - t/epochs), its own linear decay to 0 (airbench94_muon)",
+                "shared: the run's lr schedule (airbench94); own: lr x (1 - s/S) over its S steps, its own optimiser (airbench94_muon, the speedrun)",
                 "shared",
                 &["shared", "own"],
             ),
@@ -713,14 +717,16 @@ pub static CATALOG: &[TrickSpec] = &[
             let (floor, floor_epochs) = (a.num("floor")?, a.num("floor_epochs")?);
             let s = a.settings;
             let (e, peak) = (s.epochs, s.peak_epoch * s.epochs);
-            p.schedule.knots = if s.schedule == ScheduleKind::Page && floor_epochs < e {
-                let end = (e - floor_epochs).max(peak + 1e-9);
-                Piecewise {
-                    knots: vec![(0.0, 0.0), (peak, 1.0), (end, floor), (e, floor)],
+            match &mut p.schedule.shape {
+                Shape::EpochKnots(k) if s.schedule == ScheduleKind::Page && floor_epochs < e => {
+                    let end = (e - floor_epochs).max(peak + 1e-9);
+                    *k = Piecewise {
+                        knots: vec![(0.0, 0.0), (peak, 1.0), (end, floor), (e, floor)],
+                    };
                 }
-            } else {
-                p.schedule.knots.clone().with_floor(floor_epochs, floor)
-            };
+                Shape::EpochKnots(k) => *k = k.clone().with_floor(floor_epochs, floor),
+                _ => p.schedule.floor = Some((floor_epochs, floor)),
+            }
             Ok(())
         },
     },
@@ -765,8 +771,8 @@ pub static CATALOG: &[TrickSpec] = &[
         ids: &["T26"],
         name: "Muon for conv filters",
         category: Optimiser,
-        help: "Orthogonalised momentum (Newton-Schulz) for every trainable conv filter; SGD-Nesterov for the rest.",
-        source: "airbench94_muon (2.59 s): lr 0.24, momentum 0.6, 3 NS iterations, weight renorm",
+        help: "Orthogonalised momentum (Newton-Schulz) for every trainable conv filter, each rescaled to Frobenius norm sqrt(C_out) before its update; SGD-Nesterov for the rest.",
+        source: "airbench94_muon (2.59 s): lr 0.24, momentum 0.6, 3 NS iterations in bf16, weight renorm every step",
         off: "SGD-Nesterov on the filters",
         on: "Muon on the filters",
         params: &[
@@ -781,10 +787,23 @@ pub static CATALOG: &[TrickSpec] = &[
                 1e4,
             ),
             c(
-                "ns_coeffs",
-                "Newton-Schulz coefficients: airbench (3.4445, -4.7750, 2.0315) or speedrun (3.4576, -4.7391, 2.0843)",
+                "ns",
+                "whose Newton-Schulz: airbench (3.4445, -4.7750, 2.0315; X / (|X| + 1e-7)) or speedrun (3.4576, -4.7391, 2.0843; X scaled to a magnitude 0.5012 -> 0.0786, then to unit norm, eps 1e-5 each: the magnitude cancels, the update is lr*NS(g))",
                 "airbench",
                 &["airbench", "speedrun"],
+            ),
+            c(
+                "ns_dtype",
+                "bf16 (airbench94_muon) or filters: the gradients' own type, fp16 in an fp16 net (the speedrun)",
+                "bf16",
+                &["bf16", "filters"],
+            ),
+            f(
+                "weight_decay",
+                "decoupled decay after each update, w *= 1 - lr(t)*wd (airbench94_muon: 0; the speedrun: 1.6002e-3)",
+                0.0,
+                0.0,
+                1.0,
             ),
         ],
         requires: &[],
@@ -795,13 +814,18 @@ pub static CATALOG: &[TrickSpec] = &[
                 momentum: a.num("momentum")?,
                 ns_steps: a.int("ns_steps")?,
                 head_lr_mult: a.num("head_lr_mult")?,
-                ns_coeffs: match a.text("ns_coeffs")? {
-                    "speedrun" => crate::optim::NS_SPEEDRUN,
-                    _ => crate::optim::NS_AIRBENCH,
+                ns: match a.text("ns")? {
+                    "speedrun" => NsVariant::Speedrun,
+                    _ => NsVariant::Airbench,
+                },
+                ns_dtype: match a.text("ns_dtype")? {
+                    "filters" => NsDtype::Filters,
+                    _ => NsDtype::Bf16,
                 },
                 batched: false,
                 half_momentum: false,
-                norm: MuonNorm::AIRBENCH,
+                renorm: Renorm::EveryStep,
+                weight_decay: a.num("weight_decay")?,
             });
             // The rest of the net takes airbench's PyTorch-form SGD.
             if p.optim.family == Family::SgdPage {
@@ -815,9 +839,9 @@ pub static CATALOG: &[TrickSpec] = &[
         key: "batched_muon",
         ids: &["S3"],
         name: "Batched Muon",
-        category: Optimiser,
-        help: "Zero-pad every conv filter's gradient into one (n, C_out, C_in*k*k) tensor and orthogonalise all of them with one batched Newton-Schulz: fewer, larger kernels, the same result.",
-        source: "hiverge cifar10-speedrun (TRICKS.md 2.4)",
+        category: Systems,
+        help: "Zero-pad every conv filter's gradient into one (n, max C_out, max C_in*k*k rounded up to 16) tensor and orthogonalise all of them with one batched Newton-Schulz: fewer, larger kernels, the same result (zero padding stays zero).",
+        source: "hiverge cifar10-speedrun (TRICKS.md 2.4, :25-86)",
         off: "one Newton-Schulz per filter (airbench94_muon's loop)",
         on: "one batched Newton-Schulz over the padded filters",
         params: &[],
@@ -833,37 +857,28 @@ pub static CATALOG: &[TrickSpec] = &[
         ids: &["S4"],
         name: "Muon renormalisation schedule",
         category: Optimiser,
-        help: "Renormalise the filters only every `every` steps, with a magnitude linear from `start` to `end` over training. TRICKS.md 2.4 does not say what the magnitude scales: `of=update` (default) renormalises the filters to sqrt(C_out) and scales each update by the magnitude; `of=weight` renormalises the filters to magnitude*sqrt(C_out). Both are tricklab's readings, to check against the script; the default follows TRICKS.md naming the magnitude with the Newton-Schulz step and apart from the renormalisation, and the tiny recipe (weight: 28-32%, update: 44%, schedule off: 43-48%, 2 seeds).",
-        source: "hiverge cifar10-speedrun (TRICKS.md 2.4): 0.5012 -> 0.0786, norm_freq 4",
-        off: "every step, to sqrt(C_out) (airbench94_muon)",
-        on: "every 4 steps; the update x 0.5012 -> 0.0786",
+        help: "Rescale the filters to sqrt(C_out) only at 1-based step t when t - (the last rescaled step) >= base + int(growth * t / T): first at step 2, then at intervals growing from 2 to 17 (37 times in the record's 243 steps).",
+        source: "hiverge cifar10-speedrun (TRICKS.md 2.4, :151-152, :193-199): norm_freq = 2 + int(15 * step / total)",
+        off: "before every update (airbench94_muon)",
+        on: "at intervals growing from 2 to 17 steps",
         params: &[
-            i("every", "steps between renormalisations", 4, 1.0, 1e6),
+            i("base", "the interval at the start", 2, 1.0, 1e6),
             f(
-                "start",
-                "target magnitude at the start",
-                0.5012,
-                1e-6,
-                100.0,
-            ),
-            f("end", "target magnitude at the end", 0.0786, 1e-6, 100.0),
-            c(
-                "of",
-                "what the magnitude scales: the update or the filters' norm (weight)",
-                "update",
-                &["update", "weight"],
+                "growth",
+                "added to the interval by the end of training",
+                15.0,
+                0.0,
+                1e6,
             ),
         ],
         requires: &["muon"],
         conflicts: &[],
         apply: |p, a| {
-            let norm = MuonNorm {
-                every: a.int("every")? as u64,
-                start: a.num("start")?,
-                end: a.num("end")?,
-                scales_update: a.text("of")? == "update",
+            let renorm = Renorm::Growing {
+                base: a.int("base")? as u64,
+                growth: a.num("growth")?,
             };
-            muon_of(p, "muon_norm_schedule")?.norm = norm;
+            muon_of(p, "muon_norm_schedule")?.renorm = renorm;
             Ok(())
         },
     },
@@ -872,8 +887,8 @@ pub static CATALOG: &[TrickSpec] = &[
         ids: &["S5"],
         name: "Muon momentum in fp16",
         category: Systems,
-        help: "Keep Muon's momentum buffers in fp16: half the optimiser-state traffic; the orthogonalisation does not need the low bits.",
-        source: "hiverge cifar10-speedrun (TRICKS.md 2.4)",
+        help: "Keep Muon's momentum buffers in fp16: half the optimiser-state traffic. A no-op in an fp16 net, whose buffers are fp16 already (the record's case): it acts on fp32 and bf16 nets only.",
+        source: "hiverge cifar10-speedrun (TRICKS.md 2.4, :653)",
         off: "buffers in the filters' type",
         on: "fp16 buffers",
         params: &[],
@@ -957,10 +972,10 @@ pub static CATALOG: &[TrickSpec] = &[
         ids: &["S6"],
         name: "Colour jitter",
         category: Data,
-        help: "Shift each image's brightness and scale its contrast about its mean by random amounts drawn for every batch, on the device.",
-        source: "hiverge cifar10-speedrun (TRICKS.md 2.4): brightness +-0.1399, contrast x(1 +- 0.1308)",
+        help: "Once per epoch, every training image x <- (x + b) * c on the normalised pixels, b ~ U(+-brightness) and c ~ U(1 +- contrast) drawn per image: the contrast acts about 0, the data set's mean.",
+        source: "hiverge cifar10-speedrun (TRICKS.md 2.4, :252-264, :363-367): brightness 0.1399, contrast 0.1308",
         off: "no colour augmentation",
-        on: "brightness +-0.1399, contrast x(1 +- 0.1308) per image, every batch",
+        on: "x <- (x + b) * c per image, once per epoch",
         params: &[
             f(
                 "brightness",
@@ -1044,10 +1059,10 @@ pub static CATALOG: &[TrickSpec] = &[
         ids: &["S7"],
         name: "Selective TTA",
         category: Eval,
-        help: "One plain pass over the test set; the TTA views only for the `fraction` of images the plain pass is least sure of (lowest top softmax probability).",
-        source: "hiverge cifar10-speedrun (TRICKS.md 2.4): level-2 views for the least confident 25%",
-        off: "the TTA views for every test image",
-        on: "the views for the least confident 25%",
+        help: "One plain pass over the test set; for the int(fraction * n) images it is least sure of (lowest top softmax probability), the mean of the views' logits, every view weighted equally (level 2: the image, its two 1-pixel shifts and the three mirrors); the rest keep their plain logits.",
+        source: "hiverge cifar10-speedrun (TRICKS.md 2.4, :510-573): the least confident 25%, 6 views averaged equally",
+        off: "the TTA views for every test image, weighted as the level says (level 2: 0.5 / 0.25 / 0.25)",
+        on: "6 equal views for the least confident 25%",
         params: &[f(
             "fraction",
             "share of the test images that get the TTA views",
@@ -1084,8 +1099,8 @@ pub static CATALOG: &[TrickSpec] = &[
         ids: &[],
         name: "Zero grad by setting to none",
         category: Systems,
-        help: "Release gradients instead of zero-filling them (tch has no set-to-none: same maths, same kernels here).",
-        source: "PyTorch performance tuning guide",
+        help: "Drop the gradients after each step instead of zero-filling them: no fill kernel, the next backward writes them afresh, and a parameter that gets no gradient is skipped by the optimiser (no momentum, no decay) as in PyTorch.",
+        source: "PyTorch performance tuning guide; airbench, hlb and the speedrun call zero_grad(set_to_none=True)",
         off: "zero-fill",
         on: "set to none",
         params: &[],

@@ -9,6 +9,7 @@
 #include <exception>
 #include <mutex>
 #include <string>
+#include <vector>
 
 namespace {
 thread_local std::string last_error;
@@ -23,6 +24,24 @@ at::Device device(int cuda, int index) {
 void reseed(at::Generator g, uint64_t seed) {
   std::lock_guard<std::mutex> lock(g.mutex());
   g.set_current_seed(seed);
+}
+
+std::vector<at::Tensor> list(const at::Tensor *const *ts, int n) {
+  std::vector<at::Tensor> v;
+  v.reserve(n);
+  for (int i = 0; i < n; ++i) v.push_back(*ts[i]);
+  return v;
+}
+
+template <typename F>
+int status(F f) {
+  try {
+    f();
+    return 1;
+  } catch (const std::exception &e) {
+    last_error = e.what();
+    return 0;
+  }
 }
 
 template <typename F>
@@ -123,5 +142,47 @@ void tricklab_autocast_exit(int cuda, int prev) {
     at::autocast::clear_cache();
   }
   at::autocast::set_autocast_enabled(device_type(cuda), prev != 0);
+}
+
+// PyTorch's SGD (coupled weight decay, momentum, Nesterov) over a list of
+// parameters of one device and type in one fused kernel, as torch.optim.SGD
+// with fused=True runs it: buf = g + wd w on the first step, else
+// mu buf + (g + wd w); w -= lr (g + wd w + mu buf) (Nesterov) or lr buf.
+int tricklab_fused_sgd(const at::Tensor *const *params,
+                       const at::Tensor *const *grads,
+                       const at::Tensor *const *bufs, int n, double wd,
+                       double momentum, double lr, int nesterov, int first) {
+  return status([&] {
+    at::_fused_sgd_(list(params, n), list(grads, n),
+                    momentum != 0.0 ? list(bufs, n) : std::vector<at::Tensor>{},
+                    wd, momentum, lr, 0.0, nesterov != 0, false, first != 0);
+  });
+}
+
+// Page's Nesterov form (CF:tb `nesterov_update`) with multi-tensor kernels:
+// dw = -lr (g + wd w); v = mu v + dw; w += dw + mu v.
+int tricklab_page_sgd(const at::Tensor *const *params,
+                      const at::Tensor *const *grads,
+                      const at::Tensor *const *bufs, int n, double wd,
+                      double momentum, double lr) {
+  return status([&] {
+    auto w = list(params, n);
+    auto v = list(bufs, n);
+    auto dw = wd != 0.0 ? at::_foreach_add(list(grads, n), w, wd)
+                        : at::_foreach_mul(list(grads, n), 1.0);
+    at::_foreach_mul_(dw, -lr);
+    at::_foreach_mul_(v, momentum);
+    at::_foreach_add_(v, dw);
+    at::_foreach_add_(dw, v, momentum);
+    at::_foreach_add_(w, dw);
+  });
+}
+
+// Drops the gradients (PyTorch's zero_grad(set_to_none=True)): no fill
+// kernel, and the next backward writes fresh gradients instead of adding.
+void tricklab_grads_to_none(const at::Tensor *const *ts, int n) {
+  for (int i = 0; i < n; ++i) {
+    const_cast<at::Tensor *>(ts[i])->mutable_grad().reset();
+  }
 }
 }

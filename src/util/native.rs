@@ -43,6 +43,27 @@ unsafe extern "C" {
         index: c_int,
     ) -> *mut torch_sys::C_tensor;
     fn tricklab_seed_defaults(cuda: c_int, index: c_int, seed: u64) -> c_int;
+    fn tricklab_fused_sgd(
+        params: *const *const torch_sys::C_tensor,
+        grads: *const *const torch_sys::C_tensor,
+        bufs: *const *const torch_sys::C_tensor,
+        n: c_int,
+        wd: f64,
+        momentum: f64,
+        lr: f64,
+        nesterov: c_int,
+        first: c_int,
+    ) -> c_int;
+    fn tricklab_page_sgd(
+        params: *const *const torch_sys::C_tensor,
+        grads: *const *const torch_sys::C_tensor,
+        bufs: *const *const torch_sys::C_tensor,
+        n: c_int,
+        wd: f64,
+        momentum: f64,
+        lr: f64,
+    ) -> c_int;
+    fn tricklab_grads_to_none(ts: *const *const torch_sys::C_tensor, n: c_int);
 }
 
 fn last_error() -> String {
@@ -169,6 +190,77 @@ pub fn celu(x: &Tensor, alpha: f64) -> Tensor {
     // SAFETY: `x` outlives the call; a non-null result is a fresh heap tensor
     // that `from_ptr` takes ownership of.
     owned(unsafe { tricklab_celu(x.as_ptr(), alpha) }, "celu")
+}
+
+fn ptrs(ts: &[Tensor]) -> Vec<*const torch_sys::C_tensor> {
+    ts.iter().map(Tensor::as_ptr).collect()
+}
+
+/// The tensors of one multi-tensor optimiser call: parameters of one device
+/// and type, their gradients and their momentum buffers, in step.
+pub struct TensorLists<'a> {
+    pub params: &'a [Tensor],
+    pub grads: &'a [Tensor],
+    pub bufs: &'a [Tensor],
+}
+
+impl TensorLists<'_> {
+    fn checked(
+        &self,
+    ) -> (
+        Vec<*const torch_sys::C_tensor>,
+        [Vec<*const torch_sys::C_tensor>; 2],
+        c_int,
+    ) {
+        assert!(
+            self.grads.len() == self.params.len() && self.bufs.len() == self.params.len(),
+            "one gradient and one buffer per parameter"
+        );
+        (
+            ptrs(self.params),
+            [ptrs(self.grads), ptrs(self.bufs)],
+            self.params.len() as c_int,
+        )
+    }
+}
+
+/// torch.optim.SGD's fused kernel (`at::_fused_sgd_`, CPU and CUDA): coupled
+/// weight decay, momentum (the buffer starts as the gradient when `first`),
+/// Nesterov; one kernel for the whole list instead of a chain per parameter.
+pub fn fused_sgd(t: &TensorLists, wd: f64, momentum: f64, lr: f64, nesterov: bool, first: bool) {
+    let (p, [g, b], n) = t.checked();
+    // SAFETY: every pointer is a live tensor borrowed for the call.
+    let ok = unsafe {
+        tricklab_fused_sgd(
+            p.as_ptr(),
+            g.as_ptr(),
+            b.as_ptr(),
+            n,
+            wd,
+            momentum,
+            lr,
+            c_int::from(nesterov),
+            c_int::from(first),
+        )
+    };
+    assert!(ok == 1, "fused SGD failed: {}", last_error());
+}
+
+/// Page's Nesterov update (lr inside the momentum buffer) with multi-tensor
+/// (`_foreach_*`) kernels: dw = −lr(g + wd·w); v = μv + dw; w += dw + μv.
+pub fn page_sgd(t: &TensorLists, wd: f64, momentum: f64, lr: f64) {
+    let (p, [g, b], n) = t.checked();
+    // SAFETY: every pointer is a live tensor borrowed for the call.
+    let ok = unsafe { tricklab_page_sgd(p.as_ptr(), g.as_ptr(), b.as_ptr(), n, wd, momentum, lr) };
+    assert!(ok == 1, "multi-tensor SGD failed: {}", last_error());
+}
+
+/// PyTorch's `zero_grad(set_to_none=True)`: the gradients become undefined
+/// (no fill kernel; the next backward writes them afresh).
+pub fn grads_to_none(ts: &[Tensor]) {
+    let p = ptrs(ts);
+    // SAFETY: resets each live tensor's grad slot; nothing else holds it mutably.
+    unsafe { tricklab_grads_to_none(p.as_ptr(), p.len() as c_int) }
 }
 
 /// The type a forward pass under [`autocast`] runs its matmuls and convs in.

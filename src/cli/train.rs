@@ -1,8 +1,8 @@
 //! `tricklab train`: one run, headless, an epoch table and a summary.
 
-use super::{NeverStop, Outcome, TchTrainer, Trainer};
 use crate::config::{Override, RunSpec};
 use crate::events::{Event, RunId};
+use crate::train::{NeverStop, Outcome, TchTrainer, Trainer};
 use anyhow::Result;
 
 #[derive(clap::Args, Debug)]
@@ -96,11 +96,12 @@ pub fn cmd_train(args: TrainArgs) -> Result<i32> {
         ),
         _ => {}
     };
+    let planned = crate::recipe::plan_run(&spec)?;
     // The same untimed warm-up a session's worker does, so the clocks compare.
-    if let Some(msg) = trainer.warm_up(&spec, &NeverStop) {
+    if let Some(msg) = trainer.warm_up(&planned, &NeverStop) {
         println!("{msg}");
     }
-    match trainer.run(&spec, &NeverStop, &mut print)? {
+    match trainer.run(&planned, &NeverStop, &mut print)? {
         Outcome::Finished(s) => {
             let c = &s.clocks;
             println!(

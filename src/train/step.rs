@@ -1,0 +1,146 @@
+//! Stage 4 of a run: one training step's forward and backward, and the step
+//! metrics kept on the device until their read-back.
+
+use super::pipeline::cutmix_batch;
+use super::prepare::Layout;
+use crate::events::StepRow;
+use crate::model::Net;
+use crate::optim;
+use crate::plan::{CutMix, LossPlan, RunPlan};
+use crate::util::native::{Rng, autocast};
+use anyhow::{Result, bail};
+use tch::{Device, Kind, Tensor};
+
+/// The training loss of one micro-batch: label-smoothed cross-entropy (the
+/// batch mean), on CutMix's soft targets when the batch was mixed.
+pub(crate) fn batch_loss(
+    loss: &LossPlan,
+    logits: &Tensor,
+    y: &Tensor,
+    soft: Option<&Tensor>,
+) -> Tensor {
+    match soft {
+        Some(soft) => optim::soft_target_ce(logits, &optim::smooth_targets(soft, loss.smoothing)),
+        None => optim::label_smoothed_ce(logits, y, loss.smoothing),
+    }
+}
+
+/// What a training step acts on: the net, the run's draws, its layout.
+pub(super) struct Trainee<'a> {
+    pub plan: &'a RunPlan,
+    pub net: &'a Net,
+    pub rng: &'a Rng,
+    pub layout: Layout,
+    pub classes: i64,
+}
+
+impl Trainee<'_> {
+    /// Forward and backward over the step's micro-batches: the gradients of
+    /// the loss summed over the batch. Returns the step's mean loss and its
+    /// correct predictions, both left on the device.
+    pub fn forward_backward(
+        &self,
+        x: &Tensor,
+        y: &Tensor,
+        cutmix: Option<&CutMix>,
+    ) -> (Tensor, Tensor) {
+        let (plan, accum) = (self.plan, self.plan.step.accum);
+        let dev = x.device();
+        let mut loss_sum = Tensor::zeros([], (Kind::Float, dev));
+        let mut correct = Tensor::zeros([], (Kind::Int64, dev));
+        for (xm, ym) in x.chunk(accum, 0).iter().zip(y.chunk(accum, 0)) {
+            // With CutMix the mixed batch is the only forward pass (one BN update per step).
+            let (input, soft) = match cutmix {
+                Some(c) => {
+                    let (xc, soft) = cutmix_batch(self.rng, xm, &ym, c.size, self.classes);
+                    (xc, Some(soft))
+                }
+                None => (xm.shallow_clone(), None),
+            };
+            let logits = autocast(dev, self.layout.amp, || self.net.forward_t(&input, true))
+                .to_kind(Kind::Float);
+            let loss = batch_loss(&plan.loss, &logits, &ym, soft.as_ref());
+            // Summed over the batch (the micro-batch mean x the batch / accum).
+            (&loss * (plan.loss.scale / accum as f64)).backward();
+            let _ = correct.g_add_(&logits.argmax(-1, false).eq_tensor(&ym).sum(Kind::Int64));
+            loss_sum += loss.detach() / accum as f64;
+        }
+        (loss_sum, correct)
+    }
+}
+
+/// The step metrics still on the device: each step's loss with its place
+/// and lr, read back to the host in one sync per chunk.
+pub(super) struct StepMetrics {
+    pending: Vec<(u64, f64, f64, Tensor)>,
+    /// The epoch's summed loss and correct predictions, on the device.
+    pub loss_sum: Tensor,
+    pub correct: Tensor,
+}
+
+impl StepMetrics {
+    pub fn new(dev: Device) -> StepMetrics {
+        StepMetrics {
+            pending: Vec::new(),
+            loss_sum: Tensor::zeros([], (Kind::Float, dev)),
+            correct: Tensor::zeros([], (Kind::Int64, dev)),
+        }
+    }
+
+    /// Keeps step `step`'s (1-based) loss and correct count, at fractional
+    /// epoch `epoch` and learning rate `lr`; no host sync.
+    pub fn push(&mut self, step: u64, epoch: f64, lr: f64, loss: Tensor, correct: &Tensor) {
+        let _ = self.loss_sum.g_add_(&loss);
+        let _ = self.correct.g_add_(correct);
+        self.pending.push((step, epoch, lr, loss));
+    }
+
+    /// Starts a new epoch's sums.
+    pub fn reset_epoch(&mut self) {
+        let _ = self.loss_sum.zero_();
+        let _ = self.correct.zero_();
+    }
+
+    /// One host sync for the pending steps: losses, and the BN scale/bias
+    /// means at the last of them. A non-finite loss fails the run.
+    pub fn read_back(&mut self, bn: &[(Tensor, Tensor)]) -> Result<Vec<StepRow>> {
+        if self.pending.is_empty() {
+            return Ok(Vec::new());
+        }
+        let losses: Vec<Tensor> = self.pending.iter().map(|p| p.3.shallow_clone()).collect();
+        let values = Vec::<f64>::try_from(
+            &Tensor::stack(&losses, 0)
+                .to_kind(Kind::Double)
+                .to_device(Device::Cpu),
+        )?;
+        let (scale, bias) = if bn.is_empty() {
+            (Vec::new(), Vec::new())
+        } else {
+            let s: Vec<Tensor> = bn.iter().map(|(w, _)| w.abs().mean(Kind::Float)).collect();
+            let b: Vec<Tensor> = bn.iter().map(|(_, b)| b.mean(Kind::Float)).collect();
+            (
+                Vec::<f32>::try_from(&Tensor::stack(&s, 0).to_device(Device::Cpu))?,
+                Vec::<f32>::try_from(&Tensor::stack(&b, 0).to_device(Device::Cpu))?,
+            )
+        };
+        let n = self.pending.len();
+        let mut rows = Vec::with_capacity(n);
+        for (i, ((step, epoch, lr, _), loss)) in self.pending.drain(..).zip(values).enumerate() {
+            if !loss.is_finite() {
+                bail!(
+                    "loss became {loss} at step {step}: lower lr (or turn off the trick you just added) and run again"
+                );
+            }
+            let last = i + 1 == n;
+            rows.push(StepRow {
+                step,
+                epoch,
+                loss,
+                lr,
+                bn_scale: if last { scale.clone() } else { Vec::new() },
+                bn_bias: if last { bias.clone() } else { Vec::new() },
+            });
+        }
+        Ok(rows)
+    }
+}
