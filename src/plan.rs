@@ -459,14 +459,23 @@ pub enum Averaging {
     },
     /// airbench: from the initial weights, every `every` steps average with
     /// 0.95⁵·(t/T)³ and copy back, and at the end copy the average in (d = 1).
-    /// hlb: from `start_epoch` on, the first due step snapshots the live net
+    /// hlb: from epoch `start` on, the first due step snapshots the live net
     /// and the later ones average and copy back; a separate copy holding
     /// the average is evaluated.
     Lookahead {
         every: u64,
-        start_epoch: f64,
+        start: AvgStart,
         eval_average: bool,
     },
+}
+
+/// Where Lookahead's average starts.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum AvgStart {
+    /// From the initial weights, before the first step (airbench).
+    Init,
+    /// From a snapshot at the first due step of this epoch (hlb).
+    Epoch(f64),
 }
 
 /// What the average does after a step.
@@ -488,7 +497,7 @@ impl Averaging {
         match self {
             Averaging::None => false,
             Averaging::PageEma { .. } => true,
-            Averaging::Lookahead { start_epoch, .. } => *start_epoch <= 0.0,
+            Averaging::Lookahead { start, .. } => *start == AvgStart::Init,
         }
     }
 
@@ -503,9 +512,13 @@ impl Averaging {
                     copy_back: false,
                 }
             }
-            Averaging::Lookahead {
-                every, start_epoch, ..
-            } if t.is_multiple_of(every.max(1)) && epoch as f64 >= start_epoch => {
+            Averaging::Lookahead { every, start, .. }
+                if t.is_multiple_of(every.max(1))
+                    && match start {
+                        AvgStart::Init => true,
+                        AvgStart::Epoch(e) => epoch as f64 >= e,
+                    } =>
+            {
                 if started {
                     AvgAction::Update {
                         decay: crate::optim::lookahead_decay(t as usize, total as usize),

@@ -3,6 +3,7 @@
 
 mod cluster;
 mod nightly;
+mod parity;
 mod report;
 mod run;
 mod train;
@@ -43,6 +44,9 @@ pub enum Command {
     Matrix(crate::matrix::MatrixArgs),
     /// Train one run and print an epoch table and a summary.
     Train(train::TrainArgs),
+    /// Train recipes beside the published scripts they reproduce, on the same
+    /// images and steps, and write the side-by-side report (`make parity`).
+    Parity(parity::ParityArgs),
     /// Print the trick catalog.
     Tricks(crate::tricks::TricksArgs),
     /// List the base recipes.
@@ -81,6 +85,7 @@ pub fn main() -> i32 {
         Some(Command::Slurm(a)) => cluster::cmd_slurm(a),
         Some(Command::Matrix(a)) => crate::matrix::cmd_matrix(a),
         Some(Command::Train(a)) => train::cmd_train(a),
+        Some(Command::Parity(a)) => parity::cmd_parity(a),
         Some(Command::Tricks(a)) => crate::tricks::cmd_tricks(a),
         Some(Command::Recipes(a)) => crate::recipe::cmd_recipes(a),
         Some(Command::Recipe(a)) => crate::recipe::cmd_recipe_show(a),

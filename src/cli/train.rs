@@ -27,6 +27,10 @@ pub struct TrainArgs {
     /// Target accuracy for time-to-target (0-1).
     #[arg(long, default_value_t = 0.94)]
     pub target: f64,
+    /// Skip the discarded warm-up: the run then pays the process's one-time
+    /// costs in its clocks (a cold start, as a first run without it would).
+    #[arg(long)]
+    pub no_warm_up: bool,
 }
 
 pub fn cmd_train(args: TrainArgs) -> Result<i32> {
@@ -98,7 +102,9 @@ pub fn cmd_train(args: TrainArgs) -> Result<i32> {
     };
     let planned = crate::recipe::plan_run(&spec)?;
     // The same untimed warm-up a session's worker does, so the clocks compare.
-    if let Some(msg) = trainer.warm_up(&planned, &NeverStop) {
+    if !args.no_warm_up
+        && let Some(msg) = trainer.warm_up(&planned, &NeverStop)
+    {
         println!("{msg}");
     }
     match trainer.run(&planned, &NeverStop, &mut print)? {

@@ -7,7 +7,7 @@ mod compare;
 mod format;
 pub mod history;
 
-pub use compare::{Comparison, Diff, Thresholds, Verdict, compare};
+pub use compare::{Comparison, Diff, Thresholds, Verdict, compare, welch};
 
 use crate::util::stats::t95;
 use anyhow::{Context, Result, bail};

@@ -448,8 +448,23 @@ fn lookahead_starts_from_a_snapshot_and_hlb_evaluates_the_average() {
     // From epoch 1 on, every step: the first due step snapshots, the next averages.
     let p = plan(
         "tiny-hlb",
-        &["fp16=off", "lookahead.start_epoch=1", "lookahead.every=1"],
+        &[
+            "fp16=off",
+            "lookahead.last_epochs=0",
+            "lookahead.start_epoch=1",
+            "lookahead.every=1",
+        ],
     );
+    // hlb's own: the last 10 full epochs, from epoch floor(12.1) - 10 = 2; a
+    // 3-epoch run starts from a snapshot in epoch 0, as hlb's formula gives.
+    let start = |p: &RunPlan| match p.averaging {
+        crate::plan::Averaging::Lookahead { start, .. } => start,
+        _ => panic!("no lookahead"),
+    };
+    use crate::plan::AvgStart;
+    assert_eq!(start(&plan("hlb", &[])), AvgStart::Epoch(2.0));
+    assert_eq!(start(&plan("tiny-hlb", &[])), AvgStart::Epoch(0.0));
+    assert_eq!(start(&plan("airbench94", &[])), AvgStart::Init);
     tch::manual_seed(2);
     let vs = nn::VarStore::new(Device::Cpu);
     let (net, nc) = build_net(&p, &src, &vs, Layout::of(&p), &Rng::new(Device::Cpu, 0)).unwrap();

@@ -7,8 +7,8 @@ use crate::config::{Arch, ScheduleKind};
 use crate::model::{Activation, Basis, Dirac, Whitening};
 use crate::optim::{Piecewise, page_ema_decay};
 use crate::plan::{
-    Averaging, ColourJitter, CutMix, Family, Half, MuonPlan, NsDtype, NsVariant, Progressive,
-    Renorm, RunPlan, Shape, WhitenBias,
+    Averaging, AvgStart, ColourJitter, CutMix, Family, Half, MuonPlan, NsDtype, NsVariant,
+    Progressive, Renorm, RunPlan, Shape, WhitenBias,
 };
 use anyhow::bail;
 
@@ -736,14 +736,21 @@ pub static CATALOG: &[TrickSpec] = &[
         name: "Lookahead (airbench/hlb EMA with copy-back)",
         category: Averaging,
         help: "Every N steps average the live weights into a slow copy with d = 0.95^5*(t/T)^3 and copy it back: changes the trajectory. hlb starts it late from a snapshot of the live net and evaluates the average.",
-        source: "airbench94 (every 5 steps, from the initial weights); hlb-CIFAR10 v0.7 (from epoch 2, eval on the average)",
+        source: "airbench94 (every 5 steps, from the initial weights); hlb-CIFAR10 v0.7 (the last 10 full epochs, from epoch floor(12.1) - 10 = 2; eval on the average)",
         off: "none",
         on: "copy-back averaging every 5 steps",
         params: &[
             i("every", "update every N steps", 5, 1.0, 1000.0),
             f(
                 "start_epoch",
-                "epoch at which the average starts, from a snapshot of the live net (0: the initial weights)",
+                "epoch at which the average starts, from a snapshot of the live net at its first due step (0: the initial weights)",
+                0.0,
+                0.0,
+                10000.0,
+            ),
+            f(
+                "last_epochs",
+                "instead of start_epoch: average the last N full epochs, from epoch floor(epochs) - N (hlb: 10; a shorter run starts from a snapshot in epoch 0)",
                 0.0,
                 0.0,
                 10000.0,
@@ -758,9 +765,17 @@ pub static CATALOG: &[TrickSpec] = &[
         requires: &[],
         conflicts: &["ema"],
         apply: |p, a| {
+            let (first, last) = (a.num("start_epoch")?, a.num("last_epochs")?);
+            let start = if last > 0.0 {
+                AvgStart::Epoch((a.settings.epochs.floor() - last).max(0.0))
+            } else if first > 0.0 {
+                AvgStart::Epoch(first)
+            } else {
+                AvgStart::Init
+            };
             p.averaging = Averaging::Lookahead {
                 every: a.int("every")?.max(1) as u64,
-                start_epoch: a.num("start_epoch")?,
+                start,
                 eval_average: a.text("eval")? == "average",
             };
             Ok(())

@@ -1,0 +1,575 @@
+//! `tricklab parity`: trains a recipe and the published script it reproduces
+//! side by side, on the same images in the same order and for the same number
+//! of steps, seeds alternating A B B A, and writes what it measured: time per
+//! step and each recipe's own clock with the ratio and its 95% CI, accuracy
+//! mean ± CI, and a verdict by Welch's t as `compare` computes it.
+//!
+//! The reference side is `scripts/peers/peer.py`, which runs a fetched copy
+//! of the published script with only the changes its device needs; the
+//! reference code is never part of this repository.
+
+use crate::config::{Override, RunId, RunSpec};
+use crate::report::welch;
+use crate::train::{NeverStop, Outcome, TchTrainer, Trainer};
+use anyhow::{Context, Result, bail};
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// A recipe and the published script it reproduces.
+struct Pair {
+    recipe: &'static str,
+    /// The adapter's name for the script, and the fetched repository's folder.
+    peer: &'static str,
+    repo: &'static str,
+    /// Epochs for a CPU comparison of minutes a side on 512 images a class.
+    cpu_epochs: f64,
+}
+
+const PAIRS: &[Pair] = &[
+    Pair {
+        recipe: "airbench94",
+        peer: "airbench94",
+        repo: "cifar10-airbench",
+        cpu_epochs: 2.0,
+    },
+    Pair {
+        recipe: "airbench94-muon",
+        peer: "airbench94-muon",
+        repo: "cifar10-airbench",
+        cpu_epochs: 5.0,
+    },
+    Pair {
+        recipe: "hiverge-speedrun",
+        peer: "hiverge-speedrun",
+        repo: "cifar10-speedrun",
+        cpu_epochs: 3.0,
+    },
+    Pair {
+        recipe: "page-final",
+        peer: "page-final",
+        repo: "cifar10-fast-simple",
+        cpu_epochs: 1.0,
+    },
+    Pair {
+        recipe: "hlb",
+        peer: "hlb",
+        repo: "hlb-CIFAR10",
+        cpu_epochs: 2.0,
+    },
+];
+
+#[derive(clap::Args, Debug)]
+pub struct ParityArgs {
+    /// Recipes to compare (default: airbench94, airbench94-muon,
+    /// hiverge-speedrun and page-final; hlb too when named).
+    pub recipes: Vec<String>,
+    /// The folder holding the fetched repositories (cifar10-airbench,
+    /// cifar10-speedrun, hlb-CIFAR10, cifar10-fast-simple).
+    #[arg(long)]
+    pub peers: PathBuf,
+    /// Data set both sides train on (`tricklab data list`).
+    #[arg(long, default_value = "embedded")]
+    pub data: String,
+    /// Training images kept per class (both sides: the same first images).
+    #[arg(long, default_value_t = 512)]
+    pub train_per_class: usize,
+    /// Test images kept per class.
+    #[arg(long, default_value_t = 100)]
+    pub test_per_class: usize,
+    /// Epochs of every recipe (default: each recipe's CPU length, about ten steps).
+    #[arg(long)]
+    pub epochs: Option<f64>,
+    /// Runs a side.
+    #[arg(long, default_value_t = 3)]
+    pub seeds: u64,
+    /// cpu (fp32 on both sides) or cuda (each side as published).
+    #[arg(long, default_value = "cpu")]
+    pub device: String,
+    /// The python that runs the published scripts (default: .venv's, else python3).
+    #[arg(long)]
+    pub python: Option<PathBuf>,
+    /// The peer adapter.
+    #[arg(long, default_value = "scripts/peers/peer.py")]
+    pub adapter: PathBuf,
+    /// The report to write (default: results/reference/parity-DEVICE-DATE.md, a CSV beside it).
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+}
+
+/// One run of one side.
+#[derive(Clone, Debug)]
+struct Sample {
+    side: &'static str,
+    seed: u64,
+    steps: u64,
+    clock_s: f64,
+    per_step_s: f64,
+    acc: f64,
+}
+
+pub fn cmd_parity(a: ParityArgs) -> Result<i32> {
+    let pairs: Vec<&Pair> = if a.recipes.is_empty() {
+        PAIRS.iter().filter(|p| p.recipe != "hlb").collect()
+    } else {
+        a.recipes
+            .iter()
+            .map(|r| {
+                PAIRS.iter().find(|p| p.recipe == r).with_context(|| {
+                    let names: Vec<&str> = PAIRS.iter().map(|p| p.recipe).collect();
+                    format!(
+                        "no published script is paired with `{r}`: choose from {}",
+                        names.join(", ")
+                    )
+                })
+            })
+            .collect::<Result<_>>()?
+    };
+    if a.seeds < 2 {
+        bail!(
+            "--seeds {}: a confidence interval needs at least 2 runs a side",
+            a.seeds
+        );
+    }
+    let python = a.python.clone().unwrap_or_else(default_python);
+    if !a.adapter.is_file() {
+        bail!(
+            "{}: the peer adapter is missing; run from the repository root or pass --adapter",
+            a.adapter.display()
+        );
+    }
+    let cuda = a.device.starts_with("cuda");
+    let device =
+        crate::util::device::resolve_devices(std::slice::from_ref(&a.device))?.swap_remove(0);
+    // The same images, in the same order, on both sides.
+    let tmp = tempfile_dir()?;
+    let full = crate::data::load(&a.data)?;
+    let data = full.subset(Some(a.train_per_class), Some(a.test_per_class));
+    crate::data::export_raw(&data, tmp.path(), "as tricklab trains on it")?;
+    let threads = tch::get_num_threads();
+    let mut trainer = TchTrainer::new(&device)?;
+    let mut report = String::new();
+    let mut csv = String::from("recipe,side,seed,steps,clock_s,per_step_s,acc\n");
+    let date = chrono::Local::now();
+    writeln!(
+        report,
+        "# Parity: tricklab against the published scripts, {}\n\n\
+         - device: {} ({threads} threads on each side), {}\n\
+         - data: `{}` (hash {}), the first {} training and {} test images of each class, exported by `tricklab data export` in the order tricklab trains on them\n\
+         - tricklab {} (commit {}), libtorch {}\n\
+         - seeds {}..{} a side, alternating A B B A; the peers from `{}`\n",
+        date.format("%Y-%m-%d %H:%M"),
+        trainer.device_name(),
+        if cuda {
+            "each side in its published precision"
+        } else {
+            "fp32 on both sides (the peers' half precision turned to float, compile off)"
+        },
+        a.data,
+        &data.hash[..16],
+        a.train_per_class,
+        a.test_per_class,
+        env!("CARGO_PKG_VERSION"),
+        env!("TRICKLAB_BUILD_COMMIT"),
+        crate::util::device::torch_info().version,
+        0,
+        a.seeds - 1,
+        a.peers.display(),
+    )?;
+    for pair in pairs {
+        let epochs = a.epochs.unwrap_or(pair.cpu_epochs);
+        let repo = a.peers.join(pair.repo);
+        if !repo.is_dir() {
+            bail!(
+                "{}: no fetched copy of {}; clone it there or pass --peers",
+                repo.display(),
+                pair.repo
+            );
+        }
+        let spec = |seed: u64| RunSpec {
+            id: RunId {
+                matrix: "parity".into(),
+                index: 0,
+                variant: pair.recipe.into(),
+                repeat: seed as usize,
+            },
+            seed,
+            recipe: pair.recipe.into(),
+            overrides: side_overrides(epochs, a.train_per_class, a.test_per_class, cuda),
+            data: a.data.clone(),
+            target_acc: 1.0,
+            device: None,
+            reference: None,
+        };
+        let peer_cmd = |seed: u64| -> Vec<String> {
+            vec![
+                a.adapter.display().to_string(),
+                pair.peer.into(),
+                "--repo".into(),
+                repo.display().to_string(),
+                "--data".into(),
+                tmp.path().display().to_string(),
+                "--seed".into(),
+                seed.to_string(),
+                "--epochs".into(),
+                epochs.to_string(),
+                "--device".into(),
+                if cuda { "cuda".into() } else { "cpu".into() },
+            ]
+        };
+        let planned = crate::recipe::plan_run(&spec(0))?;
+        if let Some(msg) = trainer.warm_up(&planned, &NeverStop) {
+            eprintln!("{msg}");
+        }
+        let mut samples = Vec::new();
+        let mut peer_meta = serde_json::Value::Null;
+        for seed in 0..a.seeds {
+            // A B, then B A: drift over the session falls on both sides alike.
+            let order: [bool; 2] = if seed % 2 == 0 {
+                [true, false]
+            } else {
+                [false, true]
+            };
+            for ours in order {
+                if ours {
+                    samples.push(tricklab_side(
+                        &mut trainer,
+                        &crate::recipe::plan_run(&spec(seed))?,
+                    )?);
+                } else {
+                    let (s, meta) = peer_side(&python, &peer_cmd(seed), threads, seed)?;
+                    samples.push(s);
+                    peer_meta = meta;
+                }
+                let s = samples.last().expect("just pushed");
+                eprintln!(
+                    "{} {:<8} seed {seed}: {} steps, {:.3} s a step, clock {:.2} s, accuracy {:.2}%",
+                    pair.recipe,
+                    s.side,
+                    s.steps,
+                    s.per_step_s,
+                    s.clock_s,
+                    100.0 * s.acc
+                );
+                writeln!(
+                    csv,
+                    "{},{},{},{},{:.6},{:.6},{:.6}",
+                    pair.recipe, s.side, s.seed, s.steps, s.clock_s, s.per_step_s, s.acc
+                )?;
+            }
+        }
+        section(
+            &mut report,
+            pair,
+            &samples,
+            &peer_meta,
+            &python,
+            &peer_cmd(0),
+            &spec(0),
+            epochs,
+        )?;
+    }
+    let out = a.out.clone().unwrap_or_else(|| {
+        let dev = if cuda { "cuda" } else { "cpu" };
+        PathBuf::from(format!(
+            "results/reference/parity-{dev}-{}.md",
+            date.format("%Y-%m-%d")
+        ))
+    });
+    crate::util::write_atomic(&out, report.as_bytes())?;
+    crate::util::write_atomic(&out.with_extension("csv"), csv.as_bytes())?;
+    println!("{report}");
+    println!(
+        "wrote {} and {}",
+        out.display(),
+        out.with_extension("csv").display()
+    );
+    Ok(0)
+}
+
+/// What tricklab's side changes in the recipe: the comparison's length and
+/// data, and on a CPU float32 throughout, as the peers run there.
+fn side_overrides(epochs: f64, train: usize, test: usize, cuda: bool) -> Vec<Override> {
+    let mut o = vec![
+        Override::Set {
+            key: "epochs".into(),
+            value: epochs.to_string(),
+        },
+        Override::Set {
+            key: "train_per_class".into(),
+            value: train.to_string(),
+        },
+        Override::Set {
+            key: "test_per_class".into(),
+            value: test.to_string(),
+        },
+    ];
+    if !cuda {
+        o.push(Override::Trick {
+            key: "fp16".into(),
+            on: false,
+        });
+    }
+    o
+}
+
+fn tricklab_side(trainer: &mut TchTrainer, run: &crate::plan::PlannedRun) -> Result<Sample> {
+    let Outcome::Finished(s) = trainer.run(run, &NeverStop, &mut |_| {})? else {
+        bail!("the tricklab run was cancelled");
+    };
+    let clock = s.clocks.clone();
+    Ok(Sample {
+        side: "tricklab",
+        seed: run.spec.seed,
+        steps: s.steps,
+        clock_s: match run.plan.clock {
+            crate::config::Clock::Dawn => clock.dawn_s,
+            crate::config::Clock::Airbench => clock.airbench_s,
+            crate::config::Clock::Hlb => clock.hlb_s,
+            crate::config::Clock::Wall => clock.wall_s,
+        },
+        per_step_s: clock.hlb_s / s.steps.max(1) as f64,
+        acc: s.acc_tta,
+    })
+}
+
+fn peer_side(
+    python: &Path,
+    args: &[String],
+    threads: i32,
+    seed: u64,
+) -> Result<(Sample, serde_json::Value)> {
+    let out = Command::new(python)
+        .args(args)
+        .env("OMP_NUM_THREADS", threads.to_string())
+        .output()
+        .with_context(|| format!("cannot start {}; pass --python", python.display()))?;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let line = stdout
+        .lines()
+        .rev()
+        .find(|l| l.trim_start().starts_with('{'));
+    let Some(line) = line.filter(|_| out.status.success()) else {
+        let err = String::from_utf8_lossy(&out.stderr);
+        bail!(
+            "{} {} failed ({}): {}",
+            python.display(),
+            args.join(" "),
+            out.status,
+            err.lines()
+                .rev()
+                .find(|l| !l.trim().is_empty())
+                .unwrap_or("no output")
+        );
+    };
+    let v: serde_json::Value = serde_json::from_str(line)
+        .with_context(|| format!("the peer adapter printed `{line}`, not JSON"))?;
+    let num = |k: &str| {
+        v[k].as_f64()
+            .with_context(|| format!("the peer's JSON has no number `{k}`"))
+    };
+    Ok((
+        Sample {
+            side: "reference",
+            seed,
+            steps: num("steps")? as u64,
+            clock_s: num("clock_s")?,
+            per_step_s: num("time_per_step_s")?,
+            acc: num("acc_tta")?,
+        },
+        v,
+    ))
+}
+
+/// Mean, sample standard deviation and count.
+fn stats(xs: &[f64]) -> (f64, f64, usize) {
+    let n = xs.len();
+    let mean = xs.iter().sum::<f64>() / n.max(1) as f64;
+    let var = xs.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n.max(2) - 1) as f64;
+    (mean, var.sqrt(), n)
+}
+
+/// "same within noise", or which side is ahead, from a 95% CI of (tricklab − reference).
+fn verdict(lo: f64, hi: f64, less_is_better: bool, what: &str) -> String {
+    if lo <= 0.0 && hi >= 0.0 {
+        "same within noise".into()
+    } else if (hi < 0.0) == less_is_better {
+        format!("tricklab {what}")
+    } else {
+        format!("the reference {what}")
+    }
+}
+
+#[allow(clippy::too_many_arguments)] // one report section: its data and the commands that made it
+fn section(
+    out: &mut String,
+    pair: &Pair,
+    samples: &[Sample],
+    peer: &serde_json::Value,
+    python: &Path,
+    peer_cmd: &[String],
+    spec: &RunSpec,
+    epochs: f64,
+) -> Result<()> {
+    let side = |name: &str, f: fn(&Sample) -> f64| -> Vec<f64> {
+        samples.iter().filter(|s| s.side == name).map(f).collect()
+    };
+    let steps: Vec<u64> = samples.iter().map(|s| s.steps).collect();
+    writeln!(
+        out,
+        "\n## {} against {} ({})\n",
+        pair.recipe,
+        peer["script"].as_str().unwrap_or(pair.peer),
+        pair.repo
+    )?;
+    if steps.windows(2).any(|w| w[0] != w[1]) {
+        writeln!(
+            out,
+            "**The two sides ran different step counts ({steps:?}): the times do not compare.**\n"
+        )?;
+    }
+    writeln!(
+        out,
+        "| | tricklab | reference | tricklab / reference (95% CI) | verdict |"
+    )?;
+    writeln!(out, "|---|---|---|---|---|")?;
+    let log = |x: f64| x.max(1e-12).ln();
+    for (label, f, is_time) in [
+        (
+            "seconds a training step",
+            (|s: &Sample| s.per_step_s) as fn(&Sample) -> f64,
+            true,
+        ),
+        (
+            "seconds on the recipe's clock",
+            |s: &Sample| s.clock_s,
+            true,
+        ),
+        ("accuracy (with TTA)", |s: &Sample| s.acc, false),
+    ] {
+        let (a, b) = (side("tricklab", f), side("reference", f));
+        let (sa, sb) = (stats(&a), stats(&b));
+        let fmt = |s: (f64, f64, usize)| {
+            if is_time {
+                format!("{:.3} ± {:.3}", s.0, s.1)
+            } else {
+                format!("{:.2}% ± {:.2}", 100.0 * s.0, 100.0 * s.1)
+            }
+        };
+        let (ratio, verdict_text) = if is_time {
+            // The ratio's CI from the difference of log times.
+            let la: Vec<f64> = a.iter().map(|x| log(*x)).collect();
+            let lb: Vec<f64> = b.iter().map(|x| log(*x)).collect();
+            match welch(stats(&lb), stats(&la)) {
+                Some(d) => (
+                    format!(
+                        "{:.2} ({:.2} – {:.2})",
+                        d.delta.exp(),
+                        d.lo().exp(),
+                        d.hi().exp()
+                    ),
+                    verdict(d.lo(), d.hi(), true, "faster"),
+                ),
+                None => ("–".into(), "no interval".into()),
+            }
+        } else {
+            match welch(sb, sa) {
+                Some(d) => (
+                    format!(
+                        "{:+.2} points ({:+.2} – {:+.2})",
+                        100.0 * d.delta,
+                        100.0 * d.lo(),
+                        100.0 * d.hi()
+                    ),
+                    verdict(d.lo(), d.hi(), false, "more accurate"),
+                ),
+                None => ("–".into(), "no interval".into()),
+            }
+        };
+        writeln!(
+            out,
+            "| {label} | {} | {} | {ratio} | {verdict_text} |",
+            fmt(sa),
+            fmt(sb)
+        )?;
+    }
+    let n = samples.len() / 2;
+    writeln!(
+        out,
+        "\n{n} runs a side of {} steps ({epochs} epochs); each side's mean ± standard deviation, the ratio's and difference's 95% CI by Welch's t (the ratio's on log times). The reference's clock: {}; tricklab's: the recipe's own ({}).",
+        steps.first().copied().unwrap_or(0),
+        peer["clock"].as_str().unwrap_or("?"),
+        crate::recipe::convention(pair.recipe).map_or("dawn", |c| c.name()),
+    )?;
+    writeln!(
+        out,
+        "Reference: `{}` sha256 {} ({}), {}, torch {}.",
+        peer["script"].as_str().unwrap_or("?"),
+        peer["sha256"]
+            .as_str()
+            .map_or("?", |s| &s[..16.min(s.len())]),
+        if peer["known_commit"].as_bool() == Some(true) {
+            "the commit read for TRICKS.md"
+        } else {
+            "not the commit read for TRICKS.md"
+        },
+        peer["precision"].as_str().unwrap_or("?"),
+        peer["torch"].as_str().unwrap_or("?"),
+    )?;
+    if let Some(changes) = peer["changes"].as_array() {
+        let list: Vec<&str> = changes.iter().filter_map(|c| c.as_str()).collect();
+        writeln!(
+            out,
+            "Changes the adapter made to the script: {}.",
+            list.join("; ")
+        )?;
+    }
+    let sets: Vec<String> = spec
+        .overrides
+        .iter()
+        .map(|o| match o {
+            Override::Trick { .. } => format!("--trick {o}"),
+            Override::Set { .. } => format!("--set {o}"),
+        })
+        .collect();
+    writeln!(
+        out,
+        "\nCommands (seed 0):\n\n```sh\ntricklab train --recipe {} --data {} {} --seed 0\n{} {}\n```",
+        pair.recipe,
+        spec.data,
+        sets.join(" "),
+        python.display(),
+        peer_cmd.join(" "),
+    )?;
+    Ok(())
+}
+
+fn default_python() -> PathBuf {
+    let venv = PathBuf::from(".venv/bin/python");
+    if venv.is_file() {
+        venv
+    } else {
+        PathBuf::from("python3")
+    }
+}
+
+fn tempfile_dir() -> Result<TempDir> {
+    let dir = std::env::temp_dir().join(format!("tricklab-parity-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    Ok(TempDir(dir))
+}
+
+/// A folder removed when dropped.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
