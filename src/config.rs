@@ -19,8 +19,24 @@ pub struct RunId {
 }
 
 impl RunId {
-    /// A stable key usable in file names: `variant#repeat`, with unsafe characters replaced.
+    /// A stable key usable in file names, `variant#repeat`: letters, digits
+    /// and `-_.+` kept, every other byte written `%XX`, so distinct variants
+    /// never share a file (`a b` and `a_b` once did).
     pub fn key(&self) -> String {
+        let mut v = String::with_capacity(self.variant.len());
+        for b in self.variant.bytes() {
+            if b.is_ascii_alphanumeric() || b"-_.+".contains(&b) {
+                v.push(b as char);
+            } else {
+                v.push_str(&format!("%{b:02X}"));
+            }
+        }
+        format!("{v}#{}", self.repeat)
+    }
+
+    /// The key folders written before `key` encoded were named by: unsafe
+    /// characters replaced by `_` (readers fall back to it).
+    pub fn legacy_key(&self) -> String {
         let v: String = self
             .variant
             .chars()
@@ -34,6 +50,61 @@ impl RunId {
             .collect();
         format!("{v}#{}", self.repeat)
     }
+}
+
+/// The longest variant name: a table column, a chart label and a file name.
+pub const MAX_VARIANT_NAME: usize = 100;
+/// The longest matrix name: it names the results folder.
+pub const MAX_MATRIX_NAME: usize = 64;
+
+/// A matrix name names a results folder and goes into Slurm scripts: ASCII
+/// letters, digits, `-`, `_` and `.`, starting with a letter or digit, at most
+/// [`MAX_MATRIX_NAME`] characters.
+pub fn check_matrix_name(name: &str) -> Result<(), String> {
+    let ok_char = |c: char| c.is_ascii_alphanumeric() || "-_.".contains(c);
+    if name.is_empty() || name.len() > MAX_MATRIX_NAME {
+        return Err(format!(
+            "matrix name `{}` must have 1 to {MAX_MATRIX_NAME} characters",
+            name.escape_debug()
+        ));
+    }
+    if !name.starts_with(|c: char| c.is_ascii_alphanumeric()) || !name.chars().all(ok_char) {
+        return Err(format!(
+            "matrix name `{}`: use ASCII letters, digits, '-', '_' and '.', starting with a letter or digit (it names the results folder)",
+            name.escape_debug()
+        ));
+    }
+    Ok(())
+}
+
+/// A variant name is a table row, a chart label and (encoded) a file name:
+/// letters, digits, spaces and `+-_.,:;=()[]%#'&*!?<>~^@` , no path separator
+/// (`/`, `\`), no control character, not `.` or `..`, no leading or trailing
+/// space, at most [`MAX_VARIANT_NAME`] characters.
+pub fn check_variant_name(name: &str) -> Result<(), String> {
+    let shown = name.escape_debug().to_string();
+    let count = name.chars().count();
+    if count == 0 || count > MAX_VARIANT_NAME {
+        let start: String = name.chars().take(24).collect();
+        return Err(format!(
+            "variant name `{}{}` has {count} characters: give it 1 to {MAX_VARIANT_NAME}",
+            start.escape_debug(),
+            if count > 24 { "…" } else { "" }
+        ));
+    }
+    if name == "." || name == ".." || name.trim() != name {
+        return Err(format!(
+            "variant name `{shown}`: no leading or trailing spaces, and not `.` or `..`"
+        ));
+    }
+    let ok = |c: char| c.is_alphanumeric() || c == ' ' || "+-_.,:;=()[]%#'&*!?<>~^@".contains(c);
+    if let Some(bad) = name.chars().find(|c| !ok(*c)) {
+        return Err(format!(
+            "variant name `{shown}`: `{}` is not allowed (letters, digits, spaces and +-_.,:;=()[]%#'&*!?<>~^@; no `/`, `\\` or control characters)",
+            bad.escape_debug()
+        ));
+    }
+    Ok(())
 }
 
 impl std::fmt::Display for RunId {
@@ -399,6 +470,34 @@ pub struct RunSpec {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn distinct_variants_never_share_a_file_key() {
+        let id = |v: &str| RunId {
+            matrix: "m".into(),
+            index: 0,
+            variant: v.into(),
+            repeat: 1,
+        };
+        let names = [
+            "a b",
+            "a_b",
+            "a/b",
+            "a%20b",
+            "+ label smoothing",
+            "P4f x0.125",
+        ];
+        let keys: std::collections::HashSet<String> = names.iter().map(|n| id(n).key()).collect();
+        assert_eq!(keys.len(), names.len(), "{keys:?}");
+        assert_eq!(id("a b").key(), "a%20b#1");
+        assert_eq!(id("a b").legacy_key(), "a_b#1");
+        for k in &keys {
+            assert!(!k.contains(['/', ' ', '\\']), "{k}");
+        }
+        assert!(check_variant_name("R1 + SiLU (GELU kept), 94.0%").is_ok());
+        assert!(check_matrix_name("speedrun-ladder").is_ok());
+        assert!(check_matrix_name(".hidden").is_err());
+    }
 
     #[test]
     fn parses_trick_and_set_syntax() {

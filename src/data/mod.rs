@@ -246,6 +246,9 @@ fn is_embedded(spec: &str) -> bool {
     spec.is_empty() || spec == "embedded" || spec == "default"
 }
 
+/// The largest synthetic data set (about 300 MB of 32x32 images).
+pub const MAX_SYNTHETIC: usize = 100_000;
+
 /// `synthetic[:N]` → Some(N train images); any other spec → None.
 fn synthetic_size(spec: &str) -> Result<Option<usize>> {
     let Some(rest) = spec.strip_prefix("synthetic") else {
@@ -255,9 +258,11 @@ fn synthetic_size(spec: &str) -> Result<Option<usize>> {
         Some(n) => n
             .parse::<usize>()
             .ok()
-            .filter(|n| *n > 0)
+            .filter(|n| (1..=MAX_SYNTHETIC).contains(n))
             .with_context(|| {
-                format!("data spec `{spec}`: expected synthetic:N with N ≥ 1 train images")
+                format!(
+                    "data spec `{spec}`: expected synthetic:N with 1 ≤ N ≤ {MAX_SYNTHETIC} train images"
+                )
             })?,
         None if rest.is_empty() => 1000,
         None => return Err(unknown_data(spec)),

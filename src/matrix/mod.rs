@@ -256,7 +256,12 @@ impl Matrix {
     pub fn seed_for(&self, r: usize) -> u64 {
         match self.seeds.get(r) {
             Some(s) => *s,
-            None => self.seeds.last().copied().unwrap_or(0) + (r + 1 - self.seeds.len()) as u64,
+            None => self
+                .seeds
+                .last()
+                .copied()
+                .unwrap_or(0)
+                .saturating_add((r + 1 - self.seeds.len()) as u64),
         }
     }
 }

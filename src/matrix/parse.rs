@@ -1,7 +1,9 @@
-//! TOML → [`Matrix`], with `FILE:LINE:COL` errors and nearest-name hints.
+//! TOML → [`Matrix`], with `FILE:LINE:COL` errors and nearest-name hints:
+//! the header (names, recipe, target, budget, seeds, sharding), then one
+//! expansion per matrix kind, then every variant resolved against its recipe.
 
 use super::{Adaptive, Kind, Matrix, Variant};
-use crate::config::{Override, RunConfig};
+use crate::config::{Override, RunConfig, check_matrix_name, check_variant_name};
 use crate::plan::RunPlan;
 use crate::recipe;
 use crate::tricks;
@@ -10,11 +12,14 @@ use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::ops::Range;
 use std::path::Path;
+use std::time::Duration;
 use toml::Spanned;
 
 type Names = Option<Vec<Spanned<String>>>;
 type Grid = Option<Spanned<BTreeMap<Spanned<String>, Spanned<Vec<toml::Value>>>>>;
 type Sets = Option<BTreeMap<Spanned<String>, Spanned<toml::Value>>>;
+/// Overrides with the place in the file each came from.
+type Placed = Vec<(Override, Range<usize>)>;
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -59,6 +64,14 @@ struct RawMatrix {
     grid: Grid,
 }
 
+/// Beyond these a matrix is a typo (an extra zero or three), not a plan: it
+/// would allocate and persist a queue nobody can run.
+pub const MAX_REPEATS: usize = 10_000;
+pub const MAX_VARIANTS: usize = 10_000;
+pub const MAX_RUNS: usize = 100_000;
+/// The longest `budget`: a week.
+pub const MAX_BUDGET: Duration = Duration::from_secs(7 * 24 * 3600);
+
 /// Where a byte offset sits, as `origin:line:col`.
 fn locate(origin: &str, text: &str, at: usize) -> String {
     let at = at.min(text.len());
@@ -71,6 +84,16 @@ struct Ctx<'a> {
     origin: &'a str,
     text: &'a str,
     recipe: &'a str,
+}
+
+/// What the header says, checked.
+struct Header {
+    kind: Kind,
+    target: f64,
+    budget: Option<Duration>,
+    seeds: Vec<u64>,
+    adaptive: Option<Adaptive>,
+    shard: Option<(usize, usize)>,
 }
 
 impl Ctx<'_> {
@@ -88,8 +111,8 @@ impl Ctx<'_> {
         })
     }
 
-    fn step(&self, on: &Names, off: &Names, set: &Sets) -> Result<Vec<(Override, Range<usize>)>> {
-        let mut out: Vec<(Override, Range<usize>)> = Vec::new();
+    fn step(&self, on: &Names, off: &Names, set: &Sets) -> Result<Placed> {
+        let mut out: Placed = Vec::new();
         for (names, state) in [(on, true), (off, false)] {
             for n in names.iter().flatten() {
                 let o = self.trick(n, state)?;
@@ -119,6 +142,360 @@ impl Ctx<'_> {
             out.push((o, k.span()));
         }
         Ok(out)
+    }
+
+    fn kind(&self, raw: &RawMatrix) -> Result<Kind> {
+        Ok(match raw.kind.get_ref().as_str() {
+            "ladder" => Kind::Ladder,
+            "leave-one-out" => Kind::LeaveOneOut,
+            "add-one" => Kind::AddOne,
+            "grid" => Kind::Grid,
+            "list" => Kind::List,
+            k => {
+                let hint =
+                    tricks::nearest(k, ["ladder", "leave-one-out", "add-one", "grid", "list"])
+                        .map(|s| format!(" (did you mean `{s}`?)"))
+                        .unwrap_or_default();
+                return Err(self.err(
+                    raw.kind.span(),
+                    format!(
+                        "unknown kind `{k}`{hint}: use ladder, leave-one-out, add-one, grid or list"
+                    ),
+                ));
+            }
+        })
+    }
+
+    /// Everything but the variants: names, recipe, target, budget, device,
+    /// data, seeds and shard, each with its range.
+    fn header(&self, raw: &RawMatrix) -> Result<Header> {
+        check_matrix_name(raw.name.get_ref()).map_err(|e| self.err(raw.name.span(), e))?;
+        let kind = self.kind(raw)?;
+        if !recipe::recipe_names().contains(&self.recipe) {
+            let hint = tricks::nearest(self.recipe, recipe::recipe_names())
+                .map(|s| format!(" (did you mean `{s}`?)"))
+                .unwrap_or_default();
+            return Err(self.err(
+                raw.recipe.span(),
+                format!(
+                    "unknown recipe `{}`{hint}; `tricklab recipes` lists them",
+                    self.recipe
+                ),
+            ));
+        }
+        let target = match &raw.target {
+            Some(t) if !(0.0..=1.0).contains(t.get_ref()) => {
+                return Err(self.err(
+                    t.span(),
+                    format!(
+                        "target {} must be an accuracy in [0, 1] (e.g. 0.94)",
+                        t.get_ref()
+                    ),
+                ));
+            }
+            Some(t) => *t.get_ref(),
+            None => 0.94,
+        };
+        let budget = match &raw.budget {
+            Some(b) => Some(parse_duration(b.get_ref()).ok_or_else(|| {
+                self.err(
+                    b.span(),
+                    format!(
+                        "budget `{}`: use e.g. \"90s\", \"30m\" or \"2h\", at most a week",
+                        b.get_ref()
+                    ),
+                )
+            })?),
+            None => None,
+        };
+        let adaptive = self.adaptive(raw)?;
+        // Syntax only: whether the device exists and the data is there is checked
+        // when a session starts, so GPU matrices can be read on any machine.
+        if let Some(d) = &raw.device {
+            crate::util::device::parse_device_name(d.get_ref())
+                .map_err(|e| self.err(d.span(), crate::util::one_line(&e)))?;
+        }
+        if let Some(d) = raw
+            .data
+            .as_ref()
+            .filter(|d| d.get_ref().starts_with("synthetic"))
+        {
+            crate::data::locate(d.get_ref())
+                .map_err(|e| self.err(d.span(), crate::util::one_line(&e)))?;
+        }
+        let seeds = self.seeds(raw, &adaptive)?;
+        let shard = match &raw.shard {
+            Some(s) => {
+                let parsed = parse_shard(s.get_ref()).map_err(|e| self.err(s.span(), e))?;
+                if adaptive.is_some() {
+                    return Err(self.err(
+                        s.span(),
+                        "a matrix with adaptive repeats cannot be sharded: each shard would add its own seeds; give fixed repeats",
+                    ));
+                }
+                Some(parsed)
+            }
+            None => None,
+        };
+        Ok(Header {
+            kind,
+            target,
+            budget,
+            seeds,
+            adaptive,
+            shard,
+        })
+    }
+
+    fn adaptive(&self, raw: &RawMatrix) -> Result<Option<Adaptive>> {
+        let Some(a) = &raw.adaptive else {
+            return Ok(None);
+        };
+        let r = a.get_ref();
+        let min = r.min.unwrap_or(3).max(2);
+        if r.max > MAX_REPEATS {
+            return Err(self.err(
+                a.span(),
+                format!(
+                    "adaptive max {} is over the {MAX_REPEATS} repeats a matrix may have: lower it",
+                    r.max
+                ),
+            ));
+        }
+        if !(r.ci_width.is_finite() && r.ci_width > 0.0 && r.ci_width <= 1.0) || r.max < min {
+            return Err(self.err(
+                a.span(),
+                format!(
+                    "adaptive needs 0 < ci_width ≤ 1 (an accuracy interval, e.g. 0.002) and max ≥ min ({min})"
+                ),
+            ));
+        }
+        Ok(Some(Adaptive {
+            ci_width: r.ci_width,
+            min,
+            max: r.max,
+        }))
+    }
+
+    /// `seeds = [...]`, or `repeats = N` from `base_seed`, without wrapping.
+    fn seeds(&self, raw: &RawMatrix, adaptive: &Option<Adaptive>) -> Result<Vec<u64>> {
+        let origin = self.origin;
+        if let (Some(_), Some(r)) = (&raw.seeds, &raw.repeats) {
+            return Err(self.err(
+                r.span(),
+                "give `seeds = [...]` or `repeats = N`, not both (repeats N means seeds base_seed..base_seed+N-1)",
+            ));
+        }
+        let base = raw.base_seed.unwrap_or(0);
+        let count = |n: usize| -> Result<Vec<u64>> {
+            if base.checked_add(n as u64).is_none() {
+                return Err(anyhow!(
+                    "{origin}: base_seed {base} + {n} repeats runs past the largest seed (2^64 - 1): lower base_seed"
+                ));
+            }
+            Ok((0..n as u64).map(|i| base + i).collect())
+        };
+        match (&raw.seeds, &raw.repeats, adaptive) {
+            (Some(s), _, _) if s.is_empty() => Err(anyhow!(
+                "{origin}: `seeds` is empty; list at least one seed or drop it"
+            )),
+            (None, Some(r), _) if *r.get_ref() == 0 => Err(self.err(r.span(), "repeats must be ≥ 1")),
+            (None, Some(r), _) if *r.get_ref() > MAX_REPEATS => Err(self.err(
+                r.span(),
+                format!(
+                    "repeats = {} is over the limit of {MAX_REPEATS}: a typo? lower it",
+                    r.get_ref()
+                ),
+            )),
+            (Some(s), _, _) if s.len() > MAX_REPEATS => Err(anyhow!(
+                "{origin}: {} seeds is over the limit of {MAX_REPEATS}: list fewer",
+                s.len()
+            )),
+            (Some(s), _, Some(a)) if s.iter().max().is_some_and(|m| m.checked_add(a.max as u64).is_none()) => {
+                Err(anyhow!(
+                    "{origin}: adaptive repeats continue the seeds past the largest one (2^64 - 1): list smaller seeds"
+                ))
+            }
+            (Some(s), _, _) => Ok(s.clone()),
+            (None, Some(r), _) => count(*r.get_ref()),
+            (None, None, Some(a)) => count(a.max),
+            (None, None, None) => Ok(vec![base]),
+        }
+        .map(|mut seeds| {
+            if let (None, None, Some(a)) = (&raw.seeds, &raw.repeats, adaptive) {
+                seeds.truncate(a.min);
+            }
+            seeds
+        })
+    }
+
+    fn need(&self, raw: &RawMatrix, what: &str, ok: bool) -> Result<()> {
+        if ok {
+            Ok(())
+        } else {
+            Err(anyhow!(
+                "{}: kind `{}` needs {what} (see ablations/README.md)",
+                self.origin,
+                raw.kind.get_ref()
+            ))
+        }
+    }
+
+    /// `[[rung]]` tables, each keeping every earlier change, or `[[variant]]`
+    /// tables, each on its own.
+    fn steps(&self, raw: &RawMatrix, ladder: bool) -> Result<Vec<(String, Placed, Range<usize>)>> {
+        let (steps, what) = if ladder {
+            (&raw.rung, "[[rung]] tables")
+        } else {
+            (&raw.variant, "[[variant]] tables")
+        };
+        self.need(raw, what, steps.as_ref().is_some_and(|s| !s.is_empty()))?;
+        let mut acc: Placed = Vec::new();
+        let mut out = Vec::new();
+        for (i, s) in steps.iter().flatten().enumerate() {
+            let mine = self.step(&s.on, &s.off, &s.set)?;
+            let name = s
+                .name
+                .as_ref()
+                .map(|n| n.get_ref().clone())
+                .unwrap_or_else(|| format!("variant {}", i + 1));
+            let span = s
+                .name
+                .as_ref()
+                .map(|n| n.span())
+                .or_else(|| mine.first().map(|m| m.1.clone()))
+                .unwrap_or(raw.kind.span());
+            if ladder {
+                acc.extend(mine);
+                out.push((name, acc.clone(), span));
+            } else {
+                out.push((name, mine, span));
+            }
+        }
+        Ok(out)
+    }
+
+    /// Leave-one-out (everything on, then each one off) or add-one (the
+    /// base, then each one on).
+    fn one_at_a_time(
+        &self,
+        raw: &RawMatrix,
+        loo: bool,
+    ) -> Result<Vec<(String, Placed, Range<usize>)>> {
+        let vary = raw.vary.as_ref().filter(|v| !v.get_ref().is_empty());
+        self.need(
+            raw,
+            "`vary = [...]` (the tricks to remove or add one at a time)",
+            vary.is_some(),
+        )?;
+        let vary = vary.expect("checked");
+        let all: Placed = if loo {
+            vary.get_ref()
+                .iter()
+                .map(|n| Ok((self.trick(n, true)?, n.span())))
+                .collect::<Result<_>>()?
+        } else {
+            Vec::new()
+        };
+        let reference = if loo { "all" } else { "base" };
+        let mut out = vec![(reference.to_string(), all.clone(), vary.span())];
+        for n in vary.get_ref() {
+            let mut ov = all.clone();
+            ov.push((self.trick(n, !loo)?, n.span()));
+            let sign = if loo { "-" } else { "+" };
+            out.push((format!("{sign} {}", n.get_ref()), ov, n.span()));
+        }
+        Ok(out)
+    }
+
+    /// Every combination of the `[grid]` values, counted before it is built.
+    fn grid(&self, raw: &RawMatrix) -> Result<Vec<(String, Placed, Range<usize>)>> {
+        let grid = raw.grid.as_ref().filter(|g| !g.get_ref().is_empty());
+        self.need(raw, "a [grid] table of KEY = [values]", grid.is_some())?;
+        let grid = grid.expect("checked");
+        let count = grid
+            .get_ref()
+            .values()
+            .try_fold(1usize, |n, v| n.checked_mul(v.get_ref().len().max(1)));
+        if count.is_none_or(|n| n > MAX_VARIANTS) {
+            return Err(self.err(
+                grid.span(),
+                format!(
+                    "this grid has {} variants, over the limit of {MAX_VARIANTS}: fewer values per key, or split it into several matrices",
+                    count.map_or("too many".to_string(), |n| n.to_string())
+                ),
+            ));
+        }
+        let mut combos: Vec<Placed> = vec![Vec::new()];
+        for (k, vals) in grid.get_ref() {
+            if vals.get_ref().is_empty() {
+                return Err(self.err(vals.span(), format!("grid `{}` has no values", k.get_ref())));
+            }
+            let mut next = Vec::new();
+            for c in &combos {
+                for v in vals.get_ref() {
+                    let mut c = c.clone();
+                    c.push((self.grid_value(k.get_ref(), v, vals.span())?, k.span()));
+                    next.push(c);
+                }
+            }
+            combos = next;
+        }
+        Ok(combos
+            .into_iter()
+            .map(|c| {
+                let name = c
+                    .iter()
+                    .map(|(o, _)| o.to_string())
+                    .collect::<Vec<_>>()
+                    .join(" ");
+                let span = c.first().map(|x| x.1.clone()).unwrap_or(raw.kind.span());
+                (name, c, span)
+            })
+            .collect())
+    }
+
+    /// One grid value: a trick's on/off, or a setting's value.
+    fn grid_value(&self, key: &str, v: &toml::Value, span: Range<usize>) -> Result<Override> {
+        Ok(match (tricks::find(key), v) {
+            (Some(t), toml::Value::String(s)) if s == "on" || s == "off" => Override::Trick {
+                key: t.key.into(),
+                on: s == "on",
+            },
+            (Some(t), toml::Value::Boolean(b)) => Override::Trick {
+                key: t.key.into(),
+                on: *b,
+            },
+            (Some(t), v) => {
+                return Err(self.err(
+                    span,
+                    format!(
+                        "grid `{}` is a trick: its values are \"on\"/\"off\" or true/false, not {}",
+                        t.key,
+                        Override::toml_text(v)
+                    ),
+                ));
+            }
+            _ => Override::Set {
+                key: key.to_string(),
+                value: Override::toml_text(v),
+            },
+        })
+    }
+
+    /// Every variant resolved against its recipe, the error pointing at it.
+    fn resolve(&self, variants: &[(Variant, Range<usize>)]) -> Result<Vec<(RunConfig, RunPlan)>> {
+        variants
+            .iter()
+            .map(|(v, span)| {
+                recipe::resolve_plan(self.recipe, &v.overrides).map_err(|e| {
+                    self.err(
+                        span.clone(),
+                        format!("variant `{}`: {}", v.name, crate::util::one_line(&e)),
+                    )
+                })
+            })
+            .collect()
     }
 }
 
@@ -177,7 +554,8 @@ pub fn load(path: &Path) -> Result<Matrix> {
     Ok(m)
 }
 
-fn parse_duration(s: &str) -> Option<std::time::Duration> {
+/// "90s", "30m", "2h" (or plain seconds), positive and at most [`MAX_BUDGET`].
+fn parse_duration(s: &str) -> Option<Duration> {
     let s = s.trim();
     let (num, unit) = s.split_at(s.find(|c: char| c.is_alphabetic()).unwrap_or(s.len()));
     let v: f64 = num.trim().parse().ok()?;
@@ -187,17 +565,12 @@ fn parse_duration(s: &str) -> Option<std::time::Duration> {
         "h" => v * 3600.0,
         _ => return None,
     };
-    (secs > 0.0).then(|| std::time::Duration::from_secs_f64(secs))
+    (secs.is_finite() && secs > 0.0 && secs <= MAX_BUDGET.as_secs_f64())
+        .then(|| Duration::from_secs_f64(secs))
 }
 
 /// Parses and expands a matrix; every variant is resolved against its recipe
 /// so that a bad name or value is reported here, at its place in the file.
-/// Beyond these a matrix is a typo (an extra zero or three), not a plan: it
-/// would allocate and persist a queue nobody can run.
-pub const MAX_REPEATS: usize = 10_000;
-pub const MAX_VARIANTS: usize = 10_000;
-pub const MAX_RUNS: usize = 100_000;
-
 pub fn parse(text: &str, origin: &str) -> Result<Matrix> {
     let raw: RawMatrix = toml::from_str(text).map_err(|e| {
         let msg = e.message().trim().replace('\n', " ");
@@ -214,338 +587,32 @@ pub fn parse(text: &str, origin: &str) -> Result<Matrix> {
         text,
         recipe: raw.recipe.get_ref(),
     };
-    let kind = match raw.kind.get_ref().as_str() {
-        "ladder" => Kind::Ladder,
-        "leave-one-out" => Kind::LeaveOneOut,
-        "add-one" => Kind::AddOne,
-        "grid" => Kind::Grid,
-        "list" => Kind::List,
-        k => {
-            let hint = tricks::nearest(k, ["ladder", "leave-one-out", "add-one", "grid", "list"])
-                .map(|s| format!(" (did you mean `{s}`?)"))
-                .unwrap_or_default();
-            return Err(cx.err(
-                raw.kind.span(),
-                format!(
-                    "unknown kind `{k}`{hint}: use ladder, leave-one-out, add-one, grid or list"
-                ),
-            ));
-        }
+    let h = cx.header(&raw)?;
+    let expanded = match h.kind {
+        Kind::Ladder => cx.steps(&raw, true)?,
+        Kind::List => cx.steps(&raw, false)?,
+        Kind::LeaveOneOut => cx.one_at_a_time(&raw, true)?,
+        Kind::AddOne => cx.one_at_a_time(&raw, false)?,
+        Kind::Grid => cx.grid(&raw)?,
     };
-    if !recipe::recipe_names().contains(&raw.recipe.get_ref().as_str()) {
-        let hint = tricks::nearest(raw.recipe.get_ref(), recipe::recipe_names())
-            .map(|s| format!(" (did you mean `{s}`?)"))
-            .unwrap_or_default();
-        return Err(cx.err(
-            raw.recipe.span(),
-            format!(
-                "unknown recipe `{}`{hint}; `tricklab recipes` lists them",
-                raw.recipe.get_ref()
-            ),
-        ));
-    }
-    let target = match &raw.target {
-        Some(t) if !(0.0..=1.0).contains(t.get_ref()) => {
-            return Err(cx.err(
-                t.span(),
-                format!(
-                    "target {} must be an accuracy in [0, 1] (e.g. 0.94)",
-                    t.get_ref()
-                ),
-            ));
-        }
-        Some(t) => *t.get_ref(),
-        None => 0.94,
-    };
-    let budget = match &raw.budget {
-        Some(b) => Some(parse_duration(b.get_ref()).ok_or_else(|| {
-            cx.err(
-                b.span(),
-                format!(
-                    "budget `{}`: use e.g. \"90s\", \"30m\" or \"2h\"",
-                    b.get_ref()
-                ),
-            )
-        })?),
-        None => None,
-    };
-    let adaptive = match &raw.adaptive {
-        Some(a) => {
-            let r = a.get_ref();
-            let min = r.min.unwrap_or(3).max(2);
-            if r.max > MAX_REPEATS {
-                return Err(cx.err(
-                    a.span(),
-                    format!("adaptive max {} is over the {MAX_REPEATS} repeats a matrix may have: lower it", r.max),
-                ));
-            }
-            if r.ci_width <= 0.0 || r.max < min {
-                return Err(cx.err(
-                    a.span(),
-                    format!("adaptive needs ci_width > 0 and max ≥ min ({min})"),
-                ));
-            }
-            Some(Adaptive {
-                ci_width: r.ci_width,
-                min,
-                max: r.max,
-            })
-        }
-        None => None,
-    };
-    // Syntax only: whether the device exists and the data is there is checked
-    // when a session starts, so GPU matrices can be read on any machine.
-    if let Some(d) = &raw.device {
-        crate::util::device::parse_device_name(d.get_ref())
-            .map_err(|e| cx.err(d.span(), crate::util::one_line(&e)))?;
-    }
-    if let Some(d) = raw
-        .data
-        .as_ref()
-        .filter(|d| d.get_ref().starts_with("synthetic"))
-    {
-        crate::data::locate(d.get_ref())
-            .map_err(|e| cx.err(d.span(), crate::util::one_line(&e)))?;
-    }
-    if let (Some(_), Some(r)) = (&raw.seeds, &raw.repeats) {
-        return Err(cx.err(
-            r.span(),
-            "give `seeds = [...]` or `repeats = N`, not both (repeats N means seeds base_seed..base_seed+N-1)",
-        ));
-    }
-    let base_seed = raw.base_seed.unwrap_or(0);
-    let seeds: Vec<u64> = match (&raw.seeds, &raw.repeats, &adaptive) {
-        (Some(s), _, _) if s.is_empty() => {
-            return Err(anyhow!(
-                "{origin}: `seeds` is empty; list at least one seed or drop it"
-            ));
-        }
-        (None, Some(r), _) if *r.get_ref() == 0 => {
-            return Err(cx.err(r.span(), "repeats must be ≥ 1"));
-        }
-        (None, Some(r), _) if *r.get_ref() > MAX_REPEATS => {
-            return Err(cx.err(
-                r.span(),
-                format!(
-                    "repeats = {} is over the limit of {MAX_REPEATS}: a typo? lower it",
-                    r.get_ref()
-                ),
-            ));
-        }
-        (Some(s), _, _) if s.len() > MAX_REPEATS => {
-            return Err(anyhow!(
-                "{origin}: {} seeds is over the limit of {MAX_REPEATS}: list fewer",
-                s.len()
-            ));
-        }
-        (Some(s), _, _) => s.clone(),
-        (None, Some(r), _) => (0..*r.get_ref() as u64).map(|i| base_seed + i).collect(),
-        (None, None, Some(a)) => (0..a.min as u64).map(|i| base_seed + i).collect(),
-        (None, None, None) => vec![base_seed],
-    };
-
+    // Every variant starts from the matrix's own changes.
     let base = cx.step(&raw.on, &raw.off, &raw.set)?;
-    let mut variants: Vec<(Variant, Range<usize>)> = Vec::new();
-    let mut push = |name: String, extra: Vec<(Override, Range<usize>)>, span: Range<usize>| {
-        let mut ov: Vec<Override> = base.iter().map(|(o, _)| o.clone()).collect();
-        ov.extend(extra.into_iter().map(|(o, _)| o));
-        variants.push((
-            Variant {
-                name,
-                overrides: ov,
-            },
-            span,
-        ));
-    };
-    let need = |what: &str, ok: bool| {
-        if ok {
-            Ok(())
-        } else {
-            Err(anyhow!(
-                "{origin}: kind `{}` needs {what} (see ablations/README.md)",
-                raw.kind.get_ref()
-            ))
-        }
-    };
-    match kind {
-        Kind::Ladder | Kind::List => {
-            let steps = if kind == Kind::Ladder {
-                &raw.rung
-            } else {
-                &raw.variant
-            };
-            need(
-                if kind == Kind::Ladder {
-                    "[[rung]] tables"
-                } else {
-                    "[[variant]] tables"
-                },
-                steps.as_ref().is_some_and(|s| !s.is_empty()),
-            )?;
-            let mut acc: Vec<(Override, Range<usize>)> = Vec::new();
-            for (i, s) in steps.iter().flatten().enumerate() {
-                let mine = cx.step(&s.on, &s.off, &s.set)?;
-                let name = s
-                    .name
-                    .as_ref()
-                    .map(|n| n.get_ref().clone())
-                    .unwrap_or_else(|| format!("variant {}", i + 1));
-                let span = s
-                    .name
-                    .as_ref()
-                    .map(|n| n.span())
-                    .or_else(|| mine.first().map(|m| m.1.clone()))
-                    .unwrap_or(raw.kind.span());
-                if kind == Kind::Ladder {
-                    // Each rung keeps every earlier change.
-                    acc.extend(mine);
-                    push(name, acc.clone(), span);
-                } else {
-                    push(name, mine, span);
-                }
-            }
-        }
-        Kind::LeaveOneOut | Kind::AddOne => {
-            let vary = raw.vary.as_ref().filter(|v| !v.get_ref().is_empty());
-            need(
-                "`vary = [...]` (the tricks to remove or add one at a time)",
-                vary.is_some(),
-            )?;
-            let vary = vary.expect("checked");
-            let loo = kind == Kind::LeaveOneOut;
-            // The reference: everything on (leave-one-out) or the bare base (add-one).
-            let all: Vec<(Override, Range<usize>)> = if loo {
-                vary.get_ref()
-                    .iter()
-                    .map(|n| Ok((cx.trick(n, true)?, n.span())))
-                    .collect::<Result<_>>()?
-            } else {
-                Vec::new()
-            };
-            push(
-                if loo { "all".into() } else { "base".into() },
-                all.clone(),
-                vary.span(),
-            );
-            for n in vary.get_ref() {
-                let mut ov = all.clone();
-                ov.push((cx.trick(n, !loo)?, n.span()));
-                push(
-                    format!("{} {}", if loo { "-" } else { "+" }, n.get_ref()),
-                    ov,
-                    n.span(),
-                );
-            }
-        }
-        Kind::Grid => {
-            let grid = raw.grid.as_ref().filter(|g| !g.get_ref().is_empty());
-            need("a [grid] table of KEY = [values]", grid.is_some())?;
-            let count = grid
-                .expect("checked")
-                .get_ref()
-                .values()
-                .try_fold(1usize, |n, v| n.checked_mul(v.get_ref().len().max(1)));
-            if count.is_none_or(|n| n > MAX_VARIANTS) {
-                return Err(cx.err(
-                    raw.grid.as_ref().expect("checked").span(),
-                    format!(
-                        "this grid has {} variants, over the limit of {MAX_VARIANTS}: fewer values per key, or split it into several matrices",
-                        count.map_or("too many".to_string(), |n| n.to_string())
-                    ),
-                ));
-            }
-            let mut combos: Vec<Vec<(Override, Range<usize>)>> = vec![Vec::new()];
-            for (k, vals) in grid.expect("checked").get_ref() {
-                if vals.get_ref().is_empty() {
-                    return Err(
-                        cx.err(vals.span(), format!("grid `{}` has no values", k.get_ref()))
-                    );
-                }
-                let mut next = Vec::new();
-                for c in &combos {
-                    for v in vals.get_ref() {
-                        let mut c = c.clone();
-                        let o = match (tricks::find(k.get_ref()), v) {
-                            (Some(t), toml::Value::String(s)) if s == "on" || s == "off" => {
-                                Override::Trick {
-                                    key: t.key.into(),
-                                    on: s == "on",
-                                }
-                            }
-                            (Some(t), toml::Value::Boolean(b)) => Override::Trick {
-                                key: t.key.into(),
-                                on: *b,
-                            },
-                            (Some(t), v) => {
-                                return Err(cx.err(
-                                    vals.span(),
-                                    format!(
-                                        "grid `{}` is a trick: its values are \"on\"/\"off\" or true/false, not {}",
-                                        t.key,
-                                        Override::toml_text(v)
-                                    ),
-                                ));
-                            }
-                            _ => Override::Set {
-                                key: k.get_ref().clone(),
-                                value: Override::toml_text(v),
-                            },
-                        };
-                        c.push((o, k.span()));
-                        next.push(c);
-                    }
-                }
-                combos = next;
-            }
-            for c in combos {
-                let name = c
-                    .iter()
-                    .map(|(o, _)| o.to_string())
-                    .collect::<Vec<_>>()
-                    .join(" ");
-                let span = c.first().map(|x| x.1.clone()).unwrap_or(raw.kind.span());
-                push(name, c, span);
-            }
-        }
+    let mut variants = Vec::with_capacity(expanded.len());
+    for (name, extra, span) in expanded {
+        check_variant_name(&name).map_err(|e| cx.err(span.clone(), e))?;
+        let overrides = base.iter().chain(&extra).map(|(o, _)| o.clone()).collect();
+        variants.push((Variant { name, overrides }, span));
     }
-    let shard = match &raw.shard {
-        Some(s) => {
-            let parsed = parse_shard(s.get_ref()).map_err(|e| cx.err(s.span(), e))?;
-            if adaptive.is_some() {
-                return Err(cx.err(
-                    s.span(),
-                    "a matrix with adaptive repeats cannot be sharded: each shard would add its own seeds; give fixed repeats",
-                ));
-            }
-            Some(parsed)
-        }
-        None => None,
-    };
     let runs = variants
         .len()
-        .saturating_mul(seeds.len().max(adaptive.as_ref().map_or(0, |a| a.max)));
+        .saturating_mul(h.seeds.len().max(h.adaptive.as_ref().map_or(0, |a| a.max)));
     if variants.len() > MAX_VARIANTS || runs > MAX_RUNS {
         return Err(anyhow!(
             "{origin}: {} variants x {} seeds = {runs} runs, over the limit of {MAX_VARIANTS} variants and {MAX_RUNS} runs a matrix: split it, or fewer repeats",
             variants.len(),
-            seeds.len()
+            h.seeds.len()
         ));
     }
-    // Validate every variant against its recipe, pointing at the variant.
-    let mut resolved = Vec::with_capacity(variants.len());
-    for (v, span) in &variants {
-        match recipe::resolve_plan(raw.recipe.get_ref(), &v.overrides) {
-            Ok(r) => resolved.push(r),
-            Err(e) => {
-                return Err(cx.err(
-                    span.clone(),
-                    format!("variant `{}`: {}", v.name, crate::util::one_line(&e)),
-                ));
-            }
-        }
-    }
-    let plain: Vec<Variant> = variants.iter().map(|(v, _)| v.clone()).collect();
-    let warnings = plan_warnings(origin, &plain, &resolved);
     let mut names: Vec<&str> = variants.iter().map(|(v, _)| v.name.as_str()).collect();
     names.sort();
     if let Some(w) = names.windows(2).find(|w| w[0] == w[1]) {
@@ -554,25 +621,27 @@ pub fn parse(text: &str, origin: &str) -> Result<Matrix> {
             w[0]
         ));
     }
+    let resolved = cx.resolve(&variants)?;
+    let plain: Vec<Variant> = variants.into_iter().map(|(v, _)| v).collect();
     Ok(Matrix {
-        warnings,
+        warnings: plan_warnings(origin, &plain, &resolved),
         name: raw.name.get_ref().clone(),
         description: raw.description.unwrap_or_default(),
         path: None,
         text: text.to_string(),
         recipe: raw.recipe.into_inner(),
-        kind,
+        kind: h.kind,
         data: raw
             .data
             .map(Spanned::into_inner)
             .unwrap_or_else(|| "embedded".into()),
         device: raw.device.map(Spanned::into_inner),
-        target,
-        budget,
-        seeds,
-        adaptive,
-        shard,
-        variants: variants.into_iter().map(|(v, _)| v).collect(),
+        target: h.target,
+        budget: h.budget,
+        seeds: h.seeds,
+        adaptive: h.adaptive,
+        shard: h.shard,
+        variants: plain,
     })
 }
 
@@ -668,43 +737,25 @@ on = ["celu"]
         );
     }
 
-    fn err(text: &str) -> String {
-        format!("{:#}", parse(text, "bad.toml").unwrap_err())
-    }
-
     #[test]
-    fn errors_have_positions_and_suggestions() {
-        let e = err(
-            "name='x'\nrecipe='tiny-page-resnet9'\nkind='ladder'\n[[rung]]\non=['lable_smoothing']\n",
-        );
-        assert!(
-            e.starts_with("bad.toml:5:5:") && e.contains("did you mean `label_smoothing`"),
-            "{e}"
-        );
-        let e = err(
-            "name='x'\nrecipe='tiny-page-resnet9'\nkind='ladder'\n[[rung]]\nname='r'\nset={ 'celu.alfa' = 0.3 }\n",
-        );
-        assert!(
-            e.starts_with("bad.toml:6:") && e.contains("did you mean `celu.alpha`"),
-            "{e}"
-        );
-        let e = err("name='x'\nrecipe='tiny-page-resnt9'\nkind='ladder'\n");
-        assert!(
-            e.starts_with("bad.toml:2:8:") && e.contains("did you mean `tiny-page-resnet9`"),
-            "{e}"
-        );
-        let e = err("name='x'\nrecipe='tiny-page-resnet9'\nkind='ladder\n");
-        assert!(e.starts_with("bad.toml:3:"), "{e}");
-        let e = err("name='x'\nrecipe='tiny-page-resnet9'\nkind='grid'\nfoo=1\n");
-        assert!(e.starts_with("bad.toml:4:1:") && e.contains("foo"), "{e}");
-        let e = err(
-            "name='x'\nrecipe='tiny-page-resnet9'\nkind='ladder'\n[[rung]]\nname='r'\non=['celu','gelu']\n",
-        );
-        assert!(
-            e.contains("variant `r`") && e.contains("cannot both be on"),
-            "{e}"
-        );
-        assert!(!e.contains('\n'));
+    fn every_invalid_fixture_gives_its_one_line_error() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/matrices/invalid");
+        let mut seen = 0;
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_none_or(|e| e != "toml") {
+                continue;
+            }
+            let name = path.file_name().unwrap().to_string_lossy().into_owned();
+            let text = std::fs::read_to_string(&path).unwrap();
+            let want = std::fs::read_to_string(path.with_extension("expected"))
+                .unwrap_or_else(|_| panic!("{name} has no .expected file"));
+            let got = format!("{:#}", parse(&text, &name).expect_err(&name));
+            assert_eq!(got, want.trim_end(), "{name}");
+            assert!(!got.contains('\n'), "{name}: one line");
+            seen += 1;
+        }
+        assert!(seen >= 30, "{seen} fixtures");
     }
 
     /// The tricks a variant ends with, resolved against its recipe.

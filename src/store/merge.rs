@@ -52,14 +52,16 @@ fn planned(dir: &Path) -> Vec<(String, u32)> {
         .collect()
 }
 
-fn key(r: &RunRow) -> String {
-    RunId {
+/// A run's file key, and the one folders written before the keys were
+/// encoded used.
+fn keys(r: &RunRow) -> [String; 2] {
+    let id = RunId {
         matrix: r.matrix.clone(),
         index: r.index as usize,
         variant: r.variant.clone(),
         repeat: r.repeat as usize,
-    }
-    .key()
+    };
+    [id.key(), id.legacy_key()]
 }
 
 pub fn merge(folders: &[PathBuf], into: &Path) -> Result<MergeSummary> {
@@ -181,12 +183,15 @@ pub fn merge(folders: &[PathBuf], into: &Path) -> Result<MergeSummary> {
     }
     for (r, d) in &kept {
         for sub in ["steps", "epochs"] {
-            let f = d.join(sub).join(format!("{}.parquet", key(r)));
-            if f.is_file() {
-                std::fs::copy(&f, into.join(sub).join(f.file_name().expect("a file name")))
-                    .with_context(|| {
-                        format!("cannot copy {} into {}", f.display(), into.display())
-                    })?;
+            let [key, legacy] = keys(r);
+            let found = [&key, &legacy]
+                .into_iter()
+                .map(|k| d.join(sub).join(format!("{k}.parquet")))
+                .find(|f| f.is_file());
+            if let Some(f) = found {
+                std::fs::copy(&f, into.join(sub).join(format!("{key}.parquet"))).with_context(
+                    || format!("cannot copy {} into {}", f.display(), into.display()),
+                )?;
             }
         }
     }

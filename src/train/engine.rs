@@ -13,12 +13,12 @@
 
 use super::build::{Averager, Optimisers, build_net, warm_kernels};
 use super::eval::{evaluate, time_on};
-use super::prepare::{Batches, Layout, Source, prepare};
+use super::prepare::{Batches, Layout, Prepared, Source, prepare};
 use super::step::{StepMetrics, Trainee};
 use super::{Control, Flow, Outcome, Trainer};
 use crate::data::Dataset;
 use crate::events::{Clocks, EpochRow, Event, RunSummary};
-use crate::model::Net;
+use crate::model::{Net, NetConfig};
 use crate::plan::{PlannedRun, RunPlan, StepRates};
 use crate::util::device::{device_label, parse_device};
 use crate::util::native::{self, Rng};
@@ -214,192 +214,168 @@ struct EpochTrain {
     steps: u64,
     loss: f64,
     acc: f64,
+    seconds: f64,
     loader_s: f64,
 }
 
+/// What the run trains: the net and what steps and averages it.
+struct Model {
+    net: Net,
+    opt: Optimisers,
+    avg: Averager,
+}
+
+/// The loop's state across epochs.
+struct Loop<'a> {
+    batches: Batches<'a>,
+    metrics: StepMetrics,
+    /// Optimiser steps taken.
+    step: u64,
+    clocks: Clocks,
+    /// (seconds on the run's clock, epoch) at the first evaluation at the target.
+    to_target: Option<(f64, usize)>,
+    /// The last evaluation's (plain, TTA) accuracy.
+    acc: (f64, f64),
+    final_train_loss: f64,
+    wall: Instant,
+}
+
+impl Loop<'_> {
+    /// The epoch's sums, read back once, into the clocks and the epoch's row.
+    fn end_epoch(&mut self, steps: u64, batch: usize, start: Instant, loader_s: f64) -> EpochTrain {
+        let images = (steps as f64 * batch as f64).max(1.0);
+        let tr = EpochTrain {
+            steps,
+            loss: self.metrics.loss_sum.double_value(&[]) / steps.max(1) as f64,
+            acc: self.metrics.correct.double_value(&[]) / images,
+            seconds: start.elapsed().as_secs_f64(),
+            loader_s,
+        };
+        self.clocks.hlb_s += tr.seconds;
+        self.clocks.loader_s += tr.loader_s;
+        self.final_train_loss = tr.loss;
+        tr
+    }
+}
+
 impl Run<'_> {
+    /// Prepare → build → warm → epochs (train, evaluate when due) → summary.
     fn train(
         &self,
         config: serde_json::Value,
         ctl: &dyn Control,
         emit: &mut dyn FnMut(Event),
     ) -> Result<Outcome> {
-        let (plan, spec, dev) = (self.plan, &self.run.spec, self.device);
+        let (plan, dev) = (self.plan, self.device);
         let wall = Instant::now();
-        if dev.is_cuda() {
-            tch::Cuda::cudnn_set_benchmark(plan.precision.cudnn_benchmark);
-        }
-        let total = self.rates.total;
-        emit(Event::RunStarted {
-            run: spec.id.clone(),
-            seed: spec.seed,
-            config: Arc::new(config),
-            total_steps: total,
-            total_epochs: plan.epochs,
-            target_acc: spec.target_acc,
-            device: self.label.clone(),
-            reference: spec.reference.clone(),
-        });
-
-        let mut clocks = Clocks::default();
+        self.announce(config, emit);
         let (data, prep_s) = timed(dev, || prepare(plan, self.src, dev));
-        clocks.prep_s = prep_s;
         let vs = nn::VarStore::new(dev);
         let (built, whiten_s) = timed(dev, || {
-            native::with_seeded_inits(dev, spec.seed, || {
+            native::with_seeded_inits(dev, self.run.spec.seed, || {
                 build_net(plan, self.src, &vs, self.layout, &self.rng)
             })
         });
         let (net, nc) = built?;
-        clocks.whiten_s = whiten_s;
-        let mut opt = Optimisers::new(plan, &net, &self.rates);
-        let mut avg = Averager::new(plan, &vs, &nc, self.layout)?;
-        if plan.precision.cudnn_benchmark {
-            let shape = [plan.batch_size as i64, 3, self.src.h, self.src.w];
-            let (live, classes) = (&avg.live, self.src.classes);
-            timed(dev, || {
-                warm_kernels(&self.rng, &net, &mut opt, live, shape, classes, self.layout)
-            });
-        }
-        let mut batches = Batches::new(
+        let mut m = self.model(net, &nc, &vs)?;
+        let batches = Batches::new(
             plan,
             &data,
             self.src,
             &self.rng,
             self.layout,
             dev,
-            spec.seed,
+            self.run.spec.seed,
         );
-        let mut metrics = StepMetrics::new(dev);
-        let (mut step, mut to_target, mut last_acc) = (0u64, None, (0.0, 0.0));
-        let mut final_train_loss = f64::NAN;
+        let mut lp = Loop {
+            batches,
+            metrics: StepMetrics::new(dev),
+            step: 0,
+            clocks: Clocks {
+                prep_s,
+                whiten_s,
+                ..Clocks::default()
+            },
+            to_target: None,
+            acc: (0.0, 0.0),
+            final_train_loss: f64::NAN,
+            wall,
+        };
         let epochs = plan.epochs.ceil() as usize;
-
         for epoch in 0..epochs {
-            batches.begin_epoch(epoch)?;
-            let steps_now = (total - step).min(self.rates.per_epoch);
-            let (tr, secs) = timed(dev, || {
-                self.train_epoch(
-                    epoch,
-                    steps_now,
-                    &mut step,
-                    &mut batches,
-                    &net,
-                    &mut opt,
-                    &mut avg,
-                    &mut metrics,
-                    ctl,
-                    emit,
-                )
-            });
-            let Some(tr) = tr? else {
+            let Some(tr) = self.train_epoch(epoch, &mut lp, &mut m, ctl, emit)? else {
                 return Ok(Outcome::Cancelled);
             };
             if tr.steps == 0 {
                 break;
             }
-            clocks.hlb_s += secs;
-            clocks.loader_s += tr.loader_s;
-            final_train_loss = tr.loss;
-            let last = epoch + 1 == epochs || step >= total;
+            let last = epoch + 1 == epochs || lp.step >= self.rates.total;
             if last {
-                avg.finish();
+                m.avg.finish();
             }
-            let due = last || (epoch + 1).is_multiple_of(plan.eval.every);
-            let (accs, eval_s) = if due {
-                let size = batches
-                    .small()
-                    .and(plan.data.progressive.as_ref())
-                    .and_then(|p| p.eval_size());
-                let net = avg.eval_net(&net);
-                timed(dev, || {
-                    evaluate(
-                        net,
-                        &data.test_x,
-                        &data.test_y,
-                        &plan.eval,
-                        self.layout,
-                        size,
-                    )
-                })
-            } else {
-                ((f64::NAN, f64::NAN), 0.0)
-            };
-            clocks.eval_s += eval_s;
-            if due {
-                last_acc = accs;
-                if last {
-                    clocks.airbench_s = clocks.whiten_s + clocks.hlb_s + eval_s;
-                }
-                let headline = if plan.eval.tta_level > 0 {
-                    accs.1
-                } else {
-                    accs.0
-                };
-                if to_target.is_none() && headline >= spec.target_acc {
-                    let secs = time_on(plan.clock, &clocks, eval_s, wall.elapsed().as_secs_f64());
-                    to_target = Some((secs, epoch + 1));
-                }
-            }
-            emit(Event::Epoch {
-                run: spec.id.clone(),
-                row: EpochRow {
-                    epoch: epoch + 1,
-                    steps: step,
-                    train_loss: tr.loss,
-                    train_acc: tr.acc,
-                    test_acc: accs.0,
-                    test_acc_tta: (due && plan.eval.tta_level > 0).then_some(accs.1),
-                    train_s: secs,
-                    eval_s,
-                    images_per_s: tr.steps as f64 * plan.batch_size as f64 / secs.max(1e-9),
-                    peak_mem_bytes: peak_rss(),
-                },
-            });
+            self.evaluate_epoch(epoch, last, &tr, &data, &m, &mut lp, emit);
             if last {
                 break;
             }
         }
-        clocks.dawn_s = clocks.prep_s + clocks.whiten_s + clocks.hlb_s;
-        clocks.wall_s = wall.elapsed().as_secs_f64();
-        Ok(Outcome::Finished(RunSummary {
-            acc: last_acc.0,
-            acc_tta: if plan.eval.tta_level > 0 {
-                last_acc.1
-            } else {
-                last_acc.0
-            },
-            clocks,
-            time_to_target_s: to_target.map(|t| t.0),
-            epoch_to_target: to_target.map(|t| t.1),
-            epochs: plan.epochs,
-            steps: step,
-            peak_mem_bytes: peak_rss(),
-            final_train_loss,
-            device: self.label.clone(),
-        }))
+        Ok(Outcome::Finished(self.summary(lp)))
     }
 
-    /// One epoch of `steps` training steps; `None` when the run was cancelled.
-    #[allow(clippy::too_many_arguments)] // the loop's state, each owned by the caller across epochs
+    /// Sets the device up for the plan and tells the listeners the run started.
+    fn announce(&self, config: serde_json::Value, emit: &mut dyn FnMut(Event)) {
+        let (plan, spec) = (self.plan, &self.run.spec);
+        if self.device.is_cuda() {
+            tch::Cuda::cudnn_set_benchmark(plan.precision.cudnn_benchmark);
+        }
+        emit(Event::RunStarted {
+            run: spec.id.clone(),
+            seed: spec.seed,
+            config: Arc::new(config),
+            total_steps: self.rates.total,
+            total_epochs: plan.epochs,
+            target_acc: spec.target_acc,
+            device: self.label.clone(),
+            reference: spec.reference.clone(),
+        });
+    }
+
+    /// The optimisers and the averager of the built net, with the kernels
+    /// warmed outside every clock when `cudnn_benchmark` is on.
+    fn model(&self, net: Net, nc: &NetConfig, vs: &nn::VarStore) -> Result<Model> {
+        let plan = self.plan;
+        let mut m = Model {
+            opt: Optimisers::new(plan, &net, &self.rates),
+            avg: Averager::new(plan, vs, nc, self.layout)?,
+            net,
+        };
+        if plan.precision.cudnn_benchmark {
+            let shape = [plan.batch_size as i64, 3, self.src.h, self.src.w];
+            let (rng, classes, layout) = (&self.rng, self.src.classes, self.layout);
+            timed(self.device, || {
+                warm_kernels(rng, &m.net, &mut m.opt, &m.avg.live, shape, classes, layout)
+            });
+        }
+        Ok(m)
+    }
+
+    /// One epoch of training steps; `None` when the run was cancelled.
     fn train_epoch(
         &self,
         epoch: usize,
-        steps: u64,
-        step: &mut u64,
-        batches: &mut Batches,
-        net: &Net,
-        opt: &mut Optimisers,
-        avg: &mut Averager,
-        metrics: &mut StepMetrics,
+        lp: &mut Loop,
+        m: &mut Model,
         ctl: &dyn Control,
         emit: &mut dyn FnMut(Event),
     ) -> Result<Option<EpochTrain>> {
-        let plan = self.plan;
-        let r = &self.rates;
+        let (plan, r) = (self.plan, &self.rates);
+        // The epoch's augmentation is part of its training time, as in the references.
+        sync(self.device);
+        let start = Instant::now();
+        lp.batches.begin_epoch(epoch)?;
+        let steps = (r.total - lp.step).min(r.per_epoch);
         let trainee = Trainee {
             plan,
-            net,
+            net: &m.net,
             rng: &self.rng,
             layout: self.layout,
             classes: self.src.classes,
@@ -409,56 +385,141 @@ impl Run<'_> {
             .cutmix
             .as_ref()
             .filter(|c| c.active_at(epoch, plan.epochs));
-        let bn = net.bn_params();
-        let (mut loader_s, mut chunk) = (0.0, (Instant::now(), 0i64));
-        metrics.reset_epoch();
+        let bn = m.net.bn_params();
+        let mut loader_s = 0.0;
+        lp.metrics.reset_epoch();
         for i in 0..steps {
             if ctl.poll() == Flow::Cancel {
                 return Ok(None);
             }
-            let s = *step;
+            let s = lp.step;
             if r.whiten_bias_steps == Some(s) {
                 // The references detach the bias from this step on.
-                net.set_whiten_bias_trainable(false);
+                m.net.set_whiten_bias_trainable(false);
             }
-            let (x, y, secs) = batches.batch(i as i64);
+            let (x, y, secs) = lp.batches.batch(i as i64);
             loader_s += secs;
-            let (loss, correct) = trainee.forward_backward(&x, &y, cutmix);
+            let out = trainee.forward_backward(&x, &y, cutmix);
             if let Some(max_norm) = plan.step.clip_norm {
                 // The gradients carry the loss scale; the limit is in mean-loss units.
-                let params = net.param_groups().all_trainable();
+                let params = m.net.param_groups().all_trainable();
                 crate::optim::clip_grad_norm(&params, max_norm * plan.loss.scale);
             }
-            opt.step(plan, s, r, plan.step.zero_grad_none);
-            *step += 1;
-            avg.after_step(*step, i, epoch, r.total);
+            m.opt.step(plan, s, r, plan.step.zero_grad_none);
+            lp.step += 1;
+            m.avg.after_step(lp.step, i, epoch, r.total);
             let at = epoch as f64 + (i + 1) as f64 / r.per_epoch as f64;
-            metrics.push(
-                *step,
-                at,
-                plan.optim.lr * r.main[s as usize],
-                loss,
-                &correct,
-            );
-            chunk.1 += plan.batch_size as i64;
+            let lr = plan.optim.lr * r.main[s as usize];
+            lp.metrics.push(lp.step, at, lr, plan.batch_size, out);
             let every = plan.metrics_every;
-            if (every > 0 && step.is_multiple_of(every)) || i + 1 == steps {
-                let rows = metrics.read_back(&bn)?;
-                let secs = chunk.0.elapsed().as_secs_f64().max(1e-9);
+            if (every > 0 && lp.step.is_multiple_of(every)) || i + 1 == steps {
+                let (rows, images_per_s) = lp.metrics.drain(&bn)?;
+                let run = self.run.spec.id.clone();
                 emit(Event::Steps {
-                    run: self.run.spec.id.clone(),
+                    run,
                     rows,
-                    images_per_s: chunk.1 as f64 / secs,
+                    images_per_s,
                 });
-                chunk = (Instant::now(), 0);
             }
         }
-        let images = steps as f64 * plan.batch_size as f64;
-        Ok(Some(EpochTrain {
+        sync(self.device);
+        Ok(Some(lp.end_epoch(
             steps,
-            loss: metrics.loss_sum.double_value(&[]) / steps.max(1) as f64,
-            acc: metrics.correct.double_value(&[]) / images.max(1.0),
+            self.plan.batch_size,
+            start,
             loader_s,
-        }))
+        )))
+    }
+
+    /// Evaluates when due (the `eval_s` stage), notes the first time the
+    /// target is reached on the run's clock, and reports the epoch.
+    #[allow(clippy::too_many_arguments)] // the epoch's outcome and the loop's state it updates
+    fn evaluate_epoch(
+        &self,
+        epoch: usize,
+        last: bool,
+        tr: &EpochTrain,
+        data: &Prepared,
+        m: &Model,
+        lp: &mut Loop,
+        emit: &mut dyn FnMut(Event),
+    ) {
+        let (plan, spec) = (self.plan, &self.run.spec);
+        let due = last || (epoch + 1).is_multiple_of(plan.eval.every);
+        let (accs, eval_s) = if due {
+            let size = lp
+                .batches
+                .small()
+                .and(plan.data.progressive.as_ref())
+                .and_then(|p| p.eval_size());
+            let net = m.avg.eval_net(&m.net);
+            timed(self.device, || {
+                evaluate(
+                    net,
+                    &data.test_x,
+                    &data.test_y,
+                    &plan.eval,
+                    self.layout,
+                    size,
+                )
+            })
+        } else {
+            ((f64::NAN, f64::NAN), 0.0)
+        };
+        let c = &mut lp.clocks;
+        c.eval_s += eval_s;
+        if due {
+            lp.acc = accs;
+            if last {
+                c.airbench_s = c.whiten_s + c.hlb_s + eval_s;
+            }
+            let headline = if plan.eval.tta_level > 0 {
+                accs.1
+            } else {
+                accs.0
+            };
+            if lp.to_target.is_none() && headline >= spec.target_acc {
+                let secs = time_on(plan.clock, c, eval_s, lp.wall.elapsed().as_secs_f64());
+                lp.to_target = Some((secs, epoch + 1));
+            }
+        }
+        emit(Event::Epoch {
+            run: spec.id.clone(),
+            row: EpochRow {
+                epoch: epoch + 1,
+                steps: lp.step,
+                train_loss: tr.loss,
+                train_acc: tr.acc,
+                test_acc: accs.0,
+                test_acc_tta: (due && plan.eval.tta_level > 0).then_some(accs.1),
+                train_s: tr.seconds,
+                eval_s,
+                images_per_s: tr.steps as f64 * plan.batch_size as f64 / tr.seconds.max(1e-9),
+                peak_mem_bytes: peak_rss(),
+            },
+        });
+    }
+
+    fn summary(&self, lp: Loop) -> RunSummary {
+        let plan = self.plan;
+        let mut clocks = lp.clocks;
+        clocks.dawn_s = clocks.prep_s + clocks.whiten_s + clocks.hlb_s;
+        clocks.wall_s = lp.wall.elapsed().as_secs_f64();
+        RunSummary {
+            acc: lp.acc.0,
+            acc_tta: if plan.eval.tta_level > 0 {
+                lp.acc.1
+            } else {
+                lp.acc.0
+            },
+            clocks,
+            time_to_target_s: lp.to_target.map(|t| t.0),
+            epoch_to_target: lp.to_target.map(|t| t.1),
+            epochs: plan.epochs,
+            steps: lp.step,
+            peak_mem_bytes: peak_rss(),
+            final_train_loss: lp.final_train_loss,
+            device: self.label.clone(),
+        }
     }
 }

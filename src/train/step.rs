@@ -76,6 +76,8 @@ pub(super) struct StepMetrics {
     /// The epoch's summed loss and correct predictions, on the device.
     pub loss_sum: Tensor,
     pub correct: Tensor,
+    /// Images stepped since the last read-back, and since when.
+    chunk: (std::time::Instant, usize),
 }
 
 impl StepMetrics {
@@ -84,26 +86,39 @@ impl StepMetrics {
             pending: Vec::new(),
             loss_sum: Tensor::zeros([], (Kind::Float, dev)),
             correct: Tensor::zeros([], (Kind::Int64, dev)),
+            chunk: (std::time::Instant::now(), 0),
         }
     }
 
-    /// Keeps step `step`'s (1-based) loss and correct count, at fractional
-    /// epoch `epoch` and learning rate `lr`; no host sync.
-    pub fn push(&mut self, step: u64, epoch: f64, lr: f64, loss: Tensor, correct: &Tensor) {
+    /// Keeps step `step`'s (1-based) loss and correct count over `images`,
+    /// at fractional epoch `epoch` and learning rate `lr`; no host sync.
+    pub fn push(&mut self, step: u64, epoch: f64, lr: f64, images: usize, out: (Tensor, Tensor)) {
+        let (loss, correct) = out;
         let _ = self.loss_sum.g_add_(&loss);
-        let _ = self.correct.g_add_(correct);
+        let _ = self.correct.g_add_(&correct);
         self.pending.push((step, epoch, lr, loss));
+        self.chunk.1 += images;
+    }
+
+    /// The pending rows (one host sync) and the images a second since the
+    /// last read-back.
+    pub fn drain(&mut self, bn: &[(Tensor, Tensor)]) -> Result<(Vec<StepRow>, f64)> {
+        let rows = self.read_back(bn)?;
+        let per_s = self.chunk.1 as f64 / self.chunk.0.elapsed().as_secs_f64().max(1e-9);
+        self.chunk = (std::time::Instant::now(), 0);
+        Ok((rows, per_s))
     }
 
     /// Starts a new epoch's sums.
     pub fn reset_epoch(&mut self) {
         let _ = self.loss_sum.zero_();
         let _ = self.correct.zero_();
+        self.chunk = (std::time::Instant::now(), 0);
     }
 
     /// One host sync for the pending steps: losses, and the BN scale/bias
     /// means at the last of them. A non-finite loss fails the run.
-    pub fn read_back(&mut self, bn: &[(Tensor, Tensor)]) -> Result<Vec<StepRow>> {
+    fn read_back(&mut self, bn: &[(Tensor, Tensor)]) -> Result<Vec<StepRow>> {
         if self.pending.is_empty() {
             return Ok(Vec::new());
         }
