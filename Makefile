@@ -24,9 +24,14 @@ run: build
 build: $(TORCH_DEP)
 	$(CARGO_ENV) cargo build --release
 
+# The integration tests (one binary, tests/it) each drive the real binary on
+# both cores: run one at a time, or they starve each other into timeouts.
 test: $(TORCH_DEP)
 	cargo fmt --check
-	$(CARGO_ENV) cargo test --no-fail-fast
+	status=0; \
+	$(CARGO_ENV) cargo test --no-fail-fast --lib --bins || status=1; \
+	$(CARGO_ENV) cargo test --no-fail-fast --test it -- --test-threads=1 || status=1; \
+	exit $$status
 
 # A real single-node Slurm (Debian's packages, installed if missing; needs root):
 # a tiny matrix as a 4-task array, merged, every run once. ~15 s once installed.

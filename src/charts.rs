@@ -831,6 +831,10 @@ pub fn write_all(
     let theme = Theme::of(opts.theme);
     let mut files = Vec::new();
     let h = (160 + 60 * r.rows.len() as u32).clamp(420, 1400);
+    if crate::util::signals::stopping() {
+        // Stopped: the files written so far, and no more.
+        return Ok(files);
+    }
     files.extend(both(
         out,
         "ladder",
@@ -839,6 +843,10 @@ pub fn write_all(
         &|a| ladder(a, r, &theme),
         &|a| ladder(a, r, &theme),
     )?);
+    if crate::util::signals::stopping() {
+        // Stopped: the files written so far, and no more.
+        return Ok(files);
+    }
     files.extend(both(
         out,
         "accuracy",
@@ -847,6 +855,10 @@ pub fn write_all(
         &|a| accuracy(a, r, &runs, &theme),
         &|a| accuracy(a, r, &runs, &theme),
     )?);
+    if crate::util::signals::stopping() {
+        // Stopped: the files written so far, and no more.
+        return Ok(files);
+    }
     files.extend(both(
         out,
         "curves",
@@ -855,6 +867,10 @@ pub fn write_all(
         &|a| curves_chart(a, &cs, &theme),
         &|a| curves_chart(a, &cs, &theme),
     )?);
+    if crate::util::signals::stopping() {
+        // Stopped: the files written so far, and no more.
+        return Ok(files);
+    }
     files.extend(both(
         out,
         "pareto",

@@ -1,13 +1,28 @@
 //! `tricklab run MATRIX... --headless`: the progress-bar consumer of the
-//! event stream. First Ctrl-C (or SIGTERM) finishes the current run and
-//! stops; the second cancels it. Nothing finished is lost: the store records
-//! each run as it ends.
+//! event stream. The first Ctrl-C or SIGTERM finishes the current run and
+//! stops; a second, or the grace period after the first running out, cancels
+//! it; a third stops at once. The reports and charts written after the runs
+//! stop at the next file on a signal, and say which were written. Nothing
+//! finished is lost: the store records each run as it ends.
 
 use crate::events::{Command, Event, LogLevel, RunStatus};
 use crate::session::Session;
+use crate::util::signals;
 use anyhow::Result;
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 use std::io::IsTerminal;
+use std::time::{Duration, Instant};
+
+/// How long the run in progress may take to finish after the first stop
+/// signal before it is cancelled (`TRICKLAB_STOP_GRACE_S`, default 120 s).
+fn grace() -> Duration {
+    let s = std::env::var("TRICKLAB_STOP_GRACE_S")
+        .ok()
+        .and_then(|v| v.parse::<f64>().ok())
+        .filter(|v| v.is_finite() && *v >= 0.0)
+        .unwrap_or(120.0);
+    Duration::from_secs_f64(s)
+}
 
 struct Bars {
     multi: Option<MultiProgress>,
@@ -59,23 +74,17 @@ impl Bars {
 }
 
 pub fn run_headless(mut session: Session) -> Result<i32> {
+    signals::install();
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
     let bars = Bars::new();
-    let mut interrupts = 0;
-    let mut failed = 0;
-    let mut done_runs = 0;
+    let (mut failed, mut done_runs) = (0, 0);
+    let grace = grace();
     rt.block_on(async {
-        // A service manager stops with SIGTERM: treat it as the first Ctrl-C.
-        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
-        let terminated = async {
-            match term.as_mut() {
-                Some(t) => t.recv().await,
-                None => std::future::pending().await,
-            }
-        };
-        tokio::pin!(terminated);
+        let mut tick = tokio::time::interval(Duration::from_millis(100));
+        // Signals acted on so far, and when the first arrived.
+        let (mut handled, mut first_at, mut cancelled) = (0usize, None::<Instant>, false);
         loop {
             tokio::select! {
                 ev = session.recv() => {
@@ -124,21 +133,33 @@ pub fn run_headless(mut session: Session) -> Result<i32> {
                         _ => {}
                     }
                 }
-                _ = &mut terminated, if interrupts == 0 => {
-                    interrupts += 1;
-                    bars.line("terminated: finishing the current run, then stopping".into());
-                    session.send(Command::StopAfterCurrent);
-                }
-                _ = tokio::signal::ctrl_c() => {
-                    interrupts += 1;
-                    if interrupts == 1 {
-                        bars.line("interrupt: finishing the current run, then stopping (Ctrl-C again cancels it)".into());
+                _ = tick.tick() => {
+                    let now = signals::received();
+                    if now > handled && handled == 0 {
+                        first_at = Some(Instant::now());
+                        bars.line(format!(
+                            "{}: finishing the current run, then stopping (a second Ctrl-C or SIGTERM, or {} s, cancels it)",
+                            signals::name(),
+                            grace.as_secs()
+                        ));
                         session.send(Command::StopAfterCurrent);
-                    } else {
-                        bars.line("interrupt: cancelling the current run".into());
+                    }
+                    let overdue = first_at.is_some_and(|t| t.elapsed() >= grace);
+                    if (now >= 2 || overdue) && !cancelled {
+                        cancelled = true;
+                        bars.line(if now >= 2 {
+                            "stop signal again: cancelling the current run (a third stops at once)".into()
+                        } else {
+                            format!("the current run did not end within {} s of the stop: cancelling it", grace.as_secs())
+                        });
                         session.send(Command::CancelCurrent);
                         session.send(Command::Shutdown);
                     }
+                    if now >= 3 {
+                        eprintln!("stopping now: the run in progress is lost; every finished run is stored (`tricklab run --resume DIR` continues)");
+                        std::process::exit(signals::exit_code());
+                    }
+                    handled = now;
                 }
             }
         }
@@ -148,54 +169,69 @@ pub fn run_headless(mut session: Session) -> Result<i32> {
     let dirs = session.results_dirs();
     let halted = session.halted();
     session.join();
-    // The handler above replaced Ctrl-C's default: keep honouring it while the
-    // reports are written (every file is written atomically, so stopping is safe).
-    let written = rt.block_on(async {
-        let reports = tokio::task::spawn_blocking(move || write_reports(&dirs, done_runs, failed));
-        tokio::select! {
-            r = reports => Some(r),
-            _ = tokio::signal::ctrl_c() => None,
-        }
-    });
-    match written {
-        None => {
+    if signals::stopping() {
+        for d in &dirs {
             eprintln!(
-                "interrupted while writing the reports: every finished run is stored; `tricklab report DIR --plots DIR` writes them"
+                "{}: every finished run is stored in {}; `tricklab run --resume {}` continues, `tricklab report {} --plots {}` writes its report",
+                signals::name(),
+                d.display(),
+                d.display(),
+                d.display(),
+                d.display()
             );
-            return Ok(130);
         }
-        Some(r) => r??,
+        return Ok(signals::exit_code());
+    }
+    write_reports(&dirs, done_runs, failed)?;
+    if signals::stopping() {
+        return Ok(signals::exit_code());
     }
     if let Some(reason) = &halted {
         eprintln!("error: {reason}");
     }
-    Ok(if interrupts > 0 {
-        130
-    } else if halted.is_some() || failed > 0 {
-        1
-    } else {
-        0
-    })
+    Ok(if halted.is_some() || failed > 0 { 1 } else { 0 })
 }
 
+/// Each folder's report and charts; a stop signal ends it at the next file,
+/// saying what was written and what was not.
 fn write_reports(dirs: &[std::path::PathBuf], done_runs: usize, failed: usize) -> Result<()> {
     for d in dirs {
         if !d.join("runs.parquet").exists() {
             eprintln!("{}: no run finished, no report", d.display());
             continue;
         }
+        if signals::stopping() {
+            eprintln!(
+                "{}: no report written for {}; `tricklab report {} --plots {}` writes it",
+                signals::name(),
+                d.display(),
+                d.display(),
+                d.display()
+            );
+            continue;
+        }
         let report = crate::report::aggregate(std::slice::from_ref(d), &Default::default())?;
         println!("{}", report.to_markdown());
         let files = crate::charts::export(d)?;
+        let names = files
+            .iter()
+            .map(|f| f.file_name().unwrap_or_default().to_string_lossy())
+            .collect::<Vec<_>>()
+            .join(", ");
+        if signals::stopping() {
+            eprintln!(
+                "{}: of {}'s report and charts only {names} were written; `tricklab report {} --plots {}` writes the rest",
+                signals::name(),
+                d.display(),
+                d.display(),
+                d.display()
+            );
+            continue;
+        }
         println!(
-            "results: {} ({} runs finished, {failed} failed); report and charts: {}",
+            "results: {} ({} runs finished, {failed} failed); report and charts: {names}",
             d.display(),
             done_runs,
-            files
-                .iter()
-                .map(|f| f.file_name().unwrap_or_default().to_string_lossy())
-                .collect::<Vec<_>>()
-                .join(", ")
         );
     }
     Ok(())

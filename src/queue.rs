@@ -272,7 +272,11 @@ impl Queue {
                 .iter()
                 .filter(|e| &e.spec.id.matrix == name)
                 .collect();
-            crate::util::write_atomic(path, serde_json::to_string_pretty(&mine)?.as_bytes())?;
+            // Into the results folder as it is: never recreate one deleted meanwhile.
+            let text = serde_json::to_string_pretty(&mine)?;
+            crate::util::write_atomic_into(path, |f| {
+                std::io::Write::write_all(f, text.as_bytes()).map_err(Into::into)
+            })?;
         }
         Ok(())
     }

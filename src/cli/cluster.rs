@@ -57,7 +57,7 @@ pub enum SlurmCommand {
     Resubmit(JobArgs),
 }
 
-#[derive(clap::Args, Debug)]
+#[derive(clap::Args, Clone, Debug)]
 pub struct SubmitArgs {
     pub matrix: PathBuf,
     #[arg(long)]
@@ -107,6 +107,19 @@ fn quote(p: &Path) -> String {
 
 /// The job array's script: task i runs shard i into `dir/shard-i`, or
 /// resumes that folder when a re-submitted task finds one.
+/// A value written into an `#SBATCH` line, which sbatch reads itself and no
+/// shell quoting protects: no whitespace or control characters, so a value
+/// cannot end the line and start a command of its own.
+fn directive(what: &str, v: &str) -> Result<String> {
+    if v.is_empty() || v.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        bail!(
+            "{what} `{}` cannot go into the sbatch script: no spaces, newlines or control characters",
+            v.escape_debug()
+        );
+    }
+    Ok(v.to_string())
+}
+
 pub fn sbatch_script(
     a: &SubmitArgs,
     name: &str,
@@ -114,21 +127,24 @@ pub fn sbatch_script(
     matrix: &Path,
     bin: &Path,
     shards: usize,
-) -> String {
+) -> Result<String> {
+    crate::config::check_matrix_name(name).map_err(anyhow::Error::msg)?;
+    let out = directive("the job folder", &dir.display().to_string())?;
+    let time = directive("--time", &a.time)?;
     let mut s = String::from("#!/bin/bash\n");
     s += &format!("#SBATCH --job-name=tricklab-{name}\n");
     s += &match a.array_parallel {
         Some(p) => format!("#SBATCH --array=1-{shards}%{p}\n"),
         None => format!("#SBATCH --array=1-{shards}\n"),
     };
-    s += &format!("#SBATCH --output={}/logs/%A_%a.out\n", dir.display());
-    s += &format!("#SBATCH --time={}\n", a.time);
+    s += &format!("#SBATCH --output={out}/logs/%A_%a.out\n");
+    s += &format!("#SBATCH --time={time}\n");
     s += &format!("#SBATCH --cpus-per-task={}\n", a.cpus_per_task);
     if a.gpus_per_task > 0 {
         s += &format!("#SBATCH --gpus-per-task={}\n", a.gpus_per_task);
     }
     if let Some(p) = &a.partition {
-        s += &format!("#SBATCH --partition={p}\n");
+        s += &format!("#SBATCH --partition={}\n", directive("--partition", p)?);
     }
     // The CPUs Slurm allotted, not the node's cores (which other tasks share).
     let devices = format!(
@@ -150,7 +166,7 @@ pub fn sbatch_script(
         bin = quote(bin),
         matrix = quote(matrix),
     );
-    s
+    Ok(s)
 }
 
 fn submit(a: SubmitArgs) -> Result<i32> {
@@ -174,7 +190,7 @@ fn submit(a: SubmitArgs) -> Result<i32> {
     let dir = results.join(&m.name).join(format!("slurm-{stamp}"));
     let bin = std::env::current_exe().context("where is this binary?")?;
     let matrix = dir.join("matrix.toml");
-    let script = sbatch_script(&a, &m.name, &dir, &matrix, &bin, shards);
+    let script = sbatch_script(&a, &m.name, &dir, &matrix, &bin, shards)?;
     if a.dry_run {
         println!("{script}");
         eprintln!(
@@ -388,7 +404,8 @@ mod tests {
             Path::new("/r/m/slurm-1/matrix.toml"),
             Path::new("/bin/tricklab"),
             4,
-        );
+        )
+        .unwrap();
         for want in [
             "#SBATCH --array=1-4%2",
             "#SBATCH --gpus-per-task=1",
@@ -400,5 +417,25 @@ mod tests {
         ] {
             assert!(s.contains(want), "{want} not in\n{s}");
         }
+        // Nothing from a matrix or an option can end an #SBATCH line and start a command.
+        let script = |name: &str, dir: &str, part: Option<&str>| {
+            let a = SubmitArgs {
+                partition: part.map(Into::into),
+                ..a.clone()
+            };
+            let p = Path::new(dir);
+            sbatch_script(&a, name, p, &p.join("matrix.toml"), Path::new("/bin/t"), 2)
+        };
+        for (name, dir, part) in [
+            ("x\ntouch /tmp/pwned", "/r", None),
+            ("..", "/r", None),
+            ("m", "/r\n#SBATCH --wrap=id", None),
+            ("m", "/r", Some("gpu\nid")),
+            ("m", "/my results", None),
+        ] {
+            let e = script(name, dir, part).unwrap_err().to_string();
+            assert!(!e.is_empty());
+        }
+        assert!(script("m", "/r", Some("gpu")).is_ok());
     }
 }

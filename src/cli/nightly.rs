@@ -45,6 +45,9 @@ pub struct NightlyArgs {
     /// Exit 2 when a variant is inconclusive.
     #[arg(long)]
     pub fail_inconclusive: bool,
+    /// Judge raw times, not times net of the night's drift on the control.
+    #[arg(long)]
+    pub absolute: bool,
 }
 
 pub fn cmd_nightly(args: NightlyArgs) -> Result<i32> {
@@ -56,6 +59,7 @@ pub fn cmd_nightly(args: NightlyArgs) -> Result<i32> {
         max_acc_drop: args.max_acc_drop,
         allow_different: false,
         fail_inconclusive: args.fail_inconclusive,
+        absolute: args.absolute,
     };
     // Everything that can be wrong before a night of training, checked first.
     crate::report::Thresholds {
@@ -64,7 +68,21 @@ pub fn cmd_nightly(args: NightlyArgs) -> Result<i32> {
     }
     .validate()
     .map_err(anyhow::Error::msg)?;
+    // The baseline must be a folder whose table reads and that has finished
+    // runs, and the history one that can be appended to: not found out after
+    // a night of training.
     crate::store::read_manifest(&args.baseline)
+        .and_then(|_| crate::store::folder_runs(&args.baseline))
+        .and_then(|runs| {
+            if runs.iter().any(|r| r.status == crate::store::Ended::Done) {
+                Ok(())
+            } else {
+                anyhow::bail!(
+                    "{} has no finished run to compare with",
+                    args.baseline.display()
+                )
+            }
+        })
         .map_err(|e| anyhow::anyhow!("--baseline: {}", crate::util::one_line(&e)))?;
     std::fs::create_dir_all(&args.history).map_err(|e| {
         anyhow::anyhow!(
@@ -72,6 +90,12 @@ pub fn cmd_nightly(args: NightlyArgs) -> Result<i32> {
             args.history.display()
         )
     })?;
+    crate::util::check_storage(&args.history, 1 << 20)
+        .and_then(|_| match args.history.join("history.csv").is_file() {
+            true => history::load(&args.history).map(|_| ()),
+            false => Ok(()),
+        })
+        .map_err(|e| anyhow::anyhow!("--history: {}", crate::util::one_line(&e)))?;
 
     let matrices = crate::matrix::load_all(std::slice::from_ref(&args.matrix), args.repeats)?;
     let opts = SessionOptions {
@@ -86,19 +110,35 @@ pub fn cmd_nightly(args: NightlyArgs) -> Result<i32> {
     let session = Session::start(matrices, opts, tch_factory())?;
     let tonight = session.results_dirs()[0].clone();
     let ran = crate::headless::run_headless(session)?;
-    if ran == 130 {
-        eprintln!(
-            "interrupted: tonight's folder {} is not compared",
-            tonight.display()
-        );
-        return Ok(130);
+    let stopped = |phase: &str| -> Option<i32> {
+        crate::util::signals::stopping().then(|| {
+            eprintln!(
+                "{}: {phase}; tonight's folder {} keeps every finished run (`tricklab compare {} {}` judges it later)",
+                crate::util::signals::name(),
+                tonight.display(),
+                args.baseline.display(),
+                tonight.display()
+            );
+            crate::util::signals::exit_code()
+        })
+    };
+    if let Some(code) = stopped("tonight is neither compared nor added to the history") {
+        return Ok(code);
     }
     compare.candidate = tonight.clone();
     println!("\n# tonight against {}\n", args.baseline.display());
     let (code, rows, report) = compare_folders(&compare)?;
+    if let Some(code) = stopped("compared, but not added to the history") {
+        return Ok(code);
+    }
     if let Some(report) = report {
         let nights = history::nights_of(&tonight, &report, &rows)?;
         let file = history::append(&args.history, &nights)?;
+        if let Some(code) =
+            stopped("compared and added to the history, whose chart was not redrawn")
+        {
+            return Ok(code);
+        }
         let all = history::load(&args.history)?;
         crate::charts::write_history(&all, &args.history, &Default::default())?;
         println!(

@@ -1,8 +1,8 @@
 //! `tricklab report` and `tricklab compare`.
 
 use crate::report::{
-    Clock, Comparison, Diff, Report, ReportOptions, Thresholds, Verdict, aggregate, compare,
-    history,
+    Clock, Comparison, Diff, Report, ReportOptions, Thresholds, TimeModel, Verdict, aggregate,
+    compare, drift, history,
 };
 use anyhow::{Context, Result};
 use std::path::{Path, PathBuf};
@@ -240,6 +240,10 @@ pub struct CompareArgs {
     /// Exit 2 when a variant is inconclusive (too few runs to tell).
     #[arg(long)]
     pub fail_inconclusive: bool,
+    /// Judge raw times instead of times net of the session's drift (measured
+    /// on the matrix's first variant, the control).
+    #[arg(long)]
+    pub absolute: bool,
 }
 
 /// What must match for two folders' times to be comparable: (what, value).
@@ -257,11 +261,26 @@ fn identity(dir: &Path, report: &Report) -> Result<Vec<(&'static str, String)>> 
     let mut recipes: Vec<&str> = report.rows.iter().map(|r| r.recipe.as_str()).collect();
     recipes.sort();
     recipes.dedup();
-    Ok(vec![
-        (
-            "matrix file",
-            m["matrix_file"].as_str().unwrap_or("").to_string(),
+    // What the matrix trains, not how its text reads: a merged folder's
+    // manifest holds the matrix re-serialised, a shard's its `shard` line,
+    // a session its own seeds.
+    let text = m["matrix_file"].as_str().unwrap_or("");
+    let matrix = match crate::matrix::parse(text, "manifest.json") {
+        Ok(mx) => format!(
+            "{} {} {:?} {} {:?}",
+            mx.name,
+            mx.recipe,
+            mx.kind,
+            mx.data,
+            mx.variants
+                .iter()
+                .map(|v| (&v.name, &v.overrides))
+                .collect::<Vec<_>>()
         ),
+        Err(_) => text.to_string(),
+    };
+    Ok(vec![
+        ("matrix file", matrix),
         ("recipe", recipes.join(", ")),
         (
             "data hash",
@@ -346,8 +365,30 @@ pub fn compare_folders(args: &CompareArgs) -> Result<(i32, Vec<Comparison>, Opti
         }
         eprintln!("warning: comparing anyway although {line}");
     }
-    let rows = compare(&base, &cand, &th);
+    let model = if args.absolute {
+        TimeModel::Absolute
+    } else {
+        TimeModel::NetOfDrift
+    };
+    let rows = compare(&base, &cand, &th, model);
     print!("{}", comparison_table(&rows, &th));
+    if let (TimeModel::NetOfDrift, Some(d), Some(control)) =
+        (model, drift(&base, &cand), base.rows.first())
+    {
+        println!(
+            "drift: the control `{}` is {:+.1}% [{:+.1}, {:+.1}] in the candidate; every other time is judged net of it (--absolute judges raw times)",
+            control.variant,
+            100.0 * d.rel,
+            100.0 * d.lo,
+            100.0 * d.hi
+        );
+        if d.lo > th.max_slowdown {
+            eprintln!(
+                "warning: the whole candidate session is slower beyond {:+.0}%: a slower machine, or a change that slows every rung alike (judge it with --absolute)",
+                100.0 * th.max_slowdown
+            );
+        }
+    }
     let bad = rows.iter().filter(|r| r.verdict.is_bad()).count();
     let open = rows
         .iter()
@@ -367,7 +408,7 @@ pub fn compare_folders(args: &CompareArgs) -> Result<(i32, Vec<Comparison>, Opti
 /// The comparison as a plain-text table, with the statistic it rests on.
 pub fn comparison_table(rows: &[Comparison], th: &Thresholds) -> String {
     let mut out = format!(
-        "Differences candidate − base with 95% CIs by Welch's t; a regression needs the whole CI beyond {:+.1}% time or −{:.2} points accuracy.\n",
+        "Differences candidate − base with 95% CIs (time: relative, net of the session's drift unless --absolute; accuracy: Welch's t); a regression needs the whole CI beyond {:+.1}% time or −{:.2} points accuracy.\n",
         100.0 * th.max_slowdown,
         100.0 * th.max_acc_drop
     );
@@ -388,13 +429,14 @@ pub fn comparison_table(rows: &[Comparison], th: &Thresholds) -> String {
     };
     for r in rows {
         let t = r.time.as_ref();
-        let dt = t
+        let dt = r
+            .time_rel
             .map(|d| {
                 format!(
                     "{:+.1}% [{:+.1}, {:+.1}]",
-                    100.0 * d.delta / d.base,
-                    100.0 * d.lo() / d.base,
-                    100.0 * d.hi() / d.base
+                    100.0 * d.rel,
+                    100.0 * d.lo,
+                    100.0 * d.hi
                 )
             })
             .unwrap_or_else(|| "–".into());

@@ -53,6 +53,24 @@ pub fn cmd_run(args: RunArgs) -> Result<i32> {
             "name a matrix file (e.g. ablations/demo-ladder.toml) or --resume a results folder"
         );
     }
+    if let Some(dir) = &args.resume {
+        let conflicting: Vec<&str> = [
+            (args.repeats.is_some(), "--repeats"),
+            (args.data.is_some(), "--data"),
+            (args.tiny, "--tiny"),
+        ]
+        .into_iter()
+        .filter_map(|(set, name)| set.then_some(name))
+        .collect();
+        if !conflicting.is_empty() {
+            anyhow::bail!(
+                "--resume {} continues the folder with the runs and options it was made with; {} would change them: drop {}, or start a new session",
+                dir.display(),
+                conflicting.join(" and "),
+                if conflicting.len() == 1 { "it" } else { "them" }
+            );
+        }
+    }
     let mut matrices = crate::matrix::load_all(&args.matrices, args.repeats)?;
     if args.tiny {
         matrices = matrices

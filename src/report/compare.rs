@@ -8,6 +8,17 @@
 //! regression is called only when the whole interval lies beyond the
 //! threshold; an interval that straddles it is "inconclusive", with the number
 //! of runs per side that would likely settle it.
+//!
+//! Machine-wide drift: a shared machine can be 20% slower one night for every
+//! run alike, which is not a regression of any rung. By default each time is
+//! therefore judged net of the session's drift, measured on its control, the
+//! matrix's first variant (a ladder's baseline rung, leave-one-out's all-on,
+//! add-one's base): a variant's change is ln(t_c/t_b) − ln(c_c/c_b) on log
+//! means, its standard error the two's combined (se of a log mean ≈ std/mean
+//! /√n), and the interval uses t with the smallest side's n − 1 degrees of
+//! freedom. The drift itself is reported on the control's row, never a
+//! verdict; `--absolute` judges raw times (a change that slows every rung
+//! alike, the control too, needs it).
 
 use super::{Clock, Report, VariantStats};
 use crate::util::stats::t95;
@@ -104,6 +115,10 @@ pub enum Verdict {
     FailedInCandidate,
     MissingInCandidate,
     NewInCandidate,
+    /// The candidate's values are not numbers (every run's time or accuracy NaN).
+    NotANumber,
+    /// The control, on which the session's drift is measured.
+    Control,
 }
 
 impl Verdict {
@@ -115,6 +130,7 @@ impl Verdict {
                 | Verdict::LessAccurate
                 | Verdict::FailedInCandidate
                 | Verdict::MissingInCandidate
+                | Verdict::NotANumber
         )
     }
 
@@ -133,8 +149,71 @@ impl Verdict {
             Verdict::FailedInCandidate => "FAILED in candidate".into(),
             Verdict::MissingInCandidate => "MISSING in candidate".into(),
             Verdict::NewInCandidate => "new in candidate".into(),
+            Verdict::NotANumber => "NaN in candidate".into(),
+            Verdict::Control => "control: the session's drift".into(),
         }
     }
+}
+
+/// A relative change, candidate / base − 1, with its 95% CI and standard error.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Rel {
+    pub rel: f64,
+    pub lo: f64,
+    pub hi: f64,
+    pub se: f64,
+}
+
+/// A log-mean difference ln(c) − ln(b), its standard error and the smallest n.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct LogDiff {
+    d: f64,
+    se: f64,
+    n: usize,
+}
+
+impl LogDiff {
+    fn of(b: (f64, f64, usize), c: (f64, f64, usize)) -> Option<LogDiff> {
+        let ((mb, sb, nb), (mc, sc, nc)) = (b, c);
+        if nb < 2 || nc < 2 || !(mb > 0.0 && mc > 0.0 && mb.is_finite() && mc.is_finite()) {
+            return None;
+        }
+        let var = |m: f64, s: f64, n: usize| (s / m).powi(2) / n as f64;
+        Some(LogDiff {
+            d: mc.ln() - mb.ln(),
+            se: (var(mb, sb, nb) + var(mc, sc, nc)).sqrt(),
+            n: nb.min(nc),
+        })
+    }
+
+    /// This difference net of another (the control's drift).
+    fn net_of(self, drift: LogDiff) -> LogDiff {
+        LogDiff {
+            d: self.d - drift.d,
+            se: (self.se.powi(2) + drift.se.powi(2)).sqrt(),
+            n: self.n.min(drift.n),
+        }
+    }
+
+    fn rel(self) -> Rel {
+        let h = t95(self.n.saturating_sub(1).max(1)) * self.se;
+        Rel {
+            rel: self.d.exp() - 1.0,
+            lo: (self.d - h).exp() - 1.0,
+            hi: (self.d + h).exp() - 1.0,
+            se: self.se,
+        }
+    }
+}
+
+/// How times are judged.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum TimeModel {
+    /// Net of the session's drift on its control (the first variant).
+    #[default]
+    NetOfDrift,
+    /// Raw times.
+    Absolute,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -143,8 +222,10 @@ pub struct Comparison {
     /// Finished runs in the base and the candidate.
     pub n: (usize, usize),
     pub clock: Clock,
-    /// Time difference in seconds (its relative size is `delta / base`).
+    /// Raw time difference in seconds.
     pub time: Option<Diff>,
+    /// The relative time change the verdict rests on: net of the drift, or raw.
+    pub time_rel: Option<Rel>,
     /// Accuracy difference (with TTA), as a fraction.
     pub acc: Option<Diff>,
     pub verdict: Verdict,
@@ -160,29 +241,23 @@ fn more_runs(n: usize, se: f64, margin: f64) -> Option<usize> {
     (want.is_finite() && want < 1e6).then(|| (want as usize).saturating_sub(n).max(1))
 }
 
-fn judge(time: Option<&Diff>, acc: Option<&Diff>, n: usize, th: &Thresholds) -> Verdict {
+fn judge(time: Option<&Rel>, acc: Option<&Diff>, n: usize, th: &Thresholds) -> Verdict {
     let (Some(t), Some(a)) = (time, acc) else {
         return Verdict::Inconclusive {
             more_runs: Some(2usize.saturating_sub(n).max(1)),
         };
     };
-    // Relative time change and its interval, against the base mean.
-    let (rel, lo, hi, se) = (
-        t.delta / t.base,
-        t.lo() / t.base,
-        t.hi() / t.base,
-        t.se / t.base,
-    );
-    if lo > th.max_slowdown {
+    if t.lo > th.max_slowdown {
         return Verdict::Slower;
     }
     let drop = -th.max_acc_drop;
     if a.hi() < drop {
         return Verdict::LessAccurate;
     }
-    if hi > th.max_slowdown {
+    if t.hi > th.max_slowdown {
+        // The standard error of the relative change is that of the log.
         return Verdict::Inconclusive {
-            more_runs: more_runs(n, se, (rel - th.max_slowdown).abs()),
+            more_runs: more_runs(n, t.se, (t.rel.ln_1p() - th.max_slowdown.ln_1p()).abs()),
         };
     }
     if a.lo() < drop {
@@ -190,7 +265,7 @@ fn judge(time: Option<&Diff>, acc: Option<&Diff>, n: usize, th: &Thresholds) -> 
             more_runs: more_runs(n, a.se, (a.delta - drop).abs()),
         };
     }
-    if hi < 0.0 {
+    if t.hi < 0.0 {
         Verdict::Faster
     } else {
         Verdict::NoChange
@@ -202,8 +277,25 @@ fn sample(r: &VariantStats, clock: Clock) -> ((f64, f64, usize), (f64, f64, usiz
     ((c.mean, c.std, r.n), (r.acc_tta_mean, r.acc_tta_std, r.n))
 }
 
+/// The session's drift: the control's (the base's first variant's) relative
+/// time change, when both sides ran it at least twice.
+pub fn drift(base: &Report, cand: &Report) -> Option<Rel> {
+    drift_log(base, cand).map(LogDiff::rel)
+}
+
+fn drift_log(base: &Report, cand: &Report) -> Option<LogDiff> {
+    let b = base.rows.first()?;
+    let c = cand.rows.iter().find(|c| c.variant == b.variant)?;
+    LogDiff::of(sample(b, b.headline).0, sample(c, b.headline).0)
+}
+
 /// Every variant of either side, in the base's order, then those new in the candidate.
-pub fn compare(base: &Report, cand: &Report, th: &Thresholds) -> Vec<Comparison> {
+pub fn compare(base: &Report, cand: &Report, th: &Thresholds, model: TimeModel) -> Vec<Comparison> {
+    let drift = match model {
+        TimeModel::NetOfDrift => drift_log(base, cand),
+        TimeModel::Absolute => None,
+    };
+    let control = base.rows.first().map(|r| r.variant.clone());
     let mut out: Vec<Comparison> = base
         .rows
         .iter()
@@ -211,14 +303,31 @@ pub fn compare(base: &Report, cand: &Report, th: &Thresholds) -> Vec<Comparison>
             let clock = b.headline;
             let c = cand.rows.iter().find(|c| c.variant == b.variant);
             let n = (b.n, c.map_or(0, |c| c.n));
-            let (time, acc, verdict) = match c {
-                None => (None, None, Verdict::MissingInCandidate),
-                Some(c) if c.n == 0 && b.n > 0 => (None, None, Verdict::FailedInCandidate),
+            let (time, time_rel, acc, verdict) = match c {
+                None => (None, None, None, Verdict::MissingInCandidate),
+                Some(c) if c.n == 0 && b.n > 0 => (None, None, None, Verdict::FailedInCandidate),
                 Some(c) => {
                     let ((tb, ab), (tc, ac)) = (sample(b, clock), sample(c, clock));
                     let (time, acc) = (welch(tb, tc), welch(ab, ac));
-                    let verdict = judge(time.as_ref(), acc.as_ref(), n.0.min(n.1), th);
-                    (time, acc, verdict)
+                    let raw = LogDiff::of(tb, tc);
+                    let is_control = drift.is_some() && control.as_deref() == Some(&b.variant);
+                    let rel = match (raw, drift) {
+                        (Some(r), Some(d)) if !is_control => Some(r.net_of(d).rel()),
+                        (r, _) => r.map(LogDiff::rel),
+                    };
+                    let verdict = if c.n > 0 && (tc.0.is_nan() || ac.0.is_nan()) {
+                        Verdict::NotANumber
+                    } else if is_control {
+                        // Its time is the drift; its accuracy is judged as any variant's.
+                        if acc.is_some_and(|a| a.hi() < -th.max_acc_drop) {
+                            Verdict::LessAccurate
+                        } else {
+                            Verdict::Control
+                        }
+                    } else {
+                        judge(rel.as_ref(), acc.as_ref(), n.0.min(n.1), th)
+                    };
+                    (time, rel, acc, verdict)
                 }
             };
             Comparison {
@@ -226,6 +335,7 @@ pub fn compare(base: &Report, cand: &Report, th: &Thresholds) -> Vec<Comparison>
                 n,
                 clock,
                 time,
+                time_rel,
                 acc,
                 verdict,
             }
@@ -240,6 +350,7 @@ pub fn compare(base: &Report, cand: &Report, th: &Thresholds) -> Vec<Comparison>
                 n: (0, c.n),
                 clock: c.headline,
                 time: None,
+                time_rel: None,
                 acc: None,
                 verdict: Verdict::NewInCandidate,
             }),
@@ -268,10 +379,11 @@ mod tests {
             max_acc_drop: 0.002,
         };
         let acc = welch((0.94, 0.001, 10), (0.94, 0.001, 10));
-        let time = |mc: f64, sd: f64, n: usize| welch((1.0, sd, n), (mc, sd, n));
-        let v = |t: Option<Diff>, n| judge(t.as_ref(), acc.as_ref(), n, &th);
+        let time =
+            |mc: f64, sd: f64, n: usize| LogDiff::of((1.0, sd, n), (mc, sd, n)).map(LogDiff::rel);
+        let v = |t: Option<Rel>, n| judge(t.as_ref(), acc.as_ref(), n, &th);
         // Two runs a side at 0.18 vs 0.21 s with a wide spread: not a regression.
-        let noisy = welch((0.18, 0.2, 2), (0.21, 0.2, 2));
+        let noisy = LogDiff::of((0.18, 0.1, 2), (0.21, 0.1, 2)).map(LogDiff::rel);
         assert!(matches!(v(noisy, 2), Verdict::Inconclusive { .. }));
         assert_eq!(v(time(1.2, 0.01, 10), 10), Verdict::Slower);
         assert_eq!(v(time(0.8, 0.01, 10), 10), Verdict::Faster);

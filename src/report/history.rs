@@ -108,6 +108,13 @@ fn num(x: f64) -> String {
 /// Appends nights to `ROOT/history.csv` (a rewrite through a temporary file,
 /// so a kill leaves the old history or the new one).
 pub fn append(root: &Path, nights: &[Night]) -> Result<PathBuf> {
+    // Two nightlies sharing a history take turns: read, add, write under the
+    // folder's lock, so neither night is lost.
+    let _lock = crate::util::lock::FolderLock::acquire_waiting(
+        root,
+        "appending a night to the history",
+        std::time::Duration::from_secs(600),
+    )?;
     let path = history_file(root);
     let mut text = match std::fs::read_to_string(&path) {
         Ok(t) => t,

@@ -7,7 +7,7 @@ mod compare;
 mod format;
 pub mod history;
 
-pub use compare::{Comparison, Diff, Thresholds, Verdict, compare, welch};
+pub use compare::{Comparison, Diff, Rel, Thresholds, TimeModel, Verdict, compare, drift, welch};
 
 use crate::util::stats::t95;
 use anyhow::{Context, Result, bail};
@@ -169,6 +169,12 @@ pub fn scan_runs(dirs: &[PathBuf]) -> Result<LazyFrame> {
                         "{} is not a valid Parquet file; delete it to rebuild the table",
                         p.display()
                     )
+                })
+                // A run recorded twice in one folder counts once, as its last row
+                // (rows from different folders are different runs).
+                .map(|lf| {
+                    let key = ["matrix", "variant", "repeat"].map(col).to_vec();
+                    lf.unique_stable_generic(Some(key), UniqueKeepStrategy::Last)
                 })
         })
         .collect::<Result<Vec<_>>>()?;

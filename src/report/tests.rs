@@ -99,14 +99,18 @@ fn compare_calls_a_regression_only_beyond_the_noise() {
         max_slowdown: 0.05,
         max_acc_drop: 0.002,
     };
+    // Raw times: this fixture slows every rung alike.
     let verdicts = |c: &Report| -> Vec<Verdict> {
-        compare(&b, c, &th).into_iter().map(|c| c.verdict).collect()
+        compare(&b, c, &th, TimeModel::Absolute)
+            .into_iter()
+            .map(|c| c.verdict)
+            .collect()
     };
     assert!(verdicts(&same).iter().all(|v| !v.is_bad()));
     // 20% slower on three runs of 10/12/14 s: the CI still reaches below 5%.
     assert!(matches!(verdicts(&slow)[0], Verdict::Inconclusive { .. }));
     assert_eq!(verdicts(&much)[0], Verdict::Slower);
-    let rows = compare(&b, &much, &th);
+    let rows = compare(&b, &much, &th, TimeModel::Absolute);
     let t = rows[0].time.unwrap();
     assert!(
         (t.delta - 24.0).abs() < 1e-9 && t.lo() > 0.05 * t.base,
@@ -122,6 +126,85 @@ fn compare_calls_a_regression_only_beyond_the_noise() {
     assert_eq!(v[1], Verdict::MissingInCandidate);
     assert_eq!(v[2], Verdict::NewInCandidate);
     assert!(v[1].is_bad() && !v[2].is_bad());
+}
+
+/// A session of three variants, eight runs each, with times spread ±0.5% by
+/// seed: `control`, `a` and `b` at 10, 20 and 30 s times `slow` (and `b`
+/// times `b_extra`), accuracies steady.
+fn drift_fixture(root: &Path, name: &str, slow: f64, b_extra: f64) -> PathBuf {
+    let mut w = ResultsWriter::create(root, name, "").unwrap();
+    for (idx, (v, t)) in [("control", 10.0), ("a", 20.0), ("b", 30.0)]
+        .into_iter()
+        .enumerate()
+    {
+        for rep in 0..8 {
+            let noise = 1.0 + 0.005 * ((rep * 7 % 5) as f64 - 2.0) / 2.0;
+            let extra = if v == "b" { b_extra } else { 1.0 };
+            crate::store::tests::feed(
+                &mut w,
+                crate::store::tests::rid(v, idx, rep),
+                rep as u64,
+                Some(crate::store::tests::summary(
+                    0.60,
+                    t * slow * extra * noise,
+                    None,
+                )),
+            );
+        }
+    }
+    w.dir().to_path_buf()
+}
+
+#[test]
+fn a_slower_night_is_drift_and_only_a_rung_slower_on_top_of_it_is_flagged() {
+    let root = tempfile::tempdir().unwrap();
+    let o = ReportOptions::default();
+    let at = |name, slow, extra| {
+        aggregate(&[drift_fixture(root.path(), name, slow, extra)], &o).unwrap()
+    };
+    let base = at("base", 1.0, 1.0);
+    let th = Thresholds {
+        max_slowdown: 0.02,
+        max_acc_drop: 0.002,
+    };
+    let verdicts = |c: &Report, m| -> Vec<Verdict> {
+        compare(&base, c, &th, m)
+            .into_iter()
+            .map(|c| c.verdict)
+            .collect()
+    };
+    // The whole machine 20% slower, no rung changed: drift, not a regression.
+    let slow_night = at("slow", 1.2, 1.0);
+    assert_eq!(
+        verdicts(&slow_night, TimeModel::NetOfDrift),
+        [Verdict::Control, Verdict::NoChange, Verdict::NoChange]
+    );
+    let d = drift(&base, &slow_night).unwrap();
+    assert!(
+        (d.rel - 0.2).abs() < 1e-6 && d.lo > 0.19 && d.hi < 0.21,
+        "{d:?}"
+    );
+    // Judged raw, every rung would read as a regression.
+    assert!(
+        verdicts(&slow_night, TimeModel::Absolute)
+            .iter()
+            .all(|v| *v == Verdict::Slower)
+    );
+    // One rung 5% slower on top of the drift: only that rung is flagged.
+    let b_slower = at("b-slower", 1.2, 1.05);
+    assert_eq!(
+        verdicts(&b_slower, TimeModel::NetOfDrift),
+        [Verdict::Control, Verdict::NoChange, Verdict::Slower]
+    );
+    let rows = compare(&base, &b_slower, &th, TimeModel::NetOfDrift);
+    let b = rows[2].time_rel.unwrap();
+    assert!((b.rel - 0.05).abs() < 1e-6, "{b:?}");
+    // A candidate whose values are not numbers is a failure, not a pass.
+    let mut nan = slow_night.clone();
+    nan.rows[1].acc_tta_mean = f64::NAN;
+    let v = verdicts(&nan, TimeModel::NetOfDrift);
+    assert_eq!(v[1], Verdict::NotANumber);
+    assert!(v[1].is_bad());
 }
 
 #[test]

@@ -111,6 +111,41 @@ fn saved_queue(dir: &std::path::Path, events: &EventQueue) -> Option<Vec<crate::
     }
 }
 
+/// A saved queue obeyed on resume must be runs of the folder's own matrix:
+/// one naming another matrix, a variant the matrix lacks or a variant that
+/// changes differently is refused, not trained.
+fn reconcile(m: &Matrix, saved: &[crate::queue::Entry], dir: &std::path::Path) -> Result<()> {
+    let q = dir.join("queue.json");
+    let fix = "restore it, or delete it to resume from the manifest's matrix";
+    for e in saved {
+        let s = &e.spec;
+        if s.id.matrix != m.name {
+            anyhow::bail!(
+                "{}: holds runs of matrix `{}`, but the folder ran `{}`: {fix}",
+                q.display(),
+                s.id.matrix,
+                m.name
+            );
+        }
+        let Some(v) = m.variants.iter().find(|v| v.name == s.id.variant) else {
+            anyhow::bail!(
+                "{}: variant `{}` is not in the folder's matrix `{}`: {fix}",
+                q.display(),
+                s.id.variant,
+                m.name
+            );
+        };
+        if v.overrides != s.overrides || s.recipe != m.recipe || s.data != m.data {
+            anyhow::bail!(
+                "{}: run `{}` differs from the variant the folder's matrix defines (recipe, data or changes): {fix}",
+                q.display(),
+                s.id
+            );
+        }
+    }
+    Ok(())
+}
+
 /// What the real engine would fail every run on, checked before a session
 /// creates any results folder: the workers' devices, each matrix's device and data.
 pub fn preflight(matrices: &[Matrix], devices: &[String]) -> Result<()> {
@@ -202,6 +237,9 @@ impl Session {
             let saved = (resumed.as_deref() == Some(m.name.as_str()))
                 .then(|| saved_queue(store.dir(), &events))
                 .flatten();
+            if let Some(entries) = &saved {
+                reconcile(&m, entries, store.dir())?;
+            }
             match saved {
                 Some(entries) => queue.resume_matrix(m, entries, &done, Some(qfile)),
                 None => queue.add_matrix(m, &done, Some(qfile)),

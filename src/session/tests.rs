@@ -479,7 +479,7 @@ fn resume_follows_the_folders_queue_and_cleans_up_after_a_kill() {
         .unwrap();
     flip.status = RunStatus::Done;
     std::fs::write(&q, serde_json::to_string(&entries).unwrap()).unwrap();
-    let rows = |dir: &std::path::Path| crate::store::ResultsWriter::open(dir).unwrap().runs().len();
+    let rows = |dir: &std::path::Path| crate::store::folder_runs(dir).unwrap().len();
     let before = rows(&dir);
     let mut again = Session::start(
         vec![],

@@ -177,6 +177,19 @@ pub fn merge(folders: &[PathBuf], into: &Path) -> Result<MergeSummary> {
         }
     }
 
+    std::fs::create_dir_all(into)
+        .with_context(|| format!("cannot create {}; pass a writable --into", into.display()))?;
+    let _lock = crate::util::lock::FolderLock::acquire(into, "merging")?;
+    // Checked again under the lock: another merge may have filled it meanwhile.
+    let others = std::fs::read_dir(into)?
+        .flatten()
+        .any(|e| e.file_name() != crate::util::lock::LOCK_FILE);
+    if others {
+        bail!(
+            "{} was filled by another merge meanwhile: pass a new folder to --into",
+            into.display()
+        );
+    }
     for sub in ["steps", "epochs"] {
         std::fs::create_dir_all(into.join(sub))
             .with_context(|| format!("cannot create {}", into.join(sub).display()))?;

@@ -11,7 +11,7 @@ pub use merge::{MergeSummary, merge};
 pub use rows::{Ended, RunRow, read_runs, write_runs};
 
 use crate::events::{EpochRow, Event, RunId, StepRow};
-use crate::util::{write_atomic, write_atomic_with};
+use crate::util::lock::FolderLock;
 use anyhow::{Context, Result};
 use polars::prelude::{Column, DataFrame, NamedFrom, ParquetWriter, Series};
 use std::collections::{HashMap, HashSet};
@@ -30,6 +30,16 @@ pub struct ResultsWriter {
     manifest: serde_json::Value,
     runs: Vec<RunRow>,
     live: HashMap<RunId, LiveRun>,
+    /// Held while this writer lives: one writer per folder.
+    _lock: FolderLock,
+    /// The folder's (device, inode) when it was opened: a folder deleted or
+    /// replaced meanwhile is not written into.
+    identity: (u64, u64),
+}
+
+fn identity(dir: &Path) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(dir).ok().map(|m| (m.dev(), m.ino()))
 }
 
 /// Folder-name-safe version of a matrix name.
@@ -94,6 +104,17 @@ pub fn sessions_below(dir: &Path, depth: usize) -> Vec<PathBuf> {
     }
     out.sort();
     out
+}
+
+/// A results folder's runs table, read without taking its lock (browsing a
+/// folder another process writes is fine: every file is replaced atomically).
+pub fn folder_runs(dir: &Path) -> Result<Vec<RunRow>> {
+    let rpath = dir.join("runs.parquet");
+    if rpath.exists() {
+        read_runs(&rpath)
+    } else {
+        Ok(Vec::new())
+    }
 }
 
 /// A results folder's `manifest.json`.
@@ -180,6 +201,8 @@ impl ResultsWriter {
             "created_at": chrono::Local::now().to_rfc3339(),
         });
         let w = ResultsWriter {
+            _lock: FolderLock::acquire(&dir, "writing results")?,
+            identity: identity(&dir).context("the new results folder vanished")?,
             dir,
             manifest,
             runs: Vec::new(),
@@ -189,22 +212,33 @@ impl ResultsWriter {
         Ok(w)
     }
 
-    /// Reopens a results folder to resume it.
+    /// Reopens a results folder to resume it (or to merge into it).
     pub fn open(dir: &Path) -> Result<ResultsWriter> {
         let manifest = read_manifest(dir)?;
+        let lock = FolderLock::acquire(dir, "resuming")?;
         remove_leftover_temps(dir);
-        let rpath = dir.join("runs.parquet");
-        let runs = if rpath.exists() {
-            read_runs(&rpath)?
-        } else {
-            Vec::new()
-        };
+        let runs = folder_runs(dir)?;
         Ok(ResultsWriter {
+            _lock: lock,
+            identity: identity(dir).context("the results folder vanished")?,
             dir: dir.to_path_buf(),
             manifest,
             runs,
             live: HashMap::new(),
         })
+    }
+
+    /// Refuses to write into a folder that was deleted or replaced since it
+    /// was opened: recreating it would leave runs without a manifest that
+    /// nothing could resume, compare or report.
+    fn check_folder(&self) -> Result<()> {
+        if identity(&self.dir) != Some(self.identity) {
+            anyhow::bail!(
+                "results folder {} was deleted or replaced while the session ran; nothing more is written there: start a new session (the runs stored elsewhere are safe)",
+                self.dir.display()
+            );
+        }
+        Ok(())
     }
 
     pub fn dir(&self) -> &Path {
@@ -229,10 +263,11 @@ impl ResultsWriter {
     }
 
     fn write_manifest(&self) -> Result<()> {
-        write_atomic(
-            &self.dir.join("manifest.json"),
-            serde_json::to_string_pretty(&self.manifest)?.as_bytes(),
-        )
+        self.check_folder()?;
+        let text = serde_json::to_string_pretty(&self.manifest)?;
+        crate::util::write_atomic_into(&self.dir.join("manifest.json"), |f| {
+            std::io::Write::write_all(f, text.as_bytes()).map_err(Into::into)
+        })
     }
 
     fn note_unique(&mut self, field: &str, v: serde_json::Value) -> Result<()> {
@@ -301,22 +336,35 @@ impl ResultsWriter {
         reason: Option<String>,
         summary: Option<&crate::events::RunSummary>,
     ) -> Result<()> {
+        self.check_folder()?;
+        if !self.dir.join("manifest.json").is_file() {
+            anyhow::bail!(
+                "{}: manifest.json was deleted while the session ran; nothing more is written there: start a new session",
+                self.dir.display()
+            );
+        }
         let live = self.live.remove(run);
         if let Some(l) = &live {
             let key = run.key();
+            let file = |sub: &str| -> Result<PathBuf> {
+                // Not create_dir_all: the results folder itself must exist.
+                let d = self.dir.join(sub);
+                match std::fs::create_dir(&d) {
+                    Ok(()) => {}
+                    Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+                    Err(e) => {
+                        return Err(e).with_context(|| format!("cannot create {}", d.display()));
+                    }
+                }
+                Ok(d.join(format!("{key}.parquet")))
+            };
             if !l.steps.is_empty() {
                 let mut df = steps_frame(run, l.seed, &l.steps)?;
-                write_parquet(
-                    &self.dir.join("steps").join(format!("{key}.parquet")),
-                    &mut df,
-                )?;
+                write_parquet_into(&file("steps")?, &mut df)?;
             }
             if !l.epochs.is_empty() {
                 let mut df = epochs_frame(run, l.seed, &l.epochs)?;
-                write_parquet(
-                    &self.dir.join("epochs").join(format!("{key}.parquet")),
-                    &mut df,
-                )?;
+                write_parquet_into(&file("epochs")?, &mut df)?;
             }
         }
         let mut row = RunRow::new(
@@ -337,12 +385,25 @@ impl ResultsWriter {
         self.runs
             .retain(|r| !(r.variant == row.variant && r.repeat == row.repeat));
         self.runs.push(row);
-        write_runs(&self.dir.join("runs.parquet"), &self.runs)
+        write_parquet_into(
+            &self.dir.join("runs.parquet"),
+            &mut rows::runs_frame(&self.runs)?,
+        )
     }
 }
 
 pub fn write_parquet(path: &Path, df: &mut DataFrame) -> Result<()> {
-    write_atomic_with(path, |f| {
+    if let Some(dir) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir)
+            .with_context(|| format!("cannot create folder {}", dir.display()))?;
+    }
+    write_parquet_into(path, df)
+}
+
+/// [`write_parquet`] into a folder that must exist (the results writer's:
+/// a folder deleted under it is not recreated).
+fn write_parquet_into(path: &Path, df: &mut DataFrame) -> Result<()> {
+    crate::util::write_atomic_into(path, |f| {
         ParquetWriter::new(f)
             .finish(df)
             .with_context(|| format!("cannot write {}", path.display()))?;

@@ -36,7 +36,13 @@ pub fn summary(acc: f64, dawn: f64, ttt: Option<f64>) -> RunSummary {
 }
 
 /// Feeds one whole run through the writer.
-pub fn feed(w: &mut ResultsWriter, run: RunId, seed: u64, s: Option<RunSummary>) {
+/// A whole run's events into `w`; the first store error.
+pub fn feed_result(
+    w: &mut ResultsWriter,
+    run: RunId,
+    seed: u64,
+    s: Option<RunSummary>,
+) -> anyhow::Result<()> {
     let config = Arc::new(
         serde_json::json!({"recipe": "tiny", "tricks_on": ["flip", "celu"], "overrides": ["celu=on"], "data_name": "d", "data_hash": "h"}),
     );
@@ -49,8 +55,7 @@ pub fn feed(w: &mut ResultsWriter, run: RunId, seed: u64, s: Option<RunSummary>)
         target_acc: 0.5,
         device: "cpu".into(),
         reference: None,
-    })
-    .unwrap();
+    })?;
     let rows = (1..=3)
         .map(|k| StepRow {
             step: k,
@@ -65,8 +70,7 @@ pub fn feed(w: &mut ResultsWriter, run: RunId, seed: u64, s: Option<RunSummary>)
         run: run.clone(),
         rows,
         images_per_s: 10.0,
-    })
-    .unwrap();
+    })?;
     let row = EpochRow {
         epoch: 1,
         steps: 3,
@@ -82,17 +86,18 @@ pub fn feed(w: &mut ResultsWriter, run: RunId, seed: u64, s: Option<RunSummary>)
     w.on_event(&Event::Epoch {
         run: run.clone(),
         row,
-    })
-    .unwrap();
+    })?;
     match s {
-        Some(summary) => w.on_event(&Event::RunFinished { run, summary }).unwrap(),
-        None => w
-            .on_event(&Event::RunFailed {
-                run,
-                reason: "loss became NaN".into(),
-            })
-            .unwrap(),
+        Some(summary) => w.on_event(&Event::RunFinished { run, summary }),
+        None => w.on_event(&Event::RunFailed {
+            run,
+            reason: "loss became NaN".into(),
+        }),
     }
+}
+
+pub fn feed(w: &mut ResultsWriter, run: RunId, seed: u64, s: Option<RunSummary>) {
+    feed_result(w, run, seed, s).unwrap()
 }
 
 #[test]
@@ -132,11 +137,40 @@ fn writes_runs_steps_epochs_and_manifest_and_resumes() {
         ("failed", Some("loss became NaN"))
     );
 
+    // One writer per folder: resuming waits for this writer to end.
+    let e = ResultsWriter::open(&dir).err().unwrap().to_string();
+    assert!(
+        e.contains("is locked by pid") && e.contains("resuming needs it alone"),
+        "{e}"
+    );
+    drop(w);
     let again = ResultsWriter::open(&dir).unwrap();
     assert_eq!(
         again.finished(),
         [("base".to_string(), 0usize)].into_iter().collect()
     );
+}
+
+#[test]
+fn a_folder_deleted_or_replaced_mid_session_is_not_recreated() {
+    let root = tempfile::tempdir().unwrap();
+    let mut w = ResultsWriter::create(root.path(), "m", "").unwrap();
+    feed(&mut w, rid("a", 0, 0), 0, Some(summary(0.5, 10.0, None)));
+    let dir = w.dir().to_path_buf();
+    std::fs::remove_dir_all(&dir).unwrap();
+    let mut run = || feed_result(&mut w, rid("a", 0, 1), 1, Some(summary(0.5, 10.0, None)));
+    let e = format!("{:#}", run().unwrap_err());
+    assert!(
+        e.contains("deleted or replaced") && e.contains("start a new session"),
+        "{e}"
+    );
+    assert!(!dir.exists(), "the folder was recreated");
+    // Replaced by a new folder of the same name: not written into either.
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("manifest.json"), "{}").unwrap();
+    let e = format!("{:#}", run().unwrap_err());
+    assert!(e.contains("deleted or replaced"), "{e}");
+    assert!(!dir.join("runs.parquet").exists());
 }
 
 #[test]
@@ -147,7 +181,9 @@ fn corrupt_runs_parquet_is_one_clear_line_and_failed_write_keeps_old() {
     let p = w.dir().join("runs.parquet");
     let good = std::fs::read(&p).unwrap();
     std::fs::write(&p, b"PAR1 not really").unwrap();
-    let e = format!("{:#}", ResultsWriter::open(w.dir()).err().unwrap());
+    let dir = w.dir().to_path_buf();
+    drop(w);
+    let e = format!("{:#}", ResultsWriter::open(&dir).err().unwrap());
     assert!(e.contains("runs.parquet") && e.contains("delete it"), "{e}");
     std::fs::write(&p, &good).unwrap();
     let r = crate::util::write_atomic_with(&p, |_| anyhow::bail!("disk full"));

@@ -127,9 +127,9 @@ pub struct BrowseBackend {
 
 impl BrowseBackend {
     pub fn new(dir: PathBuf) -> Result<BrowseBackend> {
-        let w = crate::store::ResultsWriter::open(&dir)?;
+        crate::store::read_manifest(&dir)?;
         Ok(BrowseBackend {
-            runs: w.runs().to_vec(),
+            runs: crate::store::folder_runs(&dir)?,
             dir,
         })
     }

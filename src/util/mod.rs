@@ -2,7 +2,9 @@
 //! atomic writes, one-line errors, devices, statistics.
 
 pub mod device;
+pub mod lock;
 pub mod native;
+pub mod signals;
 pub mod stats;
 
 use anyhow::{Context, Result};
@@ -26,6 +28,15 @@ pub fn write_atomic_with(
         .unwrap_or(Path::new("."));
     std::fs::create_dir_all(dir)
         .with_context(|| format!("cannot create folder {}", dir.display()))?;
+    write_atomic_into(path, fill)
+}
+
+/// Like [`write_atomic_with`], into a folder that must already exist: a
+/// results folder deleted under a session must not come back half-empty.
+pub fn write_atomic_into(
+    path: &Path,
+    fill: impl FnOnce(&mut std::fs::File) -> Result<()>,
+) -> Result<()> {
     let tmp = temp_sibling(path);
     let result = (|| -> Result<()> {
         let mut f = std::fs::File::create(&tmp)

@@ -1,0 +1,325 @@
+//! What people who leave tricklab running overnight, or share a results
+//! folder, run into: a second writer, stop signals in every phase, a folder
+//! deleted under a session, a saved queue that does not match its folder,
+//! options that would silently change a resumed session, a bad baseline.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+fn bin() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_tricklab"));
+    c.env("NO_COLOR", "1");
+    c
+}
+
+fn output(args: &[&str], cwd: &Path) -> Output {
+    bin()
+        .args(args)
+        .current_dir(cwd)
+        .output()
+        .expect("running tricklab")
+}
+
+fn spawn(args: &[&str], cwd: &Path, env: &[(&str, &str)]) -> Child {
+    let mut c = bin();
+    c.args(args)
+        .current_dir(cwd)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    c.spawn().expect("starting tricklab")
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// A matrix of `runs` repeats of one long run on synthetic data: each run
+/// lasts as long as a test needs it to.
+fn long_matrix(dir: &Path, name: &str, runs: usize) -> PathBuf {
+    let p = dir.join(format!("{name}.toml"));
+    std::fs::write(
+        &p,
+        format!(
+            "name = \"{name}\"\nrecipe = \"tiny-page-resnet9\"\nkind = \"list\"\ndata = \"synthetic:200\"\nrepeats = {runs}\nset = {{ epochs = 9999, batch_size = 20, train_per_class = 0, test_per_class = 0 }}\n[[variant]]\nname = \"long\"\n"
+        ),
+    )
+    .unwrap();
+    p
+}
+
+/// The session folder a run started, once its manifest exists.
+fn wait_for_folder(root: &Path, matrix: &str, secs: u64) -> PathBuf {
+    let start = Instant::now();
+    loop {
+        let found = std::fs::read_dir(root.join(matrix))
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|e| e.path())
+            .find(|p| p.join("manifest.json").is_file());
+        if let Some(f) = found {
+            return f;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(secs),
+            "no results folder appeared"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Waits until `child` has printed `what` on stderr, in the first `secs`; returns it all.
+fn wait_exit(mut child: Child, secs: u64) -> (i32, String) {
+    let start = Instant::now();
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            let out = child.wait_with_output().unwrap();
+            return (
+                status.code().unwrap_or(-1),
+                String::from_utf8_lossy(&out.stderr).into_owned(),
+            );
+        }
+        if start.elapsed() > Duration::from_secs(secs) {
+            let _ = child.kill();
+            let out = child.wait_with_output().unwrap();
+            panic!(
+                "still running after {secs} s:\n{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn term(child: &Child) {
+    // SAFETY: signalling our own child process.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+}
+
+/// Waits for the first step of the run in progress (its steps file is
+/// written at the end, so: for training to have started at all).
+fn wait_running(dir: &Path) {
+    std::thread::sleep(Duration::from_millis(1500));
+    assert!(dir.join("manifest.json").is_file());
+}
+
+#[test]
+fn one_writer_per_folder_and_stop_signals_are_honoured() {
+    let tmp = tempfile::tempdir().unwrap();
+    let m = long_matrix(tmp.path(), "long", 2);
+    let m = m.to_str().unwrap();
+    let first = spawn(
+        &[
+            "run",
+            m,
+            "--headless",
+            "--devices",
+            "cpu",
+            "--results",
+            "res",
+        ],
+        tmp.path(),
+        &[("TRICKLAB_STOP_GRACE_S", "2")],
+    );
+    let dir = wait_for_folder(&tmp.path().join("res"), "long", 60);
+    wait_running(&dir);
+    // A second writer of the same folder is refused at once, naming the holder.
+    let second = output(
+        &[
+            "run",
+            "--headless",
+            "--devices",
+            "cpu",
+            "--resume",
+            dir.to_str().unwrap(),
+        ],
+        tmp.path(),
+    );
+    assert_eq!(second.status.code(), Some(1), "{}", stderr(&second));
+    let e = stderr(&second);
+    assert!(
+        e.contains("is locked by pid")
+            && e.contains(&first.id().to_string())
+            && e.lines().count() == 1,
+        "{e}"
+    );
+    // One SIGTERM: stop after the run in progress, which the grace period
+    // (2 s here) then cancels: exit 143, with the resume command.
+    term(&first);
+    let (code, err) = wait_exit(first, 60);
+    assert_eq!(code, 143, "{err}");
+    assert!(
+        err.contains("terminated: finishing the current run")
+            && err.contains("did not end within 2 s"),
+        "{err}"
+    );
+    assert!(err.contains("--resume"), "{err}");
+    // The killed session's lock is gone: resuming works (and two SIGTERMs cancel at once).
+    let again = spawn(
+        &[
+            "run",
+            "--headless",
+            "--devices",
+            "cpu",
+            "--resume",
+            dir.to_str().unwrap(),
+        ],
+        tmp.path(),
+        &[],
+    );
+    std::thread::sleep(Duration::from_millis(2500));
+    term(&again);
+    std::thread::sleep(Duration::from_millis(300));
+    term(&again);
+    let (code, err) = wait_exit(again, 30);
+    assert_eq!(code, 143, "{err}");
+    assert!(
+        err.contains("stop signal again: cancelling the current run"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_folder_deleted_under_a_session_stops_it_without_recreating_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let m = tmp.path().join("gone.toml");
+    std::fs::write(
+        &m,
+        "name = \"gone\"\nrecipe = \"tiny-page-resnet9\"\nkind = \"list\"\ndata = \"synthetic:200\"\nrepeats = 4\nset = { epochs = 4, batch_size = 20, train_per_class = 0, test_per_class = 0 }\n[[variant]]\nname = \"short\"\n",
+    )
+    .unwrap();
+    let child = spawn(
+        &[
+            "run",
+            m.to_str().unwrap(),
+            "--headless",
+            "--devices",
+            "cpu",
+            "--results",
+            "res",
+        ],
+        tmp.path(),
+        &[],
+    );
+    let dir = wait_for_folder(&tmp.path().join("res"), "gone", 60);
+    std::fs::remove_dir_all(&dir).unwrap();
+    // The store finds out when the run in progress ends, and the session stops there.
+    let (code, err) = wait_exit(child, 120);
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains("was deleted or replaced while the session ran"),
+        "{err}"
+    );
+    assert!(!dir.exists(), "the deleted folder was recreated");
+}
+
+#[test]
+fn resume_refuses_options_that_would_change_the_folder_and_a_queue_that_is_not_its_own() {
+    let tmp = tempfile::tempdir().unwrap();
+    let m = tmp.path().join("small.toml");
+    std::fs::write(
+        &m,
+        "name = \"small\"\nrecipe = \"tiny-page-resnet9\"\nkind = \"add-one\"\ndata = \"synthetic:100\"\nvary = [\"celu\"]\nset = { epochs = 1, batch_size = 20, train_per_class = 0, test_per_class = 0 }\n",
+    )
+    .unwrap();
+    let o = output(
+        &[
+            "run",
+            m.to_str().unwrap(),
+            "--headless",
+            "--devices",
+            "cpu",
+            "--results",
+            "res",
+        ],
+        tmp.path(),
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let dir = wait_for_folder(&tmp.path().join("res"), "small", 5);
+    let d = dir.to_str().unwrap();
+    for extra in [
+        &["--repeats", "3"][..],
+        &["--data", "synthetic:50"],
+        &["--tiny"],
+    ] {
+        let o = output(
+            &[&["run", "--headless", "--resume", d][..], extra].concat(),
+            tmp.path(),
+        );
+        let e = stderr(&o);
+        assert_eq!(o.status.code(), Some(1), "{e}");
+        assert!(
+            e.contains("continues the folder with the runs and options it was made with"),
+            "{e}"
+        );
+    }
+    // A saved queue naming a variant the folder's matrix lacks: refused, not trained.
+    let q = dir.join("queue.json");
+    let text = std::fs::read_to_string(&q).unwrap();
+    std::fs::write(&q, text.replace("+ celu", "+ ghost")).unwrap();
+    let o = output(
+        &["run", "--headless", "--devices", "cpu", "--resume", d],
+        tmp.path(),
+    );
+    let e = stderr(&o);
+    assert_eq!(o.status.code(), Some(1), "{e}");
+    assert!(
+        e.contains("variant `+ ghost` is not in the folder's matrix"),
+        "{e}"
+    );
+    // Another matrix's queue.
+    std::fs::write(&q, text.replace("\"small\"", "\"other\"")).unwrap();
+    let o = output(
+        &["run", "--headless", "--devices", "cpu", "--resume", d],
+        tmp.path(),
+    );
+    assert!(
+        stderr(&o).contains("holds runs of matrix `other`"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+#[test]
+fn nightly_checks_its_baseline_and_history_before_training() {
+    let tmp = tempfile::tempdir().unwrap();
+    let m = long_matrix(tmp.path(), "night", 1);
+    let start = Instant::now();
+    // A baseline that is not a results folder.
+    std::fs::create_dir_all(tmp.path().join("empty")).unwrap();
+    let o = output(
+        &[
+            "nightly",
+            m.to_str().unwrap(),
+            "--baseline",
+            "empty",
+            "--devices",
+            "cpu",
+        ],
+        tmp.path(),
+    );
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("--baseline"), "{}", stderr(&o));
+    // A history that is not a tricklab history.
+    let base = tmp.path().join("base");
+    std::fs::create_dir_all(&base).unwrap();
+    std::fs::write(base.join("manifest.json"), "{}").unwrap();
+    let o = output(
+        &[
+            "nightly",
+            m.to_str().unwrap(),
+            "--baseline",
+            "base",
+            "--devices",
+            "cpu",
+        ],
+        tmp.path(),
+    );
+    assert!(stderr(&o).contains("no finished run"), "{}", stderr(&o));
+    // Neither trained: the long matrix would take hours.
+    assert!(start.elapsed() < Duration::from_secs(30));
+}
