@@ -16,7 +16,7 @@ TORCH_DEP := $(STAMP)
 CARGO_ENV = LIBTORCH="$$(ls -d $(CURDIR)/$(VENV)/lib/python3*/site-packages/torch)"
 endif
 
-.PHONY: run build test test-slurm lint bench clean gpu-bundle gpu-rehearse
+.PHONY: run build test test-slurm lint bench clean gpu-bundle gpu-rehearse golden parity
 
 run: build
 	./target/release/tricklab
@@ -53,6 +53,26 @@ gpu-bundle: build
 
 gpu-rehearse: build
 	PYTHON="$(CURDIR)/$(VENV)/bin/python3" bash scripts/gpu-rehearse.sh
+
+# The published scripts, fetched unmodified OUTSIDE this repository (README,
+# "Fidelity"): PEERS holds cifar10-airbench, cifar10-speedrun, hlb-CIFAR10,
+# cifar10-fast and cifar10-fast-simple at the commits scripts/golden/SOURCES.md pins.
+PEERS ?= $(CURDIR)/../peers
+
+# tests/golden/*.json from the references' own code (CPU, ~10 s).
+golden: $(TORCH_DEP)
+	$(VENV)/bin/python3 scripts/golden/make_golden.py --airbench $(PEERS)/cifar10-airbench \
+	    --speedrun $(PEERS)/cifar10-speedrun --hlb $(PEERS)/hlb-CIFAR10 \
+	    --page $(PEERS)/cifar10-fast --out tests/golden
+
+# Each recipe beside the script it reproduces: results/reference/parity-DEVICE-DATE.md.
+# PARITY passes more arguments (recipes, --seeds, --device cuda, --data).
+parity: build $(VENV)/.torchvision
+	./target/release/tricklab parity --peers $(PEERS) --python $(VENV)/bin/python3 $(PARITY)
+
+$(VENV)/.torchvision: $(TORCH_DEP)
+	$(VENV)/bin/pip install --quiet --disable-pip-version-check torchvision==0.26.0
+	touch $@
 
 clean:
 	cargo clean

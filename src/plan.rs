@@ -219,6 +219,25 @@ pub struct MuonPlan {
     pub weight_decay: f64,
 }
 
+impl MuonPlan {
+    /// The optimiser's options for a run of `total_steps` (the renormalisation
+    /// interval and hiverge's magnitude read the step as a fraction of it).
+    pub fn options(&self, total_steps: u64) -> crate::optim::MuonOptions {
+        crate::optim::MuonOptions {
+            momentum: self.momentum,
+            nesterov: true,
+            ns_steps: self.ns_steps,
+            ns: self.ns,
+            ns_dtype: self.ns_dtype,
+            batched: self.batched,
+            half_momentum: self.half_momentum,
+            renorm: self.renorm,
+            weight_decay: self.weight_decay,
+            total_steps,
+        }
+    }
+}
+
 #[derive(Clone, Debug, PartialEq)]
 pub struct WhitenBias {
     /// Epochs during which the whitening bias trains: its first
@@ -532,8 +551,23 @@ impl Averaging {
         }
     }
 
-    /// Every action of a run, as (1-based step, action): what the engine
-    /// does, for the golden tests and `tricklab plan` (no tensors).
+    /// What the average does once the last step is done: airbench's lookahead
+    /// copies it into the net once more (d = 1); the others evaluate as they are.
+    pub fn at_end(&self) -> Option<AvgAction> {
+        match self {
+            Averaging::Lookahead {
+                eval_average: false,
+                ..
+            } => Some(AvgAction::Update {
+                decay: 1.0,
+                copy_back: true,
+            }),
+            _ => None,
+        }
+    }
+
+    /// Every action of a run, as (1-based step, action), the end's included:
+    /// what the engine does, for the golden tests (no tensors).
     pub fn schedule(&self, total: u64, per_epoch: u64) -> Vec<(u64, AvgAction)> {
         let mut started = self.starts_at_init();
         let mut out = Vec::new();
@@ -544,6 +578,9 @@ impl Averaging {
                 started = true;
                 out.push((t, a));
             }
+        }
+        if let (Some(a), true) = (self.at_end(), started) {
+            out.push((total, a));
         }
         out
     }

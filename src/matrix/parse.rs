@@ -902,7 +902,7 @@ on = ["celu"]
         assert_eq!(tiny.seeds, sr.seeds);
         assert!(
             tiny.text.contains("--tiny")
-                && !tiny.text.contains("1536")
+                && !tiny.text.contains("batch_size = 1536")
                 && !tiny.text.contains("0.19")
         );
 

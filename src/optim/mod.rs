@@ -25,7 +25,7 @@ pub use ema::{Ema, float_state, is_update_step, lookahead_decay, page_ema_decay}
 pub use loss::{label_smoothed_ce, smooth_targets, soft_target_ce};
 pub use muon::{
     Muon, MuonOptions, NS_AIRBENCH, NS_SPEEDRUN, NsDtype, NsVariant, Renorm, newton_schulz,
-    newton_schulz5,
+    newton_schulz5, orthogonalise,
 };
 pub use schedule::Piecewise;
 pub use sgd::{SgdPage, SgdTorch};

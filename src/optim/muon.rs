@@ -110,7 +110,14 @@ pub fn newton_schulz(g: &Tensor, steps: i64, ns: NsVariant, kind: Kind, progress
     let (a, b, cc) = ns.coeffs();
     for _ in 0..steps {
         let gram = x.matmul(&x.transpose(r, c));
-        let poly = &gram * b + gram.matmul(&gram) * cc;
+        // The order of the scaling decides the rounding, which three steps
+        // in bf16 grow to ~1e-2: airbench writes `c * A @ A`, i.e. (cA)A;
+        // hiverge `c * (A @ A)`.
+        let cubic = match ns {
+            NsVariant::Airbench => (&gram * cc).matmul(&gram),
+            NsVariant::Speedrun => gram.matmul(&gram) * cc,
+        };
+        let poly = &gram * b + cubic;
         x = &x * a + poly.matmul(&x);
     }
     if transposed {
@@ -207,48 +214,45 @@ impl Muon {
             })
             .collect()
     }
+}
 
-    /// NS(g') of every filter, shaped like it: one call per filter, or one
-    /// batched call over all of them padded to the largest.
-    fn orthogonalise(&self, todo: &[(Tensor, Tensor)], progress: f64) -> Vec<Tensor> {
-        let (steps, ns) = (self.o.ns_steps, self.o.ns);
-        let mats: Vec<Tensor> = todo
-            .iter()
-            .map(|(w, g)| g.reshape([w.size()[0], -1]))
-            .collect();
-        let out: Vec<Tensor> = if !self.o.batched || mats.len() < 2 {
-            mats.iter()
-                .map(|m| newton_schulz(m, steps, ns, self.o.ns_dtype.kind(m), progress))
-                .collect()
-        } else {
-            let rows = mats.iter().map(|m| m.size()[0]).max().unwrap_or(0);
-            let cols = mats.iter().map(|m| m.size()[1]).max().unwrap_or(0);
-            // hiverge rounds the width up to a multiple of 16 (tensor cores).
-            let cols = (cols + 15) / 16 * 16;
-            let padded: Vec<Tensor> = mats
-                .iter()
-                .map(|m| {
-                    let (r, c) = (m.size()[0], m.size()[1]);
-                    m.constant_pad_nd([0, cols - c, 0, rows - r])
-                })
-                .collect();
-            let batch = Tensor::stack(&padded, 0);
-            let kind = self.o.ns_dtype.kind(&batch);
-            let x = newton_schulz(&batch, steps, ns, kind, progress);
-            mats.iter()
-                .enumerate()
-                .map(|(i, m)| {
-                    x.get(i as i64)
-                        .narrow(0, 0, m.size()[0])
-                        .narrow(1, 0, m.size()[1])
-                })
-                .collect()
-        };
-        out.into_iter()
-            .zip(todo)
-            .map(|(u, (w, _))| u.reshape(w.size()))
+/// NS(g') of every filter's corrected gradient `g`, shaped like it: one call
+/// per filter, or with `o.batched` one call over all of them zero-padded to
+/// the largest. `progress` ∈ (0, 1] is the step over the run's total.
+pub fn orthogonalise(grads: &[Tensor], o: &MuonOptions, progress: f64) -> Vec<Tensor> {
+    let (steps, ns) = (o.ns_steps, o.ns);
+    let mats: Vec<Tensor> = grads.iter().map(|g| g.reshape([g.size()[0], -1])).collect();
+    let out: Vec<Tensor> = if !o.batched || mats.len() < 2 {
+        mats.iter()
+            .map(|m| newton_schulz(m, steps, ns, o.ns_dtype.kind(m), progress))
             .collect()
-    }
+    } else {
+        let rows = mats.iter().map(|m| m.size()[0]).max().unwrap_or(0);
+        let cols = mats.iter().map(|m| m.size()[1]).max().unwrap_or(0);
+        // hiverge rounds the width up to a multiple of 16 (tensor cores).
+        let cols = (cols + 15) / 16 * 16;
+        let padded: Vec<Tensor> = mats
+            .iter()
+            .map(|m| {
+                let (r, c) = (m.size()[0], m.size()[1]);
+                m.constant_pad_nd([0, cols - c, 0, rows - r])
+            })
+            .collect();
+        let batch = Tensor::stack(&padded, 0);
+        let x = newton_schulz(&batch, steps, ns, o.ns_dtype.kind(&batch), progress);
+        mats.iter()
+            .enumerate()
+            .map(|(i, m)| {
+                x.get(i as i64)
+                    .narrow(0, 0, m.size()[0])
+                    .narrow(1, 0, m.size()[1])
+            })
+            .collect()
+    };
+    out.into_iter()
+        .zip(grads)
+        .map(|(u, g)| u.reshape(g.size()))
+        .collect()
 }
 
 impl Optimizer for Muon {
@@ -277,7 +281,8 @@ impl Optimizer for Muon {
                     todo.push((w.shallow_clone(), g));
                 }
             }
-            let updates = self.orthogonalise(&todo, progress);
+            let grads: Vec<Tensor> = todo.iter().map(|(_, g)| g.shallow_clone()).collect();
+            let updates = orthogonalise(&grads, &self.o, progress);
             let shrink = 1.0 - lr * self.o.weight_decay;
             for ((w, _), update) in todo.iter().zip(updates) {
                 let mut w = w.shallow_clone();

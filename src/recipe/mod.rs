@@ -21,21 +21,100 @@ use crate::tricks::{self, ParamValue};
 use anyhow::{Context, Result, bail};
 
 fn parse_num(key: &str, value: &str) -> Result<f64> {
-    let v: f64 = match value.split_once('/') {
-        // Fractions such as 1/16 read naturally for logit scales.
-        Some((a, b)) => a
-            .trim()
-            .parse::<f64>()
-            .ok()
-            .zip(b.trim().parse::<f64>().ok())
-            .map(|(a, b)| a / b),
-        None => value.parse().ok(),
-    }
-    .ok_or_else(|| anyhow::anyhow!("`{key}={value}`: `{value}` is not a number"))?;
+    let v = arithmetic(value)
+        .map_err(|why| anyhow::anyhow!("`{key}={value}`: `{value}` is not a number ({why})"))?;
     if !v.is_finite() {
         bail!("`{key}={value}`: not a finite number");
     }
     Ok(v)
+}
+
+/// A number, or arithmetic on numbers (`+ - * /`, parentheses), so that a
+/// recipe can state a value the way its source computes it, e.g.
+/// `0.0153 / (1 + 1/(1 - 0.85)) / 1.5`, and keep every digit.
+pub fn arithmetic(text: &str) -> std::result::Result<f64, String> {
+    struct P<'a> {
+        s: &'a [u8],
+        i: usize,
+    }
+    impl P<'_> {
+        fn peek(&mut self) -> Option<u8> {
+            while self.s.get(self.i) == Some(&b' ') {
+                self.i += 1;
+            }
+            self.s.get(self.i).copied()
+        }
+        fn sum(&mut self) -> std::result::Result<f64, String> {
+            let mut v = self.product()?;
+            while let Some(op @ (b'+' | b'-')) = self.peek() {
+                self.i += 1;
+                let r = self.product()?;
+                v = if op == b'+' { v + r } else { v - r };
+            }
+            Ok(v)
+        }
+        fn product(&mut self) -> std::result::Result<f64, String> {
+            let mut v = self.unary()?;
+            while let Some(op @ (b'*' | b'/')) = self.peek() {
+                self.i += 1;
+                let r = self.unary()?;
+                v = if op == b'*' { v * r } else { v / r };
+            }
+            Ok(v)
+        }
+        fn unary(&mut self) -> std::result::Result<f64, String> {
+            match self.peek() {
+                Some(b'-') => {
+                    self.i += 1;
+                    Ok(-self.unary()?)
+                }
+                Some(b'(') => {
+                    self.i += 1;
+                    let v = self.sum()?;
+                    if self.peek() != Some(b')') {
+                        return Err("a `(` is not closed".into());
+                    }
+                    self.i += 1;
+                    Ok(v)
+                }
+                _ => self.number(),
+            }
+        }
+        fn number(&mut self) -> std::result::Result<f64, String> {
+            let start = self.i;
+            while let Some(&c) = self.s.get(self.i) {
+                let exponent_sign = (c == b'+' || c == b'-')
+                    && self.i > start
+                    && matches!(self.s[self.i - 1], b'e' | b'E');
+                if c.is_ascii_alphanumeric() || c == b'.' || exponent_sign {
+                    self.i += 1;
+                } else {
+                    break;
+                }
+            }
+            let word = std::str::from_utf8(&self.s[start..self.i]).unwrap_or("");
+            match word.parse::<f64>() {
+                Ok(v) if !word.is_empty() => Ok(v),
+                _ if word.is_empty() => {
+                    Err(format!("expected a number at character {}", start + 1))
+                }
+                _ => Err(format!("`{word}` is not a number")),
+            }
+        }
+    }
+    let mut p = P {
+        s: text.trim().as_bytes(),
+        i: 0,
+    };
+    let v = p.sum()?;
+    match p.peek() {
+        None => Ok(v),
+        Some(c) => Err(format!(
+            "unexpected `{}` at character {}",
+            c as char,
+            p.i + 1
+        )),
+    }
 }
 
 fn set_hyper(cfg: &mut RunConfig, key: &str, value: &str) -> Result<()> {

@@ -116,7 +116,35 @@ fn speedrun_switches_carry_their_values_into_the_plan() {
     let r = super::resolve_plan("hiverge-speedrun", &[]).unwrap().1;
     let m = r.optim.muon.clone().unwrap();
     assert_eq!((m.ns, m.ns_dtype), (NsVariant::Speedrun, NsDtype::Filters));
-    assert!((m.weight_decay - 1.6002e-3).abs() < 1e-12);
+    assert!((m.weight_decay - 1.0418e-6 * 1536.0).abs() < 1e-15);
     assert!((r.loss.smoothing - 0.09).abs() < 1e-12);
     assert!(r.precision.bn_half);
+}
+
+#[test]
+fn settings_take_arithmetic_as_the_sources_write_it() {
+    use super::arithmetic;
+    let kilostep = 1.0 + 1.0 / (1.0 - 0.85);
+    assert_eq!(
+        arithmetic("0.0153 / (1 + 1/(1 - 0.85))"),
+        Ok(0.0153 / kilostep)
+    );
+    assert_eq!(arithmetic("1.0418e-6 * 1536"), Ok(1.0418e-6 * 1536.0));
+    assert_eq!(arithmetic(" 1/16 "), Ok(0.0625));
+    assert_eq!(arithmetic("2 - 3 - 4"), Ok(-5.0));
+    assert_eq!(arithmetic("-(2e+1)"), Ok(-20.0));
+    assert!(arithmetic("1/(2").unwrap_err().contains("not closed"));
+    assert!(arithmetic("2 3").unwrap_err().contains("unexpected `3`"));
+    assert!(
+        arithmetic("abc")
+            .unwrap_err()
+            .contains("`abc` is not a number")
+    );
+    assert!(arithmetic("").unwrap_err().contains("expected a number"));
+    let bad = crate::config::Override::Set {
+        key: "lr".into(),
+        value: "1/(2".into(),
+    };
+    let e = super::resolve_plan("airbench94", &[bad]).unwrap_err();
+    assert!(format!("{e:#}").contains("`lr=1/(2`"), "{e:#}");
 }

@@ -88,8 +88,23 @@ pub(crate) fn optimizer_groups(o: &OptimPlan, net: &Net) -> Vec<Group> {
     groups
 }
 
+/// The lr handed at step `s` to the optimiser that trains `group` (each
+/// group's own multiplier is applied inside it): the run's, Muon's own for
+/// its filters, the whitening bias's own decay when it has one.
+pub(super) fn base_lr(plan: &RunPlan, group: ParamGroup, s: u64, rates: &StepRates) -> f64 {
+    let o = &plan.optim;
+    let m = rates.main[s as usize];
+    match (group, &o.muon, &o.whiten_bias, rates.whiten_bias_steps) {
+        (ParamGroup::Filters, Some(mu), _, _) => mu.lr * m,
+        (ParamGroup::WhitenBias, _, Some(wb), Some(steps)) if wb.own_schedule => {
+            o.lr * (1.0 - s as f64 / steps.max(1) as f64)
+        }
+        _ => o.lr * m,
+    }
+}
+
 /// The optimiser for `groups`, of the plan's family.
-fn build_optimizer(o: &OptimPlan, groups: Vec<Group>) -> Box<dyn Optimizer> {
+pub(super) fn build_optimizer(o: &OptimPlan, groups: Vec<Group>) -> Box<dyn Optimizer> {
     let (mu, wd) = (o.momentum, o.weight_decay);
     match o.family {
         Family::Lars { trust } => Box::new(optim::Lars::new(groups, mu, wd, trust, false)),
@@ -117,18 +132,7 @@ impl Optimisers {
             filters: o.muon.as_ref().map(|m| {
                 optim::Muon::new(
                     vec![Group::new(net.param_groups().conv_filters)],
-                    optim::MuonOptions {
-                        momentum: m.momentum,
-                        nesterov: true,
-                        ns_steps: m.ns_steps,
-                        ns: m.ns,
-                        ns_dtype: m.ns_dtype,
-                        batched: m.batched,
-                        half_momentum: m.half_momentum,
-                        renorm: m.renorm,
-                        weight_decay: m.weight_decay,
-                        total_steps: rates.total,
-                    },
+                    m.options(rates.total),
                 )
             }),
             whiten_bias: own_bias.then(|| {
@@ -150,14 +154,12 @@ impl Optimisers {
 
     /// Step `s` (0-based) of every optimiser at its rate, then zero the grads.
     pub fn step(&mut self, plan: &RunPlan, s: u64, rates: &StepRates, zero_none: bool) {
-        let o = &plan.optim;
-        let m = rates.main[s as usize];
-        self.main.step(o.lr * m);
-        if let (Some(f), Some(mu)) = (self.filters.as_mut(), o.muon.as_ref()) {
-            f.step(mu.lr * m);
+        self.main.step(base_lr(plan, ParamGroup::Weights, s, rates));
+        if let Some(f) = self.filters.as_mut() {
+            f.step(base_lr(plan, ParamGroup::Filters, s, rates));
         }
-        if let (Some(b), Some(steps)) = (self.whiten_bias.as_mut(), rates.whiten_bias_steps) {
-            b.step(o.lr * (1.0 - s as f64 / steps.max(1) as f64));
+        if let Some(b) = self.whiten_bias.as_mut() {
+            b.step(base_lr(plan, ParamGroup::WhitenBias, s, rates));
         }
         self.zero_grad(zero_none);
     }
@@ -245,13 +247,13 @@ impl Averager {
     /// airbench ends with net ← average (d = 1) at the final step; hlb
     /// evaluates its copy instead.
     pub fn finish(&self) {
+        // d = 1 leaves the average as it is: only the copy-back remains.
         if let (
-            Averaging::Lookahead {
-                eval_average: false,
-                ..
-            },
+            Some(AvgAction::Update {
+                copy_back: true, ..
+            }),
             Some(avg),
-        ) = (self.plan, self.avg.as_ref())
+        ) = (self.plan.at_end(), self.avg.as_ref())
         {
             avg.copy_into(&self.live);
         }

@@ -46,18 +46,17 @@ pub(super) fn evaluate(
             match eval.tta_fraction {
                 Some(_) => all_plain.push(logits),
                 None if level > 0 => {
-                    let l = optim::tta_from_plain(&fwd, &xb, &logits, level);
+                    let l = tta_of(eval, &fwd, &xb, &logits);
                     let _ = tta.g_add_(&hits(&l, &yb));
                 }
                 None => {}
             }
             i += k;
         }
-        if let (Some(frac), true) = (eval.tta_fraction, level > 0) {
+        if let (Some(_), true) = (eval.tta_fraction, level > 0) {
             // Which images get the views is decided over the whole test set.
             let plain_all = Tensor::cat(&all_plain, 0);
-            let l =
-                optim::selective_tta(&fwd, &seen(x.shallow_clone()), &plain_all, level, frac, bs);
+            let l = tta_of(eval, &fwd, &seen(x.shallow_clone()), &plain_all);
             let _ = tta.g_add_(&hits(&l, y));
         }
         let n = n as f64;
@@ -69,6 +68,21 @@ pub(super) fn evaluate(
         };
         (plain, tta)
     })
+}
+
+/// The logits the plan's TTA scores `x` by, given its plain logits `fx`:
+/// every view averaged (Page, airbench, hlb), or only the least confident
+/// images re-scored by the equal mean of their views (hiverge).
+pub(super) fn tta_of(
+    eval: &EvalPlan,
+    forward: &dyn Fn(&Tensor) -> Tensor,
+    x: &Tensor,
+    fx: &Tensor,
+) -> Tensor {
+    match eval.tta_fraction {
+        Some(frac) => optim::selective_tta(forward, x, fx, eval.tta_level, frac, eval.batch as i64),
+        None => optim::tta_from_plain(forward, x, fx, eval.tta_level),
+    }
 }
 
 /// Seconds to an evaluation that reached the target, on `clock`: what that

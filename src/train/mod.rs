@@ -8,6 +8,8 @@ mod build;
 mod effects;
 mod engine;
 mod eval;
+#[cfg(test)]
+mod golden;
 mod pipeline;
 mod prepare;
 mod step;

@@ -278,13 +278,16 @@ fn net_of(plan: &crate::plan::RunPlan) -> (tch::nn::VarStore, crate::model::Net)
 pub(crate) fn every_sgd_group_decays_by_the_recipe_weight_decay_per_step() {
     // airbench passes weight_decay = wd / lr to each SGD group: whatever a
     // group's lr, its per-step decay (lr x weight_decay) is the same wd.
-    for (recipe, wd) in [("airbench94-muon", 0.004), ("airbench94", 1.9957e-3)] {
+    for (recipe, wd) in [
+        ("airbench94-muon", 0.004),
+        ("airbench94", 0.0153 / (1.0 + 1.0 / 0.15)),
+    ] {
         let p = plan(recipe, &[]);
         let (_vs, net) = net_of(&p);
         let groups = super::build::optimizer_groups(&p.optim, &net);
         assert!(groups.len() >= 2, "{recipe}");
         for g in &groups {
-            // Including airbench94's x64 BN-bias group and muon's x12.64 head.
+            // Including airbench94's x64 BN-bias group and muon's x0.67/0.053 head.
             let decay = p.optim.lr * g.lr_mult * p.optim.weight_decay * g.wd_mult;
             assert!(
                 (decay - wd).abs() < 1e-9,
