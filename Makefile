@@ -16,7 +16,7 @@ TORCH_DEP := $(STAMP)
 CARGO_ENV = LIBTORCH="$$(ls -d $(CURDIR)/$(VENV)/lib/python3*/site-packages/torch)"
 endif
 
-.PHONY: run build test test-slurm lint bench clean gpu-bundle gpu-rehearse golden parity
+.PHONY: run build test fuzz test-slurm test-export lint bench clean gpu-bundle gpu-rehearse golden parity
 
 run: build
 	./target/release/tricklab
@@ -26,12 +26,29 @@ build: $(TORCH_DEP)
 
 # The integration tests (one binary, tests/it) each drive the real binary on
 # both cores: run one at a time, or they starve each other into timeouts.
-test: $(TORCH_DEP)
+# pyarrow and tensorboard read the results back (tests/it/interop.rs).
+test: $(TORCH_DEP) $(VENV)/.py-readers
 	cargo fmt --check
 	status=0; \
 	$(CARGO_ENV) cargo test --no-fail-fast --lib --bins || status=1; \
-	$(CARGO_ENV) cargo test --no-fail-fast --test it -- --test-threads=1 || status=1; \
+	TRICKLAB_PYTHON=$(CURDIR)/$(VENV)/bin/python3 TRICKLAB_REQUIRE_PY_TOOLS=1 \
+	    $(CARGO_ENV) cargo test --no-fail-fast --test it -- --test-threads=1 || status=1; \
 	exit $$status
+
+$(VENV)/.py-readers: $(TORCH_DEP)
+	$(VENV)/bin/pip install --quiet --disable-pip-version-check pyarrow tensorboard
+	touch $@
+
+# Mutation fuzzing of the matrix parser and the results reader (tests/it/fuzz.rs),
+# 20,000 mutations an input instead of make test's 300.
+fuzz: $(TORCH_DEP)
+	TRICKLAB_FUZZ_ITERS=20000 $(CARGO_ENV) cargo test --release --test it fuzz -- --test-threads=1
+
+# MLflow and W&B through their own libraries (installed into .venv: ~60
+# packages, so not part of `make test`): a tiny session exported to both.
+test-export: build
+	$(VENV)/bin/pip install --quiet --disable-pip-version-check mlflow-skinny wandb
+	bash scripts/test-export.sh ./target/release/tricklab $(VENV)/bin/python3
 
 # A real single-node Slurm (Debian's packages, installed if missing; needs root):
 # a tiny matrix as a 4-task array, merged, every run once. ~15 s once installed.

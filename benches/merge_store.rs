@@ -79,7 +79,7 @@ fn main() {
                 status: Ended::Done,
                 reason: None,
                 recipe: "tiny-page-resnet9".into(),
-                tricks: String::new(),
+                tricks: Vec::new(),
                 overrides: String::new(),
                 target_acc: 0.94,
                 acc: Some(acc),
@@ -100,7 +100,7 @@ fn main() {
                 final_train_loss: Some(0.5),
                 device: "cuda:0".into(),
                 data_hash: "h".into(),
-                finished_at: String::new(),
+                ..Default::default()
             });
             // Ten per-epoch read-backs: one small step file per run.
             let mut df = df!(

@@ -35,7 +35,7 @@ fn main() {
                 },
                 reason: None,
                 recipe: "page-final".into(),
-                tricks: "flip,ema".into(),
+                tricks: vec!["flip".into(), "ema".into()],
                 overrides: String::new(),
                 target_acc: 0.94,
                 acc: Some(acc),
@@ -56,7 +56,7 @@ fn main() {
                 final_train_loss: Some(0.5),
                 device: "cpu".into(),
                 data_hash: "h".into(),
-                finished_at: String::new(),
+                ..Default::default()
             }
         })
         .collect();

@@ -5,11 +5,11 @@
 
 use crate::report::{Clock, Report};
 use anyhow::{Context, Result};
+use image::ImageEncoder as _;
 use plotters::coord::Shift;
 use plotters::prelude::*;
-use polars::prelude::{
-    DataType, LazyFrame, PlRefPath, ScanArgsParquet, SortMultipleOptions, col, lit,
-};
+use polars::prelude::{DataType, IntoLazy, SortMultipleOptions, col};
+use rayon::prelude::*;
 use std::path::{Path, PathBuf};
 use std::sync::Once;
 
@@ -30,6 +30,8 @@ fn register_font() {
 
 /// Okabe and Ito's palette, told apart with every common colour-vision
 /// deficiency; black is kept for whiskers and text, vermillion for the target.
+/// Past its seven colours the palette goes round again darker, then
+/// lighter, so that up to 21 variants stay apart.
 fn color(i: usize) -> RGBColor {
     const C: [RGBColor; 7] = [
         RGBColor(0, 114, 178),
@@ -40,7 +42,35 @@ fn color(i: usize) -> RGBColor {
         RGBColor(240, 228, 66),
         RGBColor(120, 120, 120),
     ];
-    C[i % C.len()]
+    let RGBColor(r, g, b) = C[i % C.len()];
+    let shade = |v: u8, f: f64, toward: f64| (v as f64 * f + toward * (1.0 - f)).round() as u8;
+    match (i / C.len()) % 3 {
+        0 => RGBColor(r, g, b),
+        1 => RGBColor(shade(r, 0.6, 0.0), shade(g, 0.6, 0.0), shade(b, 0.6, 0.0)),
+        _ => RGBColor(
+            shade(r, 0.55, 255.0),
+            shade(g, 0.55, 255.0),
+            shade(b, 0.55, 255.0),
+        ),
+    }
+}
+
+/// The line under every chart's title: what the numbers were measured on.
+fn setup_line(r: &Report) -> String {
+    let get = |k: &str| {
+        r.setup
+            .iter()
+            .find(|(key, _)| key == k)
+            .map_or("", |(_, v)| v.as_str())
+            .to_string()
+    };
+    format!(
+        "{} · data {} · {} · {} clock",
+        get("hardware"),
+        get("data"),
+        get("runs"),
+        get("clock")
+    )
 }
 
 /// The target line's colour (Okabe–Ito vermillion).
@@ -147,7 +177,15 @@ where
     root.fill(&t.bg)?;
     let rows: Vec<_> = r.rows.iter().filter(|x| x.n > 0).collect();
     let n = rows.len().max(1);
-    let root = root.titled("Ablation ladder: time per rung and accuracy", t.font(26))?;
+    let root = root
+        .titled("Ablation ladder: time per rung and accuracy", t.font(26))?
+        .titled(
+            &format!(
+                "{}  (×: the previous rung's mean time over this rung's)",
+                setup_line(r)
+            ),
+            t.font(14),
+        )?;
     let (left, right) = root.split_horizontally((root.dim_in_pixel().0 as f64 * 0.62) as u32);
     let pos = |i: usize| (n - 1 - i) as f64;
     let names: Vec<String> = rows.iter().map(|x| label(&x.variant, 28)).collect();
@@ -288,8 +326,10 @@ where
     let lo = vals.iter().copied().fold(1.0, f64::min);
     let hi = vals.iter().copied().fold(0.0, f64::max);
     let pad = ((hi - lo) * 0.1).max(0.005);
-    let mut c = ChartBuilder::on(root)
-        .caption("Accuracy per run (with TTA), by variant", t.font(24))
+    let root = root
+        .titled("Accuracy per run (with TTA), by variant", t.font(24))?
+        .titled(&setup_line(r), t.font(14))?;
+    let mut c = ChartBuilder::on(&root)
         .margin(14)
         .x_label_area_size(44)
         .y_label_area_size(230)
@@ -347,53 +387,72 @@ pub struct Curve {
     pub points: Vec<(f64, f64, f64, f64, f64, Option<f64>)>,
 }
 
-/// The first unreadable `steps/*.parquet` of a folder, as a one-line error
-/// naming it and the fix (a kill or a full disk can leave one behind).
-fn damaged_step_file(dir: &Path) -> Option<anyhow::Error> {
+/// A folder's step files, in name order.
+fn step_files(dir: &Path) -> Vec<PathBuf> {
     let mut files: Vec<PathBuf> = std::fs::read_dir(dir.join("steps"))
-        .ok()?
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| p.extension().is_some_and(|x| x == "parquet"))
-        .collect();
-    files.sort();
-    files.into_iter().find_map(|f| {
-        let s = f.to_string_lossy().to_string();
-        let ok = LazyFrame::scan_parquet(PlRefPath::from(s.as_str()), ScanArgsParquet::default())
-            .and_then(|lf| lf.collect())
-            .is_ok();
-        (!ok).then(|| {
-            anyhow::anyhow!(
-                "{} is damaged (not a readable Parquet file): delete it; its run keeps its row in runs.parquet, only its curve is lost",
-                f.display()
-            )
+        .map(|r| {
+            r.flatten()
+                .map(|e| e.path())
+                .filter(|p| p.extension().is_some_and(|x| x == "parquet"))
+                .collect()
         })
-    })
+        .unwrap_or_default();
+    files.sort();
+    files
 }
+
+/// The one-line error for a step file that does not read (a kill or a full
+/// disk can leave one behind), naming it and the fix.
+fn damaged(f: &Path) -> anyhow::Error {
+    anyhow::anyhow!(
+        "{} is damaged (not a readable Parquet file): delete it; its run keeps its row in runs.parquet, only its curve is lost",
+        f.display()
+    )
+}
+
+/// The step-metric columns the curves read.
+const CURVE_COLUMNS: [&str; 8] = [
+    "matrix",
+    "index",
+    "variant",
+    "step",
+    "epoch",
+    "loss",
+    "lr",
+    "bn_scale_mean",
+];
 
 /// Aggregates every run's step metrics by variant and step (polars, lazy).
 pub fn curves(dirs: &[PathBuf]) -> Result<Vec<Curve>> {
     let mut frames = Vec::new();
     for d in dirs {
-        let glob = d.join("steps").join("*.parquet");
-        if std::fs::read_dir(d.join("steps"))
-            .map(|mut r| r.next().is_some())
-            .unwrap_or(false)
-        {
-            let g = glob.to_string_lossy().to_string();
-            let mut lf =
-                LazyFrame::scan_parquet(PlRefPath::from(g.as_str()), ScanArgsParquet::default())
-                    .map_err(|e| damaged_step_file(d).unwrap_or_else(|| e.into()))?;
-            // Step files without a matrix column take it from the folder's manifest.
-            if lf.collect_schema()?.get("matrix").is_none() {
-                let name = crate::store::read_manifest(d)
-                    .ok()
-                    .and_then(|m| m.get("matrix")?.as_str().map(str::to_string))
-                    .unwrap_or_default();
-                lf = lf.with_column(lit(name).alias("matrix"));
-            }
-            frames.push(lf);
+        let files = step_files(d);
+        if files.is_empty() {
+            continue;
         }
+        // Step files without a matrix column (older stores) take it from the manifest.
+        let name = crate::store::read_manifest(d)
+            .ok()
+            .and_then(|m| m.get("matrix")?.as_str().map(str::to_string))
+            .unwrap_or_default();
+        let read: Vec<Result<polars::prelude::LazyFrame>> = files
+            .par_iter()
+            .map(|f| {
+                let mut df = crate::store::read_parquet(f, None).map_err(|_| damaged(f))?;
+                if df.column("matrix").is_err() {
+                    df.with_column(polars::prelude::Column::new(
+                        "matrix".into(),
+                        vec![name.as_str(); df.height()],
+                    ))?;
+                }
+                let cols: Vec<&str> = CURVE_COLUMNS
+                    .into_iter()
+                    .filter(|c| df.column(c).is_ok())
+                    .collect();
+                Ok(df.select(cols)?.lazy())
+            })
+            .collect();
+        frames.extend(read.into_iter().collect::<Result<Vec<_>>>()?);
     }
     if frames.is_empty() {
         return Ok(Vec::new());
@@ -417,11 +476,7 @@ pub fn curves(dirs: &[PathBuf]) -> Result<Vec<Curve>> {
         ])
         .sort(["matrix", "index", "step"], SortMultipleOptions::default())
         .collect()
-        .map_err(|e| {
-            dirs.iter()
-                .find_map(|d| damaged_step_file(d))
-                .unwrap_or_else(|| anyhow::Error::from(e).context("aggregating step metrics"))
-        })?;
+        .context("aggregating step metrics")?;
     let f = |n: &str| -> Result<Vec<Option<f64>>> {
         Ok(df
             .column(n)?
@@ -648,8 +703,10 @@ where
         accs.iter().copied().fold(0.0, f64::max),
     );
     let pad = ((hi - lo) * 0.12).max(0.5);
-    let mut c = ChartBuilder::on(root)
-        .caption("Time against accuracy (Pareto front joined)", t.font(24))
+    let root = root
+        .titled("Time against accuracy (Pareto front joined)", t.font(24))?
+        .titled(&setup_line(r), t.font(14))?;
+    let mut c = ChartBuilder::on(&root)
         .margin(14)
         .x_label_area_size(44)
         .y_label_area_size(60)
@@ -782,16 +839,19 @@ fn write_png(
     size: (u32, u32),
     draw: &dyn Fn(&DrawingArea<BitMapBackend, Shift>) -> Res,
 ) -> Result<()> {
-    let tmp_png = crate::util::temp_sibling(png).with_extension("png");
+    let (w, h) = size;
+    let mut rgb = vec![0u8; (w as usize) * (h as usize) * 3];
     {
-        let root = BitMapBackend::new(&tmp_png, size).into_drawing_area();
+        let root = BitMapBackend::with_buffer(&mut rgb, size).into_drawing_area();
         draw(&root).map_err(|e| anyhow::anyhow!("drawing {name}: {e}"))?;
         root.present()
-            .map_err(|e| anyhow::anyhow!("writing {}: {e}", png.display()))?;
+            .map_err(|e| anyhow::anyhow!("drawing {name}: {e}"))?;
     }
-    std::fs::rename(&tmp_png, png)
-        .with_context(|| format!("cannot move {} into place", png.display()))?;
-    Ok(())
+    let mut bytes = Vec::new();
+    image::codecs::png::PngEncoder::new(&mut bytes)
+        .write_image(&rgb, w, h, image::ExtendedColorType::Rgb8)
+        .with_context(|| format!("encoding {}", png.display()))?;
+    crate::util::write_atomic(png, &bytes)
 }
 
 fn write_svg(
@@ -997,12 +1057,20 @@ pub fn export(dir: &Path) -> Result<Vec<PathBuf>> {
     let md = dir.join("report.md");
     crate::util::write_atomic(&md, report.to_markdown().as_bytes())?;
     let mut out = vec![md];
-    out.extend(write_all(
-        &report,
-        &[dir.to_path_buf()],
-        dir,
-        &PlotOptions::default(),
-    )?);
+    let charts = write_all(&report, &[dir.to_path_buf()], dir, &PlotOptions::default())?;
+    // The SVGs inline: one file to mail or attach.
+    let svgs: Vec<(String, String)> = charts
+        .iter()
+        .filter(|p| p.extension().is_some_and(|e| e == "svg"))
+        .filter_map(|p| {
+            let name = p.file_stem()?.to_string_lossy().into_owned();
+            Some((name, std::fs::read_to_string(p).ok()?))
+        })
+        .collect();
+    let html = dir.join("report.html");
+    crate::util::write_atomic(&html, report.to_html(&svgs).as_bytes())?;
+    out.push(html);
+    out.extend(charts);
     Ok(out)
 }
 
@@ -1093,7 +1161,8 @@ mod tests {
         }
         let dir = w.dir().to_path_buf();
         let files = export(&dir).unwrap();
-        assert_eq!(files.len(), 9);
+        // 8 charts, report.md and report.html.
+        assert_eq!(files.len(), 10);
         for f in &files {
             let b = std::fs::read(f).unwrap();
             match f.extension().unwrap().to_str().unwrap() {
@@ -1103,6 +1172,11 @@ mod tests {
                     "{}",
                     f.display()
                 ),
+                "html" => {
+                    let html = String::from_utf8_lossy(&b);
+                    assert!(html.contains("<table"), "{html}");
+                    assert_eq!(html.matches("<svg").count(), 4, "the charts inline");
+                }
                 _ => assert!(String::from_utf8_lossy(&b).contains("| 2 | + celu |")),
             }
         }
@@ -1172,11 +1246,7 @@ mod tests {
 
         // Step files written without a matrix column (older stores) still aggregate.
         for e in std::fs::read_dir(dir.join("steps")).unwrap().flatten() {
-            let f = std::fs::File::open(e.path()).unwrap();
-            let mut df = {
-                use polars::prelude::SerReader;
-                polars::prelude::ParquetReader::new(f).finish().unwrap()
-            };
+            let mut df = crate::store::read_parquet(&e.path(), None).unwrap();
             let _ = df.drop_in_place("matrix").unwrap();
             crate::store::write_parquet(&e.path(), &mut df).unwrap();
         }
@@ -1209,13 +1279,13 @@ mod tests {
     }
 
     /// The SVGs are text: any change to a chart shows up here as a diff
-    /// (`UPDATE_SNAPSHOTS=1` rewrites them after a change that is meant).
+    /// (insta: `cargo insta review`, or `INSTA_UPDATE=always`, after a change
+    /// that is meant).
     #[test]
     fn svg_charts_match_their_snapshots_in_both_themes() {
         let root = tempfile::tempdir().unwrap();
         let dir = fixed_store(root.path());
         let r = crate::report::aggregate(std::slice::from_ref(&dir), &Default::default()).unwrap();
-        let snaps = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/snapshots");
         for theme in [PlotTheme::Light, PlotTheme::Dark] {
             let opts = PlotOptions {
                 format: PlotFormat::Svg,
@@ -1226,22 +1296,18 @@ mod tests {
             let files = write_all(&r, std::slice::from_ref(&dir), &out, &opts).unwrap();
             for f in files {
                 let name = format!(
-                    "chart_{}_{}.svg",
+                    "chart_{}_{}",
                     f.file_stem().unwrap().to_string_lossy(),
                     format!("{theme:?}").to_lowercase()
                 );
                 let got = std::fs::read_to_string(&f).unwrap();
-                let want_path = snaps.join(&name);
-                if std::env::var_os("UPDATE_SNAPSHOTS").is_some() {
-                    std::fs::write(&want_path, &got).unwrap();
-                    continue;
-                }
-                let want = std::fs::read_to_string(&want_path)
-                    .unwrap_or_else(|_| panic!("missing {name}; run with UPDATE_SNAPSHOTS=1"));
-                assert!(
-                    got == want,
-                    "{name} changed; inspect it and run with UPDATE_SNAPSHOTS=1 if intended"
-                );
+                insta::with_settings!({
+                    snapshot_path => "../tests/snapshots",
+                    prepend_module_to_snapshot => false,
+                    omit_expression => true,
+                }, {
+                    insta::assert_snapshot!(name, got);
+                });
             }
             // The theme reaches the background and the text.
             let ladder = std::fs::read_to_string(out.join("ladder.svg")).unwrap();

@@ -169,6 +169,14 @@ impl Arch {
             .find(|(n, _)| *n == name)
             .map(|&(_, a)| a)
     }
+
+    /// As settings and matrix files spell it.
+    pub fn name(self) -> &'static str {
+        Self::NAMED
+            .iter()
+            .find(|(_, a)| *a == self)
+            .map_or("unknown", |(n, _)| n)
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -59,8 +59,12 @@ pub struct Clocks {
     /// Page's B0, would hide.
     #[serde(default)]
     pub loader_s: f64,
-    /// Everything, from the start of the run to the summary.
+    /// Everything, from the start of the run to the summary, pauses excluded.
     pub wall_s: f64,
+    /// Seconds the run stood paused (`p` in the TUI): kept out of every
+    /// clock above and recorded here.
+    #[serde(default)]
+    pub paused_s: f64,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -79,6 +83,16 @@ pub struct RunSummary {
     pub peak_mem_bytes: Option<u64>,
     pub final_train_loss: f64,
     pub device: String,
+    /// The machine over the run: cores, load, other processes' share, GPU state.
+    #[serde(default)]
+    pub machine: Option<Box<crate::util::machine::MachineState>>,
+    /// Epoch-to-epoch spread of throughput (coefficient of variation).
+    #[serde(default)]
+    pub throughput_cv: Option<f64>,
+    /// Why the run's seconds are not to be trusted (a busy machine, a
+    /// throttled GPU, a ragged throughput), or `None`.
+    #[serde(default)]
+    pub noise: Option<String>,
 }
 
 /// What happened to a run in the queue.
@@ -147,10 +161,6 @@ pub enum Event {
     RunCancelled {
         run: RunId,
     },
-    Status {
-        run: RunId,
-        status: RunStatus,
-    },
     WorkerPaused(bool),
     Log {
         level: LogLevel,
@@ -180,8 +190,7 @@ impl Event {
             | Event::Epoch { run, .. }
             | Event::RunFinished { run, .. }
             | Event::RunFailed { run, .. }
-            | Event::RunCancelled { run }
-            | Event::Status { run, .. } => Some(run),
+            | Event::RunCancelled { run } => Some(run),
             _ => None,
         }
     }
@@ -190,8 +199,6 @@ impl Event {
 /// Consumers → worker.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Command {
-    /// Append runs to the queue (repeats are interleaved by the queue).
-    Enqueue(Vec<crate::config::RunSpec>),
     /// Put a failed or cancelled run back in the queue.
     Requeue(RunId),
     /// Move a queued run one place earlier (`up`) or later.

@@ -189,7 +189,12 @@ pub fn run_headless(mut session: Session) -> Result<i32> {
     if let Some(reason) = &halted {
         eprintln!("error: {reason}");
     }
-    Ok(if halted.is_some() || failed > 0 { 1 } else { 0 })
+    use crate::util::exit;
+    Ok(match (&halted, failed) {
+        (Some(_), _) => exit::FAILURE,
+        (None, 0) => exit::OK,
+        (None, _) => exit::REGRESSION,
+    })
 }
 
 /// Each folder's report and charts; a stop signal ends it at the next file,

@@ -10,6 +10,7 @@ pub mod config;
 pub mod data;
 pub mod doctor;
 pub mod events;
+pub mod export;
 pub mod headless;
 pub mod matrix;
 pub mod model;

@@ -21,6 +21,16 @@ pub struct PlannedRun {
     pub plan: RunPlan,
 }
 
+impl PlannedRun {
+    /// The configuration events and the manifest carry: the settings and
+    /// tricks as written, and under `resolved` what the run trained with.
+    pub fn config_json(&self, data_name: &str, data_hash: &str) -> serde_json::Value {
+        let mut v = self.config.to_json(self.spec.seed, data_name, data_hash);
+        v["resolved"] = self.plan.resolved();
+        v
+    }
+}
+
 #[derive(Clone, Debug, PartialEq)]
 pub struct RunPlan {
     pub epochs: f64,
@@ -603,6 +613,57 @@ pub struct EvalPlan {
 pub const MAX_EPOCHS: f64 = 10_000.0;
 
 impl RunPlan {
+    /// The values the run trains with, flat and typed (lowercase words), for
+    /// the results table's columns and the trackers' hyperparameters.
+    pub fn resolved(&self) -> serde_json::Value {
+        let half = |h: Option<Half>| match h {
+            None => "fp32",
+            Some(Half::F16) => "fp16",
+            Some(Half::Bf16) => "bf16",
+        };
+        let precision = match (self.precision.half, self.precision.amp) {
+            (Some(h), _) => half(Some(h)).to_string(),
+            (None, Some(a)) => format!("amp_{}", half(Some(a))),
+            (None, None) => "fp32".into(),
+        };
+        let optimizer = match self.optim.family {
+            Family::SgdPage => "sgd_page",
+            Family::SgdTorch => "sgd_torch",
+            Family::Lars { .. } => "lars",
+            Family::Lamb => "lamb",
+            Family::AdamW => "adamw",
+        };
+        let averaging = match self.averaging {
+            Averaging::None => "none",
+            Averaging::PageEma { .. } => "page_ema",
+            Averaging::Lookahead { .. } => "lookahead",
+        };
+        let whitening = match self.net.whitening {
+            Whitening::Off => "off",
+            Whitening::Page { .. } => "page",
+            Whitening::Airbench { .. } => "airbench",
+        };
+        serde_json::json!({
+            "arch": self.net.arch.name(),
+            "widths": self.net.widths,
+            "epochs": self.epochs,
+            "batch_size": self.batch_size,
+            "lr": self.optim.lr,
+            "momentum": self.optim.momentum,
+            "weight_decay": self.optim.weight_decay,
+            "optimizer": optimizer,
+            "muon_lr": self.optim.muon.as_ref().map(|m| m.lr),
+            "label_smoothing": self.loss.smoothing,
+            "precision": precision,
+            "bn_fp32": !self.precision.bn_half,
+            "channels_last": self.precision.channels_last,
+            "averaging": averaging,
+            "whitening": whitening,
+            "tta_level": self.eval.tta_level,
+            "clock": self.clock,
+        })
+    }
+
     /// The plan of `settings` with every trick off.
     pub fn base(s: &RunConfig) -> RunPlan {
         let net = NetConfig {

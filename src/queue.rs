@@ -353,7 +353,9 @@ mod tests {
     #[test]
     fn ci_matches_hand_values() {
         let w = ci95_half_width(&[1.0, 2.0, 3.0]);
-        assert!((w - 4.303 * (1.0f64 / 3.0).sqrt()).abs() < 1e-9);
+        // t(0.975, 2) = 0.95 / √(2 · 0.975 · 0.025), exactly.
+        let t2 = 0.95 / (2.0f64 * 0.975 * 0.025).sqrt();
+        assert!((w - t2 * (1.0f64 / 3.0).sqrt()).abs() < 1e-9);
         assert!(ci95_half_width(&[1.0]).is_infinite());
     }
 }

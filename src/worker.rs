@@ -194,7 +194,6 @@ impl Shared {
     /// Applies a command from a consumer. Never blocks on a running step.
     pub fn command(&self, cmd: Command) {
         match cmd {
-            Command::Enqueue(_) => {}
             Command::Requeue(id) => {
                 self.queue.lock().expect("queue").requeue(&id);
             }
@@ -277,6 +276,10 @@ impl Control for WorkerControl<'_> {
             return Flow::Cancel;
         }
         Flow::Continue
+    }
+
+    fn pausing(&self) -> bool {
+        *self.0.paused.lock().expect("pause")
     }
 }
 

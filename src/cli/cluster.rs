@@ -91,6 +91,9 @@ pub struct JobArgs {
     pub job: String,
     #[arg(long, default_value = "results")]
     pub results: PathBuf,
+    /// `status` only: text, or json (one document).
+    #[arg(long, value_enum, default_value = "text")]
+    pub format: crate::util::TextOrJson,
 }
 
 pub fn cmd_slurm(args: SlurmArgs) -> Result<i32> {
@@ -296,55 +299,81 @@ fn shard_progress(dir: &Path, shards: usize) -> Vec<(usize, Option<PathBuf>, usi
         .collect()
 }
 
+/// Lines of a Slurm tool's output for job `job`, or `None` where it is not
+/// available (or accounting is off, for sacct).
+fn slurm_lines(tool: &str, args: &[&str]) -> Option<Vec<String>> {
+    let o = Command::new(tool).args(args).output().ok()?;
+    o.status.success().then(|| {
+        String::from_utf8_lossy(&o.stdout)
+            .lines()
+            .map(String::from)
+            .collect()
+    })
+}
+
 fn status(a: JobArgs) -> Result<i32> {
     let (dir, info) = find_job(&a.results, &a.job)?;
     let shards = info["shards"].as_u64().unwrap_or(0) as usize;
+    let squeue = slurm_lines("squeue", &["-h", "-j", &a.job, "-o", "%i %T %M %R"]);
+    // Accounting is off on many small clusters: sacct then says so, and we skip it.
+    let sacct = slurm_lines(
+        "sacct",
+        &["-n", "-P", "-X", "-j", &a.job, "-o", "JobID,State,ExitCode"],
+    );
+    let progress = shard_progress(&dir, shards);
+    let left = progress
+        .iter()
+        .filter(|(_, _, done, planned)| folder_incomplete(*done, *planned))
+        .count();
+    let merge = format!(
+        "tricklab merge {}/shard-*/*/* --into {}/merged",
+        dir.display(),
+        dir.display()
+    );
+    if a.format == crate::util::TextOrJson::Json {
+        let word = |l: &str, i: usize| l.split(['|', ' ']).nth(i).unwrap_or("").to_lowercase();
+        crate::util::print_json(serde_json::json!({
+            "job": a.job,
+            "folder": dir,
+            "runs": info["runs"],
+            "shards": progress.iter().map(|(i, folder, done, planned)| serde_json::json!({
+                "shard": i, "folder": folder, "done": done, "planned": planned,
+                "finished": !folder_incomplete(*done, *planned),
+            })).collect::<Vec<_>>(),
+            "unfinished": left,
+            "squeue": squeue.as_ref().map(|ls| ls.iter().map(|l| serde_json::json!({
+                "task": word(l, 0), "state": word(l, 1), "line": l,
+            })).collect::<Vec<_>>()),
+            "sacct": sacct.as_ref().map(|ls| ls.iter().map(|l| serde_json::json!({
+                "task": word(l, 0), "state": word(l, 1), "line": l,
+            })).collect::<Vec<_>>()),
+            "merge": merge,
+        }));
+        return Ok(0);
+    }
     println!(
         "job {} ({} runs in {shards} tasks) in {}",
         a.job,
         info["runs"],
         dir.display()
     );
-    match Command::new("squeue")
-        .args(["-h", "-j", &a.job, "-o", "%i %T %M %R"])
-        .output()
-    {
-        Ok(o) if o.status.success() => {
-            let t = String::from_utf8_lossy(&o.stdout);
-            if t.trim().is_empty() {
-                println!("squeue: no task queued or running");
-            }
-            for l in t.lines() {
-                println!("squeue: {l}");
-            }
+    match &squeue {
+        Some(lines) if lines.iter().all(|l| l.trim().is_empty()) => {
+            println!("squeue: no task queued or running")
         }
-        _ => println!("squeue: not available here"),
+        Some(lines) => lines.iter().for_each(|l| println!("squeue: {l}")),
+        None => println!("squeue: not available here"),
     }
-    // Accounting is off on many small clusters: sacct then says so, and we skip it.
-    if let Ok(o) = Command::new("sacct")
-        .args(["-n", "-P", "-X", "-j", &a.job, "-o", "JobID,State,ExitCode"])
-        .output()
-        && o.status.success()
-    {
-        for l in String::from_utf8_lossy(&o.stdout).lines() {
-            println!("sacct: {l}");
-        }
+    for l in sacct.iter().flatten() {
+        println!("sacct: {l}");
     }
-    let mut left = 0;
-    for (i, folder, done, planned) in shard_progress(&dir, shards) {
+    for (i, folder, done, planned) in &progress {
         match folder {
             Some(f) => println!("shard {i}: {done}/{planned} runs done ({})", f.display()),
             None => println!("shard {i}: not started"),
         }
-        if folder_incomplete(done, planned) {
-            left += 1;
-        }
     }
-    println!(
-        "{left} of {shards} shards unfinished; when done: `tricklab merge {}/shard-*/*/* --into {}/merged`",
-        dir.display(),
-        dir.display()
-    );
+    println!("{left} of {shards} shards unfinished; when done: `{merge}`");
     Ok(0)
 }
 

@@ -57,10 +57,32 @@ pub enum Command {
     Data(crate::data::DataArgs),
     /// Check that libtorch, devices, data and the results folder are usable.
     Doctor(crate::doctor::DoctorArgs),
+    /// Write results folders out for TensorBoard, MLflow, W&B (offline) or CSV.
+    Export(crate::export::ExportArgs),
+    /// Print a shell completion script: `tricklab completions bash > ~/.local/share/bash-completion/completions/tricklab`.
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+}
+
+/// `--version`: the release, the commit it was built from and the libtorch it runs on.
+fn version_line() -> String {
+    format!(
+        "tricklab {} (commit {}, libtorch {})",
+        env!("CARGO_PKG_VERSION"),
+        env!("TRICKLAB_BUILD_COMMIT"),
+        crate::util::device::torch_info().version
+    )
 }
 
 /// Runs the CLI and returns the process exit code.
 pub fn main() -> i32 {
+    // Asked of the loaded libtorch, so only when asked for.
+    if matches!(std::env::args().nth(1).as_deref(), Some("--version" | "-V")) {
+        println!("{}", version_line());
+        return 0;
+    }
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         // --help and --version: clap's own output, exit 0.
@@ -91,12 +113,23 @@ pub fn main() -> i32 {
         Some(Command::Recipe(a)) => crate::recipe::cmd_recipe_show(a),
         Some(Command::Data(a)) => crate::data::cmd_data(a),
         Some(Command::Doctor(a)) => crate::doctor::cmd_doctor(a),
+        Some(Command::Export(a)) => crate::export::cmd_export(a),
+        Some(Command::Completions { shell }) => {
+            use clap::CommandFactory;
+            clap_complete::generate(
+                shell,
+                &mut Cli::command(),
+                "tricklab",
+                &mut std::io::stdout(),
+            );
+            Ok(0)
+        }
     };
     match result {
         Ok(code) => code,
         Err(e) => {
             eprintln!("error: {}", one_line(&e));
-            1
+            crate::util::exit_code_of(&e)
         }
     }
 }

@@ -1,7 +1,7 @@
 //! `tricklab nightly MATRIX --baseline DIR`: the unattended ladder. Runs the
 //! matrix headless, compares the new folder with the baseline, appends the
-//! night to a history and exits with compare's code (1 also when the night
-//! itself could not finish: a failed run or a results disk that stopped it).
+//! night to a history and exits with compare's code, or 1 for a failed run
+//! and 3 for a night the machine stopped (a results disk that filled).
 
 use super::report::{CompareArgs, compare_folders};
 use crate::report::{Clock, history};
@@ -48,6 +48,12 @@ pub struct NightlyArgs {
     /// Judge raw times, not times net of the night's drift on the control.
     #[arg(long)]
     pub absolute: bool,
+    /// Run the matrix on this data set instead of its own (as `run --data`).
+    #[arg(long)]
+    pub data: Option<String>,
+    /// Run even what the scale guard refuses (as `run --insist`).
+    #[arg(long)]
+    pub insist: bool,
 }
 
 pub fn cmd_nightly(args: NightlyArgs) -> Result<i32> {
@@ -60,6 +66,7 @@ pub fn cmd_nightly(args: NightlyArgs) -> Result<i32> {
         allow_different: false,
         fail_inconclusive: args.fail_inconclusive,
         absolute: args.absolute,
+        format: crate::util::TextOrJson::Text,
     };
     // Everything that can be wrong before a night of training, checked first.
     crate::report::Thresholds {
@@ -97,7 +104,16 @@ pub fn cmd_nightly(args: NightlyArgs) -> Result<i32> {
         })
         .map_err(|e| anyhow::anyhow!("--history: {}", crate::util::one_line(&e)))?;
 
-    let matrices = crate::matrix::load_all(std::slice::from_ref(&args.matrix), args.repeats)?;
+    let mut matrices = crate::matrix::load_all(std::slice::from_ref(&args.matrix), args.repeats)?;
+    if let Some(d) = &args.data {
+        matrices = matrices
+            .into_iter()
+            .map(|m| {
+                m.with_data(d)
+                    .map_err(|e| anyhow::anyhow!("--data {d}: {e:#}"))
+            })
+            .collect::<Result<_>>()?;
+    }
     let opts = SessionOptions {
         results_root: args.results.clone(),
         devices: crate::util::device::resolve_devices(&args.devices)?,
@@ -107,6 +123,7 @@ pub fn cmd_nightly(args: NightlyArgs) -> Result<i32> {
         cpu_threads: args.cpu_threads,
     };
     crate::session::preflight(&matrices, &opts.devices)?;
+    crate::session::scale_guard(&matrices, &opts.devices, args.insist)?;
     let session = Session::start(matrices, opts, tch_factory())?;
     let tonight = session.results_dirs()[0].clone();
     let ran = crate::headless::run_headless(session)?;
@@ -127,7 +144,9 @@ pub fn cmd_nightly(args: NightlyArgs) -> Result<i32> {
     }
     compare.candidate = tonight.clone();
     println!("\n# tonight against {}\n", args.baseline.display());
-    let (code, rows, report) = compare_folders(&compare)?;
+    let compared = compare_folders(&compare)?;
+    let code = compared.print(&compare);
+    let (rows, report) = (compared.rows, compared.report);
     if let Some(code) = stopped("compared, but not added to the history") {
         return Ok(code);
     }
@@ -152,5 +171,6 @@ pub fn cmd_nightly(args: NightlyArgs) -> Result<i32> {
             args.history.display()
         );
     }
-    Ok(if code == 0 && ran != 0 { 1 } else { code })
+    // A failure of the night (3) outranks its verdict; a failed run (1) is one.
+    Ok(code.max(ran))
 }

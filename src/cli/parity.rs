@@ -133,7 +133,7 @@ pub fn cmd_parity(a: ParityArgs) -> Result<i32> {
             a.seeds
         );
     }
-    let python = a.python.clone().unwrap_or_else(default_python);
+    let python = a.python.clone().unwrap_or_else(crate::util::default_python);
     if !a.adapter.is_file() {
         bail!(
             "{}: the peer adapter is missing; run from the repository root or pass --adapter",
@@ -544,15 +544,6 @@ fn section(
         peer_cmd.join(" "),
     )?;
     Ok(())
-}
-
-fn default_python() -> PathBuf {
-    let venv = PathBuf::from(".venv/bin/python");
-    if venv.is_file() {
-        venv
-    } else {
-        PathBuf::from("python3")
-    }
 }
 
 fn tempfile_dir() -> Result<TempDir> {

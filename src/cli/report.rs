@@ -31,6 +31,10 @@ pub struct ReportArgs {
     /// One row per variant and device (runs of a multi-GPU or cluster sweep).
     #[arg(long)]
     pub by_device: bool,
+    /// Leave out runs flagged noisy (a busy machine, a throttled GPU, a
+    /// ragged throughput: the `noisy` and `noise` columns of runs.parquet).
+    #[arg(long)]
+    pub drop_noisy: bool,
     /// The charts' file format for --plots.
     #[arg(long, value_enum, default_value = "both")]
     pub plots_format: crate::charts::PlotFormat,
@@ -98,6 +102,8 @@ pub struct ResultsArgs {
     /// The results root.
     #[arg(default_value = "results")]
     pub root: PathBuf,
+    #[arg(long, value_enum, default_value = "text")]
+    pub format: crate::util::TextOrJson,
 }
 
 /// `tricklab results`: every session under a root with its date, matrix, runs and status.
@@ -147,6 +153,20 @@ pub fn cmd_results(args: ResultsArgs) -> Result<i32> {
         }
     }
     rows.sort();
+    if args.format == crate::util::TextOrJson::Json {
+        let sessions: Vec<serde_json::Value> = rows
+            .iter()
+            .map(|(date, matrix, done, failed, status, dir)| {
+                serde_json::json!({
+                    "created_at": date, "matrix": matrix, "done": done, "failed": failed,
+                    "status": status.split(' ').next().unwrap_or(""), "detail": status,
+                    "folder": dir,
+                })
+            })
+            .collect();
+        crate::util::print_json(serde_json::json!({ "root": args.root, "sessions": sessions }));
+        return Ok(0);
+    }
     println!(
         "{:<17} {:<22} {:>5} {:>7}  {:<20} folder",
         "date", "matrix", "done", "failed", "status"
@@ -176,7 +196,11 @@ pub fn cmd_report(args: ReportArgs) -> Result<i32> {
         let nights = history::load(root)?;
         match args.format {
             Format::Csv => print!("{}", std::fs::read_to_string(history::history_file(root))?),
-            _ => print!("{}", history::to_markdown(&nights)),
+            Format::Json => crate::util::print_json(serde_json::json!({
+                "history": root,
+                "nights": history::to_json(&nights),
+            })),
+            Format::Md => print!("{}", history::to_markdown(&nights)),
         }
         let out = args.plots.as_deref().unwrap_or(root);
         for p in crate::charts::write_history(&nights, out, &plot_options(&args))? {
@@ -196,6 +220,7 @@ pub fn cmd_report(args: ReportArgs) -> Result<i32> {
             target: args.target,
             clock: args.clock,
             by_device: args.by_device,
+            drop_noisy: args.drop_noisy,
         },
     )?;
     // Before the table is printed: a folder that cannot be made is the only output.
@@ -244,6 +269,9 @@ pub struct CompareArgs {
     /// on the matrix's first variant, the control).
     #[arg(long)]
     pub absolute: bool,
+    /// text (the table) or json (one document on stdout, whatever the exit code).
+    #[arg(long, value_enum, default_value = "text")]
+    pub format: crate::util::TextOrJson,
 }
 
 /// What must match for two folders' times to be comparable: (what, value).
@@ -302,43 +330,117 @@ pub fn cmd_compare(args: CompareArgs) -> Result<i32> {
     let (base, candidate) = match (session_folder(&args.base), session_folder(&args.candidate)) {
         (Ok(b), Ok(c)) => (b, c),
         (Err(e), _) | (_, Err(e)) => {
-            eprintln!("error: {}", crate::util::one_line(&e));
-            return Ok(2);
+            let out = Compared::refused(crate::util::one_line(&e));
+            return Ok(out.print(&args));
         }
     };
-    Ok(compare_folders(&CompareArgs {
+    let args = CompareArgs {
         base,
         candidate,
         ..args
-    })?
-    .0)
+    };
+    Ok(compare_folders(&args)?.print(&args))
 }
 
-/// `compare`'s work: prints the table and returns the exit code with the
-/// comparison and the candidate's report (for the nightly history).
-pub fn compare_folders(args: &CompareArgs) -> Result<(i32, Vec<Comparison>, Option<Report>)> {
+/// What `compare` found, before it is printed.
+pub struct Compared {
+    pub code: i32,
+    pub rows: Vec<Comparison>,
+    /// The candidate's report (for the nightly history).
+    pub report: Option<Report>,
+    pub thresholds: Option<Thresholds>,
+    /// The control's drift, when times are judged net of it.
+    pub drift: Option<(String, crate::report::Rel)>,
+    /// Why the folders were not compared, or what to say about the verdicts.
+    pub error: Option<String>,
+    pub warnings: Vec<String>,
+}
+
+impl Compared {
+    fn refused(error: String) -> Compared {
+        Compared {
+            code: crate::util::exit::INPUT,
+            rows: vec![],
+            report: None,
+            thresholds: None,
+            drift: None,
+            error: Some(error),
+            warnings: vec![],
+        }
+    }
+
+    /// Prints the table (or the JSON document) and returns the exit code.
+    pub fn print(&self, args: &CompareArgs) -> i32 {
+        match args.format {
+            crate::util::TextOrJson::Text => {
+                for w in &self.warnings {
+                    eprintln!("warning: {w}");
+                }
+                if let Some(th) = &self.thresholds
+                    && self.error.is_none()
+                {
+                    print!("{}", comparison_table(&self.rows, th));
+                }
+                if let Some((control, d)) = &self.drift {
+                    println!(
+                        "drift: the control `{control}` is {:+.1}% [{:+.1}, {:+.1}] in the candidate; every other time is judged net of it (--absolute judges raw times)",
+                        100.0 * d.rel,
+                        100.0 * d.lo,
+                        100.0 * d.hi
+                    );
+                }
+                if let Some(e) = &self.error {
+                    let prefix = if self.code == crate::util::exit::INPUT && self.rows.is_empty() {
+                        "error: "
+                    } else {
+                        ""
+                    };
+                    eprintln!("{prefix}{e}");
+                }
+            }
+            crate::util::TextOrJson::Json => {
+                crate::util::print_json(serde_json::json!({
+                    "exit_code": self.code,
+                    "base": args.base,
+                    "candidate": args.candidate,
+                    "time_model": if args.absolute { "absolute" } else { "net_of_drift" },
+                    "thresholds": self.thresholds.map(|t| serde_json::json!({
+                        "max_slowdown": t.max_slowdown,
+                        "max_acc_drop": t.max_acc_drop,
+                    })),
+                    "drift": self.drift.as_ref().map(|(control, d)| serde_json::json!({
+                        "control": control, "rel": d.rel, "lo": d.lo, "hi": d.hi,
+                    })),
+                    "variants": self.rows.iter().map(Comparison::to_json).collect::<Vec<_>>(),
+                    "regressions": self.rows.iter().filter(|r| r.verdict.is_bad()).count(),
+                    "message": self.error,
+                    "warnings": self.warnings,
+                }));
+            }
+        }
+        self.code
+    }
+}
+
+/// `compare`'s work: the verdicts, the exit code and the candidate's report.
+pub fn compare_folders(args: &CompareArgs) -> Result<Compared> {
     let th = Thresholds {
         max_slowdown: args.max_slowdown,
         max_acc_drop: args.max_acc_drop,
     };
     if let Err(e) = th.validate() {
-        eprintln!("error: {e}");
-        return Ok((2, vec![], None));
+        return Ok(Compared::refused(e));
     }
     let opts = ReportOptions {
-        target: None,
         clock: args.clock,
-        by_device: false,
+        ..Default::default()
     };
     let (base, cand) = match (
         aggregate(std::slice::from_ref(&args.base), &opts),
         aggregate(std::slice::from_ref(&args.candidate), &opts),
     ) {
         (Ok(b), Ok(c)) => (b, c),
-        (Err(e), _) | (_, Err(e)) => {
-            eprintln!("error: {}", crate::util::one_line(&e));
-            return Ok((2, vec![], None));
-        }
+        (Err(e), _) | (_, Err(e)) => return Ok(Compared::refused(crate::util::one_line(&e))),
     };
     let (ib, ic) = (
         identity(&args.base, &base)?,
@@ -353,17 +455,17 @@ pub fn compare_folders(args: &CompareArgs) -> Result<(i32, Vec<Comparison>, Opti
             _ => format!("{what}: base {b}, candidate {c}"),
         })
         .collect();
+    let mut warnings = Vec::new();
     if !differ.is_empty() {
         let line = differ.join("; ");
         if !args.allow_different {
-            eprintln!(
-                "error: {} and {} are not comparable ({line}); pass --allow-different to compare anyway",
+            return Ok(Compared::refused(format!(
+                "{} and {} are not comparable ({line}); pass --allow-different to compare anyway",
                 args.base.display(),
                 args.candidate.display()
-            );
-            return Ok((2, vec![], None));
+            )));
         }
-        eprintln!("warning: comparing anyway although {line}");
+        warnings.push(format!("comparing anyway although {line}"));
     }
     let model = if args.absolute {
         TimeModel::Absolute
@@ -371,38 +473,48 @@ pub fn compare_folders(args: &CompareArgs) -> Result<(i32, Vec<Comparison>, Opti
         TimeModel::NetOfDrift
     };
     let rows = compare(&base, &cand, &th, model);
-    print!("{}", comparison_table(&rows, &th));
-    if let (TimeModel::NetOfDrift, Some(d), Some(control)) =
-        (model, drift(&base, &cand), base.rows.first())
-    {
-        println!(
-            "drift: the control `{}` is {:+.1}% [{:+.1}, {:+.1}] in the candidate; every other time is judged net of it (--absolute judges raw times)",
-            control.variant,
-            100.0 * d.rel,
-            100.0 * d.lo,
-            100.0 * d.hi
-        );
-        if d.lo > th.max_slowdown {
-            eprintln!(
-                "warning: the whole candidate session is slower beyond {:+.0}%: a slower machine, or a change that slows every rung alike (judge it with --absolute)",
-                100.0 * th.max_slowdown
-            );
+    let drift = match (model, drift(&base, &cand), base.rows.first()) {
+        (TimeModel::NetOfDrift, Some(d), Some(control)) => {
+            if d.lo > th.max_slowdown {
+                warnings.push(format!(
+                    "the whole candidate session is slower beyond {:+.0}%: a slower machine, or a change that slows every rung alike (judge it with --absolute)",
+                    100.0 * th.max_slowdown
+                ));
+            }
+            Some((control.variant.clone(), d))
         }
-    }
+        _ => None,
+    };
     let bad = rows.iter().filter(|r| r.verdict.is_bad()).count();
     let open = rows
         .iter()
         .filter(|r| matches!(r.verdict, Verdict::Inconclusive { .. }))
         .count();
-    if bad > 0 {
-        eprintln!("{bad} of {} variants regressed or failed", rows.len());
-        return Ok((1, rows, Some(cand)));
-    }
-    if open > 0 && args.fail_inconclusive {
-        eprintln!("{open} of {} variants inconclusive", rows.len());
-        return Ok((2, rows, Some(cand)));
-    }
-    Ok((0, rows, Some(cand)))
+    let (code, error) = if bad > 0 {
+        (
+            crate::util::exit::REGRESSION,
+            Some(format!(
+                "{bad} of {} variants regressed or failed",
+                rows.len()
+            )),
+        )
+    } else if open > 0 && args.fail_inconclusive {
+        (
+            crate::util::exit::INPUT,
+            Some(format!("{open} of {} variants inconclusive", rows.len())),
+        )
+    } else {
+        (crate::util::exit::OK, None)
+    };
+    Ok(Compared {
+        code,
+        rows,
+        report: Some(cand),
+        thresholds: Some(th),
+        drift,
+        error,
+        warnings,
+    })
 }
 
 /// The comparison as a plain-text table, with the statistic it rests on.

@@ -41,6 +41,10 @@ pub struct RunArgs {
     /// embedded data, into results/<matrix>-tiny/.
     #[arg(long)]
     pub tiny: bool,
+    /// Run even what the scale guard refuses: a full-size recipe on the
+    /// embedded subset, or a matrix estimated at hours on a CPU.
+    #[arg(long)]
+    pub insist: bool,
 }
 
 fn parse_shard_arg(s: &str) -> Result<(usize, usize), String> {
@@ -106,8 +110,13 @@ pub fn cmd_run(args: RunArgs) -> Result<i32> {
         min_free_bytes: crate::util::min_free_bytes(),
         cpu_threads: args.cpu_threads,
     };
+    if args.resume.is_none() {
+        for note in crate::session::scale_guard(&matrices, &opts.devices, args.insist)? {
+            eprintln!("estimate: {note}");
+        }
+    }
     if !args.headless {
-        return crate::tui::run_session(matrices, opts, args.tiny);
+        return crate::tui::run_session(matrices, opts, args.tiny, args.insist);
     }
     crate::session::preflight(&matrices, &opts.devices)?;
     let session = Session::start(matrices, opts, tch_factory())?;

@@ -18,6 +18,8 @@ pub enum MatrixCommand {
         /// As `run --tiny` would run them: the recipes' `tiny-` forms on the embedded data.
         #[arg(long)]
         tiny: bool,
+        #[arg(long, value_enum, default_value = "text")]
+        format: crate::util::TextOrJson,
     },
     /// List the matrix files in a folder with their descriptions.
     List {
@@ -40,13 +42,61 @@ pub fn matrix_files(dir: &std::path::Path) -> Vec<PathBuf> {
     v
 }
 
+/// One matrix as `matrix show --format json` prints it: its header, every
+/// variant with the values it resolves to, and its runs.
+fn matrix_json(file: &std::path::Path, m: &super::Matrix) -> Result<serde_json::Value> {
+    let variants = m
+        .variants
+        .iter()
+        .enumerate()
+        .map(|(i, v)| {
+            let (cfg, plan) = crate::recipe::resolve_plan(&m.recipe, &v.overrides)?;
+            Ok(serde_json::json!({
+                "index": i,
+                "name": v.name,
+                "overrides": v.overrides.iter().map(ToString::to_string).collect::<Vec<_>>(),
+                "tricks": cfg.tricks_on(),
+                "resolved": plan.resolved(),
+            }))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    Ok(serde_json::json!({
+        "file": file,
+        "name": m.name,
+        "kind": m.kind.as_str(),
+        "recipe": m.recipe,
+        "data": m.data,
+        "target": m.target,
+        "description": m.description,
+        "seeds": m.seeds,
+        "adaptive": m.adaptive.map(|a| serde_json::json!({"ci_width": a.ci_width, "max": a.max})),
+        "budget_s": m.budget.map(|b| b.as_secs_f64()),
+        "variants": variants,
+        "runs": m.runs().len(),
+        "warnings": m.warnings,
+    }))
+}
+
 pub fn cmd_matrix(args: MatrixArgs) -> Result<i32> {
     match args.command {
-        MatrixCommand::Show { files, tiny } => {
+        MatrixCommand::Show {
+            files,
+            tiny,
+            format,
+        } => {
             if files.is_empty() {
                 anyhow::bail!(
                     "name at least one matrix file, e.g. `tricklab matrix show ablations/demo-ladder.toml`"
                 );
+            }
+            if format == crate::util::TextOrJson::Json {
+                let mut out = Vec::new();
+                for f in &files {
+                    let m = if tiny { load(f)?.tiny()? } else { load(f)? };
+                    out.push(matrix_json(f, &m)?);
+                }
+                crate::util::print_json(serde_json::json!({ "matrices": out }));
+                return Ok(0);
             }
             for f in files {
                 let m = if tiny { load(&f)?.tiny()? } else { load(&f)? };

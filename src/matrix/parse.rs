@@ -631,6 +631,7 @@ pub fn parse(text: &str, origin: &str) -> Result<Matrix> {
         text: text.to_string(),
         recipe: raw.recipe.into_inner(),
         kind: h.kind,
+        data_named: raw.data.is_some(),
         data: raw
             .data
             .map(Spanned::into_inner)

@@ -232,21 +232,41 @@ fn singular_values(x: &Tensor) -> Vec<f64> {
     s
 }
 
+/// A matrix of splitmix64 uniforms on [-1, 1), the same on every machine.
+fn uniform_matrix(shape: [i64; 2], seed: u64) -> Tensor {
+    let mut state = seed;
+    let values: Vec<f32> = (0..shape[0] * shape[1])
+        .map(|_| {
+            state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+            let mut z = state;
+            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+            z ^= z >> 31;
+            ((z >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0) as f32
+        })
+        .collect();
+    Tensor::from_slice(&values).reshape(shape)
+}
+
 #[test]
 fn newton_schulz_orthogonalises() {
-    tch::manual_seed(3);
     for shape in [[16i64, 40], [40, 16]] {
-        let g = Tensor::randn(shape, (Kind::Float, Device::Cpu));
+        // Its own generator, not torch's global one that tests running
+        // beside it draw from: some draws have a spectrum five steps cannot
+        // bring into the band.
+        let g = uniform_matrix(shape, 3);
         let before = singular_values(&g);
         let spread = before[0] / before[before.len() - 1];
         assert!(spread > 3.0, "test matrix is already near-orthogonal");
         // Without iterations the spectrum is just rescaled, far outside the band.
         let raw = singular_values(&newton_schulz5(&g, 0));
-        assert!(raw.iter().any(|&s| s < 0.68));
+        assert!(raw.iter().any(|&s| s < 0.5));
         let x = newton_schulz5(&g, 5);
         assert_eq!(x.size(), g.size().to_vec());
         for s in singular_values(&x) {
-            assert!((0.68..=1.2).contains(&s), "{shape:?}: singular value {s}");
+            // The quintic's coefficients trade exactness for speed: Jordan's
+            // Muon post puts its output singular values in about [0.5, 1.5].
+            assert!((0.5..=1.5).contains(&s), "{shape:?}: singular value {s}");
         }
         // Same singular vectors: Xᵀ·G is symmetric positive (polar factor).
         let p = if shape[0] <= shape[1] {
@@ -254,10 +274,12 @@ fn newton_schulz_orthogonalises() {
         } else {
             x.tr().matmul(&g)
         };
+        // In bf16 (8 mantissa bits, as airbench runs it) a few 1e-2 of the
+        // largest entry; a wrong factor is off by the entry itself.
         assert!(close(
             &p,
             &p.tr(),
-            1e-2 * f64::try_from(p.abs().max()).unwrap()
+            3e-2 * f64::try_from(p.abs().max()).unwrap()
         ));
     }
 }

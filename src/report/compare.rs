@@ -134,6 +134,22 @@ impl Verdict {
         )
     }
 
+    /// The verdict as one lowercase word, for `--format json`.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Verdict::Faster => "faster",
+            Verdict::NoChange => "no_change",
+            Verdict::Slower => "slower",
+            Verdict::LessAccurate => "less_accurate",
+            Verdict::Inconclusive { .. } => "inconclusive",
+            Verdict::FailedInCandidate => "failed_in_candidate",
+            Verdict::MissingInCandidate => "missing_in_candidate",
+            Verdict::NewInCandidate => "new_in_candidate",
+            Verdict::NotANumber => "not_a_number",
+            Verdict::Control => "control",
+        }
+    }
+
     pub fn label(&self) -> String {
         match self {
             Verdict::Faster => "faster".into(),
@@ -216,6 +232,35 @@ pub enum TimeModel {
     Absolute,
 }
 
+impl Comparison {
+    /// One variant's comparison as `compare --format json` prints it.
+    pub fn to_json(&self) -> serde_json::Value {
+        let more_runs = match self.verdict {
+            Verdict::Inconclusive { more_runs } => more_runs,
+            _ => None,
+        };
+        serde_json::json!({
+            "variant": self.variant,
+            "n_base": self.n.0,
+            "n_candidate": self.n.1,
+            "clock": self.clock,
+            "base_s": self.time.map(|d| d.base),
+            "candidate_s": self.time.map(|d| d.cand),
+            "time_rel": self.time_rel.map(|r| r.rel),
+            "time_rel_lo": self.time_rel.map(|r| r.lo),
+            "time_rel_hi": self.time_rel.map(|r| r.hi),
+            "base_acc": self.acc.map(|d| d.base),
+            "candidate_acc": self.acc.map(|d| d.cand),
+            "acc_delta": self.acc.map(|d| d.delta),
+            "acc_delta_lo": self.acc.map(|d| d.lo()),
+            "acc_delta_hi": self.acc.map(|d| d.hi()),
+            "verdict": self.verdict.code(),
+            "regression": self.verdict.is_bad(),
+            "more_runs": more_runs,
+        })
+    }
+}
+
 #[derive(Clone, Debug, PartialEq)]
 pub struct Comparison {
     pub variant: String,
@@ -229,6 +274,23 @@ pub struct Comparison {
     /// Accuracy difference (with TTA), as a fraction.
     pub acc: Option<Diff>,
     pub verdict: Verdict,
+}
+
+/// The accuracy difference paired by seed, when every seed ran on both sides.
+fn paired(b: &VariantStats, c: &VariantStats) -> Option<Diff> {
+    let d = super::delta::between(&b.acc_by_seed, &c.acc_by_seed)?;
+    if !d.paired || d.n < 2 {
+        return None;
+    }
+    let mean = |v: &[(u64, f64)]| v.iter().map(|x| x.1).sum::<f64>() / v.len().max(1) as f64;
+    let half_width = (d.hi - d.lo) / 2.0;
+    Some(Diff {
+        base: mean(&b.acc_by_seed),
+        cand: mean(&c.acc_by_seed),
+        delta: d.mean,
+        half_width,
+        se: half_width / t95(d.n - 1),
+    })
 }
 
 /// Runs a side that would likely shrink the CI below `margin`: the standard
@@ -308,7 +370,9 @@ pub fn compare(base: &Report, cand: &Report, th: &Thresholds, model: TimeModel) 
                 Some(c) if c.n == 0 && b.n > 0 => (None, None, None, Verdict::FailedInCandidate),
                 Some(c) => {
                     let ((tb, ab), (tc, ac)) = (sample(b, clock), sample(c, clock));
-                    let (time, acc) = (welch(tb, tc), welch(ab, ac));
+                    // Accuracy paired by seed where both sessions ran the
+                    // same seeds (same data order and init: the seeds' noise cancels).
+                    let (time, acc) = (welch(tb, tc), paired(b, c).or_else(|| welch(ab, ac)));
                     let raw = LogDiff::of(tb, tc);
                     let is_control = drift.is_some() && control.as_deref() == Some(&b.variant);
                     let rel = match (raw, drift) {
@@ -365,10 +429,10 @@ mod tests {
     #[test]
     fn welch_matches_a_hand_computed_interval() {
         // b: mean 10, sd 1, n 5; c: mean 12, sd 2, n 5 → se = √(0.2 + 0.8) = 1,
-        // df = 1 / (0.04/4 + 0.64/4) = 5.88 → 5 → t = 2.571.
+        // df = 1 / (0.04/4 + 0.64/4) = 5.88 → 5 → t = 2.5705818 (R: qt(0.975, 5)).
         let d = welch((10.0, 1.0, 5), (12.0, 2.0, 5)).unwrap();
         assert!((d.delta - 2.0).abs() < 1e-12);
-        assert!((d.half_width - 2.571).abs() < 1e-9, "{d:?}");
+        assert!((d.half_width - 2.570_581_835_6).abs() < 1e-9, "{d:?}");
         assert!(welch((10.0, 1.0, 1), (12.0, 2.0, 5)).is_none());
     }
 

@@ -46,9 +46,12 @@ impl Report {
             .map(|c| describe(*c))
             .collect::<Vec<_>>()
             .join("; ");
-        let mut s = String::new();
-        s.push_str(&format!("# tricklab report\n\nTarget accuracy: **{:.1}%**. Time column: the full fixed-length run in each recipe's own timing convention ({clock}), seconds, mean ± 95% CI (t) where n ≥ 2, with min and median. The headline is that time with the mean accuracy against the target, as Page and airbench claim theirs.\n", 100.0 * self.target));
-        s.push_str("Accuracy is the final test accuracy with each run's TTA level, mean ± 95% CI over seeds. \"First eval at target\" is secondary and per run: the DAWNBench-style time of the first evaluation at the target, averaged only over the runs that reached it (a selection: the count that did not is given). Speedups divide the previous (first) variant's mean time by this one's; \"vs prev\" only on ladders, where each rung builds on the one before.\n\n");
+        let mut s = String::from("# tricklab report\n\n| setup | |\n|---|---|\n");
+        for (k, v) in &self.setup {
+            s.push_str(&format!("| {k} | {} |\n", v.replace('|', "\\|")));
+        }
+        s.push_str(&format!("\nTarget accuracy: **{:.1}%**. Time column: the full fixed-length run in each recipe's own timing convention ({clock}), seconds, mean ± 95% CI (t) where n ≥ 2, with min and median. The headline is that time with the mean accuracy against the target, as Page and airbench claim theirs.\n", 100.0 * self.target));
+        s.push_str("Accuracy is the final test accuracy with each run's TTA level, mean ± 95% CI over seeds. \"First eval at target\" is secondary and per run: the DAWNBench-style time of the first evaluation at the target, averaged only over the runs that reached it (a selection: the count that did not is given). Speedups divide the previous (first) variant's mean time by this one's; \"vs prev\" only on ladders, where each rung builds on the one before. Δ columns: this variant minus the one it is read against (a ladder's previous rung, else the first variant), paired by seed where both ran the same seeds, else Welch; `*` where the 95% CI excludes 0; one run a side gives the value and no interval. A run is *noisy* when other processes used over a quarter of the machine's cores, the GPU throttled, or its throughput varied over 30% between epochs (`report --drop-noisy` leaves such runs out).\n\n");
         s.push_str("Results: ");
         s.push_str(
             &self
@@ -58,28 +61,35 @@ impl Report {
                 .collect::<Vec<_>>()
                 .join(", "),
         );
-        s.push_str("\n\n| # | variant | n | failed | acc % (TTA) | acc % (no TTA) | P(acc ≥ target) | clock | time mean (s) | time min | time median | first eval at target (s, per run) | speedup vs prev | speedup vs first |\n");
-        s.push_str("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+        s.push_str("\n\n| # | variant | n | failed | acc % (TTA) | acc % (no TTA) | P(acc ≥ target) [95% CI, Wilson] | clock | time mean (s) | time min | time median | first eval at target (s, per run) | speedup vs prev | speedup vs first | Δ s [95% CI] | Δ acc pts [95% CI] |\n");
+        s.push_str("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
         let mut matrix = "";
         for r in &self.rows {
             if r.matrix != matrix && self.rows.iter().any(|x| x.matrix != r.matrix) {
-                s.push_str(&format!("| | **{}** | | | | | | | | | | | | |\n", r.matrix));
+                s.push_str(&format!(
+                    "| | **{}** | | | | | | | | | | | | | | |\n",
+                    r.matrix
+                ));
             }
             matrix = &r.matrix;
             let c = r.time();
             let missed = r.n - r.ttt_n;
             s.push_str(&format!(
-                "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
+                "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
                 r.index,
                 r.variant.replace('|', "\\|"),
-                r.n,
+                if r.noisy > 0 {
+                    format!("{} ({} noisy)", r.n, r.noisy)
+                } else {
+                    r.n.to_string()
+                },
                 r.failed,
                 pm(pct(r.acc_tta_mean), r.acc_tta_ci95, 100.0),
                 pm(pct(r.acc_mean), r.acc_ci95, 100.0),
-                if r.p_target.is_finite() {
-                    format!("{:.2}", r.p_target)
-                } else {
-                    "-".into()
+                match (r.p_target.is_finite(), r.p_target_ci95) {
+                    (true, Some((lo, hi))) => format!("{:.2} [{lo:.2}, {hi:.2}]", r.p_target),
+                    (true, None) => format!("{:.2}", r.p_target),
+                    _ => "-".into(),
                 },
                 r.headline.name(),
                 pm(secs(c.mean), c.ci95, 1.0),
@@ -97,6 +107,8 @@ impl Report {
                 r.speedup_first
                     .map(|x| format!("×{x:.2}"))
                     .unwrap_or_else(|| "-".into()),
+                r.delta_time.map_or("-".into(), |d| d.label(1.0)),
+                r.delta_acc.map_or("-".into(), |d| d.label(100.0)),
             ));
         }
         s
@@ -104,7 +116,7 @@ impl Report {
 
     pub fn to_csv(&self) -> String {
         let mut s = String::from(
-            "matrix,index,variant,clock,n,failed,acc_mean,acc_ci95,acc_tta_mean,acc_tta_ci95,p_target,dawn_s_mean,dawn_s_min,dawn_s_median,airbench_s_mean,airbench_s_min,airbench_s_median,hlb_s_mean,hlb_s_min,hlb_s_median,wall_s_mean,ttt_mean,ttt_n,speedup_prev,speedup_first\n",
+            "matrix,index,variant,clock,n,failed,noisy,acc_mean,acc_ci95,acc_tta_mean,acc_tta_ci95,p_target,p_target_lo,p_target_hi,dawn_s_mean,dawn_s_min,dawn_s_median,airbench_s_mean,airbench_s_min,airbench_s_median,hlb_s_mean,hlb_s_min,hlb_s_median,wall_s_mean,ttt_mean,ttt_n,speedup_prev,speedup_first\n",
         );
         let o = |x: Option<f64>| x.map(|v| v.to_string()).unwrap_or_default();
         let q = |t: &str| format!("\"{}\"", t.replace('"', "\"\""));
@@ -117,18 +129,21 @@ impl Report {
                 ..
             } = r;
             s.push_str(&format!(
-                "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n",
+                "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n",
                 q(&r.matrix),
                 r.index,
                 q(&r.variant),
                 r.headline.name(),
                 r.n,
                 r.failed,
+                r.noisy,
                 r.acc_mean,
                 r.acc_ci95,
                 r.acc_tta_mean,
                 r.acc_tta_ci95,
                 r.p_target,
+                o(r.p_target_ci95.map(|c| c.0)),
+                o(r.p_target_ci95.map(|c| c.1)),
                 dawn.mean,
                 dawn.min,
                 dawn.median,
@@ -148,7 +163,85 @@ impl Report {
         s
     }
 
+    /// The report as one self-contained HTML page: the Markdown's text and
+    /// tables, then `charts` (name, SVG text) inline.
+    pub fn to_html(&self, charts: &[(String, String)]) -> String {
+        let esc = |t: &str| {
+            t.replace('&', "&amp;")
+                .replace('<', "&lt;")
+                .replace('>', "&gt;")
+        };
+        let inline = |t: &str| {
+            // **bold** and `code`, the two the Markdown uses.
+            let mut out = String::new();
+            for (i, part) in esc(t).split("**").enumerate() {
+                let part = part
+                    .split('`')
+                    .enumerate()
+                    .map(|(j, p)| {
+                        if j % 2 == 1 {
+                            format!("<code>{p}</code>")
+                        } else {
+                            p.to_string()
+                        }
+                    })
+                    .collect::<String>();
+                out += &if i % 2 == 1 {
+                    format!("<b>{part}</b>")
+                } else {
+                    part
+                };
+            }
+            out
+        };
+        let mut body = String::new();
+        let mut in_table = false;
+        for line in self.to_markdown().lines() {
+            if let Some(row) = line.strip_prefix('|') {
+                let cells: Vec<&str> = row.trim_end_matches('|').split(" | ").collect();
+                if cells.iter().all(|c| c.trim().chars().all(|ch| ch == '-')) {
+                    continue;
+                }
+                let tag = if in_table { "td" } else { "th" };
+                if !in_table {
+                    body += "<table>\n";
+                    in_table = true;
+                }
+                body += "<tr>";
+                for c in cells {
+                    body += &format!(
+                        "<{tag}>{}</{tag}>",
+                        inline(c.trim().trim_start_matches('|').trim())
+                    );
+                }
+                body += "</tr>\n";
+                continue;
+            }
+            if in_table {
+                body += "</table>\n";
+                in_table = false;
+            }
+            if let Some(h) = line.strip_prefix("# ") {
+                body += &format!("<h1>{}</h1>\n", inline(h));
+            } else if !line.trim().is_empty() {
+                body += &format!("<p>{}</p>\n", inline(line));
+            }
+        }
+        if in_table {
+            body += "</table>\n";
+        }
+        for (name, svg) in charts {
+            body += &format!("<h2>{}</h2>\n<div class=\"chart\">{svg}</div>\n", esc(name));
+        }
+        format!(
+            "<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>tricklab report</title>\n<style>body{{font-family:sans-serif;max-width:1200px;margin:2em auto}}table{{border-collapse:collapse;margin:1em 0}}td,th{{border:1px solid #bbb;padding:2px 6px;font-size:13px}}.chart svg{{max-width:100%;height:auto}}</style></head>\n<body>\n{body}</body></html>\n"
+        )
+    }
+
+    /// The report as JSON: `schema_version`, lowercase clocks, NaN as null.
     pub fn to_json(&self) -> Result<String> {
-        Ok(serde_json::to_string_pretty(self)?)
+        let mut v = serde_json::to_value(self)?;
+        v["schema_version"] = crate::util::SCHEMA_VERSION.into();
+        Ok(serde_json::to_string_pretty(&v)?)
     }
 }

@@ -6,6 +6,7 @@
 use super::{Comparison, Report};
 use anyhow::{Context, Result};
 use polars::prelude::*;
+use polars_io::prelude::{CsvReadOptions, SerReader};
 use std::path::{Path, PathBuf};
 
 const COLUMNS: &[&str] = &[
@@ -70,7 +71,12 @@ pub fn nights_of(dir: &Path, report: &Report, verdicts: &[Comparison]) -> Result
         .map(|r| Night {
             night: text("created_at"),
             folder: dir.display().to_string(),
-            git_commit: text("git_commit"),
+            // Outside a checkout the session's own commit is unknown; the
+            // binary's (built from a checkout) is what ran.
+            git_commit: match text("git_commit").as_str() {
+                "unknown" | "" => text("build_commit"),
+                c => c.to_string(),
+            },
             data_hash: data_hash.clone(),
             matrix: r.matrix.clone(),
             index: r.index,
@@ -227,6 +233,31 @@ pub fn load(root: &Path) -> Result<Vec<Night>> {
 }
 
 /// The history as a Markdown table: per rung, one line per night.
+/// The nights for `report --history --format json`: the verdict as one
+/// lowercase word (the CSV keeps the table's label).
+pub fn to_json(nights: &[Night]) -> serde_json::Value {
+    let word = |label: &str| {
+        let head = label.split(['(', ':']).next().unwrap_or("").trim();
+        match head {
+            "-" => "none".to_string(),
+            h => h.to_lowercase().replace(' ', "_"),
+        }
+    };
+    nights
+        .iter()
+        .map(|n| {
+            serde_json::json!({
+                "night": n.night, "folder": n.folder, "git_commit": n.git_commit,
+                "data_hash": n.data_hash, "matrix": n.matrix, "index": n.index,
+                "variant": n.variant, "clock": n.clock, "n": n.n,
+                "time_s": n.time_s, "time_ci95": n.time_ci95,
+                "acc_tta": n.acc_tta, "acc_tta_ci95": n.acc_tta_ci95,
+                "verdict": word(&n.verdict),
+            })
+        })
+        .collect()
+}
+
 pub fn to_markdown(nights: &[Night]) -> String {
     let mut out = String::from(
         "# tricklab history\n\nEach rung's full-run time (its recipe's clock, mean ± 95% CI) and accuracy (TTA, mean ± 95% CI) night by night, with the commit and data of the night and the verdict against that night's baseline.\n\n",

@@ -4,6 +4,7 @@
 //! statistic), time-to-target, and speedups against the previous and first rung.
 
 mod compare;
+pub mod delta;
 mod format;
 pub mod history;
 
@@ -28,6 +29,8 @@ pub fn clock_of_recipe(recipe: &str) -> Clock {
 pub struct ReportOptions {
     /// Overrides the target recorded with the runs.
     pub target: Option<f64>,
+    /// Leave out runs flagged noisy.
+    pub drop_noisy: bool,
     /// One clock for every variant; `None`: each recipe's own convention
     /// (DAWNBench-style for Page's, airbench-style for airbench's).
     pub clock: Option<Clock>,
@@ -58,6 +61,9 @@ pub struct VariantStats {
     /// Finished runs.
     pub n: usize,
     pub failed: usize,
+    /// Of the `n`, runs whose seconds were disturbed (a busy machine, a
+    /// throttled GPU, a ragged throughput); `report --drop-noisy` leaves them out.
+    pub noisy: usize,
     pub acc_mean: f64,
     pub acc_std: f64,
     pub acc_ci95: f64,
@@ -66,6 +72,8 @@ pub struct VariantStats {
     pub acc_tta_std: f64,
     pub acc_tta_ci95: f64,
     pub p_target: f64,
+    /// Wilson's 95% interval of `p_target` over the `n` runs.
+    pub p_target_ci95: Option<(f64, f64)>,
     pub dawn: ClockStats,
     pub airbench: ClockStats,
     pub hlb: ClockStats,
@@ -79,6 +87,17 @@ pub struct VariantStats {
     /// Previous rung's mean (chosen clock) / this rung's.
     pub speedup_prev: Option<f64>,
     pub speedup_first: Option<f64>,
+    /// The variant this one is read against: a ladder's previous rung, the
+    /// first variant of the other kinds.
+    pub delta_vs: Option<String>,
+    /// Seconds (this variant's clock) and accuracy against `delta_vs`,
+    /// paired by seed where the seeds match, with 95% CIs.
+    pub delta_time: Option<delta::Delta>,
+    pub delta_acc: Option<delta::Delta>,
+    /// Each finished run's (seed, accuracy with TTA): `compare` pairs the
+    /// two sessions' accuracies by seed.
+    #[serde(skip)]
+    pub acc_by_seed: Vec<(u64, f64)>,
 }
 
 impl VariantStats {
@@ -99,6 +118,9 @@ impl VariantStats {
 
 #[derive(Clone, Debug, Serialize)]
 pub struct Report {
+    /// What the numbers were measured on (hardware, device, data, clock, n,
+    /// commit, date), as the report's first block says.
+    pub setup: Vec<(String, String)>,
     pub target: f64,
     /// The clock all rows share (`None`: rows of recipes with different conventions).
     pub clock: Option<Clock>,
@@ -161,21 +183,19 @@ pub fn scan_runs(dirs: &[PathBuf]) -> Result<LazyFrame> {
         .iter()
         .map(|d| {
             let p = runs_file(d)?;
-            let s = p.to_string_lossy().to_string();
-            LazyFrame::scan_parquet(PlRefPath::from(s.as_str()), ScanArgsParquet::default())
-                .map_err(anyhow::Error::from)
-                .with_context(|| {
-                    format!(
-                        "{} is not a valid Parquet file; delete it to rebuild the table",
-                        p.display()
-                    )
-                })
-                // A run recorded twice in one folder counts once, as its last row
-                // (rows from different folders are different runs).
-                .map(|lf| {
-                    let key = ["matrix", "variant", "repeat"].map(col).to_vec();
-                    lf.unique_stable_generic(Some(key), UniqueKeepStrategy::Last)
-                })
+            let mut df = crate::store::read_parquet(&p, None).with_context(|| {
+                format!(
+                    "{} is not a valid Parquet file; delete it to rebuild the table",
+                    p.display()
+                )
+            })?;
+            as_schema_1_words(&mut df)?;
+            // A run recorded twice in one folder counts once, as its last row
+            // (rows from different folders are different runs).
+            let key = ["matrix", "variant", "repeat"].map(col).to_vec();
+            Ok(df
+                .lazy()
+                .unique_stable_generic(Some(key), UniqueKeepStrategy::Last))
         })
         .collect::<Result<Vec<_>>>()?;
     Ok(concat(
@@ -188,6 +208,36 @@ pub fn scan_runs(dirs: &[PathBuf]) -> Result<LazyFrame> {
     )?)
 }
 
+/// The tables the report reads, old and new alike: the trick list as one
+/// comma-joined word, no end time (its type changed with schema 2), and a
+/// `noisy` flag (false where a table predates it).
+fn as_schema_1_words(df: &mut DataFrame) -> Result<()> {
+    let _ = df.drop_in_place("finished_at");
+    let n = df.height();
+    if df.column("noisy").is_err() {
+        df.with_column(Column::new("noisy".into(), vec![false; n]))?;
+    }
+    if df.column("clock").is_err() {
+        df.with_column(Column::new("clock".into(), vec![None::<String>; n]))?;
+    }
+    let Ok(c) = df.column("tricks") else {
+        return Ok(());
+    };
+    if let DataType::List(_) = c.dtype() {
+        let lists = c.list()?;
+        let joined = (0..lists.len())
+            .map(|i| match lists.get_as_series(i) {
+                Some(l) => Ok(Some(
+                    l.str()?.iter().flatten().collect::<Vec<_>>().join(","),
+                )),
+                None => Ok(None),
+            })
+            .collect::<PolarsResult<Vec<Option<String>>>>()?;
+        df.with_column(Column::new("tricks".into(), joined))?;
+    }
+    Ok(())
+}
+
 fn f(df: &DataFrame, name: &str) -> Result<Vec<Option<f64>>> {
     Ok(df
         .column(name)?
@@ -198,7 +248,10 @@ fn f(df: &DataFrame, name: &str) -> Result<Vec<Option<f64>>> {
 }
 
 pub fn aggregate(dirs: &[PathBuf], opts: &ReportOptions) -> Result<Report> {
-    let runs = scan_runs(dirs)?;
+    let mut runs = scan_runs(dirs)?;
+    if opts.drop_noisy {
+        runs = runs.filter(col("noisy").fill_null(lit(false)).not());
+    }
     let target_lit = match opts.target {
         Some(t) => lit(t),
         None => col("target_acc"),
@@ -214,8 +267,15 @@ pub fn aggregate(dirs: &[PathBuf], opts: &ReportOptions) -> Result<Report> {
             .cast(DataType::UInt32)
             .sum()
             .alias("failed"),
+        col("noisy")
+            .fill_null(lit(false))
+            .and(col("status").eq(lit("done")))
+            .cast(DataType::UInt32)
+            .sum()
+            .alias("noisy"),
         col("tricks").first().alias("tricks"),
         col("recipe").first().alias("recipe"),
+        col("clock").first().alias("clock"),
         col("target_acc").first().alias("target_acc"),
     ];
     let done = || col("status").eq(lit("done"));
@@ -295,8 +355,12 @@ pub fn aggregate(dirs: &[PathBuf], opts: &ReportOptions) -> Result<Report> {
         }
     }
     let recipe = s("recipe")?;
+    // The clock each run recorded; folders older than the column fall back
+    // on the recipe's convention.
+    let recorded_clock = s("clock")?;
     let index = f(&df, "index")?;
     let (n, failed, ttt_n) = (f(&df, "n")?, f(&df, "failed")?, f(&df, "ttt_n")?);
+    let noisy = f(&df, "noisy")?;
     let target = opts.target.unwrap_or_else(|| {
         f(&df, "target_acc")
             .ok()
@@ -358,9 +422,15 @@ pub fn aggregate(dirs: &[PathBuf], opts: &ReportOptions) -> Result<Report> {
                 variant: variant[i].clone(),
                 tricks: tricks[i].clone(),
                 recipe: recipe[i].clone(),
-                headline: opts.clock.unwrap_or_else(|| clock_of_recipe(&recipe[i])),
+                headline: opts.clock.unwrap_or_else(|| {
+                    Clock::ALL
+                        .into_iter()
+                        .find(|c| c.name() == recorded_clock[i])
+                        .unwrap_or_else(|| clock_of_recipe(&recipe[i]))
+                }),
                 n: n_i,
                 failed: failed[i].unwrap_or(0.0) as usize,
+                noisy: noisy[i].unwrap_or(0.0) as usize,
                 acc_mean: v("acc_mean", i),
                 acc_std: v("acc_std", i),
                 acc_ci95: ci(v("acc_std", i), n_i),
@@ -368,6 +438,13 @@ pub fn aggregate(dirs: &[PathBuf], opts: &ReportOptions) -> Result<Report> {
                 acc_tta_std: v("acc_tta_std", i),
                 acc_tta_ci95: ci(v("acc_tta_std", i), n_i),
                 p_target: v("p_target", i),
+                p_target_ci95: {
+                    let p = v("p_target", i);
+                    let k = (p * n_i as f64).round() as usize;
+                    p.is_finite()
+                        .then(|| crate::util::stats::wilson95(k, n_i))
+                        .flatten()
+                },
                 dawn: clock("dawn_s"),
                 airbench: clock("airbench_s"),
                 hlb: clock("hlb_s"),
@@ -378,6 +455,10 @@ pub fn aggregate(dirs: &[PathBuf], opts: &ReportOptions) -> Result<Report> {
                 ttt_n: tn,
                 speedup_prev: None,
                 speedup_first: None,
+                delta_vs: None,
+                delta_time: None,
+                delta_acc: None,
+                acc_by_seed: Vec::new(),
             }
         })
         .collect();
@@ -405,14 +486,185 @@ pub fn aggregate(dirs: &[PathBuf], opts: &ReportOptions) -> Result<Report> {
             prev = Some((r.matrix.clone(), t));
         }
     }
+    add_deltas(&mut rows, dirs, &unordered, opts);
     let clock = rows.first().map(|r| r.headline);
     let clock = clock.filter(|c| rows.iter().all(|r| r.headline == *c));
     Ok(Report {
+        setup: setup(dirs, &rows),
         target,
         clock,
         dirs: dirs.to_vec(),
         rows,
     })
+}
+
+/// The setup block: the distinct values of each fact over the folders.
+fn setup(dirs: &[PathBuf], rows: &[VariantStats]) -> Vec<(String, String)> {
+    let manifests: Vec<serde_json::Value> = dirs
+        .iter()
+        .filter_map(|d| crate::store::read_manifest(d).ok())
+        .collect();
+    let runs: Vec<crate::store::RunRow> = dirs
+        .iter()
+        .filter_map(|d| crate::store::read_runs(&d.join("runs.parquet")).ok())
+        .flatten()
+        .collect();
+    let distinct = |v: Vec<String>| {
+        let mut v: Vec<String> = v.into_iter().filter(|s| !s.is_empty()).collect();
+        v.sort();
+        v.dedup();
+        if v.is_empty() {
+            "unknown".into()
+        } else {
+            v.join("; ")
+        }
+    };
+    let text = |m: &serde_json::Value, k: &str| m[k].as_str().unwrap_or("").to_string();
+    let cpu = distinct(
+        runs.iter()
+            .filter_map(|r| {
+                Some(format!(
+                    "{} ({} cores)",
+                    r.cpu_model.as_ref()?,
+                    r.cpu_cores?
+                ))
+            })
+            .collect(),
+    );
+    let gpus = distinct(runs.iter().filter_map(|r| r.gpu_name.clone()).collect());
+    let hardware = if gpus == "unknown" {
+        cpu
+    } else {
+        format!("{cpu}; GPU {gpus}")
+    };
+    let data = distinct(
+        manifests
+            .iter()
+            .flat_map(|m| m["data_sets"].as_array().cloned().unwrap_or_default())
+            .map(|d| {
+                format!(
+                    "{} (hash {})",
+                    d["name"].as_str().unwrap_or("?"),
+                    d["hash"].as_str().unwrap_or("?")
+                )
+            })
+            .collect(),
+    );
+    let commit = distinct(
+        manifests
+            .iter()
+            .map(|m| {
+                let c = text(m, "git_commit");
+                let c = if c.is_empty() || c == "unknown" {
+                    text(m, "build_commit")
+                } else {
+                    c
+                };
+                format!(
+                    "{} (tricklab {}, libtorch {})",
+                    c.get(..12).unwrap_or(&c),
+                    text(m, "tricklab_version"),
+                    text(m, "libtorch_version")
+                )
+            })
+            .collect(),
+    );
+    let mut clocks: Vec<String> = rows.iter().map(|r| r.headline.name().to_string()).collect();
+    clocks.dedup();
+    let finished: usize = rows.iter().map(|r| r.n).sum();
+    let (lo, hi) = (
+        rows.iter().map(|r| r.n).min().unwrap_or(0),
+        rows.iter().map(|r| r.n).max().unwrap_or(0),
+    );
+    let noisy: usize = rows.iter().map(|r| r.noisy).sum();
+    vec![
+        ("hardware".into(), hardware),
+        (
+            "device".into(),
+            distinct(runs.iter().map(|r| r.device.clone()).collect()),
+        ),
+        ("data".into(), data),
+        ("clock".into(), distinct(clocks)),
+        (
+            "runs".into(),
+            format!(
+                "{finished} finished, {} a variant{}",
+                if lo == hi {
+                    lo.to_string()
+                } else {
+                    format!("{lo}–{hi}")
+                },
+                if noisy > 0 {
+                    format!(", {noisy} flagged noisy")
+                } else {
+                    String::new()
+                }
+            ),
+        ),
+        ("commit".into(), commit),
+        (
+            "date".into(),
+            distinct(
+                manifests
+                    .iter()
+                    .map(|m| text(m, "created_at").chars().take(16).collect())
+                    .collect(),
+            ),
+        ),
+    ]
+}
+
+/// Each variant's Δ against the one it is read against, from the runs
+/// themselves (paired by seed): a ladder's previous rung with runs, the
+/// first variant of the other kinds.
+fn add_deltas(
+    rows: &mut [VariantStats],
+    dirs: &[PathBuf],
+    unordered: &std::collections::HashSet<String>,
+    opts: &ReportOptions,
+) {
+    // Each folder's rows, a run recorded twice counted once (its last row).
+    let mut runs: Vec<crate::store::RunRow> = Vec::new();
+    for d in dirs {
+        let Ok(mut rs) = crate::store::read_runs(&d.join("runs.parquet")) else {
+            continue;
+        };
+        rs.reverse();
+        let mut seen = std::collections::HashSet::new();
+        rs.retain(|r| seen.insert((r.matrix.clone(), r.variant.clone(), r.repeat)));
+        runs.extend(rs);
+    }
+    let of = |r: &VariantStats, clock: Clock| {
+        let mine: Vec<crate::store::RunRow> = runs
+            .iter()
+            .filter(|x| {
+                x.matrix == r.matrix
+                    && x.index as usize == r.index
+                    && (!opts.by_device || r.variant.ends_with(&format!(" @ {}", x.device)))
+            })
+            .cloned()
+            .collect();
+        delta::samples(&mine, clock, opts.drop_noisy)
+    };
+    let mut reference: Option<usize> = None;
+    for i in 0..rows.len() {
+        rows[i].acc_by_seed = of(&rows[i], rows[i].headline).1;
+        let starts_matrix = i == 0 || rows[i - 1].matrix != rows[i].matrix;
+        if starts_matrix {
+            reference = None;
+        }
+        if let Some(j) = reference {
+            let clock = rows[i].headline;
+            let ((t0, a0), (t1, a1)) = (of(&rows[j], clock), of(&rows[i], clock));
+            rows[i].delta_vs = Some(rows[j].variant.clone());
+            rows[i].delta_time = delta::between(&t0, &t1);
+            rows[i].delta_acc = delta::between(&a0, &a1);
+        }
+        let ladder = !unordered.contains(&rows[i].matrix);
+        if rows[i].n > 0 && (ladder || reference.is_none()) {
+            reference = Some(i);
+        }
+    }
 }
 
 #[cfg(test)]

@@ -179,6 +179,121 @@ pub fn preflight(matrices: &[Matrix], devices: &[String]) -> Result<()> {
     Ok(())
 }
 
+/// Hours a CPU session may be estimated at before it is refused as a
+/// matrix sized for a GPU (`TRICKLAB_MAX_CPU_HOURS` overrides it).
+fn max_cpu_hours() -> f64 {
+    std::env::var("TRICKLAB_MAX_CPU_HOURS")
+        .ok()
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(2.0)
+}
+
+fn human(secs: f64) -> String {
+    match secs {
+        s if s < 120.0 => format!("{s:.0} s"),
+        s if s < 7200.0 => format!("{:.0} min", s / 60.0),
+        s if s < 172_800.0 => format!("{:.1} h", s / 3600.0),
+        s => format!("{:.1} days", s / 86_400.0),
+    }
+}
+
+/// The matrix as decided: its kind, target, data and each variant's
+/// overrides, tricks, clock and resolved values (`manifest.json`).
+fn resolved_matrix(m: &Matrix) -> Result<serde_json::Value> {
+    let variants = m
+        .variants
+        .iter()
+        .enumerate()
+        .map(|(i, v)| {
+            let (cfg, plan) = crate::recipe::resolve_plan(&m.recipe, &v.overrides)?;
+            Ok(serde_json::json!({
+                "index": i,
+                "name": v.name,
+                "overrides": v.overrides.iter().map(ToString::to_string).collect::<Vec<_>>(),
+                "tricks": cfg.tricks_on(),
+                "clock": plan.clock,
+                "resolved": plan.resolved(),
+            }))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    Ok(serde_json::json!({
+        "name": m.name,
+        "kind": m.kind.as_str(),
+        "recipe": m.recipe,
+        "data": m.data,
+        "target": m.target,
+        "seeds": m.seeds,
+        "variants": variants,
+    }))
+}
+
+/// A full-size recipe on the embedded 4,000-image subset because the matrix
+/// names no data: refused unless `insist`.
+pub fn guard_data(m: &Matrix, insist: bool) -> Result<()> {
+    if m.recipe.starts_with("tiny-") || m.data_named || insist {
+        return Ok(());
+    }
+    let origin = m
+        .path
+        .as_ref()
+        .map_or_else(|| m.name.clone(), |p| p.display().to_string());
+    anyhow::bail!(
+        "{origin}: its recipe `{}` is full-size but the matrix names no data, so it would train on the embedded 4,000-image subset: pass --data (e.g. `--data cifar10` after `tricklab data fetch cifar10`), rehearse it with --tiny, or pass --insist",
+        m.recipe
+    )
+}
+
+/// Refuses, before anything starts, what would train at the wrong scale: a
+/// full-size recipe on the embedded 4,000-image subset because the matrix
+/// names no data, or a matrix sized for a GPU on a CPU, estimated by a
+/// probe step at a small batch, scaled. `insist` runs them anyway. Returns the estimate lines.
+pub fn scale_guard(matrices: &[Matrix], devices: &[String], insist: bool) -> Result<Vec<String>> {
+    let cpu_only = devices.iter().all(|d| d.starts_with("cpu"));
+    let mut notes = Vec::new();
+    for m in matrices {
+        let origin = m
+            .path
+            .as_ref()
+            .map_or_else(|| m.name.clone(), |p| p.display().to_string());
+        if m.recipe.starts_with("tiny-") {
+            continue;
+        }
+        guard_data(m, insist)?;
+        if !cpu_only {
+            continue;
+        }
+        let runs = m.runs();
+        let Some(first) = runs.first() else { continue };
+        let data = crate::data::load(&m.data).map_err(|e| anyhow::anyhow!("{origin}: {e:#}"))?;
+        let planned = crate::recipe::plan_run(first)?;
+        let step_s = crate::train::TchTrainer::new("cpu")?.probe_step_s(&planned)?;
+        let mut total = 0.0;
+        for r in &runs {
+            let plan = crate::recipe::plan_run(r)?.plan;
+            let per = plan.data.train_per_class;
+            let n = data.train_len((per > 0).then_some(per)) as u64;
+            total += plan.rates(n).total as f64 * step_s;
+        }
+        let line = format!(
+            "{origin}: {} runs, about {} in all on the CPU ({step_s:.1} s a training step at batch {}, scaled from a probe step at batch {}; evaluation not counted)",
+            runs.len(),
+            human(total),
+            planned.plan.batch_size,
+            planned
+                .plan
+                .batch_size
+                .min(crate::train::TchTrainer::PROBE_BATCH)
+        );
+        if total > max_cpu_hours() * 3600.0 && !insist {
+            anyhow::bail!(
+                "{line}: a matrix sized for a GPU; rehearse it with --tiny (each recipe's tiny form, seconds a run), run it where a GPU is (--devices cuda), or pass --insist to run it here"
+            );
+        }
+        notes.push(line);
+    }
+    Ok(notes)
+}
+
 impl Session {
     pub fn start(matrices: Vec<Matrix>, opts: SessionOptions, factory: Factory) -> Result<Session> {
         let devices = if opts.devices.is_empty() {
@@ -214,15 +329,14 @@ impl Session {
             }
             if !stores.contains_key(&m.name) {
                 let label = m.shard.map(|(i, n)| format!("shard-{i}-of-{n}"));
-                stores.insert(
-                    m.name.clone(),
-                    ResultsWriter::create_labelled(
-                        &opts.results_root,
-                        &m.name,
-                        &m.text,
-                        label.as_deref(),
-                    )?,
-                );
+                let mut w = ResultsWriter::create_labelled(
+                    &opts.results_root,
+                    &m.name,
+                    &m.text,
+                    label.as_deref(),
+                )?;
+                w.record_matrix(resolved_matrix(&m)?)?;
+                stores.insert(m.name.clone(), w);
             }
             for w in &m.warnings {
                 events.push(Event::Log {
@@ -253,15 +367,14 @@ impl Session {
         let stores = Arc::new(Mutex::new(stores));
         let gate_stores = stores.clone();
         shared.set_gate(Box::new(move |spec| {
-            let dir = gate_stores
-                .lock()
-                .expect("results stores")
-                .get(&spec.id.matrix)
-                .map(|w| w.dir().to_path_buf());
-            match dir {
-                Some(d) => {
-                    crate::util::check_storage(&d, need).map_err(|e| crate::util::one_line(&e))
-                }
+            let stores = gate_stores.lock().expect("results stores");
+            match stores.get(&spec.id.matrix) {
+                // A folder deleted under the session is said so, not taken
+                // for a disk that refuses writes.
+                Some(w) => w
+                    .check_folder()
+                    .and_then(|()| crate::util::check_storage(w.dir(), need))
+                    .map_err(|e| crate::util::one_line(&e)),
                 None => Ok(()),
             }
         }));
@@ -318,7 +431,8 @@ impl Session {
         {
             anyhow::bail!("matrix `{}` is already in this session", m.name);
         }
-        let w = ResultsWriter::create(&self.results_root, &m.name, &m.text)?;
+        let mut w = ResultsWriter::create(&self.results_root, &m.name, &m.text)?;
+        w.record_matrix(resolved_matrix(&m)?)?;
         let n = m.runs().len();
         for w in &m.warnings {
             self.pump.events.push(Event::Log {

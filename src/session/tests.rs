@@ -74,6 +74,7 @@ impl Trainer for Fake {
                 whiten_s: 0.0,
                 loader_s: 0.0,
                 wall_s: 1.2,
+                paused_s: 0.0,
             },
             time_to_target_s: None,
             epoch_to_target: None,
@@ -82,6 +83,9 @@ impl Trainer for Fake {
             peak_mem_bytes: None,
             final_train_loss: 1.0,
             device: "fake".into(),
+            machine: None,
+            throughput_cv: None,
+            noise: None,
         }))
     }
 

@@ -4,7 +4,6 @@
 //! version or data set are refused; duplicates and missing runs are reported.
 
 use super::{Ended, RunRow, read_manifest, read_runs, write_runs};
-use crate::config::RunId;
 use anyhow::{Context, Result, bail};
 use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
@@ -55,12 +54,7 @@ fn planned(dir: &Path) -> Vec<(String, u32)> {
 /// A run's file key, and the one folders written before the keys were
 /// encoded used.
 fn keys(r: &RunRow) -> [String; 2] {
-    let id = RunId {
-        matrix: r.matrix.clone(),
-        index: r.index as usize,
-        variant: r.variant.clone(),
-        repeat: r.repeat as usize,
-    };
+    let id = r.id();
     [id.key(), id.legacy_key()]
 }
 

@@ -8,12 +8,14 @@ mod merge;
 mod rows;
 
 pub use merge::{MergeSummary, merge};
-pub use rows::{Ended, RunRow, read_runs, write_runs};
+pub use rows::{Ended, RunRow, Timestamp, read_runs, write_runs};
 
 use crate::events::{EpochRow, Event, RunId, StepRow};
 use crate::util::lock::FolderLock;
 use anyhow::{Context, Result};
-use polars::prelude::{Column, DataFrame, NamedFrom, ParquetWriter, Series};
+use polars::prelude::{Column, DataFrame, NamedFrom, SchemaExt, Series};
+use polars_io::SerReader;
+use polars_io::prelude::{KeyValueMetadata, ParquetReader, ParquetWriter};
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
@@ -184,6 +186,7 @@ impl ResultsWriter {
         })?;
         let torch = crate::util::device::torch_info();
         let manifest = serde_json::json!({
+            "schema_version": SCHEMA_VERSION,
             "matrix": matrix_name,
             "matrix_file": matrix_text,
             "tricklab_version": env!("CARGO_PKG_VERSION"),
@@ -231,7 +234,7 @@ impl ResultsWriter {
     /// Refuses to write into a folder that was deleted or replaced since it
     /// was opened: recreating it would leave runs without a manifest that
     /// nothing could resume, compare or report.
-    fn check_folder(&self) -> Result<()> {
+    pub fn check_folder(&self) -> Result<()> {
         if identity(&self.dir) != Some(self.identity) {
             anyhow::bail!(
                 "results folder {} was deleted or replaced while the session ran; nothing more is written there: start a new session (the runs stored elsewhere are safe)",
@@ -260,6 +263,14 @@ impl ResultsWriter {
 
     pub fn matrix_text(&self) -> Option<&str> {
         self.manifest["matrix_file"].as_str()
+    }
+
+    /// Records what the matrix decided for each variant (kind, target,
+    /// clock, the resolved plan's values), so the folder says what it ran
+    /// even after a recipe changes.
+    pub fn record_matrix(&mut self, matrix: serde_json::Value) -> Result<()> {
+        self.manifest["matrix_resolved"] = matrix;
+        self.write_manifest()
     }
 
     fn write_manifest(&self) -> Result<()> {
@@ -400,15 +411,48 @@ pub fn write_parquet(path: &Path, df: &mut DataFrame) -> Result<()> {
     write_parquet_into(path, df)
 }
 
+pub use crate::util::SCHEMA_VERSION;
+
 /// [`write_parquet`] into a folder that must exist (the results writer's:
 /// a folder deleted under it is not recreated).
 fn write_parquet_into(path: &Path, df: &mut DataFrame) -> Result<()> {
     crate::util::write_atomic_into(path, |f| {
+        // polars embeds its newest Arrow schema (string_view columns, which
+        // pyarrow cannot filter on) unless one is given: give the oldest
+        // (large_string), which polars, pyarrow and DuckDB all read.
+        let arrow = df.schema().to_arrow(polars::prelude::CompatLevel::oldest());
+        let meta = KeyValueMetadata::Static(vec![
+            polars_parquet::write::schema_to_metadata_key(&arrow),
+            polars_parquet::write::KeyValue {
+                key: "tricklab.schema_version".into(),
+                value: Some(SCHEMA_VERSION.to_string()),
+            },
+        ]);
         ParquetWriter::new(f)
+            .with_key_value_metadata(Some(meta))
             .finish(df)
             .with_context(|| format!("cannot write {}", path.display()))?;
         Ok(())
     })
+}
+
+/// A run's `steps/` or `epochs/` file in `dir` (`sub`), under its key or
+/// the key folders written before keys were encoded used; `None` if absent.
+pub fn run_file(dir: &Path, sub: &str, row: &RunRow) -> Option<PathBuf> {
+    let id = row.id();
+    [id.key(), id.legacy_key()]
+        .into_iter()
+        .map(|k| dir.join(sub).join(format!("{k}.parquet")))
+        .find(|p| p.is_file())
+}
+
+/// A Parquet file read whole (only `columns`, when named).
+pub fn read_parquet(path: &Path, columns: Option<&[&str]>) -> Result<DataFrame> {
+    let f = std::fs::File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
+    ParquetReader::new(f)
+        .with_columns(columns.map(|c| c.iter().map(|s| s.to_string()).collect()))
+        .finish()
+        .map_err(anyhow::Error::from)
 }
 
 fn ids(run: &RunId, seed: u64, n: usize) -> Vec<Column> {

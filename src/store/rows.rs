@@ -6,8 +6,9 @@ use polars::prelude::*;
 use std::path::Path;
 
 /// How a finished run ended, as `runs.parquet` spells it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Ended {
+    #[default]
     Done,
     Failed,
     Cancelled,
@@ -169,13 +170,121 @@ impl Cell for Option<u64> {
     }
 }
 
+impl Cell for Option<bool> {
+    fn column(name: &str, values: Vec<Self>) -> Column {
+        Column::new(name.into(), values)
+    }
+    fn absent(rows: usize) -> Result<Vec<Self>> {
+        Ok(vec![None; rows])
+    }
+    fn read(c: &Column) -> Result<Vec<Self>> {
+        Ok(c.bool()?.iter().collect())
+    }
+}
+
+/// The tricks a run had on: a list column (schema 1 wrote one comma-joined string).
+impl Cell for Vec<String> {
+    fn column(name: &str, values: Vec<Self>) -> Column {
+        let lists: Vec<Series> = values
+            .iter()
+            .map(|v| Series::new(PlSmallStr::EMPTY, v.as_slice()))
+            .collect();
+        let mut s = Series::new(name.into(), lists);
+        if values.iter().all(Vec::is_empty) {
+            // No string to infer the inner type from: say it.
+            s = s
+                .cast(&DataType::List(Box::new(DataType::String)))
+                .unwrap_or(s);
+        }
+        s.into()
+    }
+    fn absent(rows: usize) -> Result<Vec<Self>> {
+        Ok(vec![Vec::new(); rows])
+    }
+    fn read(c: &Column) -> Result<Vec<Self>> {
+        if c.dtype() == &DataType::String {
+            return Ok(strings(c)?
+                .into_iter()
+                .map(|s| {
+                    let s = s.unwrap_or_default();
+                    s.split(',')
+                        .filter(|t| !t.is_empty())
+                        .map(String::from)
+                        .collect()
+                })
+                .collect());
+        }
+        let lists = c.list()?;
+        (0..lists.len())
+            .map(|i| match lists.get_as_series(i) {
+                Some(l) => Ok(l.str()?.iter().flatten().map(String::from).collect()),
+                None => Ok(Vec::new()),
+            })
+            .collect()
+    }
+}
+
+/// When a run ended, UTC, to the microsecond: a Parquet timestamp (schema 1
+/// wrote RFC 3339 text, read back too).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Timestamp(pub chrono::DateTime<chrono::Utc>);
+
+impl Timestamp {
+    pub fn now() -> Timestamp {
+        use chrono::SubsecRound;
+        Timestamp(chrono::Utc::now().trunc_subsecs(6))
+    }
+}
+
+impl Cell for Timestamp {
+    fn column(name: &str, values: Vec<Self>) -> Column {
+        let micros: Vec<i64> = values.iter().map(|t| t.0.timestamp_micros()).collect();
+        Series::new(name.into(), micros)
+            .cast(&DataType::Datetime(TimeUnit::Microseconds, None))
+            .expect("i64 casts to a datetime")
+            .into()
+    }
+    fn absent(rows: usize) -> Result<Vec<Self>> {
+        Ok(vec![Timestamp(chrono::DateTime::UNIX_EPOCH); rows])
+    }
+    fn read(c: &Column) -> Result<Vec<Self>> {
+        let epoch = Timestamp(chrono::DateTime::UNIX_EPOCH);
+        if c.dtype() == &DataType::String {
+            return Ok(strings(c)?
+                .into_iter()
+                .map(|s| {
+                    s.and_then(|s| chrono::DateTime::parse_from_rfc3339(&s).ok())
+                        .map_or(epoch, |t| Timestamp(t.to_utc()))
+                })
+                .collect());
+        }
+        let unit = match c.dtype() {
+            DataType::Datetime(u, _) => *u,
+            other => anyhow::bail!("a timestamp, not {other}"),
+        };
+        let per_micro = |v: i64| match unit {
+            TimeUnit::Nanoseconds => v / 1000,
+            TimeUnit::Microseconds => v,
+            TimeUnit::Milliseconds => v * 1000,
+        };
+        Ok(c.cast(&DataType::Int64)?
+            .i64()?
+            .iter()
+            .map(|v| {
+                v.and_then(|v| chrono::DateTime::from_timestamp_micros(per_micro(v)))
+                    .map_or(epoch, Timestamp)
+            })
+            .collect())
+    }
+}
+
 /// The one column table of `runs.parquet`: the row type, its writer and its
 /// reader come from this list, so they cannot disagree.
 macro_rules! runs_table {
-    ($(#[$doc:meta])* pub struct RunRow { $(pub $field:ident: $ty:ty,)* }) => {
+    ($(#[$doc:meta])* pub struct RunRow { $($(#[$fdoc:meta])* pub $field:ident: $ty:ty,)* }) => {
         $(#[$doc])*
-        #[derive(Clone, Debug, PartialEq)]
-        pub struct RunRow { $(pub $field: $ty,)* }
+        #[derive(Clone, Debug, Default, PartialEq)]
+        pub struct RunRow { $($(#[$fdoc])* pub $field: $ty,)* }
 
         pub fn runs_frame(rows: &[RunRow]) -> Result<DataFrame> {
             let cols = vec![$(
@@ -208,7 +317,7 @@ runs_table! {
         pub status: Ended,
         pub reason: Option<String>,
         pub recipe: String,
-        pub tricks: String,
+        pub tricks: Vec<String>,
         pub overrides: String,
         pub target_acc: f64,
         pub acc: Option<f64>,
@@ -221,6 +330,8 @@ runs_table! {
         pub whiten_s: Option<f64>,
         pub loader_s: Option<f64>,
         pub wall_s: Option<f64>,
+        /// Seconds the run stood paused, kept out of every clock.
+        pub paused_s: Option<f64>,
         pub time_to_target_s: Option<f64>,
         pub epoch_to_target: Option<u32>,
         pub epochs: Option<f64>,
@@ -229,11 +340,54 @@ runs_table! {
         pub final_train_loss: Option<f64>,
         pub device: String,
         pub data_hash: String,
-        pub finished_at: String,
+        pub finished_at: Timestamp,
+        // What the run trained with (the plan's values, not the names asked for).
+        pub data_name: Option<String>,
+        pub clock: Option<String>,
+        pub arch: Option<String>,
+        pub batch_size: Option<u32>,
+        pub lr: Option<f64>,
+        pub momentum: Option<f64>,
+        pub weight_decay: Option<f64>,
+        pub optimizer: Option<String>,
+        pub muon_lr: Option<f64>,
+        pub schedule: Option<String>,
+        pub label_smoothing: Option<f64>,
+        pub precision: Option<String>,
+        pub bn_fp32: Option<bool>,
+        pub channels_last: Option<bool>,
+        pub averaging: Option<String>,
+        pub whitening: Option<String>,
+        pub tta_level: Option<u32>,
+        // The machine over the run, and whether its seconds are to be trusted.
+        pub cpu_model: Option<String>,
+        pub cpu_cores: Option<u32>,
+        pub load_start: Option<f64>,
+        pub load_end: Option<f64>,
+        pub other_cpu: Option<f64>,
+        pub gpu_name: Option<String>,
+        pub gpu_sm_clock_start_mhz: Option<f64>,
+        pub gpu_sm_clock_end_mhz: Option<f64>,
+        pub gpu_temp_start_c: Option<f64>,
+        pub gpu_temp_end_c: Option<f64>,
+        pub gpu_power_end_w: Option<f64>,
+        pub gpu_throttle: Option<String>,
+        pub throughput_cv: Option<f64>,
+        pub noisy: Option<bool>,
+        pub noise: Option<String>,
     }
 }
 
 impl RunRow {
+    pub fn id(&self) -> RunId {
+        RunId {
+            matrix: self.matrix.clone(),
+            index: self.index as usize,
+            variant: self.variant.clone(),
+            repeat: self.repeat as usize,
+        }
+    }
+
     pub fn new(
         run: &RunId,
         started: Option<(u64, &serde_json::Value, f64)>,
@@ -245,17 +399,24 @@ impl RunRow {
             Some((seed, cfg, t)) => (seed, cfg.clone(), t),
             None => (0, serde_json::Value::Null, f64::NAN),
         };
-        let join = |v: &serde_json::Value, sep: &str| {
+        let words = |v: &serde_json::Value| -> Vec<String> {
             v.as_array()
                 .map(|a| {
                     a.iter()
                         .filter_map(|x| x.as_str())
-                        .collect::<Vec<_>>()
-                        .join(sep)
+                        .map(String::from)
+                        .collect()
                 })
                 .unwrap_or_default()
         };
+        let r = &cfg["resolved"];
+        let text = |v: &serde_json::Value| v.as_str().map(String::from);
         let c = s.map(|s| &s.clocks);
+        let m = s.and_then(|s| s.machine.as_ref());
+        let (g0, g1) = (
+            m.and_then(|m| m.gpu_start.as_ref()),
+            m.and_then(|m| m.gpu_end.as_ref()),
+        );
         RunRow {
             matrix: run.matrix.clone(),
             index: run.index as u32,
@@ -265,8 +426,8 @@ impl RunRow {
             status,
             reason,
             recipe: cfg["recipe"].as_str().unwrap_or_default().into(),
-            tricks: join(&cfg["tricks_on"], ","),
-            overrides: join(&cfg["overrides"], ";"),
+            tricks: words(&cfg["tricks_on"]),
+            overrides: words(&cfg["overrides"]).join(";"),
             target_acc: target,
             acc: s.map(|s| s.acc),
             acc_tta: s.map(|s| s.acc_tta),
@@ -278,6 +439,7 @@ impl RunRow {
             whiten_s: c.map(|c| c.whiten_s),
             loader_s: c.map(|c| c.loader_s),
             wall_s: c.map(|c| c.wall_s),
+            paused_s: c.map(|c| c.paused_s),
             time_to_target_s: s.and_then(|s| s.time_to_target_s),
             epoch_to_target: s.and_then(|s| s.epoch_to_target.map(|e| e as u32)),
             epochs: s.map(|s| s.epochs),
@@ -286,7 +448,39 @@ impl RunRow {
             final_train_loss: s.map(|s| s.final_train_loss),
             device: s.map(|s| s.device.clone()).unwrap_or_default(),
             data_hash: cfg["data_hash"].as_str().unwrap_or_default().into(),
-            finished_at: chrono::Local::now().to_rfc3339(),
+            finished_at: Timestamp::now(),
+            data_name: text(&cfg["data_name"]),
+            clock: text(&r["clock"]),
+            arch: text(&r["arch"]),
+            batch_size: r["batch_size"].as_u64().map(|v| v as u32),
+            lr: r["lr"].as_f64(),
+            momentum: r["momentum"].as_f64(),
+            weight_decay: r["weight_decay"].as_f64(),
+            optimizer: text(&r["optimizer"]),
+            muon_lr: r["muon_lr"].as_f64(),
+            schedule: text(&cfg["schedule"]),
+            label_smoothing: r["label_smoothing"].as_f64(),
+            precision: text(&r["precision"]),
+            bn_fp32: r["bn_fp32"].as_bool(),
+            channels_last: r["channels_last"].as_bool(),
+            averaging: text(&r["averaging"]),
+            whitening: text(&r["whitening"]),
+            tta_level: r["tta_level"].as_u64().map(|v| v as u32),
+            cpu_model: m.map(|m| m.cpu_model.clone()),
+            cpu_cores: m.map(|m| m.cpu_cores as u32),
+            load_start: m.and_then(|m| m.load_start),
+            load_end: m.and_then(|m| m.load_end),
+            other_cpu: m.and_then(|m| m.other_cpu),
+            gpu_name: g1.or(g0).map(|g| g.name.clone()),
+            gpu_sm_clock_start_mhz: g0.and_then(|g| g.sm_clock_mhz),
+            gpu_sm_clock_end_mhz: g1.and_then(|g| g.sm_clock_mhz),
+            gpu_temp_start_c: g0.and_then(|g| g.temperature_c),
+            gpu_temp_end_c: g1.and_then(|g| g.temperature_c),
+            gpu_power_end_w: g1.and_then(|g| g.power_w),
+            gpu_throttle: g1.map(|g| g.throttle.join(",")),
+            throughput_cv: s.and_then(|s| s.throughput_cv),
+            noisy: s.map(|s| s.noise.is_some()),
+            noise: s.and_then(|s| s.noise.clone()),
         }
     }
 }
@@ -304,11 +498,10 @@ pub fn read_runs(path: &Path) -> Result<Vec<RunRow>> {
             path.display()
         )
     };
-    let f = std::fs::File::open(path)
-        .map_err(|e| anyhow::Error::from(e).context(format!("cannot open {}", path.display())))?;
-    let df = ParquetReader::new(f)
-        .finish()
-        .map_err(|e| bad_err(e.into(), &bad))?;
+    if !path.is_file() {
+        anyhow::bail!("cannot open {}: no such file", path.display());
+    }
+    let df = super::read_parquet(path, None).map_err(|e| bad_err(e, &bad))?;
     rows_of(&df).map_err(|e| bad_err(e, &bad))
 }
 

@@ -24,6 +24,7 @@ pub fn summary(acc: f64, dawn: f64, ttt: Option<f64>) -> RunSummary {
             whiten_s: 0.0,
             loader_s: 0.0,
             wall_s: dawn + 2.0,
+            paused_s: 0.0,
         },
         time_to_target_s: ttt,
         epoch_to_target: ttt.map(|_| 2),
@@ -32,6 +33,9 @@ pub fn summary(acc: f64, dawn: f64, ttt: Option<f64>) -> RunSummary {
         peak_mem_bytes: Some(1 << 20),
         final_train_loss: 1.0,
         device: "cpu".into(),
+        machine: None,
+        throughput_cv: None,
+        noise: None,
     }
 }
 
@@ -127,10 +131,10 @@ fn writes_runs_steps_epochs_and_manifest_and_resumes() {
     assert_eq!(
         (
             runs[0].acc,
-            runs[0].tricks.as_str(),
+            runs[0].tricks.join(","),
             runs[0].time_to_target_s
         ),
-        (Some(0.5), "flip,celu", Some(8.0))
+        (Some(0.5), "flip,celu".to_string(), Some(8.0))
     );
     assert_eq!(
         (runs[1].status.as_str(), runs[1].reason.as_deref()),
@@ -245,4 +249,76 @@ fn sessions_below_finds_results_folders_without_looking_inside_them() {
     assert!(sessions_below(root, 0).is_empty());
     assert!(sessions_below(&root.join("missing"), 2).is_empty());
     assert!(is_session(&a) && !is_session(&root.join("m2/empty")));
+}
+
+#[test]
+fn rows_carry_what_the_run_trained_with_and_schema_1_tables_still_read() {
+    let cfg = serde_json::json!({
+        "recipe": "page-final", "tricks_on": ["flip", "celu"], "overrides": ["celu=on"],
+        "data_name": "d", "data_hash": "h", "schedule": "page",
+        "resolved": {"lr": 0.4, "batch_size": 512, "precision": "fp16", "channels_last": true,
+                     "bn_fp32": true, "label_smoothing": 0.2, "clock": "dawn", "arch": "resnet9",
+                     "tta_level": 1, "muon_lr": null},
+    });
+    let row = RunRow::new(
+        &rid("a", 0, 0),
+        Some((3, &cfg, 0.9)),
+        Ended::Done,
+        None,
+        Some(&summary(0.5, 10.0, None)),
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("runs.parquet");
+    write_runs(&p, std::slice::from_ref(&row)).unwrap();
+    let back = &read_runs(&p).unwrap()[0];
+    assert_eq!(back, &row);
+    assert_eq!(back.tricks, ["flip", "celu"]);
+    assert_eq!(
+        (
+            back.lr,
+            back.batch_size,
+            back.precision.as_deref(),
+            back.muon_lr
+        ),
+        (Some(0.4), Some(512), Some("fp16"), None)
+    );
+    assert_eq!(
+        (
+            back.label_smoothing,
+            back.channels_last,
+            back.schedule.as_deref()
+        ),
+        (Some(0.2), Some(true), Some("page"))
+    );
+    let df = read_parquet(&p, Some(&["finished_at", "tricks"])).unwrap();
+    assert!(matches!(
+        df.column("finished_at").unwrap().dtype(),
+        polars::prelude::DataType::Datetime(..)
+    ));
+    assert!(matches!(
+        df.column("tricks").unwrap().dtype(),
+        polars::prelude::DataType::List(_)
+    ));
+
+    // Schema 1: the tricks one comma-joined string, the end time RFC 3339
+    // text, no configuration columns.
+    let mut df = super::rows::runs_frame(std::slice::from_ref(&row)).unwrap();
+    for c in ["tricks", "finished_at", "lr", "precision", "batch_size"] {
+        let _ = df.drop_in_place(c).unwrap();
+    }
+    df.with_column(Column::new("tricks".into(), ["flip,celu"]))
+        .unwrap();
+    df.with_column(Column::new(
+        "finished_at".into(),
+        ["2026-11-20T10:00:00.5+01:00"],
+    ))
+    .unwrap();
+    write_parquet(&p, &mut df).unwrap();
+    let old = &read_runs(&p).unwrap()[0];
+    assert_eq!(old.tricks, ["flip", "celu"]);
+    assert_eq!(
+        old.finished_at.0.to_rfc3339(),
+        "2026-11-20T09:00:00.500+00:00"
+    );
+    assert_eq!((old.lr, old.precision.as_deref()), (None, None));
 }

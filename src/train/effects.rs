@@ -698,7 +698,7 @@ const EFFECT_TESTS: &[(&str, fn())] = &[
 
 #[test]
 fn every_trick_has_an_effect_test() {
-    for t in crate::tricks::catalog() {
+    for t in crate::tricks::CATALOG {
         let rows = EFFECT_TESTS.iter().filter(|r| r.0 == t.key).count();
         assert_eq!(rows, 1, "`{}` needs one row in EFFECT_TESTS", t.key);
     }

@@ -46,6 +46,42 @@ impl TchTrainer {
         })
     }
 
+    /// Images a probe step trains on: a CPU's step time grows about
+    /// linearly with the batch, and a full batch of a full-size net in fp16
+    /// takes minutes there.
+    pub const PROBE_BATCH: usize = 16;
+
+    /// Seconds one training step of `run` takes on this device, estimated:
+    /// its net in its precision on random images, the second of two steps
+    /// at [`Self::PROBE_BATCH`] images timed and scaled to its batch size. A
+    /// probe for what a matrix will cost, not a measurement.
+    pub fn probe_step_s(&mut self, run: &PlannedRun) -> Result<f64> {
+        let plan = &run.plan;
+        let data = self.dataset(&run.spec.data)?;
+        let src = Source::new(&data)?;
+        let layout = Layout::of(plan);
+        let rng = Rng::new(self.device, run.spec.seed);
+        let vs = nn::VarStore::new(self.device);
+        let (net, _) = build_net(plan, &src, &vs, layout, &rng)?;
+        let rates = plan.rates(2 * plan.batch_size as u64);
+        let mut opt = Optimisers::new(plan, &net, &rates);
+        let batch = plan.batch_size.min(Self::PROBE_BATCH);
+        let shape = [batch as i64, 3, src.h, src.w];
+        let x = layout.input(rng.rand(&shape, self.device) * 2.0 - 1.0);
+        let y = rng.randint(src.classes, &[shape[0]], self.device);
+        let mut seconds = 0.0;
+        for s in 0..2 {
+            sync(self.device);
+            let t = Instant::now();
+            let loss = net.forward_t(&x, true).cross_entropy_for_logits(&y);
+            (loss * plan.loss.scale).backward();
+            opt.step(plan, s, &rates, true);
+            sync(self.device);
+            seconds = t.elapsed().as_secs_f64();
+        }
+        Ok(seconds * plan.batch_size as f64 / batch as f64)
+    }
+
     /// A trainer whose data specs resolve through `loader` (tests).
     pub fn with_loader(device: &str, loader: fn(&str) -> Result<Dataset>) -> Result<TchTrainer> {
         Ok(TchTrainer {
@@ -110,11 +146,7 @@ impl Trainer for TchTrainer {
             rng: Rng::new(device, run.spec.seed),
             rates: run.plan.rates(n as u64),
         }
-        .train(
-            run.config.to_json(run.spec.seed, &data.name, &data.hash),
-            ctl,
-            emit,
-        )
+        .train(run.config_json(&data.name, &data.hash), ctl, emit)
     }
 
     fn warm_up(&mut self, run: &PlannedRun, ctl: &dyn Control) -> Option<String> {
@@ -238,23 +270,40 @@ struct Loop<'a> {
     acc: (f64, f64),
     final_train_loss: f64,
     wall: Instant,
+    /// Each epoch's training throughput, for the run's noise flag.
+    images_per_s: Vec<f64>,
+    /// The machine when the run started.
+    machine: crate::util::machine::Probe,
 }
 
 impl Loop<'_> {
-    /// The epoch's sums, read back once, into the clocks and the epoch's row.
-    fn end_epoch(&mut self, steps: u64, batch: usize, start: Instant, loader_s: f64) -> EpochTrain {
+    /// The epoch's sums, read back once, into the clocks and the epoch's row
+    /// (`paused`: seconds of it spent paused, kept out of the clocks).
+    fn end_epoch(
+        &mut self,
+        steps: u64,
+        batch: usize,
+        start: Instant,
+        (loader_s, paused): (f64, f64),
+    ) -> EpochTrain {
         let images = (steps as f64 * batch as f64).max(1.0);
         let tr = EpochTrain {
             steps,
             loss: self.metrics.loss_sum.double_value(&[]) / steps.max(1) as f64,
             acc: self.metrics.correct.double_value(&[]) / images,
-            seconds: start.elapsed().as_secs_f64(),
+            seconds: (start.elapsed().as_secs_f64() - paused).max(0.0),
             loader_s,
         };
+        self.clocks.paused_s += paused;
         self.clocks.hlb_s += tr.seconds;
         self.clocks.loader_s += tr.loader_s;
         self.final_train_loss = tr.loss;
         tr
+    }
+
+    /// Seconds since the run started, pauses excluded.
+    fn wall_s(&self) -> f64 {
+        self.wall.elapsed().as_secs_f64() - self.clocks.paused_s
     }
 }
 
@@ -300,6 +349,8 @@ impl Run<'_> {
             acc: (0.0, 0.0),
             final_train_loss: f64::NAN,
             wall,
+            images_per_s: Vec::new(),
+            machine: crate::util::machine::probe(self.gpu_index()),
         };
         let epochs = plan.epochs.ceil() as usize;
         for epoch in 0..epochs {
@@ -386,10 +437,20 @@ impl Run<'_> {
             .as_ref()
             .filter(|c| c.active_at(epoch, plan.epochs));
         let bn = m.net.bn_params();
-        let mut loader_s = 0.0;
+        let (mut loader_s, mut paused) = (0.0, 0.0);
         lp.metrics.reset_epoch();
         for i in 0..steps {
-            if ctl.poll() == Flow::Cancel {
+            let flow = if ctl.pausing() {
+                // The pause waits with the device idle, and outside the clocks.
+                sync(self.device);
+                let t = Instant::now();
+                let flow = ctl.poll();
+                paused += t.elapsed().as_secs_f64();
+                flow
+            } else {
+                ctl.poll()
+            };
+            if flow == Flow::Cancel {
                 return Ok(None);
             }
             let s = lp.step;
@@ -427,7 +488,7 @@ impl Run<'_> {
             steps,
             self.plan.batch_size,
             start,
-            loader_s,
+            (loader_s, paused),
         )))
     }
 
@@ -466,11 +527,11 @@ impl Run<'_> {
         } else {
             ((f64::NAN, f64::NAN), 0.0)
         };
-        let c = &mut lp.clocks;
-        c.eval_s += eval_s;
+        lp.clocks.eval_s += eval_s;
         if due {
             lp.acc = accs;
             if last {
+                let c = &mut lp.clocks;
                 c.airbench_s = c.whiten_s + c.hlb_s + eval_s;
             }
             let headline = if plan.eval.tta_level > 0 {
@@ -479,10 +540,12 @@ impl Run<'_> {
                 accs.0
             };
             if lp.to_target.is_none() && headline >= spec.target_acc {
-                let secs = time_on(plan.clock, c, eval_s, lp.wall.elapsed().as_secs_f64());
+                let secs = time_on(plan.clock, &lp.clocks, eval_s, lp.wall_s());
                 lp.to_target = Some((secs, epoch + 1));
             }
         }
+        lp.images_per_s
+            .push(tr.steps as f64 * plan.batch_size as f64 / tr.seconds.max(1e-9));
         emit(Event::Epoch {
             run: spec.id.clone(),
             row: EpochRow {
@@ -500,11 +563,23 @@ impl Run<'_> {
         });
     }
 
+    /// The CUDA index the run trains on, if any.
+    fn gpu_index(&self) -> Option<usize> {
+        match self.device {
+            Device::Cuda(i) => Some(i),
+            _ => None,
+        }
+    }
+
     fn summary(&self, lp: Loop) -> RunSummary {
+        use crate::util::machine;
         let plan = self.plan;
+        let wall_s = lp.wall_s();
+        let machine = machine::between(&lp.machine, &machine::probe(self.gpu_index()));
+        let throughput_cv = machine::throughput_cv(&lp.images_per_s);
         let mut clocks = lp.clocks;
         clocks.dawn_s = clocks.prep_s + clocks.whiten_s + clocks.hlb_s;
-        clocks.wall_s = lp.wall.elapsed().as_secs_f64();
+        clocks.wall_s = wall_s;
         RunSummary {
             acc: lp.acc.0,
             acc_tta: if plan.eval.tta_level > 0 {
@@ -520,6 +595,9 @@ impl Run<'_> {
             peak_mem_bytes: peak_rss(),
             final_train_loss: lp.final_train_loss,
             device: self.label.clone(),
+            noise: machine::noise_reason(&machine, throughput_cv),
+            machine: Some(Box::new(machine)),
+            throughput_cv,
         }
     }
 }

@@ -344,7 +344,25 @@ fn whitening_filters_match_the_references() {
         let got = crate::model::whitening_filters(&whitening, &input(&w["images"]))
             .unwrap()
             .expect("the recipe whitens");
-        assert_tensor(&format!("{recipe} whitening"), &got, &w["weight"], 1e-5);
+        // An eigenvector's sign is LAPACK's choice and differs between CPUs
+        // (AVX2 against AVX-512 kernels): a filter and its negative whiten
+        // alike, so each filter takes the sign of the reference's.
+        let want = Tensor::from_slice(
+            &floats(&w["weight"]["values"])
+                .iter()
+                .map(|v| *v as f32)
+                .collect::<Vec<_>>(),
+        )
+        .reshape(got.size());
+        let dims: Vec<i64> = (1..got.dim() as i64).collect();
+        let agree = (&got * &want).sum_dim_intlist(&dims[..], true, Kind::Float);
+        let got = &got * (agree.ge(0.0).to_kind(Kind::Float) * 2.0 - 1.0);
+        // Eigenvectors of a 27x27 (or 12x12) patch covariance in float32: its
+        // smallest eigenvalues are ill-conditioned, so the BLAS kernel's
+        // summation order (AVX2 against AVX-512) moves filters by up to ~6e-4
+        // of their largest value; a wrong eps, scale or basis moves them by
+        // far more than 2e-3.
+        assert_tensor(&format!("{recipe} whitening"), &got, &w["weight"], 2e-3);
     }
 }
 

@@ -26,6 +26,11 @@ use crate::plan::PlannedRun;
 /// may block inside `poll` while the user has paused the queue.
 pub trait Control {
     fn poll(&self) -> Flow;
+    /// Whether `poll` is about to block for a pause (the engine then waits
+    /// with the device idle and keeps the wait out of every clock).
+    fn pausing(&self) -> bool {
+        false
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -44,6 +49,8 @@ impl Control for NeverStop {
 }
 
 #[derive(Clone, Debug, PartialEq)]
+// Returned once per run and unpacked at once: boxing would buy nothing.
+#[allow(clippy::large_enum_variant)]
 pub enum Outcome {
     Finished(RunSummary),
     Cancelled,

@@ -207,6 +207,58 @@ fn cancel_stops_promptly_and_cpu_loader_works() {
     assert!(matches!(r, Ok(Outcome::Finished(_))));
 }
 
+/// A pause of `secs` seconds before the 3rd step, as the TUI's `p` makes one.
+struct PauseOnce {
+    polls: Cell<u32>,
+    secs: f64,
+}
+
+impl Control for PauseOnce {
+    fn poll(&self) -> Flow {
+        if self.pausing() {
+            std::thread::sleep(std::time::Duration::from_secs_f64(self.secs));
+        }
+        self.polls.set(self.polls.get() + 1);
+        Flow::Continue
+    }
+
+    fn pausing(&self) -> bool {
+        self.polls.get() == 2
+    }
+}
+
+#[test]
+fn a_pause_is_kept_out_of_every_clock_and_recorded() {
+    let planned = crate::recipe::plan_run(&spec("tiny-page-resnet9", &["batch_size=40"])).unwrap();
+    let clocks = |ctl: &dyn Control| {
+        let mut t = TchTrainer::with_loader("cpu", synth).unwrap();
+        match t.run(&planned, ctl, &mut |_| {}).unwrap() {
+            Outcome::Finished(s) => s.clocks,
+            o => panic!("{o:?}"),
+        }
+    };
+    let plain = clocks(&NeverStop);
+    let paused = clocks(&PauseOnce {
+        polls: Cell::new(0),
+        secs: 2.0,
+    });
+    assert_eq!(plain.paused_s, 0.0);
+    assert!(paused.paused_s >= 2.0, "{paused:?}");
+    // Same seed, same work: every clock within noise of the unpaused run's,
+    // far from the 2 s the pause lasted.
+    for (what, a, b) in [
+        ("hlb", plain.hlb_s, paused.hlb_s),
+        ("dawn", plain.dawn_s, paused.dawn_s),
+        ("airbench", plain.airbench_s, paused.airbench_s),
+        ("wall", plain.wall_s, paused.wall_s),
+    ] {
+        assert!(
+            (a - b).abs() < 0.8,
+            "{what}: {a:.2} s unpaused, {b:.2} s paused"
+        );
+    }
+}
+
 fn plan(recipe: &str, overrides: &[Override]) -> crate::plan::RunPlan {
     crate::recipe::resolve_plan(recipe, overrides).unwrap().1
 }

@@ -172,10 +172,6 @@ impl TrickSpec {
     }
 }
 
-pub fn catalog() -> &'static [TrickSpec] {
-    CATALOG
-}
-
 pub fn find(key: &str) -> Option<&'static TrickSpec> {
     CATALOG
         .iter()

@@ -31,9 +31,22 @@ fn result_rows(report: &crate::report::Report) -> Vec<ResultRow> {
         .map(|r| {
             let c = r.time();
             ResultRow {
+                matrix: r.matrix.clone(),
                 index: r.index,
                 variant: r.variant.clone(),
+                tricks: r
+                    .tricks
+                    .split(',')
+                    .map(str::trim)
+                    .filter(|t| !t.is_empty())
+                    .map(String::from)
+                    .collect(),
+                delta_vs: r.delta_vs.clone(),
                 n: r.n,
+                noisy: r.noisy,
+                clock: r.headline.name(),
+                delta_time: r.delta_time,
+                delta_acc: r.delta_acc,
                 acc_mean: r.acc_tta_mean,
                 // NaN below two runs: the table shows "–", not a zero-width CI.
                 acc_ci95: r.acc_tta_ci95,
@@ -60,13 +73,18 @@ pub struct SessionBackend {
     session: Option<Session>,
     /// Matrices queued from the picker go in at CPU scale too (`--tiny`).
     tiny: bool,
+    /// Run what the scale guard refuses (`--insist`).
+    insist: bool,
+    devices: Vec<String>,
 }
 
 impl SessionBackend {
-    pub fn new(session: Session, tiny: bool) -> SessionBackend {
+    pub fn new(session: Session, tiny: bool, insist: bool, devices: Vec<String>) -> SessionBackend {
         SessionBackend {
             session: Some(session),
             tiny,
+            insist,
+            devices,
         }
     }
 
@@ -99,9 +117,21 @@ impl Backend for SessionBackend {
         if self.tiny {
             m = m.tiny()?;
         }
+        crate::session::guard_data(&m, self.insist)?;
+        let devices = self.devices.join(",");
+        let cpu_only = self.devices.iter().all(|d| d.starts_with("cpu"));
+        if cpu_only && !m.recipe.starts_with("tiny-") && !self.insist {
+            anyhow::bail!(
+                "{matrix}: {} runs of the full-size recipe `{}` on the CPU would take hours each: restart as `tricklab tui --tiny` to rehearse it, or `tricklab run {matrix} --headless --insist`",
+                m.runs().len(),
+                m.recipe
+            );
+        }
         let name = m.name.clone();
         let n = self.s().enqueue_matrix(m)?;
-        Ok(format!("queued {n} runs of {name}"))
+        Ok(format!(
+            "queued {n} runs of {name} on {devices} (D on the Queue screen removes them all)"
+        ))
     }
 
     fn matrix_files(&self) -> Vec<String> {

@@ -53,9 +53,12 @@ where
     let mut events_open = true;
     let mut last_draw = Instant::now() - FRAME;
     let mut refresh_results = true;
+    // Runs ended since the last report written at the queue's end.
+    let mut unreported = false;
     loop {
         if refresh_results {
             refresh_results = false;
+            unreported = true;
             match backend.results() {
                 Ok(rows) => state.results = rows,
                 Err(e) => state.log(
@@ -64,6 +67,11 @@ where
                 ),
             }
             state.dirty = true;
+        }
+        // The queue has ended: the report is written without being asked.
+        if unreported && !state.browse_only && state.queue_idle() {
+            unreported = false;
+            perform(update::Action::Export, state, backend);
         }
         if state.dirty && last_draw.elapsed() >= FRAME {
             terminal.draw(|f| view::render(f, state))?;
@@ -111,6 +119,7 @@ where
                 if state.running() {
                     state.dirty = true;
                 }
+                state.expire_status(std::time::Instant::now());
             }
             _ = tokio::time::sleep(redraw_in), if state.dirty => {}
         }
@@ -210,11 +219,13 @@ pub struct TuiArgs {
     /// Matrix files to queue (default: ablations/demo-ladder.toml).
     pub matrices: Vec<PathBuf>,
     /// Open a finished results folder (browse only, no worker).
-    #[arg(long)]
-    pub results: Option<PathBuf>,
-    /// Results root for new runs.
-    #[arg(long, default_value = "results")]
-    pub results_root: PathBuf,
+    #[arg(long, value_name = "FOLDER")]
+    pub open: Option<PathBuf>,
+    /// Results root for new runs, as in `run`, `nightly` and `doctor`. (A
+    /// finished folder here is opened as with --open, saying so: the flag
+    /// used to mean that.)
+    #[arg(long, alias = "results-root", default_value = "results")]
+    pub results: PathBuf,
     /// Devices, one worker each: auto (every CUDA device, else the CPU), all,
     /// cuda:0,cuda:2, cpu, or cpu:N (N CPU workers sharing the cores).
     #[arg(long, value_delimiter = ',', default_value = "auto")]
@@ -227,6 +238,12 @@ pub struct TuiArgs {
     /// `tiny-` forms on the embedded data, into results/<matrix>-tiny/.
     #[arg(long)]
     pub tiny: bool,
+    /// Continue a results folder in the TUI: its finished runs skipped.
+    #[arg(long, value_name = "FOLDER")]
+    pub resume: Option<PathBuf>,
+    /// Queue even what the scale guard refuses (see `run --insist`).
+    #[arg(long)]
+    pub insist: bool,
 }
 
 impl TuiArgs {
@@ -234,11 +251,13 @@ impl TuiArgs {
     pub fn default_args() -> TuiArgs {
         TuiArgs {
             matrices: Vec::new(),
-            results: None,
-            results_root: PathBuf::from("results"),
+            open: None,
+            results: PathBuf::from("results"),
             devices: vec!["auto".into()],
             cpu_threads: None,
             tiny: false,
+            resume: None,
+            insist: false,
         }
     }
 }
@@ -247,10 +266,21 @@ impl TuiArgs {
 pub const DEMO_LADDER: &str = include_str!("../../ablations/demo-ladder.toml");
 
 pub fn cmd_tui(args: TuiArgs) -> anyhow::Result<i32> {
-    if let Some(dir) = args.results {
+    if let Some(dir) = args.open {
         return browse(dir);
     }
-    let matrices = if args.matrices.is_empty() {
+    if crate::store::is_session(&args.results) {
+        eprintln!(
+            "note: --results names the results root, as in `run`; opening the finished folder {} (next time: `tricklab tui --open {}`)",
+            args.results.display(),
+            args.results.display()
+        );
+        return browse(args.results);
+    }
+    let matrices = if args.resume.is_some() {
+        // The folder's own matrix comes back from its manifest.
+        crate::matrix::load_all(&args.matrices, None)?
+    } else if args.matrices.is_empty() {
         let p = PathBuf::from("ablations/demo-ladder.toml");
         if p.is_file() {
             vec![crate::matrix::load(&p)?]
@@ -272,14 +302,17 @@ pub fn cmd_tui(args: TuiArgs) -> anyhow::Result<i32> {
         matrices
     };
     let opts = crate::session::SessionOptions {
-        results_root: args.results_root,
+        results_root: args.results,
         devices: crate::util::device::resolve_devices(&args.devices)?,
-        resume: None,
+        resume: args.resume.clone(),
         keep_alive: true,
         min_free_bytes: crate::util::min_free_bytes(),
         cpu_threads: args.cpu_threads,
     };
-    run_session(matrices, opts, args.tiny)
+    if args.resume.is_none() {
+        crate::session::scale_guard(&matrices, &opts.devices, args.insist)?;
+    }
+    run_session(matrices, opts, args.tiny, args.insist)
 }
 
 fn need_terminal() -> Result<()> {
@@ -298,19 +331,44 @@ pub fn run_session(
     matrices: Vec<crate::matrix::Matrix>,
     opts: crate::session::SessionOptions,
     tiny: bool,
+    insist: bool,
 ) -> anyhow::Result<i32> {
     need_terminal()?;
     crate::session::preflight(&matrices, &opts.devices)?;
+    let devices = opts.devices.clone();
     let session = crate::session::Session::start(matrices, opts, crate::session::tch_factory())?;
     let pump = session.pump();
-    let mut backend = backend::SessionBackend::new(session, tiny);
+    let mut backend = backend::SessionBackend::new(session, tiny, insist, devices);
     let result = run_terminal(AppState::new(no_color()), &mut backend, Some(pump));
     let dirs = backend.finish();
     result?;
-    for d in dirs {
-        println!("results: {}", d.display());
-    }
+    write_up(&dirs);
     Ok(0)
+}
+
+/// On quit: each folder's report (Markdown and a self-contained HTML page
+/// with the charts in it) and the command that continues it.
+fn write_up(dirs: &[PathBuf]) {
+    for d in dirs {
+        if !d.join("runs.parquet").is_file() {
+            println!("{}: no run finished, nothing to report", d.display());
+            continue;
+        }
+        match crate::charts::export(d) {
+            Ok(_) => println!(
+                "results: {}; report: {}/report.md and report.html; continue: tricklab tui --resume {}",
+                d.display(),
+                d.display(),
+                d.display()
+            ),
+            Err(e) => println!(
+                "results: {} (report not written: {}); continue: tricklab tui --resume {}",
+                d.display(),
+                crate::util::one_line(&e),
+                d.display()
+            ),
+        }
+    }
 }
 
 fn browse(dir: PathBuf) -> anyhow::Result<i32> {

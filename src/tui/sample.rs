@@ -102,15 +102,32 @@ pub fn sample_state(no_color: bool) -> AppState {
         let series = s.runs.get_mut(&run).unwrap();
         series.started = None;
         series.finished = !last;
+        series.final_acc = (!last).then(|| series.acc.last().map_or(0.0, |a| a.1));
     }
     s.results = variants
         .iter()
         .enumerate()
         .map(|(i, v)| ResultRow {
+            matrix: "demo".into(),
             index: i,
             variant: v.to_string(),
+            tricks: ["label_smoothing", "celu"][..i]
+                .iter()
+                .map(|t| t.to_string())
+                .collect(),
+            delta_vs: (i > 0).then(|| variants[i - 1].to_string()),
             // One seed of the second rung failed: n = 1, no CI.
             n: if i == 1 { 1 } else { 2 },
+            noisy: usize::from(i == 2),
+            clock: "dawn",
+            delta_time: (i > 0).then_some(crate::report::delta::Delta {
+                mean: -5.0,
+                lo: -6.1,
+                hi: -3.9,
+                n: 2,
+                paired: true,
+            }),
+            delta_acc: None,
             acc_mean: 0.55 + 0.03 * i as f64,
             acc_ci95: 0.01,
             p_target: 0.5 * i as f64,

@@ -59,6 +59,8 @@ pub struct RunSeries {
     pub device: String,
     /// The variant this run is read against (from the matrix).
     pub reference: Option<Reference>,
+    /// The recipe's own clock, which the Log reports the run's time on.
+    pub clock: Option<crate::config::Clock>,
 }
 
 /// Most points kept per curve; beyond it every other point is dropped.
@@ -159,20 +161,82 @@ pub struct LiveCompare<'a> {
 /// One row of the Results screen (filled from the report by the backend).
 #[derive(Clone, Debug, PartialEq)]
 pub struct ResultRow {
+    /// One table per matrix: rows of different matrices never mix.
+    pub matrix: String,
     pub index: usize,
     pub variant: String,
+    /// The trick keys it trained with: the Tricks tab reads what one
+    /// trick bought where it is the only difference from `delta_vs`.
+    pub tricks: Vec<String>,
+    /// The variant its deltas are against (a ladder's previous rung).
+    pub delta_vs: Option<String>,
     pub n: usize,
+    /// Of the `n`, runs flagged noisy (a busy machine, a throttled GPU).
+    pub noisy: usize,
+    /// The clock of `time_mean` (the recipe's own convention).
+    pub clock: &'static str,
+    /// Δ seconds and Δ accuracy against the rung it is read against.
+    pub delta_time: Option<crate::report::delta::Delta>,
+    pub delta_acc: Option<crate::report::delta::Delta>,
     pub acc_mean: f64,
     pub acc_ci95: f64,
     pub p_target: f64,
     /// Mean seconds to the target over the runs that reached it.
     pub ttt_mean: Option<f64>,
-    /// Mean train time (DAWNBench-style clock) of the variant.
+    /// Mean full-run time of the variant on `clock`.
     pub time_mean: f64,
     pub time_ci95: f64,
     /// Previous rung's mean time / this rung's.
     pub speedup_prev: Option<f64>,
     pub speedup_first: Option<f64>,
+}
+
+/// What one trick bought in one matrix: the rung where it alone was added
+/// to (or taken from) the variant the rung is read against.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Measured<'a> {
+    pub matrix: &'a str,
+    pub variant: &'a str,
+    /// Added (a ladder or add-one rung) or removed (leave-one-out).
+    pub added: bool,
+    pub row: &'a ResultRow,
+}
+
+impl ResultRow {
+    /// Where this row differs from `reference` by exactly `key`.
+    fn isolates(&self, reference: &ResultRow, key: &str) -> Option<bool> {
+        let has = |r: &ResultRow| r.tricks.iter().any(|t| t == key);
+        fn others<'r>(r: &'r ResultRow, key: &str) -> Vec<&'r String> {
+            let mut v: Vec<&String> = r.tricks.iter().filter(|t| *t != key).collect();
+            v.sort();
+            v
+        }
+        (has(self) != has(reference) && others(self, key) == others(reference, key))
+            .then(|| has(self))
+    }
+}
+
+impl AppState {
+    /// Every finished rung that isolates trick `key`, in results order.
+    pub fn measured(&self, key: &str) -> Vec<Measured<'_>> {
+        self.results
+            .iter()
+            .filter_map(|r| {
+                let vs = r.delta_vs.as_deref()?;
+                let reference = self
+                    .results
+                    .iter()
+                    .find(|x| x.matrix == r.matrix && x.variant == vs)?;
+                let added = r.isolates(reference, key)?;
+                Some(Measured {
+                    matrix: &r.matrix,
+                    variant: &r.variant,
+                    added,
+                    row: r,
+                })
+            })
+            .collect()
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -237,6 +301,9 @@ pub struct AppState {
     pub drained: bool,
     /// A one-line message in the footer (export paths, errors).
     pub status: String,
+    /// The footer message as first seen, and when: it expires after a few
+    /// seconds so that the queue's ETA shows again.
+    pub status_seen: Option<(String, Instant)>,
     pub no_color: bool,
     /// Browse-only: a finished results folder with no worker behind it.
     pub browse_only: bool,
@@ -289,6 +356,7 @@ impl AppState {
             quit: false,
             dirty: true,
             finished_wall: Vec::new(),
+            status_seen: None,
             overlays: true,
         }
     }
@@ -298,7 +366,8 @@ impl AppState {
         let finished = |f: &dyn Fn(&RunId) -> bool| -> Vec<&RunSeries> {
             self.runs
                 .iter()
-                .filter(|(id, r)| r.finished && id.matrix == run.matrix && f(id))
+                // Only runs that finished: a cancelled or failed one is no reference.
+                .filter(|(id, r)| r.final_acc.is_some() && id.matrix == run.matrix && f(id))
                 .map(|(_, r)| r)
                 .collect()
         };
@@ -319,6 +388,19 @@ impl AppState {
                 Some((rf.role.clone(), name, runs))
             });
         LiveCompare { seeds, reference }
+    }
+
+    /// Runs have ended and none is queued or running: the queue is done.
+    pub fn queue_idle(&self) -> bool {
+        !self.queue.is_empty()
+            && self
+                .queue
+                .iter()
+                .all(|q| !matches!(q.status, RunStatus::Queued | RunStatus::Running))
+            && self
+                .queue
+                .iter()
+                .any(|q| matches!(q.status, RunStatus::Done | RunStatus::Failed))
     }
 
     pub fn running(&self) -> bool {
@@ -350,19 +432,38 @@ impl AppState {
         (left, eta)
     }
 
-    pub fn sorted_results(&self) -> Vec<ResultRow> {
-        let mut rows = self.results.clone();
-        match self.sort {
-            SortKey::Rung => rows.sort_by_key(|r| r.index),
-            SortKey::Accuracy => rows.sort_by(|a, b| b.acc_mean.total_cmp(&a.acc_mean)),
-            SortKey::Time => rows.sort_by(|a, b| a.time_mean.total_cmp(&b.time_mean)),
-            SortKey::TimeToTarget => rows.sort_by(|a, b| {
-                a.ttt_mean
-                    .unwrap_or(f64::INFINITY)
-                    .total_cmp(&b.ttt_mean.unwrap_or(f64::INFINITY))
-            }),
+    /// Clears a footer message shown for `STATUS_S` seconds; true if it did.
+    pub fn expire_status(&mut self, now: Instant) -> bool {
+        const STATUS_S: f64 = 6.0;
+        if self.status.is_empty() {
+            self.status_seen = None;
+            return false;
         }
-        rows
+        match &self.status_seen {
+            Some((text, at)) if *text == self.status => {
+                if now.duration_since(*at).as_secs_f64() >= STATUS_S {
+                    self.status.clear();
+                    self.status_seen = None;
+                    self.dirty = true;
+                    return true;
+                }
+                false
+            }
+            _ => {
+                self.status_seen = Some((self.status.clone(), now));
+                false
+            }
+        }
+    }
+
+    /// The rows by matrix (in the order they came), then rung.
+    pub fn clone_results_by_rung(&self) -> Vec<ResultRow> {
+        sort_rows(&self.results, SortKey::Rung)
+    }
+
+    /// The rows sorted within each matrix (matrices in the order they came).
+    pub fn sorted_results(&self) -> Vec<ResultRow> {
+        sort_rows(&self.results, self.sort)
     }
 
     pub fn log(&mut self, level: LogLevel, text: impl Into<String>) {
@@ -393,4 +494,33 @@ pub fn fmt_secs(s: f64) -> String {
             ((s % 3600.0) / 60.0) as u64
         )
     }
+}
+
+/// `rows` sorted by `key` within each matrix, the matrices in the order they came.
+fn sort_rows(results: &[ResultRow], key: SortKey) -> Vec<ResultRow> {
+    let mut order: Vec<String> = Vec::new();
+    for r in results {
+        if !order.contains(&r.matrix) {
+            order.push(r.matrix.clone());
+        }
+    }
+    let mut rows = results.to_vec();
+    let m = |r: &ResultRow| order.iter().position(|x| *x == r.matrix);
+    match key {
+        SortKey::Rung => rows.sort_by_key(|r| (m(r), r.index)),
+        SortKey::Accuracy => {
+            rows.sort_by(|a, b| m(a).cmp(&m(b)).then(b.acc_mean.total_cmp(&a.acc_mean)))
+        }
+        SortKey::Time => {
+            rows.sort_by(|a, b| m(a).cmp(&m(b)).then(a.time_mean.total_cmp(&b.time_mean)))
+        }
+        SortKey::TimeToTarget => rows.sort_by(|a, b| {
+            m(a).cmp(&m(b)).then(
+                a.ttt_mean
+                    .unwrap_or(f64::INFINITY)
+                    .total_cmp(&b.ttt_mean.unwrap_or(f64::INFINITY)),
+            )
+        }),
+    }
+    rows
 }

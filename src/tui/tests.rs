@@ -1,5 +1,6 @@
 //! Snapshot tests of every screen on ratatui's TestBackend, and update-logic tests.
 
+use super::sample::rid;
 use super::state::*;
 use super::update::{Action, apply, on_key};
 use super::view::render;
@@ -7,7 +8,6 @@ use crate::events::*;
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
-use std::path::PathBuf;
 
 fn screen(s: &AppState, w: u16, h: u16) -> String {
     let mut t = Terminal::new(TestBackend::new(w, h)).unwrap();
@@ -25,26 +25,16 @@ fn screen(s: &AppState, w: u16, h: u16) -> String {
         .join("\n")
 }
 
-/// Compares with `tests/snapshots/NAME.txt`; `UPDATE_SNAPSHOTS=1` rewrites it.
+/// Compares with `tests/snapshots/NAME.snap` (insta: `cargo insta review`,
+/// or `INSTA_UPDATE=always`, after an intended change).
 fn snapshot(name: &str, text: &str) {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/snapshots")
-        .join(format!("{name}.txt"));
-    if std::env::var_os("UPDATE_SNAPSHOTS").is_some() {
-        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        std::fs::write(&path, text).unwrap();
-        return;
-    }
-    let want = std::fs::read_to_string(&path).unwrap_or_else(|_| {
-        panic!(
-            "missing snapshot {}; run with UPDATE_SNAPSHOTS=1",
-            path.display()
-        )
+    insta::with_settings!({
+        snapshot_path => "../../tests/snapshots",
+        prepend_module_to_snapshot => false,
+        omit_expression => true,
+    }, {
+        insta::assert_snapshot!(name, text);
     });
-    assert_eq!(
-        text, want,
-        "screen {name} changed; inspect and run with UPDATE_SNAPSHOTS=1 if intended"
-    );
 }
 
 #[test]
@@ -345,4 +335,120 @@ fn quitting_during_a_run_says_what_it_waits_for_until_the_worker_stops() {
         apply(&mut s, Event::Drained);
         assert!(s.quit, "{choice}: exits once the worker stopped");
     }
+}
+
+#[test]
+fn two_matrices_get_their_own_tables_with_clocks_and_deltas() {
+    let mut s = super::sample::sample_state(true);
+    let mut other = s.results[0].clone();
+    other.matrix = "gpu-smoke".into();
+    other.variant = "smoke rung".into();
+    other.clock = "airbench";
+    other.index = 0;
+    s.results.insert(1, other);
+    s.tab = Tab::Results;
+    let text = screen(&s, 160, 30);
+    let (demo, smoke) = (
+        text.find("▸ demo").expect("demo's header"),
+        text.find("▸ gpu-smoke").expect("gpu-smoke's header"),
+    );
+    // Every demo rung sits under demo's header, before gpu-smoke's.
+    for v in ["baseline", "+ label smoothing", "+ celu"] {
+        let at = text.find(v).unwrap();
+        assert!(demo < at && at < smoke, "{v} out of its table:\n{text}");
+    }
+    assert!(text.contains("time (dawn/airbench)"), "{text}");
+    assert!(text.contains("−5.00 [−6.10, −3.90]*"), "{text}");
+    // The noisy run is marked in n.
+    assert!(text.contains("2!"), "{text}");
+    s.tab = Tab::Ladder;
+    let text = screen(&s, 160, 30);
+    assert!(
+        text.contains("dawn clock") || text.contains("airbench clock"),
+        "{text}"
+    );
+    assert!(!text.contains("DAWNBench clock"), "{text}");
+    assert!(text.contains("▸ gpu-smoke"), "{text}");
+}
+
+#[test]
+fn a_cancelled_or_failed_run_is_never_a_reference() {
+    let mut s = super::sample::sample_state(true);
+    let running = rid("+ celu", 2, 1);
+    let before = s.live_compare(&running);
+    let (_, name, runs) = before.reference.clone().expect("the previous rung");
+    assert_eq!((name.as_str(), runs.len()), ("+ label smoothing", 1));
+    // The previous rung's one finished run is cancelled after all: no reference left.
+    let prev = rid("+ label smoothing", 1, 0);
+    s.runs.get_mut(&prev).unwrap().final_acc = None;
+    apply(&mut s, Event::RunCancelled { run: prev });
+    let after = s.live_compare(&running);
+    assert!(after.reference.as_ref().is_none_or(|r| r.2.is_empty()));
+}
+
+#[test]
+fn footer_messages_expire() {
+    let mut s = AppState::new(true);
+    let t0 = std::time::Instant::now();
+    s.status = "queued 60 runs of page-ladder on cpu".into();
+    assert!(!s.expire_status(t0));
+    assert!(!s.expire_status(t0 + std::time::Duration::from_secs(3)));
+    assert!(s.expire_status(t0 + std::time::Duration::from_secs(7)));
+    assert!(s.status.is_empty());
+}
+
+#[test]
+fn capital_d_removes_every_queued_run_of_the_matrix() {
+    let mut s = super::sample::sample_state(true);
+    s.tab = Tab::Queue;
+    s.queue_selected = 0;
+    let actions = on_key(&mut s, key(KeyCode::Char('D')));
+    let queued = s
+        .queue
+        .iter()
+        .filter(|q| q.status == RunStatus::Queued)
+        .count();
+    assert_eq!(actions.len(), queued);
+    assert!(
+        actions
+            .iter()
+            .all(|a| matches!(a, Action::Send(Command::Remove(_))))
+    );
+}
+
+#[test]
+fn the_tricks_tab_says_what_a_trick_bought_where_it_alone_changed() {
+    let mut s = super::sample::sample_state(true);
+    s.tab = Tab::Tricks;
+    let at = |key: &str| {
+        crate::tricks::CATALOG
+            .iter()
+            .position(|t| t.key == key)
+            .unwrap()
+    };
+    s.tricks_selected = at("label_smoothing");
+    let text = screen(&s, 200, 48);
+    assert!(
+        text.contains("measured: adding it, Δ −5.00 [−6.10, −3.90]* s (dawn clock)")
+            && text.contains("in demo «+ label smoothing»"),
+        "{text}"
+    );
+    // The celu rung keeps label smoothing on both sides: it measures celu only.
+    assert_eq!(s.measured("label_smoothing").len(), 1);
+    assert_eq!(s.measured("celu")[0].variant, "+ celu");
+    s.tricks_selected = at("cutout");
+    let text = screen(&s, 200, 48);
+    assert!(text.contains("measured: not yet"), "{text}");
+    // Leave-one-out: the rung without the trick reads as removing it.
+    let mut full = s.results[2].clone();
+    full.variant = "all".into();
+    full.matrix = "loo".into();
+    let mut without = full.clone();
+    without.variant = "- celu".into();
+    without.tricks = vec!["label_smoothing".into()];
+    without.delta_vs = Some("all".into());
+    s.results.extend([full, without]);
+    let m = s.measured("celu");
+    assert_eq!(m.len(), 2);
+    assert!(!m[1].added && m[1].matrix == "loo", "{m:?}");
 }

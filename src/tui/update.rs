@@ -27,8 +27,14 @@ pub fn apply(state: &mut AppState, ev: Event) -> bool {
             target_acc,
             device,
             reference,
+            config,
             ..
         } => {
+            let clock = config["resolved"]["clock"].as_str().and_then(|c| {
+                crate::config::Clock::ALL
+                    .into_iter()
+                    .find(|x| x.name() == c)
+            });
             let series = RunSeries {
                 total_steps,
                 total_epochs,
@@ -36,6 +42,7 @@ pub fn apply(state: &mut AppState, ev: Event) -> bool {
                 started: Some(Instant::now()),
                 device,
                 reference,
+                clock,
                 ..RunSeries::default()
             };
             state.runs.insert(run.clone(), series);
@@ -77,17 +84,36 @@ pub fn apply(state: &mut AppState, ev: Event) -> bool {
             }
         }
         Event::RunFinished { run, summary } => {
+            let mut clock = crate::config::Clock::Dawn;
             if let Some(s) = state.runs.get_mut(&run) {
                 s.finished = true;
                 s.final_acc = Some(summary.acc_tta);
+                clock = s.clock.unwrap_or(clock);
             }
             state.finished_wall.push(summary.clocks.wall_s);
+            let c = &summary.clocks;
+            let secs = match clock {
+                crate::config::Clock::Dawn => c.dawn_s,
+                crate::config::Clock::Airbench => c.airbench_s,
+                crate::config::Clock::Hlb => c.hlb_s,
+                crate::config::Clock::Wall => c.wall_s,
+            };
+            let paused = if c.paused_s > 0.0 {
+                format!(" ({:.1} s paused, not counted)", c.paused_s)
+            } else {
+                String::new()
+            };
+            let noise = summary
+                .noise
+                .as_ref()
+                .map(|n| format!("; noisy: {n}"))
+                .unwrap_or_default();
             state.log(
                 LogLevel::Info,
                 format!(
-                    "{run} finished: acc {:.2}% in {:.1} s",
+                    "{run} finished: acc {:.2}% in {secs:.1} s on the {} clock{paused}{noise}",
                     100.0 * summary.acc_tta,
-                    summary.clocks.dawn_s
+                    clock.name()
                 ),
             );
             return true;
@@ -105,7 +131,6 @@ pub fn apply(state: &mut AppState, ev: Event) -> bool {
             }
             state.log(LogLevel::Warn, format!("{run} cancelled"));
         }
-        Event::Status { .. } => {}
         Event::WorkerPaused(p) => {
             state.paused = p;
             state.log(
@@ -224,6 +249,21 @@ pub fn on_key(state: &mut AppState, key: KeyEvent) -> Vec<Action> {
         KeyCode::Char('c') => return vec![Action::Send(Command::CancelCurrent)],
         KeyCode::Char('a') => return vec![Action::OpenPicker],
         KeyCode::Char('s') if state.tab == Tab::Results => state.sort = state.sort.next(),
+        KeyCode::Char('D') if state.tab == Tab::Queue => {
+            // Every queued run of the selected run's matrix, in one step.
+            let Some(item) = state.queue.get(state.queue_selected) else {
+                return Vec::new();
+            };
+            let matrix = item.run.matrix.clone();
+            let drop: Vec<Action> = state
+                .queue
+                .iter()
+                .filter(|q| q.run.matrix == matrix && q.status == RunStatus::Queued)
+                .map(|q| Action::Send(Command::Remove(q.run.clone())))
+                .collect();
+            state.status = format!("removed {} queued runs of {matrix}", drop.len());
+            return drop;
+        }
         KeyCode::Char('r') | KeyCode::Char('K') | KeyCode::Char('J') | KeyCode::Char('d')
             if state.tab == Tab::Queue =>
         {
@@ -262,7 +302,7 @@ fn move_selection(state: &mut AppState, delta: i64) {
     let (sel, len) = match state.tab {
         Tab::Queue => (&mut state.queue_selected, state.queue.len()),
         Tab::Results | Tab::Ladder => (&mut state.results_selected, state.results.len()),
-        Tab::Tricks => (&mut state.tricks_selected, crate::tricks::catalog().len()),
+        Tab::Tricks => (&mut state.tricks_selected, crate::tricks::CATALOG.len()),
         _ => return,
     };
     let max = len.saturating_sub(1) as i64;

@@ -134,7 +134,7 @@ fn footer(f: &mut Frame, area: Rect, s: &AppState) {
     let keys = match s.tab {
         _ if s.browse_only => "Tab/1-6 screens  ↑↓ select  e export  ? help  q quit",
         Tab::Queue => {
-            "Tab/1-6 screens  a add  p pause/resume  c cancel  r requeue  K/J move  d remove  e export  ? help  q quit"
+            "Tab/1-6 screens  a add  p pause/resume  c cancel  r requeue  K/J move  d remove  D remove matrix  e export  ? help  q quit"
         }
         Tab::Results => "Tab/1-6 screens  s sort  ↑↓ select  e export  ? help  q quit",
         _ => "Tab/1-6 screens  p pause/resume  c cancel  e export  ? help  q quit",
@@ -571,80 +571,116 @@ fn results(f: &mut Frame, area: Rect, s: &AppState, pal: &Palette) {
         );
         return;
     }
-    let by_rung = {
-        let mut r = s.results.clone();
-        r.sort_by_key(|r| r.index);
-        r
+    let sorted = s.sorted_results();
+    let several = sorted.iter().any(|r| r.matrix != sorted[0].matrix);
+    let prev_of = |row: &ResultRow| {
+        s.results
+            .iter()
+            .filter(|r| r.matrix == row.matrix && r.index < row.index)
+            .max_by_key(|r| r.index)
+            .cloned()
     };
-    let prev_of = |row: &ResultRow| by_rung.iter().rev().find(|r| r.index < row.index).cloned();
-    let header = Row::new([
+    let clocks: Vec<&str> = {
+        let mut c: Vec<&str> = sorted.iter().map(|r| r.clock).collect();
+        c.dedup();
+        c
+    };
+    let time_head = format!("time ({}) ± CI", clocks.join("/"));
+    let heads = [
         "variant",
         "n",
         "acc % ± 95% CI",
         "P≥tgt",
         "to target",
-        "time ± 95% CI",
+        time_head.as_str(),
         "speedup",
-    ])
+        "Δ s [95% CI]",
+    ];
+    let fixed = [0, 4, 14, 5, 9, time_head.chars().count() as u16, 7, 22];
+    let shown = shown_columns(area.width.saturating_sub(2), &fixed);
+    let pick = |cells: Vec<Cell<'static>>| -> Vec<Cell<'static>> {
+        cells
+            .into_iter()
+            .zip(&shown)
+            .filter_map(|(c, &on)| on.then_some(c))
+            .collect()
+    };
+    let header = Row::new(pick(
+        heads.iter().map(|h| Cell::from(h.to_string())).collect(),
+    ))
     .style(Style::default().add_modifier(Modifier::BOLD));
-    let rows: Vec<Row> = s
-        .sorted_results()
+    let mut rows: Vec<Row> = Vec::new();
+    let mut matrix = "";
+    for (i, r) in sorted.iter().enumerate() {
+        if several && r.matrix != matrix {
+            rows.push(
+                Row::new(vec![Cell::from(format!("▸ {}", r.matrix))])
+                    .style(Style::default().add_modifier(Modifier::BOLD)),
+            );
+        }
+        matrix = &r.matrix;
+        let prev = prev_of(r);
+        let acc_style = match &prev {
+            Some(p) if r.acc_mean >= p.acc_mean => pal.fg(Color::Green),
+            Some(_) => pal.fg(Color::Red),
+            None => Style::default(),
+        };
+        let time_style = match &prev {
+            Some(p) if r.time_mean <= p.time_mean => pal.fg(Color::Green),
+            Some(_) => pal.fg(Color::Red),
+            None => Style::default(),
+        };
+        // `!`: noisy runs among the n (a busy machine, a throttled GPU).
+        let n = if r.noisy > 0 {
+            format!("{}!", r.n)
+        } else {
+            r.n.to_string()
+        };
+        let mut row = Row::new(pick(vec![
+            Cell::from(r.variant.clone()),
+            Cell::from(n),
+            Cell::from(format!(
+                "{:.2} ± {}",
+                100.0 * r.acc_mean,
+                ci_text(100.0 * r.acc_ci95, r.n, 2)
+            ))
+            .style(acc_style),
+            Cell::from(format!("{:.2}", r.p_target)),
+            Cell::from(r.ttt_mean.map(fmt_secs).unwrap_or_else(|| "-".into())),
+            Cell::from(format!(
+                "{} ± {}",
+                fmt_secs(r.time_mean),
+                ci_text(r.time_ci95, r.n, 1)
+            ))
+            .style(time_style),
+            // Against the rung before on a ladder, else against the reference.
+            Cell::from(
+                r.speedup_prev
+                    .or(r.speedup_first)
+                    .map(|x| format!("×{x:.2}"))
+                    .unwrap_or_else(|| "-".into()),
+            ),
+            Cell::from(r.delta_time.map_or("-".into(), |d| d.label(1.0))),
+        ]));
+        if i == s.results_selected {
+            row = row.style(Style::default().add_modifier(Modifier::REVERSED));
+        }
+        rows.push(row);
+    }
+    let widths: Vec<Constraint> = fixed
         .iter()
-        .enumerate()
-        .map(|(i, r)| {
-            let prev = prev_of(r);
-            let acc_style = match &prev {
-                Some(p) if r.acc_mean >= p.acc_mean => pal.fg(Color::Green),
-                Some(_) => pal.fg(Color::Red),
-                None => Style::default(),
-            };
-            let time_style = match &prev {
-                Some(p) if r.time_mean <= p.time_mean => pal.fg(Color::Green),
-                Some(_) => pal.fg(Color::Red),
-                None => Style::default(),
-            };
-            let mut row = Row::new(vec![
-                Cell::from(r.variant.clone()),
-                Cell::from(r.n.to_string()),
-                Cell::from(format!(
-                    "{:.2} ± {}",
-                    100.0 * r.acc_mean,
-                    ci_text(100.0 * r.acc_ci95, r.n, 2)
-                ))
-                .style(acc_style),
-                Cell::from(format!("{:.2}", r.p_target)),
-                Cell::from(r.ttt_mean.map(fmt_secs).unwrap_or_else(|| "-".into())),
-                Cell::from(format!(
-                    "{} ± {}",
-                    fmt_secs(r.time_mean),
-                    ci_text(r.time_ci95, r.n, 1)
-                ))
-                .style(time_style),
-                // Against the rung before on a ladder, else against the reference.
-                Cell::from(
-                    r.speedup_prev
-                        .or(r.speedup_first)
-                        .map(|x| format!("×{x:.2}"))
-                        .unwrap_or_else(|| "-".into()),
-                ),
-            ]);
-            if i == s.results_selected {
-                row = row.style(Style::default().add_modifier(Modifier::REVERSED));
+        .zip(&shown)
+        .filter(|&(_, &on)| on)
+        .map(|(&w, _)| {
+            if w == 0 {
+                Constraint::Min(VARIANT_MIN)
+            } else {
+                Constraint::Length(w)
             }
-            row
         })
         .collect();
-    let widths = [
-        Constraint::Min(12),
-        Constraint::Length(3),
-        Constraint::Length(14),
-        Constraint::Length(5),
-        Constraint::Length(9),
-        Constraint::Length(14),
-        Constraint::Length(7),
-    ];
     let title = format!(
-        "results by variant (sorted by {}; s to change)",
+        "results (sorted by {}, s to change; n! = some runs noisy)",
         s.sort.label()
     );
     f.render_widget(
@@ -655,15 +691,47 @@ fn results(f: &mut Frame, area: Rect, s: &AppState, pal: &Palette) {
     );
 }
 
+const VARIANT_MIN: u16 = 16;
+
+/// Which of the results table's columns fit `width`: the variant, n,
+/// accuracy and time always; then P≥tgt, Δ, speedup and time to target
+/// while they fit, kept in their places. `fixed[0]` is the variant's.
+fn shown_columns(width: u16, fixed: &[u16; 8]) -> [bool; 8] {
+    const PRIORITY: [usize; 8] = [0, 1, 2, 5, 3, 7, 6, 4];
+    let mut shown = [false; 8];
+    let mut used = 0u16;
+    for (k, &c) in PRIORITY.iter().enumerate() {
+        let w = if c == 0 { VARIANT_MIN } else { fixed[c] } + u16::from(used > 0);
+        if k < 4 || used + w <= width {
+            shown[c] = true;
+            used += w;
+        }
+    }
+    shown
+}
+
 fn ladder(f: &mut Frame, area: Rect, s: &AppState, pal: &Palette) {
-    let block =
-        Block::bordered().title("ladder: train time per rung (DAWNBench clock), accuracy beside");
+    let mut clocks: Vec<&str> = s.results.iter().map(|r| r.clock).collect();
+    clocks.sort();
+    clocks.dedup();
+    let block = Block::bordered().title(format!(
+        "ladder: full-run time per rung ({} clock), accuracy and Δ beside",
+        if clocks.is_empty() {
+            "each recipe's".to_string()
+        } else {
+            clocks.join("/")
+        }
+    ));
     if s.results.is_empty() {
         f.render_widget(Paragraph::new("no finished rungs yet").block(block), area);
         return;
     }
-    let mut rows = s.results.clone();
-    rows.sort_by_key(|r| r.index);
+    let rows = {
+        let mut r = s.clone_results_by_rung();
+        r.retain(|x| x.time_mean.is_finite());
+        r
+    };
+    let several = rows.iter().any(|r| r.matrix != rows[0].matrix);
     let inner = block.inner(area);
     f.render_widget(block, area);
     let name_w = rows
@@ -672,38 +740,57 @@ fn ladder(f: &mut Frame, area: Rect, s: &AppState, pal: &Palette) {
         .max()
         .unwrap_or(4)
         .min(inner.width as usize / 3);
-    let value_w = 24usize;
+    let values: Vec<String> = rows
+        .iter()
+        .map(|r| {
+            format!(
+                "{:>9} {:>6.2}% n={}{} {}",
+                fmt_secs(r.time_mean),
+                100.0 * r.acc_mean,
+                r.n,
+                if r.noisy > 0 { "!" } else { "" },
+                r.delta_time
+                    .map(|d| format!("Δ{}", d.label(1.0)))
+                    .unwrap_or_default()
+            )
+        })
+        .collect();
+    // The numbers keep their room; the bars take what is left.
+    let value_w = values.iter().map(|v| v.chars().count()).max().unwrap_or(0);
     let bar_w = (inner.width as usize)
         .saturating_sub(name_w + value_w + 2)
         .max(1);
-    let max_t = rows
-        .iter()
-        .map(|r| r.time_mean)
-        .fold(0.0, f64::max)
-        .max(1e-9);
-    let lines: Vec<Line> = rows
-        .iter()
-        .map(|r| {
-            let n = ((r.time_mean / max_t) * bar_w as f64).round() as usize;
-            let name: String = r.variant.chars().take(name_w).collect();
-            Line::from(vec![
-                Span::raw(format!("{name:<name_w$} ")),
-                Span::styled("█".repeat(n.max(1)), pal.series(r.index)),
-                Span::raw(" ".repeat(bar_w.saturating_sub(n.max(1)) + 1)),
-                Span::raw(format!(
-                    "{:>9} {:>6.2}% n={}",
-                    fmt_secs(r.time_mean),
-                    100.0 * r.acc_mean,
-                    r.n
-                )),
-            ])
-        })
-        .collect();
+    let mut lines: Vec<Line> = Vec::new();
+    let mut matrix = "";
+    for (r, value) in rows.iter().zip(values) {
+        if several && r.matrix != matrix {
+            lines.push(Line::from(Span::styled(
+                format!("▸ {}", r.matrix),
+                Style::default().add_modifier(Modifier::BOLD),
+            )));
+        }
+        matrix = &r.matrix;
+        // Bars scale within their own matrix.
+        let max_t = rows
+            .iter()
+            .filter(|x| x.matrix == r.matrix)
+            .map(|x| x.time_mean)
+            .fold(0.0, f64::max)
+            .max(1e-9);
+        let n = ((r.time_mean / max_t) * bar_w as f64).round() as usize;
+        let name: String = r.variant.chars().take(name_w).collect();
+        lines.push(Line::from(vec![
+            Span::raw(format!("{name:<name_w$} ")),
+            Span::styled("█".repeat(n.max(1)), pal.series(r.index)),
+            Span::raw(" ".repeat(bar_w.saturating_sub(n.max(1)) + 1)),
+            Span::raw(value),
+        ]));
+    }
     f.render_widget(Paragraph::new(lines), inner);
 }
 
 fn tricks(f: &mut Frame, area: Rect, s: &AppState, _pal: &Palette) {
-    let cat = crate::tricks::catalog();
+    let cat = crate::tricks::CATALOG;
     let [list_a, detail_a] =
         Layout::horizontal([Constraint::Percentage(38), Constraint::Percentage(62)]).areas(area);
     let visible = list_a.height.saturating_sub(2) as usize;
@@ -750,6 +837,26 @@ fn tricks(f: &mut Frame, area: Rect, s: &AppState, _pal: &Palette) {
     }
     if !t.conflicts.is_empty() {
         text.push(Line::from(format!("conflicts: {}", t.conflicts.join(", "))));
+    }
+    text.push(Line::from(""));
+    let measured = s.measured(t.key);
+    if measured.is_empty() {
+        text.push(Line::from(
+            "measured: not yet (no finished rung here adds or removes it alone)",
+        ));
+    }
+    for m in measured {
+        let r = m.row;
+        text.push(Line::from(format!(
+            "measured: {} it, Δ {} s ({} clock), Δ acc {} pp, n={} in {} «{}»",
+            if m.added { "adding" } else { "removing" },
+            r.delta_time.map_or("-".into(), |d| d.label(1.0)),
+            r.clock,
+            r.delta_acc.map_or("-".into(), |d| d.label(100.0)),
+            r.n,
+            m.matrix,
+            m.variant
+        )));
     }
     f.render_widget(
         Paragraph::new(text)

@@ -3,6 +3,7 @@
 
 pub mod device;
 pub mod lock;
+pub mod machine;
 pub mod native;
 pub mod signals;
 pub mod stats;
@@ -51,7 +52,100 @@ pub fn write_atomic_into(
     if result.is_err() {
         let _ = std::fs::remove_file(&tmp);
     }
-    result.with_context(|| format!("writing {} failed; nothing was replaced", path.display()))
+    result
+        .with_context(|| format!("writing {} failed; nothing was replaced", path.display()))
+        .map_err(failure)
+}
+
+/// The project's python (`.venv`'s, else `python3` on PATH): the published
+/// scripts and the exporters run on it.
+pub fn default_python() -> PathBuf {
+    let venv = PathBuf::from(".venv/bin/python");
+    if venv.is_file() {
+        venv
+    } else {
+        PathBuf::from("python3")
+    }
+}
+
+/// The layout of `manifest.json`, `runs.parquet`, the step files and every
+/// command's `--format json` (README, "Results"): 2 added the typed
+/// configuration columns, the tricks as a list, `finished_at` as a
+/// timestamp, plain Parquet strings and the JSON outputs.
+pub const SCHEMA_VERSION: u32 = 2;
+
+/// How a command prints what it found.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum TextOrJson {
+    /// For people.
+    #[default]
+    Text,
+    /// One JSON document with `schema_version`, lowercase words for every enum.
+    Json,
+}
+
+/// Prints `v` (an object) as the command's JSON document, with `schema_version`.
+pub fn print_json(v: serde_json::Value) {
+    let mut doc = serde_json::Map::new();
+    doc.insert("schema_version".into(), SCHEMA_VERSION.into());
+    match v {
+        serde_json::Value::Object(o) => doc.extend(o),
+        other => {
+            doc.insert("data".into(), other);
+        }
+    }
+    println!(
+        "{}",
+        serde_json::to_string_pretty(&serde_json::Value::Object(doc)).unwrap_or_default()
+    );
+}
+
+/// The process exit codes (README, "Exit codes"), so that a script or CI can
+/// tell a slow night from a broken one.
+pub mod exit {
+    /// Done; `compare` and `nightly`: no regression.
+    pub const OK: i32 = 0;
+    /// `compare` and `nightly`: a regression, or a variant that failed or is
+    /// missing in the candidate; `doctor` and `data check`: a problem found.
+    pub const REGRESSION: i32 = 1;
+    /// The command line, or a file or folder it names, is wrong: fix the input.
+    pub const INPUT: i32 = 2;
+    /// tricklab or its machine failed (a write, a full disk, libtorch).
+    pub const FAILURE: i32 = 3;
+}
+
+/// An error of tricklab's own doing or its machine's, not of the input:
+/// exit [`exit::FAILURE`]. Displays as the error it wraps.
+#[derive(Debug)]
+pub struct Failure(String);
+
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Failure {}
+
+/// Marks `e` as a failure of the tool or machine (exit 3).
+pub fn failure(e: anyhow::Error) -> anyhow::Error {
+    if is_failure(&e) {
+        return e;
+    }
+    anyhow::Error::new(Failure(one_line(&e)))
+}
+
+pub fn is_failure(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| c.is::<Failure>())
+}
+
+/// The exit code of a command that ended in `e`.
+pub fn exit_code_of(e: &anyhow::Error) -> i32 {
+    if is_failure(e) {
+        exit::FAILURE
+    } else {
+        exit::INPUT
+    }
 }
 
 /// The whole error chain on one line, without a backtrace.
@@ -95,20 +189,20 @@ pub fn check_storage(dir: &Path, need: u64) -> Result<()> {
     let probe = dir.join(format!(".tricklab-probe-{}", std::process::id()));
     if let Err(e) = std::fs::write(&probe, b"ok") {
         let _ = std::fs::remove_file(&probe);
-        anyhow::bail!(
+        return Err(failure(anyhow::anyhow!(
             "{} is not writable ({e}): fix its permissions or free space, {resume}",
             dir.display()
-        );
+        )));
     }
     let _ = std::fs::remove_file(&probe);
-    let free = free_bytes(dir)?;
+    let free = free_bytes(dir).map_err(failure)?;
     if free < need {
-        anyhow::bail!(
+        return Err(failure(anyhow::anyhow!(
             "{}: {} MiB free on its disk, a run needs {} MiB: free space (or lower TRICKLAB_MIN_FREE_MB), {resume}",
             dir.display(),
             free >> 20,
             need >> 20
-        );
+        )));
     }
     Ok(())
 }

@@ -28,8 +28,12 @@ fn repo() -> PathBuf {
 }
 
 fn results_dir(root: &Path, matrix: &str) -> PathBuf {
-    let base = root.join(matrix);
-    let mut dirs: Vec<PathBuf> = std::fs::read_dir(&base)
+    newest(&root.join(matrix))
+}
+
+/// The newest session folder under a matrix's results folder.
+pub fn newest(base: &Path) -> PathBuf {
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir(base)
         .unwrap()
         .flatten()
         .map(|e| e.path())
@@ -275,7 +279,7 @@ fn bad_input_gets_one_line_naming_the_file_and_the_fix() {
     std::fs::write(&bad, "name = 'x'\nrecipe = 'tiny-page-resnet9'\nkind = 'ladder'\n\n[[rung]]\non = ['lable_smoothing']\n").unwrap();
     let o = run(&["run", bad.to_str().unwrap(), "--headless"], tmp.path());
     let (_, err) = text(&o);
-    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(o.status.code(), Some(2));
     assert_eq!(err.lines().count(), 1, "{err}");
     assert!(
         err.contains("bad.toml:6:7") && err.contains("did you mean `label_smoothing`"),
@@ -295,7 +299,7 @@ fn bad_input_gets_one_line_naming_the_file_and_the_fix() {
         tmp.path(),
     );
     let (_, err) = text(&o);
-    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(o.status.code(), Some(2));
     assert!(
         err.contains("bad.toml")
             && err.contains("`big`")
@@ -395,7 +399,7 @@ fn bad_input_gets_one_line_naming_the_file_and_the_fix() {
         a.extend(args);
         let o = run(&a, tmp.path());
         let (_, err) = text(&o);
-        assert_eq!(o.status.code(), Some(1), "{err}");
+        assert_eq!(o.status.code(), Some(2), "{err}");
         assert!(err.contains(what) && err.lines().count() == 1, "{err}");
         assert!(
             !tmp.path().join("r").exists(),
@@ -593,7 +597,7 @@ fn nightly_compares_with_the_baseline_and_keeps_a_history() {
         tmp.path(),
     );
     let (out, err) = text(&o);
-    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(o.status.code(), Some(2));
     assert!(
         err.contains("--baseline") && err.lines().count() == 1 && !out.contains("start"),
         "{err}"

@@ -3,6 +3,8 @@
 
 mod cli;
 mod demo_ladder;
+mod fuzz;
+mod interop;
 mod layers;
 mod plans;
 mod reliability;

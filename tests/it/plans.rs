@@ -1,6 +1,7 @@
 //! Every shipped matrix's plans, pinned: a change to any trick's effect, a
 //! recipe or a matrix shows up here as a diff to review, variant by variant.
-//! After an intended change: `TRICKLAB_UPDATE_SNAPSHOTS=1 cargo test --test plans`.
+//! After an intended change: `cargo insta review` (or `INSTA_UPDATE=always
+//! cargo test --test it plans`).
 
 use std::fmt::Write;
 use std::path::Path;
@@ -21,18 +22,11 @@ fn render() -> String {
 
 #[test]
 fn shipped_matrices_keep_their_plans() {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/snapshots/plans.txt");
-    let now = render();
-    if std::env::var_os("TRICKLAB_UPDATE_SNAPSHOTS").is_some() {
-        std::fs::write(&path, &now).unwrap();
-    }
-    let pinned = std::fs::read_to_string(&path).unwrap_or_default();
-    for (a, b) in pinned.lines().zip(now.lines()) {
-        assert_eq!(a, b, "a shipped variant's plan changed");
-    }
-    assert_eq!(
-        pinned.lines().count(),
-        now.lines().count(),
-        "variants added or removed"
-    );
+    insta::with_settings!({
+        snapshot_path => "../snapshots",
+        prepend_module_to_snapshot => false,
+        omit_expression => true,
+    }, {
+        insta::assert_snapshot!("plans", render());
+    });
 }

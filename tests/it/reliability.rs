@@ -139,7 +139,7 @@ fn one_writer_per_folder_and_stop_signals_are_honoured() {
         ],
         tmp.path(),
     );
-    assert_eq!(second.status.code(), Some(1), "{}", stderr(&second));
+    assert_eq!(second.status.code(), Some(2), "{}", stderr(&second));
     let e = stderr(&second);
     assert!(
         e.contains("is locked by pid")
@@ -209,7 +209,7 @@ fn a_folder_deleted_under_a_session_stops_it_without_recreating_it() {
     std::fs::remove_dir_all(&dir).unwrap();
     // The store finds out when the run in progress ends, and the session stops there.
     let (code, err) = wait_exit(child, 120);
-    assert_eq!(code, 1, "{err}");
+    assert_eq!(code, 3, "{err}");
     assert!(
         err.contains("was deleted or replaced while the session ran"),
         "{err}"
@@ -251,7 +251,7 @@ fn resume_refuses_options_that_would_change_the_folder_and_a_queue_that_is_not_i
             tmp.path(),
         );
         let e = stderr(&o);
-        assert_eq!(o.status.code(), Some(1), "{e}");
+        assert_eq!(o.status.code(), Some(2), "{e}");
         assert!(
             e.contains("continues the folder with the runs and options it was made with"),
             "{e}"
@@ -266,7 +266,7 @@ fn resume_refuses_options_that_would_change_the_folder_and_a_queue_that_is_not_i
         tmp.path(),
     );
     let e = stderr(&o);
-    assert_eq!(o.status.code(), Some(1), "{e}");
+    assert_eq!(o.status.code(), Some(2), "{e}");
     assert!(
         e.contains("variant `+ ghost` is not in the folder's matrix"),
         "{e}"
@@ -302,7 +302,7 @@ fn nightly_checks_its_baseline_and_history_before_training() {
         ],
         tmp.path(),
     );
-    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("--baseline"), "{}", stderr(&o));
     // A history that is not a tricklab history.
     let base = tmp.path().join("base");
@@ -322,4 +322,56 @@ fn nightly_checks_its_baseline_and_history_before_training() {
     assert!(stderr(&o).contains("no finished run"), "{}", stderr(&o));
     // Neither trained: the long matrix would take hours.
     assert!(start.elapsed() < Duration::from_secs(30));
+}
+
+#[test]
+fn a_gpu_matrix_on_a_cpu_is_refused_with_its_estimate_and_the_way_out() {
+    let tmp = tempfile::tempdir().unwrap();
+    let page = Path::new(env!("CARGO_MANIFEST_DIR")).join("ablations/page-ladder.toml");
+    let page = page.to_str().unwrap();
+    // A full-size recipe and no data named: it would train on the embedded subset.
+    let o = output(
+        &[
+            "run",
+            page,
+            "--headless",
+            "--devices",
+            "cpu",
+            "--results",
+            "res",
+        ],
+        tmp.path(),
+    );
+    let e = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{e}");
+    assert!(
+        e.contains("names no data") && e.contains("--tiny") && e.lines().count() == 1,
+        "{e}"
+    );
+    assert!(!tmp.path().join("res").exists());
+    // Data named: a probe step puts it at days on this CPU; refused before
+    // any run, with the estimate, `--tiny` and `--insist`.
+    let o = output(
+        &[
+            "run",
+            page,
+            "--headless",
+            "--devices",
+            "cpu",
+            "--data",
+            "embedded",
+            "--results",
+            "res",
+        ],
+        tmp.path(),
+    );
+    let e = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{e}");
+    assert!(
+        e.contains("in all on the CPU")
+            && e.contains("s a training step at batch 512, scaled from a probe step at batch 16"),
+        "{e}"
+    );
+    assert!(e.contains("--tiny") && e.contains("--insist"), "{e}");
+    assert!(!tmp.path().join("res").exists());
 }

@@ -103,7 +103,7 @@ fn interactive_session_end_to_end() {
     });
     t.keys("4");
     t.wait_for("the ladder", 30, |s| {
-        s.contains("ladder: train time per rung") && s.contains("baseline")
+        s.contains("ladder: full-run time per rung") && s.contains("baseline")
     });
     t.keys("e");
     t.wait_for("export", 60, |s| s.contains("exported"));
@@ -151,7 +151,7 @@ fn browse_a_finished_folder_and_resize() {
         socket: format!("tricklab-browse-{}", std::process::id()),
     };
     let shell = format!(
-        "{} tui --results {}; echo EXITED-$?; sleep 60",
+        "{} tui --open {}; echo EXITED-$?; sleep 60",
         env!("CARGO_BIN_EXE_tricklab"),
         dir.display()
     );
@@ -242,7 +242,7 @@ fn a_gpu_ladder_opens_tiny_in_the_tui() {
         socket: format!("tricklab-tiny-{}", std::process::id()),
     };
     let shell = format!(
-        "cd {} && NO_COLOR=1 {} tui {} --tiny --results-root res --devices cpu; echo EXITED-$?; sleep 60",
+        "cd {} && NO_COLOR=1 {} tui {} --tiny --results res --devices cpu; echo EXITED-$?; sleep 60",
         tmp.path().display(),
         env!("CARGO_BIN_EXE_tricklab"),
         matrix.display()

@@ -1,0 +1,157 @@
+//! What each rung bought: Δ seconds and Δ accuracy against the rung it is
+//! read against (a ladder's previous rung; the first variant of the other
+//! kinds), paired by seed where both ran the same seeds (the seed's noise,
+//! data order and init cancel), else Welch's interval, with a 95% CI.
+
+use crate::store::{Ended, RunRow};
+use crate::util::stats::t95;
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+/// A difference of means (this − reference) with its 95% CI.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct Delta {
+    pub mean: f64,
+    /// NaN when no interval is possible (one pair, or one run a side).
+    pub lo: f64,
+    pub hi: f64,
+    /// Pairs (paired) or the smaller side's runs.
+    pub n: usize,
+    pub paired: bool,
+}
+
+impl Delta {
+    /// The interval lies wholly on one side of 0.
+    pub fn excludes_zero(&self) -> bool {
+        self.lo > 0.0 || self.hi < 0.0
+    }
+
+    /// `−1.90 [−2.31, −1.49]*`: `*` where the CI excludes 0; at n = 1 the
+    /// value and why there is no interval.
+    pub fn label(&self, scale: f64) -> String {
+        let v = |x: f64| format!("{:+.2}", scale * x).replace('-', "−");
+        if !self.mean.is_finite() {
+            return "-".into();
+        }
+        if !(self.lo.is_finite() && self.hi.is_finite()) {
+            return format!("{} (n={}: no interval)", v(self.mean), self.n);
+        }
+        let mark = if self.excludes_zero() { "*" } else { "" };
+        format!("{} [{}, {}]{mark}", v(self.mean), v(self.lo), v(self.hi))
+    }
+}
+
+fn mean_sd(x: &[f64]) -> (f64, f64) {
+    let n = x.len() as f64;
+    let m = x.iter().sum::<f64>() / n;
+    let var = x.iter().map(|v| (v - m).powi(2)).sum::<f64>() / (n - 1.0).max(1.0);
+    (m, var.sqrt())
+}
+
+/// this − reference over runs given as (seed, value): paired by seed when
+/// every seed of the smaller side ran on both, else Welch.
+pub fn between(reference: &[(u64, f64)], this: &[(u64, f64)]) -> Option<Delta> {
+    let finite = |v: &[(u64, f64)]| -> BTreeMap<u64, Vec<f64>> {
+        let mut m: BTreeMap<u64, Vec<f64>> = BTreeMap::new();
+        for &(s, x) in v.iter().filter(|(_, x)| x.is_finite()) {
+            m.entry(s).or_default().push(x);
+        }
+        m
+    };
+    let (a, b) = (finite(reference), finite(this));
+    if a.is_empty() || b.is_empty() {
+        return None;
+    }
+    let avg = |v: &Vec<f64>| v.iter().sum::<f64>() / v.len() as f64;
+    let pairs: Vec<f64> = b
+        .iter()
+        .filter_map(|(s, xs)| a.get(s).map(|ys| avg(xs) - avg(ys)))
+        .collect();
+    if pairs.len() == a.len().min(b.len()) {
+        let (m, sd) = mean_sd(&pairs);
+        let n = pairs.len();
+        let h = if n >= 2 {
+            t95(n - 1) * sd / (n as f64).sqrt()
+        } else {
+            f64::NAN
+        };
+        return Some(Delta {
+            mean: m,
+            lo: m - h,
+            hi: m + h,
+            n,
+            paired: true,
+        });
+    }
+    let xa: Vec<f64> = a.values().flatten().copied().collect();
+    let xb: Vec<f64> = b.values().flatten().copied().collect();
+    let ((ma, sa), (mb, sb)) = (mean_sd(&xa), mean_sd(&xb));
+    let n = xa.len().min(xb.len());
+    let w = super::welch((ma, sa, xa.len()), (mb, sb, xb.len()));
+    Some(match w {
+        Some(d) => Delta {
+            mean: d.delta,
+            lo: d.lo(),
+            hi: d.hi(),
+            n,
+            paired: false,
+        },
+        None => Delta {
+            mean: mb - ma,
+            lo: f64::NAN,
+            hi: f64::NAN,
+            n,
+            paired: false,
+        },
+    })
+}
+
+/// Values keyed by the seed that gave them.
+pub type BySeed = Vec<(u64, f64)>;
+
+/// A variant's finished runs: (seed, seconds on `clock`) and (seed, accuracy with TTA).
+pub fn samples(rows: &[RunRow], clock: crate::config::Clock, drop_noisy: bool) -> (BySeed, BySeed) {
+    use crate::config::Clock;
+    let ok = |r: &&RunRow| r.status == Ended::Done && !(drop_noisy && r.noisy == Some(true));
+    let secs = |r: &RunRow| match clock {
+        Clock::Dawn => r.dawn_s,
+        Clock::Airbench => r.airbench_s,
+        Clock::Hlb => r.hlb_s,
+        Clock::Wall => r.wall_s,
+    };
+    let t = rows
+        .iter()
+        .filter(ok)
+        .map(|r| (r.seed, secs(r).unwrap_or(f64::NAN)))
+        .collect();
+    let a = rows
+        .iter()
+        .filter(ok)
+        .map(|r| (r.seed, r.acc_tta.unwrap_or(f64::NAN)))
+        .collect();
+    (t, a)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paired_by_seed_when_the_seeds_match_else_welch() {
+        // Seed noise shared by both rungs: paired, the rung's −1 s shows through.
+        let base = [(0, 10.0), (1, 12.0), (2, 14.0)];
+        let rung = [(0, 9.0), (1, 11.1), (2, 12.9)];
+        let d = between(&base, &rung).unwrap();
+        assert!(d.paired && d.n == 3 && (d.mean + 1.0).abs() < 1e-9, "{d:?}");
+        assert!(d.excludes_zero(), "{d:?}");
+        assert!(d.label(1.0).ends_with('*'), "{}", d.label(1.0));
+        // Different seeds: Welch on the two samples, which the seed noise swamps.
+        let other = [(7, 9.0), (8, 11.1), (9, 12.9)];
+        let w = between(&base, &other).unwrap();
+        assert!(!w.paired && !w.excludes_zero(), "{w:?}");
+        // One run a side: the value, and no interval.
+        let one = between(&[(0, 10.0)], &[(0, 8.5)]).unwrap();
+        assert_eq!(one.label(1.0), "−1.50 (n=1: no interval)");
+        assert_eq!(between(&[], &rung), None);
+    }
+}

@@ -1,0 +1,303 @@
+//! The machine a run ran on, and whether something else used it meanwhile:
+//! what makes the same seed take 6 s one night and 80 s the next. Read at a
+//! run's start and end only (files under /proc, one `nvidia-smi` call on a
+//! GPU), never inside the clocks' hot path.
+
+use serde::{Deserialize, Serialize};
+use std::time::Instant;
+
+/// A reading at one moment.
+pub struct Probe {
+    at: Instant,
+    /// CPU time of every process, busy states only, in seconds (/proc/stat).
+    all_busy_s: Option<f64>,
+    /// This process's CPU time, every thread, in seconds.
+    self_s: f64,
+    load1: Option<f64>,
+    gpu: Option<GpuSample>,
+}
+
+/// One `nvidia-smi --query-gpu` reading.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct GpuSample {
+    pub name: String,
+    pub sm_clock_mhz: Option<f64>,
+    pub temperature_c: Option<f64>,
+    pub power_w: Option<f64>,
+    /// The active clock-throttle reasons that slow a run (thermal, hardware
+    /// slowdown, power brake); idle and application settings left out.
+    pub throttle: Vec<String>,
+}
+
+/// What a run's row records about its machine.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct MachineState {
+    pub cpu_model: String,
+    pub cpu_cores: usize,
+    pub load_start: Option<f64>,
+    pub load_end: Option<f64>,
+    /// Of every core's time during the run, the share other processes used.
+    pub other_cpu: Option<f64>,
+    pub gpu_start: Option<GpuSample>,
+    pub gpu_end: Option<GpuSample>,
+}
+
+fn clock_ticks() -> f64 {
+    // SAFETY: sysconf has no preconditions.
+    let t = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    if t > 0 { t as f64 } else { 100.0 }
+}
+
+fn all_busy_s() -> Option<f64> {
+    let stat = std::fs::read_to_string("/proc/stat").ok()?;
+    let cpu = stat.lines().next()?.strip_prefix("cpu ")?;
+    let v: Vec<u64> = cpu
+        .split_whitespace()
+        .filter_map(|x| x.parse().ok())
+        .collect();
+    // user nice system idle iowait irq softirq steal: busy = all but idle and iowait.
+    if v.len() < 8 {
+        return None;
+    }
+    let busy = v[0] + v[1] + v[2] + v[5] + v[6] + v[7];
+    Some(busy as f64 / clock_ticks())
+}
+
+fn self_cpu_s() -> f64 {
+    // SAFETY: getrusage fills the struct it is given.
+    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut u) } != 0 {
+        return 0.0;
+    }
+    let t = |tv: libc::timeval| tv.tv_sec as f64 + tv.tv_usec as f64 / 1e6;
+    t(u.ru_utime) + t(u.ru_stime)
+}
+
+fn load1() -> Option<f64> {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}
+
+pub fn cpu_model() -> String {
+    std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|t| {
+            t.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split_once(':'))
+                .map(|(_, v)| v.trim().to_string())
+        })
+        .unwrap_or_else(|| "unknown".into())
+}
+
+pub fn cpu_cores() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+/// The reasons in `clocks_throttle_reasons.active` that slow a run down.
+fn throttle_reasons(mask: u64) -> Vec<String> {
+    [
+        (0x8, "hw_slowdown"),
+        (0x20, "sw_thermal"),
+        (0x40, "hw_thermal"),
+        (0x80, "hw_power_brake"),
+    ]
+    .iter()
+    .filter(|(bit, _)| mask & bit != 0)
+    .map(|(_, n)| n.to_string())
+    .collect()
+}
+
+/// Parses one line of `nvidia-smi --query-gpu=name,clocks.sm,temperature.gpu,
+/// power.draw,clocks_throttle_reasons.active --format=csv,noheader,nounits`.
+pub fn parse_gpu_line(line: &str) -> Option<GpuSample> {
+    let f: Vec<&str> = line.split(',').map(str::trim).collect();
+    if f.len() < 5 || f[0].is_empty() {
+        return None;
+    }
+    let num = |s: &str| s.parse::<f64>().ok();
+    let mask = u64::from_str_radix(f[4].trim_start_matches("0x"), 16).unwrap_or(0);
+    Some(GpuSample {
+        name: f[0].to_string(),
+        sm_clock_mhz: num(f[1]),
+        temperature_c: num(f[2]),
+        power_w: num(f[3]),
+        throttle: throttle_reasons(mask),
+    })
+}
+
+/// GPU `index`'s state, where `nvidia-smi` exists.
+pub fn gpu_sample(index: usize) -> Option<GpuSample> {
+    let o = std::process::Command::new("nvidia-smi")
+        .args([
+            "--query-gpu=name,clocks.sm,temperature.gpu,power.draw,clocks_throttle_reasons.active",
+            "--format=csv,noheader,nounits",
+            "-i",
+            &index.to_string(),
+        ])
+        .output()
+        .ok()?;
+    if !o.status.success() {
+        return None;
+    }
+    parse_gpu_line(String::from_utf8_lossy(&o.stdout).lines().next()?)
+}
+
+/// A reading now; `gpu`: the CUDA index the run uses, if any.
+pub fn probe(gpu: Option<usize>) -> Probe {
+    Probe {
+        at: Instant::now(),
+        all_busy_s: all_busy_s(),
+        self_s: self_cpu_s(),
+        load1: load1(),
+        gpu: gpu.and_then(gpu_sample),
+    }
+}
+
+/// The machine over a run, from its start and end readings.
+pub fn between(start: &Probe, end: &Probe) -> MachineState {
+    let cores = cpu_cores();
+    let wall = end.at.duration_since(start.at).as_secs_f64();
+    let other_cpu = match (start.all_busy_s, end.all_busy_s) {
+        (Some(a), Some(b)) if wall > 0.0 => {
+            let others = (b - a) - (end.self_s - start.self_s);
+            Some((others / (wall * cores as f64)).clamp(0.0, 1.0))
+        }
+        _ => None,
+    };
+    MachineState {
+        cpu_model: cpu_model(),
+        cpu_cores: cores,
+        load_start: start.load1,
+        load_end: end.load1,
+        other_cpu,
+        gpu_start: start.gpu.clone(),
+        gpu_end: end.gpu.clone(),
+    }
+}
+
+/// Other processes' share of the machine above which a run's seconds are not its own.
+pub const BUSY_SHARE: f64 = 0.25;
+/// Epoch-to-epoch spread of throughput (coefficient of variation) above which
+/// a run was disturbed (a quiet run's epochs differ by a few percent).
+pub const MAX_THROUGHPUT_CV: f64 = 0.3;
+
+/// Why a run's seconds should not be trusted, or `None`.
+pub fn noise_reason(m: &MachineState, throughput_cv: Option<f64>) -> Option<String> {
+    let mut why = Vec::new();
+    if let Some(o) = m.other_cpu.filter(|&o| o > BUSY_SHARE) {
+        why.push(format!(
+            "other processes used {:.0}% of the {} cores",
+            100.0 * o,
+            m.cpu_cores
+        ));
+    }
+    for g in [&m.gpu_start, &m.gpu_end].into_iter().flatten() {
+        if !g.throttle.is_empty() {
+            why.push(format!("GPU throttled ({})", g.throttle.join(", ")));
+            break;
+        }
+    }
+    if let Some(cv) = throughput_cv.filter(|&cv| cv > MAX_THROUGHPUT_CV) {
+        why.push(format!(
+            "throughput varied {:.0}% between epochs",
+            100.0 * cv
+        ));
+    }
+    (!why.is_empty()).then(|| why.join("; "))
+}
+
+/// Coefficient of variation of the epochs' throughput after the first
+/// (which carries one-time costs); `None` below 2 such epochs.
+pub fn throughput_cv(images_per_s: &[f64]) -> Option<f64> {
+    let xs: Vec<f64> = images_per_s
+        .iter()
+        .skip(1)
+        .copied()
+        .filter(|x| x.is_finite() && *x > 0.0)
+        .collect();
+    if xs.len() < 2 {
+        return None;
+    }
+    let n = xs.len() as f64;
+    let mean = xs.iter().sum::<f64>() / n;
+    let var = xs.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0);
+    Some(var.sqrt() / mean)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gpu_lines_and_throttle_bits_parse() {
+        let g =
+            parse_gpu_line("NVIDIA H100 80GB HBM3, 1980, 41, 312.55, 0x0000000000000004").unwrap();
+        assert_eq!(g.name, "NVIDIA H100 80GB HBM3");
+        assert_eq!(
+            (g.sm_clock_mhz, g.temperature_c),
+            (Some(1980.0), Some(41.0))
+        );
+        // 0x4 is the software power cap, normal at full load: not a throttle here.
+        assert!(g.throttle.is_empty());
+        let hot = parse_gpu_line("A100, 1100, 88, 250, 0x0000000000000048").unwrap();
+        assert_eq!(hot.throttle, ["hw_slowdown", "hw_thermal"]);
+        assert_eq!(parse_gpu_line(""), None);
+    }
+
+    #[test]
+    fn a_busy_machine_a_throttled_gpu_and_a_ragged_run_are_flagged() {
+        let quiet = MachineState {
+            cpu_cores: 2,
+            other_cpu: Some(0.05),
+            ..Default::default()
+        };
+        assert_eq!(noise_reason(&quiet, Some(0.04)), None);
+        let busy = MachineState {
+            other_cpu: Some(0.6),
+            ..quiet.clone()
+        };
+        assert!(
+            noise_reason(&busy, None)
+                .unwrap()
+                .contains("60% of the 2 cores")
+        );
+        let throttled = MachineState {
+            gpu_end: parse_gpu_line("A100, 900, 90, 250, 0x40"),
+            ..quiet.clone()
+        };
+        assert!(
+            noise_reason(&throttled, None)
+                .unwrap()
+                .contains("hw_thermal")
+        );
+        // 148 ↔ 1737 img/s inside one run.
+        let cv = throughput_cv(&[900.0, 1737.0, 148.0, 1700.0]).unwrap();
+        assert!(
+            noise_reason(&quiet, Some(cv))
+                .unwrap()
+                .contains("throughput varied")
+        );
+        assert_eq!(throughput_cv(&[100.0, 200.0]), None);
+    }
+
+    #[test]
+    fn other_processes_show_up_and_our_own_threads_do_not() {
+        let start = probe(None);
+        // Our own work: counted as ours, not as another process's.
+        let t0 = Instant::now();
+        let mut x = 0u64;
+        while t0.elapsed().as_millis() < 300 {
+            x = x.wrapping_add(std::hint::black_box(1));
+        }
+        let m = between(&start, &probe(None));
+        assert!(x > 0);
+        assert!(m.cpu_cores >= 1 && !m.cpu_model.is_empty());
+        // Whatever else this machine runs, our 0.3 s of spinning is not in it.
+        assert!(m.other_cpu.is_some_and(|o| o < 0.9), "{m:?}");
+    }
+}

@@ -1,0 +1,242 @@
+//! Results as other tools read them: pyarrow filters the Parquet files,
+//! TensorBoard's own reader opens the export, every `--format json` parses,
+//! and the exit codes tell a regression from bad input.
+//!
+//! The Python side runs on `TRICKLAB_PYTHON` (else the project's `.venv`):
+//! `make test` installs pyarrow and tensorboard there and sets
+//! `TRICKLAB_REQUIRE_PY_TOOLS=1`, so that a missing one fails instead of
+//! skipping.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn run(args: &[&str], cwd: &Path) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_tricklab"))
+        .args(args)
+        .current_dir(cwd)
+        .env("NO_COLOR", "1")
+        .output()
+        .expect("running tricklab")
+}
+
+fn out(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn err(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The python with pyarrow and tensorboard, or `None` (skipped, said) when
+/// the tools are not required.
+fn python() -> Option<PathBuf> {
+    let p = std::env::var_os("TRICKLAB_PYTHON")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo().join(".venv/bin/python"));
+    let ok = Command::new(&p)
+        .args(["-c", "import pyarrow, tensorboard"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if ok {
+        return Some(p);
+    }
+    assert!(
+        std::env::var_os("TRICKLAB_REQUIRE_PY_TOOLS").is_none(),
+        "{} lacks pyarrow or tensorboard: `make test` installs them",
+        p.display()
+    );
+    eprintln!(
+        "skipped the Python readers: {} lacks pyarrow or tensorboard",
+        p.display()
+    );
+    None
+}
+
+fn json(o: &Output) -> serde_json::Value {
+    serde_json::from_str(&out(o)).unwrap_or_else(|e| panic!("not JSON ({e}): {}", out(o)))
+}
+
+#[test]
+fn results_read_in_pyarrow_tensorboard_and_as_json() {
+    let tmp = tempfile::tempdir().unwrap();
+    let fixture = repo().join("tests/fixtures/tiny.toml");
+    let o = run(
+        &[
+            "run",
+            fixture.to_str().unwrap(),
+            "--headless",
+            "--results",
+            "res",
+            "--repeats",
+            "2",
+        ],
+        tmp.path(),
+    );
+    assert!(o.status.success(), "{}", err(&o));
+    let root = tmp.path().join("res");
+    let dir = crate::cli::newest(&root.join("tiny-test"));
+    let manifest: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("manifest.json")).unwrap()).unwrap();
+    assert_eq!(manifest["schema_version"], 2);
+
+    // The build a result came from, and shell completions.
+    let v = run(&["--version"], tmp.path());
+    assert!(out(&v).contains(env!("CARGO_PKG_VERSION")) && out(&v).contains("commit "));
+    assert!(out(&v).contains("libtorch 2.11"), "{}", out(&v));
+    let c = run(&["completions", "bash"], tmp.path());
+    assert!(c.status.success() && out(&c).contains("_tricklab()"));
+
+    // JSON from every command that reports, with lowercase words.
+    let same = run(
+        &[
+            "compare",
+            dir.to_str().unwrap(),
+            dir.to_str().unwrap(),
+            "--format",
+            "json",
+        ],
+        tmp.path(),
+    );
+    let doc = json(&same);
+    assert_eq!(same.status.code(), Some(0));
+    assert_eq!(
+        (doc["exit_code"].as_i64(), doc["schema_version"].as_i64()),
+        (Some(0), Some(2))
+    );
+    let verdicts: Vec<&str> = doc["variants"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v["verdict"].as_str().unwrap())
+        .collect();
+    assert_eq!(verdicts.len(), 2);
+    assert!(
+        verdicts
+            .iter()
+            .all(|v| v.chars().all(|c| c.is_ascii_lowercase() || c == '_'))
+    );
+    // A missing folder: input error (2), still one JSON document.
+    let missing = run(
+        &["compare", dir.to_str().unwrap(), "nope", "--format", "json"],
+        tmp.path(),
+    );
+    assert_eq!(missing.status.code(), Some(2));
+    assert!(json(&missing)["message"].as_str().unwrap().contains("nope"));
+    let results = run(&["results", "res", "--format", "json"], tmp.path());
+    assert_eq!(json(&results)["sessions"][0]["matrix"], "tiny-test");
+    let show = run(
+        &[
+            "matrix",
+            "show",
+            fixture.to_str().unwrap(),
+            "--format",
+            "json",
+        ],
+        tmp.path(),
+    );
+    let m = json(&show);
+    assert_eq!(m["matrices"][0]["kind"], "ladder");
+    assert_eq!(
+        m["matrices"][0]["variants"][1]["resolved"]["label_smoothing"].as_f64(),
+        Some(0.2)
+    );
+    let report = run(
+        &["report", dir.to_str().unwrap(), "--format", "json"],
+        tmp.path(),
+    );
+    assert_eq!(json(&report)["schema_version"], 2);
+
+    // The configuration is in the table, typed.
+    let csv = tmp.path().join("csv");
+    let o = run(
+        &[
+            "export",
+            dir.to_str().unwrap(),
+            "--to",
+            "csv",
+            "--out",
+            csv.to_str().unwrap(),
+        ],
+        tmp.path(),
+    );
+    assert!(o.status.success(), "{}", err(&o));
+    let runs_csv = std::fs::read_to_string(csv.join("runs.csv")).unwrap();
+    let header: Vec<&str> = runs_csv.lines().next().unwrap().split(',').collect();
+    for c in [
+        "run",
+        "lr",
+        "batch_size",
+        "label_smoothing",
+        "precision",
+        "acc_tta",
+    ] {
+        assert!(header.contains(&c), "{header:?}");
+    }
+    assert_eq!(runs_csv.lines().count(), 1 + 4);
+
+    let tb = tmp.path().join("tb");
+    let o = run(
+        &[
+            "export",
+            dir.to_str().unwrap(),
+            "--to",
+            "tensorboard",
+            "--out",
+            tb.to_str().unwrap(),
+        ],
+        tmp.path(),
+    );
+    assert!(o.status.success(), "{}", err(&o));
+
+    let Some(py) = python() else { return };
+    let check = Command::new(&py)
+        .arg(repo().join("scripts/check_parquet.py"))
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert!(check.status.success(), "{}", err(&check));
+    let checked: serde_json::Value = serde_json::from_str(&out(&check)).unwrap();
+    assert_eq!(
+        (checked["runs"].as_i64(), checked["step_files"].as_i64()),
+        (Some(4), Some(4))
+    );
+
+    // TensorBoard's own reader: every run, its steps and its summary.
+    let read = r#"
+import json, sys
+from pathlib import Path
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+out = {}
+for f in sorted(Path(sys.argv[1]).rglob("events.out.tfevents.*")):
+    acc = EventAccumulator(str(f.parent)); acc.Reload()
+    tags = acc.Tags()["scalars"]
+    out[str(f.parent.relative_to(sys.argv[1]))] = {
+        t: [(e.step, e.value) for e in acc.Scalars(t)] for t in tags}
+print(json.dumps(out))
+"#;
+    let o = Command::new(&py)
+        .args(["-c", read])
+        .arg(&tb)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", err(&o));
+    let runs: serde_json::Value = serde_json::from_str(&out(&o)).unwrap();
+    let runs = runs.as_object().unwrap();
+    assert_eq!(runs.len(), 4, "{runs:?}");
+    for (name, scalars) in runs {
+        assert!(name.starts_with("tiny-test/"), "{name}");
+        let loss = scalars["train/loss"].as_array().unwrap();
+        assert!(!loss.is_empty(), "{name}");
+        assert!(loss.iter().all(|p| p[1].as_f64().unwrap().is_finite()));
+        let acc = scalars["summary/acc_tta"].as_array().unwrap();
+        assert_eq!(acc.len(), 1, "{name}");
+        assert!(
+            scalars.get("eval/test_acc").is_some(),
+            "{name}: {scalars:?}"
+        );
+    }
+}
