@@ -16,13 +16,17 @@ TORCH_DEP := $(STAMP)
 CARGO_ENV = LIBTORCH="$$(ls -d $(CURDIR)/$(VENV)/lib/python3*/site-packages/torch)"
 endif
 
-.PHONY: run build test fuzz test-slurm test-export lint bench clean gpu-bundle gpu-rehearse golden parity
+.PHONY: run build docs test fuzz test-slurm test-export lint bench clean gpu-bundle gpu-rehearse golden parity
 
 run: build
 	./target/release/tricklab
 
 build: $(TORCH_DEP)
 	$(CARGO_ENV) cargo build --release
+
+# docs/TRICKS.md from the catalog (make test checks it is current).
+docs: $(TORCH_DEP)
+	$(CARGO_ENV) cargo run --quiet -- tricks --markdown > docs/TRICKS.md.tmp && mv docs/TRICKS.md.tmp docs/TRICKS.md
 
 # The integration tests (one binary, tests/it) each drive the real binary on
 # both cores: run one at a time, or they starve each other into timeouts.
@@ -52,8 +56,10 @@ test-export: build
 
 # A real single-node Slurm (Debian's packages, installed if missing; needs root):
 # a tiny matrix as a 4-task array, merged, every run once. ~15 s once installed.
+# The binary comes from the test build (same features as make test's, so a
+# fresh clone does not compile polars a second time for a plain `cargo build`).
 test-slurm: $(TORCH_DEP)
-	$(CARGO_ENV) cargo build
+	$(CARGO_ENV) cargo test --no-run --test it
 	bash scripts/test-slurm.sh target/debug/tricklab
 
 lint: $(TORCH_DEP)

@@ -3,6 +3,10 @@
 //! full recipe that reads metrics back once per epoch writes), merged into one
 //! folder and reported. Prints files, sizes and times; README quotes them.
 //! `TRICKLAB_BENCH_RUNS` and `TRICKLAB_BENCH_SHARDS` change the size.
+#![allow(
+    clippy::too_many_lines,
+    reason = "a benchmark's setup, measurement and record read top to bottom"
+)]
 
 use polars::prelude::*;
 use std::path::Path;

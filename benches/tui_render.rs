@@ -1,6 +1,10 @@
 //! Frame render time of every TUI screen on ratatui's TestBackend, and the
 //! idle CPU use of the real TUI (target: under 2% of a core), measured by
 //! running it in tmux and reading /proc/<pid>/stat for 10 s.
+#![allow(
+    clippy::too_many_lines,
+    reason = "a benchmark's setup, measurement and record read top to bottom"
+)]
 
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;

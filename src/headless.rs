@@ -73,6 +73,10 @@ impl Bars {
     }
 }
 
+#[allow(
+    clippy::too_many_lines,
+    reason = "the event loop and its end of session report, in order"
+)]
 pub fn run_headless(mut session: Session) -> Result<i32> {
     signals::install();
     let rt = tokio::runtime::Builder::new_current_thread()

@@ -56,6 +56,10 @@ pub struct NightlyArgs {
     pub insist: bool,
 }
 
+#[allow(
+    clippy::too_many_lines,
+    reason = "the night in order: check, train, compare, record, report"
+)]
 pub fn cmd_nightly(args: NightlyArgs) -> Result<i32> {
     let mut compare = CompareArgs {
         base: args.baseline.clone(),

@@ -423,6 +423,10 @@ impl Compared {
 }
 
 /// `compare`'s work: the verdicts, the exit code and the candidate's report.
+#[allow(
+    clippy::too_many_lines,
+    reason = "folders checked, paired, drift-corrected and judged in the order README states"
+)]
 pub fn compare_folders(args: &CompareArgs) -> Result<Compared> {
     let th = Thresholds {
         max_slowdown: args.max_slowdown,

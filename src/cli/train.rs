@@ -33,6 +33,10 @@ pub struct TrainArgs {
     pub no_warm_up: bool,
 }
 
+#[allow(
+    clippy::too_many_lines,
+    reason = "one run and its epoch table, in the order printed"
+)]
 pub fn cmd_train(args: TrainArgs) -> Result<i32> {
     if !(0.0..=1.0).contains(&args.target) {
         anyhow::bail!(

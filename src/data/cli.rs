@@ -53,6 +53,7 @@ pub enum DataCommand {
     },
 }
 
+#[allow(clippy::too_many_lines, reason = "one arm per data subcommand")]
 pub fn cmd_data(args: DataArgs) -> Result<i32> {
     match args.command {
         DataCommand::Fetch { name, dir, url } => {

@@ -196,6 +196,10 @@ pub(crate) fn class_order(names: &[String]) -> Vec<String> {
 }
 
 /// Validates the tree, decodes every image in parallel and assembles the data set.
+#[allow(
+    clippy::too_many_lines,
+    reason = "the import in one pass: decode, check, class-mixed order, cache"
+)]
 pub(crate) fn build(mut files: Vec<RawImage>, name: &str, origin: &str) -> Result<Dataset> {
     let mut train_classes: Vec<String> = files
         .iter()

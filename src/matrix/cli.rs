@@ -18,6 +18,10 @@ pub enum MatrixCommand {
         /// As `run --tiny` would run them: the recipes' `tiny-` forms on the embedded data.
         #[arg(long)]
         tiny: bool,
+        /// Price each matrix on DEVICE before it runs: its training steps times
+        /// one step's seconds, from a probe step of its first run's net.
+        #[arg(long, value_name = "DEVICE", num_args = 0..=1, default_missing_value = "cpu")]
+        estimate: Option<String>,
         #[arg(long, value_enum, default_value = "text")]
         format: crate::util::TextOrJson,
     },
@@ -77,13 +81,21 @@ fn matrix_json(file: &std::path::Path, m: &super::Matrix) -> Result<serde_json::
     }))
 }
 
+#[allow(clippy::too_many_lines, reason = "one arm per matrix subcommand")]
 pub fn cmd_matrix(args: MatrixArgs) -> Result<i32> {
     match args.command {
         MatrixCommand::Show {
             files,
             tiny,
+            estimate,
             format,
         } => {
+            let priced = |m: &super::Matrix| -> Result<Option<super::Estimate>> {
+                estimate
+                    .as_deref()
+                    .map(|d| super::estimate(m, d))
+                    .transpose()
+            };
             if files.is_empty() {
                 anyhow::bail!(
                     "name at least one matrix file, e.g. `tricklab matrix show ablations/demo-ladder.toml`"
@@ -93,7 +105,11 @@ pub fn cmd_matrix(args: MatrixArgs) -> Result<i32> {
                 let mut out = Vec::new();
                 for f in &files {
                     let m = if tiny { load(f)?.tiny()? } else { load(f)? };
-                    out.push(matrix_json(f, &m)?);
+                    let mut j = matrix_json(f, &m)?;
+                    if let Some(e) = priced(&m)? {
+                        j["estimate"] = serde_json::to_value(e)?;
+                    }
+                    out.push(j);
                 }
                 crate::util::print_json(serde_json::json!({ "matrices": out }));
                 return Ok(0);
@@ -135,6 +151,9 @@ pub fn cmd_matrix(args: MatrixArgs) -> Result<i32> {
                     }
                 }
                 println!("  {} runs", m.runs().len());
+                if let Some(e) = priced(&m)? {
+                    println!("  estimate: {}", e.line(&m.name));
+                }
                 for w in &m.warnings {
                     println!("warn: {w}");
                 }

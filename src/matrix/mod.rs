@@ -2,9 +2,11 @@
 //! The format is documented in `ablations/README.md`.
 
 mod cli;
+mod estimate;
 mod parse;
 
 pub use cli::{MatrixArgs, cmd_matrix, matrix_files};
+pub use estimate::{Estimate, estimate, human};
 pub use parse::{load, parse, parse_shard};
 
 use crate::config::{Override, Reference, RunSpec};

@@ -23,7 +23,10 @@ pub(crate) struct Conv {
 impl Conv {
     /// `trainable = false` registers a frozen (non-gradient) variable that still
     /// lives in the VarStore, so averaging and checkpoints see it.
-    #[allow(clippy::too_many_arguments)]
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "a conv layer is its shape: cin, cout, kernel, stride, padding, bias and whether it trains"
+    )]
     pub fn new(
         p: &nn::Path,
         cin: i64,

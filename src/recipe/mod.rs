@@ -32,6 +32,10 @@ fn parse_num(key: &str, value: &str) -> Result<f64> {
 /// A number, or arithmetic on numbers (`+ - * /`, parentheses), so that a
 /// recipe can state a value the way its source computes it, e.g.
 /// `0.0153 / (1 + 1/(1 - 0.85)) / 1.5`, and keep every digit.
+#[allow(
+    clippy::too_many_lines,
+    reason = "a small recursive-descent parser kept in one piece"
+)]
 pub fn arithmetic(text: &str) -> std::result::Result<f64, String> {
     struct P<'a> {
         s: &'a [u8],
@@ -117,6 +121,10 @@ pub fn arithmetic(text: &str) -> std::result::Result<f64, String> {
     }
 }
 
+#[allow(
+    clippy::too_many_lines,
+    reason = "one arm per run setting: the settings table's parse, kept together"
+)]
 fn set_hyper(cfg: &mut RunConfig, key: &str, value: &str) -> Result<()> {
     let pos = |v: f64| -> Result<f64> {
         if v <= 0.0 {

@@ -28,6 +28,10 @@ fn pm(mean: String, ci: f64, scale: f64) -> String {
 }
 
 impl Report {
+    #[allow(
+        clippy::too_many_lines,
+        reason = "the Markdown report section by section, in the order read"
+    )]
     pub fn to_markdown(&self) -> String {
         let describe = |c: Clock| match c {
             Clock::Dawn => {

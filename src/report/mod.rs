@@ -4,6 +4,7 @@
 //! statistic), time-to-target, and speedups against the previous and first rung.
 
 mod compare;
+pub mod curves;
 pub mod delta;
 mod format;
 pub mod history;
@@ -247,6 +248,10 @@ fn f(df: &DataFrame, name: &str) -> Result<Vec<Option<f64>>> {
         .collect())
 }
 
+#[allow(
+    clippy::too_many_lines,
+    reason = "one lazy query and its columns read out in the order of VariantStats"
+)]
 pub fn aggregate(dirs: &[PathBuf], opts: &ReportOptions) -> Result<Report> {
     let mut runs = scan_runs(dirs)?;
     if opts.drop_noisy {
@@ -499,6 +504,10 @@ pub fn aggregate(dirs: &[PathBuf], opts: &ReportOptions) -> Result<Report> {
 }
 
 /// The setup block: the distinct values of each fact over the folders.
+#[allow(
+    clippy::too_many_lines,
+    reason = "one line per setup fact, each read from the folders"
+)]
 fn setup(dirs: &[PathBuf], rows: &[VariantStats]) -> Vec<(String, String)> {
     let manifests: Vec<serde_json::Value> = dirs
         .iter()

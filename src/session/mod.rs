@@ -188,15 +188,6 @@ fn max_cpu_hours() -> f64 {
         .unwrap_or(2.0)
 }
 
-fn human(secs: f64) -> String {
-    match secs {
-        s if s < 120.0 => format!("{s:.0} s"),
-        s if s < 7200.0 => format!("{:.0} min", s / 60.0),
-        s if s < 172_800.0 => format!("{:.1} h", s / 3600.0),
-        s => format!("{:.1} days", s / 86_400.0),
-    }
-}
-
 /// The matrix as decided: its kind, target, data and each variant's
 /// overrides, tricks, clock and resolved values (`manifest.json`).
 fn resolved_matrix(m: &Matrix) -> Result<serde_json::Value> {
@@ -262,28 +253,13 @@ pub fn scale_guard(matrices: &[Matrix], devices: &[String], insist: bool) -> Res
         if !cpu_only {
             continue;
         }
-        let runs = m.runs();
-        let Some(first) = runs.first() else { continue };
-        let data = crate::data::load(&m.data).map_err(|e| anyhow::anyhow!("{origin}: {e:#}"))?;
-        let planned = crate::recipe::plan_run(first)?;
-        let step_s = crate::train::TchTrainer::new("cpu")?.probe_step_s(&planned)?;
-        let mut total = 0.0;
-        for r in &runs {
-            let plan = crate::recipe::plan_run(r)?.plan;
-            let per = plan.data.train_per_class;
-            let n = data.train_len((per > 0).then_some(per)) as u64;
-            total += plan.rates(n).total as f64 * step_s;
+        if m.runs().is_empty() {
+            continue;
         }
-        let line = format!(
-            "{origin}: {} runs, about {} in all on the CPU ({step_s:.1} s a training step at batch {}, scaled from a probe step at batch {}; evaluation not counted)",
-            runs.len(),
-            human(total),
-            planned.plan.batch_size,
-            planned
-                .plan
-                .batch_size
-                .min(crate::train::TchTrainer::PROBE_BATCH)
-        );
+        let e =
+            crate::matrix::estimate(m, "cpu").map_err(|e| anyhow::anyhow!("{origin}: {e:#}"))?;
+        let line = e.line(&origin);
+        let total = e.total_s;
         if total > max_cpu_hours() * 3600.0 && !insist {
             anyhow::bail!(
                 "{line}: a matrix sized for a GPU; rehearse it with --tiny (each recipe's tiny form, seconds a run), run it where a GPU is (--devices cuda), or pass --insist to run it here"
@@ -295,6 +271,10 @@ pub fn scale_guard(matrices: &[Matrix], devices: &[String], insist: bool) -> Res
 }
 
 impl Session {
+    #[allow(
+        clippy::too_many_lines,
+        reason = "a session's start in order: folders, queue, storage gate, workers, pump"
+    )]
     pub fn start(matrices: Vec<Matrix>, opts: SessionOptions, factory: Factory) -> Result<Session> {
         let devices = if opts.devices.is_empty() {
             vec!["cpu".to_string()]

@@ -307,6 +307,10 @@ fn step_chunks_coalesce_while_the_consumer_lags() {
 }
 
 #[test]
+#[allow(
+    clippy::too_many_lines,
+    reason = "one session scenario read top to bottom"
+)]
 fn queue_commands_reach_the_queue() {
     let root = tempfile::tempdir().unwrap();
     let mut s = Session::start(

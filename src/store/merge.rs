@@ -58,6 +58,10 @@ fn keys(r: &RunRow) -> [String; 2] {
     [id.key(), id.legacy_key()]
 }
 
+#[allow(
+    clippy::too_many_lines,
+    reason = "merge in order: read, check compatible, dedupe, write atomically"
+)]
 pub fn merge(folders: &[PathBuf], into: &Path) -> Result<MergeSummary> {
     if folders.is_empty() {
         bail!("name the shard folders to merge (results/<matrix>/<timestamp>-shard-i-of-N ...)");

@@ -388,6 +388,10 @@ impl RunRow {
         }
     }
 
+    #[allow(
+        clippy::too_many_lines,
+        reason = "one field per column of the runs table, in its order"
+    )]
     pub fn new(
         run: &RunId,
         started: Option<(u64, &serde_json::Value, f64)>,

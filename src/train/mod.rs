@@ -15,9 +15,11 @@ mod prepare;
 mod step;
 #[cfg(test)]
 mod tests;
+mod warm;
 
-pub use engine::{TchTrainer, warm_up_run};
+pub use engine::TchTrainer;
 pub use pipeline::{jitter_with, normalise};
+pub use warm::warm_up_run;
 
 use crate::events::{Event, RunSummary};
 use crate::plan::PlannedRun;

@@ -278,11 +278,69 @@ pub fn catalog_json() -> serde_json::Value {
     )
 }
 
+/// The catalog as the Markdown reference shipped in `docs/TRICKS.md`
+/// (`tricklab tricks --markdown`; a test keeps the file current).
+pub fn catalog_markdown() -> String {
+    let cell = |s: &str| s.replace('|', "\\|").replace('\n', " ");
+    let mut md = String::from(
+        "# Trick reference\n\n\
+         Generated from the catalog in `src/tricks/catalog.rs` by `tricklab tricks --markdown`\n\
+         (`make docs`); `make test` fails when this file and the catalog differ. Each entry:\n\
+         what the trick does, where it comes from, its off and on states, its parameters\n\
+         (`--set key.param=value`, or `set = { \"key.param\" = value }` in a matrix), and the tricks\n\
+         it needs or excludes.\n",
+    );
+    let mut category = None;
+    for t in CATALOG {
+        if category != Some(t.category) {
+            category = Some(t.category);
+            md += &format!("\n## {:?}\n", t.category);
+        }
+        let ids = if t.ids.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", t.ids.join(", "))
+        };
+        md += &format!(
+            "\n### `{}`{ids}: {}\n\n{}\n\n- source: {}\n- off: {}\n- on: {}\n",
+            t.key, t.name, t.help, t.source, t.off, t.on
+        );
+        if !t.requires.is_empty() {
+            md += &format!("- requires: {}\n", t.requires.join(", "));
+        }
+        if !t.conflicts.is_empty() {
+            md += &format!("- conflicts: {}\n", t.conflicts.join(", "));
+        }
+        if !t.params.is_empty() {
+            md += "\n| parameter | default | allowed | meaning |\n|---|---|---|---|\n";
+            for p in t.params {
+                let allowed = match (p.range, p.choices) {
+                    (Some((lo, hi)), _) => format!("{lo} to {hi}"),
+                    (None, c) if !c.is_empty() => c.join(", "),
+                    _ => "-".into(),
+                };
+                md += &format!(
+                    "| `{}.{}` | {} | {} | {} |\n",
+                    t.key,
+                    p.name,
+                    cell(&p.default.to_string()),
+                    cell(&allowed),
+                    cell(p.help)
+                );
+            }
+        }
+    }
+    md
+}
+
 #[derive(clap::Args, Debug)]
 pub struct TricksArgs {
     /// Print the whole catalog as JSON.
     #[arg(long)]
     pub json: bool,
+    /// Print the catalog as the Markdown reference (docs/TRICKS.md).
+    #[arg(long, conflicts_with = "json")]
+    pub markdown: bool,
     /// Show one trick in full (key or catalog id such as T24).
     pub trick: Option<String>,
 }
@@ -290,6 +348,10 @@ pub struct TricksArgs {
 pub fn cmd_tricks(args: TricksArgs) -> anyhow::Result<i32> {
     if args.json {
         println!("{}", serde_json::to_string_pretty(&catalog_json())?);
+        return Ok(0);
+    }
+    if args.markdown {
+        print!("{}", catalog_markdown());
         return Ok(0);
     }
     if let Some(name) = args.trick {

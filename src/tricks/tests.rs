@@ -52,3 +52,19 @@ fn nearest_finds_typos_only() {
     );
     assert_eq!(nearest("zzzzzzzz", ["label_smoothing", "celu"]), None);
 }
+
+/// docs/TRICKS.md is the catalog's own Markdown: a trick added or changed
+/// without regenerating it fails here, with the command that fixes it.
+#[test]
+fn the_shipped_trick_reference_is_current() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/TRICKS.md");
+    let shipped = std::fs::read_to_string(&path).unwrap_or_default();
+    assert!(
+        shipped == super::catalog_markdown(),
+        "{} differs from the catalog: run `make docs` (tricklab tricks --markdown > docs/TRICKS.md)",
+        path.display()
+    );
+    for t in super::CATALOG {
+        assert!(shipped.contains(&format!("### `{}`", t.key)), "{}", t.key);
+    }
+}

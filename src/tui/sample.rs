@@ -16,6 +16,10 @@ pub fn rid(variant: &str, index: usize, repeat: usize) -> RunId {
 
 /// A state with a bit of everything, deterministic (no clocks): the snapshot
 /// tests and the render benchmark draw it.
+#[allow(
+    clippy::too_many_lines,
+    reason = "a sample state with a bit of everything, built in one place"
+)]
 pub fn sample_state(no_color: bool) -> AppState {
     let mut s = AppState::new(no_color);
     let variants = ["baseline", "+ label smoothing", "+ celu"];

@@ -39,6 +39,10 @@ impl Palette {
     }
 }
 
+#[allow(
+    clippy::too_many_lines,
+    reason = "every screen's layout dispatched from one place"
+)]
 pub fn render(f: &mut Frame, s: &AppState) {
     let pal = Palette { on: !s.no_color };
     let [top, body, foot] = Layout::vertical([
@@ -248,6 +252,10 @@ fn log10(v: f64) -> f64 {
     v.max(1e-12).log10()
 }
 
+#[allow(
+    clippy::too_many_lines,
+    reason = "the Live screen's panels drawn in order, sharing their scales"
+)]
 fn live(f: &mut Frame, area: Rect, s: &AppState, pal: &Palette) {
     let Some(run) = s.current.as_ref() else {
         f.render_widget(
@@ -562,6 +570,10 @@ fn chart<'a>(
         .legend_position(None)
 }
 
+#[allow(
+    clippy::too_many_lines,
+    reason = "one table: columns chosen, rows built, drawn"
+)]
 fn results(f: &mut Frame, area: Rect, s: &AppState, pal: &Palette) {
     if s.results.is_empty() {
         f.render_widget(

@@ -787,3 +787,37 @@ fn folders_as_users_name_them() {
         "{out}"
     );
 }
+
+#[test]
+fn matrix_show_prices_a_matrix_before_it_runs() {
+    let fixture = repo().join("tests/fixtures/tiny.toml");
+    let o = run(
+        &["matrix", "show", fixture.to_str().unwrap(), "--estimate"],
+        &repo(),
+    );
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{out}\n{err}");
+    let line = out
+        .lines()
+        .find(|l| l.contains("estimate:"))
+        .unwrap_or_else(|| panic!("no estimate line:\n{out}"));
+    assert!(
+        line.contains("in all on cpu") && line.contains("scaled from a probe step"),
+        "{line}"
+    );
+    let o = run(
+        &[
+            "matrix",
+            "show",
+            fixture.to_str().unwrap(),
+            "--estimate",
+            "--format",
+            "json",
+        ],
+        &repo(),
+    );
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let e = &j["matrices"][0]["estimate"];
+    assert!(e["total_s"].as_f64().unwrap() > 0.0, "{j}");
+    assert_eq!(e["runs"], j["matrices"][0]["runs"], "{j}");
+}

@@ -1,5 +1,9 @@
 //! The integration tests, one binary (linked once): the real `tricklab`
 //! binary from the outside, and the crate's public interface.
+#![allow(
+    clippy::too_many_lines,
+    reason = "end-to-end scenarios read top to bottom, one user story each"
+)]
 
 mod cli;
 mod demo_ladder;

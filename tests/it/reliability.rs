@@ -368,10 +368,86 @@ fn a_gpu_matrix_on_a_cpu_is_refused_with_its_estimate_and_the_way_out() {
     let e = stderr(&o);
     assert_eq!(o.status.code(), Some(2), "{e}");
     assert!(
-        e.contains("in all on the CPU")
+        e.contains("in all on cpu")
             && e.contains("s a training step at batch 512, scaled from a probe step at batch 16"),
         "{e}"
     );
     assert!(e.contains("--tiny") && e.contains("--insist"), "{e}");
     assert!(!tmp.path().join("res").exists());
+}
+
+/// kill -9 at moments spread over a session (just after a run is stored,
+/// inside the next, while files are written), each time resumed: every run
+/// ends up stored exactly once, with its steps, and no temporary file is left.
+#[test]
+fn kill_9_at_any_moment_loses_and_duplicates_no_run() {
+    const RUNS: usize = 10;
+    let tmp = tempfile::tempdir().unwrap();
+    let m = tmp.path().join("crash.toml");
+    std::fs::write(
+        &m,
+        format!("name = \"crash\"\nrecipe = \"tiny-page-resnet9\"\nkind = \"list\"\ndata = \"synthetic:200\"\nrepeats = {RUNS}\nset = {{ epochs = 3, batch_size = 20, train_per_class = 0, test_per_class = 0 }}\n[[variant]]\nname = \"short\"\n"),
+    )
+    .unwrap();
+    let args = |resume: Option<&Path>| -> Vec<String> {
+        let mut a: Vec<String> = ["run", "--headless", "--devices", "cpu", "--results", "res"]
+            .map(String::from)
+            .to_vec();
+        match resume {
+            Some(d) => a.extend(["--resume".into(), d.display().to_string()]),
+            None => a.push(m.display().to_string()),
+        }
+        a
+    };
+    let stored =
+        |d: &Path| tricklab::store::read_runs(&d.join("runs.parquet")).map_or(0, |r| r.len());
+    let mut dir: Option<PathBuf> = None;
+    // The k-th kill waits for k stored runs, then a fixed delay (ms): a
+    // failure reproduces, and every kill lands inside the session.
+    for (k, delay_ms) in [0u64, 150, 400, 30, 700, 250].into_iter().enumerate() {
+        let a = args(dir.as_deref());
+        let a: Vec<&str> = a.iter().map(String::as_str).collect();
+        let mut child = spawn(&a, tmp.path(), &[]);
+        let d = dir
+            .get_or_insert_with(|| wait_for_folder(&tmp.path().join("res"), "crash", 60))
+            .clone();
+        let start = Instant::now();
+        while stored(&d) < k + 1 && start.elapsed() < Duration::from_secs(120) {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        std::thread::sleep(Duration::from_millis(delay_ms));
+        let _ = child.kill();
+        let _ = child.wait();
+        assert!(d.join("manifest.json").is_file());
+    }
+    let dir = dir.unwrap();
+    let before = stored(&dir);
+    assert!(before < RUNS, "every run finished before the last kill");
+    let a = args(Some(&dir));
+    let a: Vec<&str> = a.iter().map(String::as_str).collect();
+    let (code, err) = wait_exit(spawn(&a, tmp.path(), &[]), 300);
+    assert_eq!(code, 0, "{err}");
+    let rows = tricklab::store::read_runs(&dir.join("runs.parquet")).unwrap();
+    let mut repeats: Vec<u32> = rows.iter().map(|r| r.repeat).collect();
+    repeats.sort();
+    assert_eq!(repeats, (0..RUNS as u32).collect::<Vec<u32>>(), "{rows:?}");
+    assert!(
+        rows.iter()
+            .all(|r| r.status == tricklab::store::Ended::Done),
+        "{rows:?}"
+    );
+    for r in &rows {
+        assert!(
+            tricklab::store::run_file(&dir, "steps", r).is_some(),
+            "no steps file for repeat {}",
+            r.repeat
+        );
+    }
+    let temps: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.contains(".tmp-"))
+        .collect();
+    assert!(temps.is_empty(), "{temps:?}");
 }
