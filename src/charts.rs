@@ -7,7 +7,9 @@ use crate::report::curves::{Curve, curves};
 use crate::report::{Clock, Report};
 use anyhow::{Context, Result};
 use image::ImageEncoder as _;
+use plotters::chart::MeshStyle;
 use plotters::coord::Shift;
+use plotters::coord::ranged1d::Ranged;
 use plotters::prelude::*;
 use std::path::{Path, PathBuf};
 use std::sync::Once;
@@ -106,6 +108,20 @@ impl Theme {
 
     fn font(&self, size: u32) -> TextStyle<'static> {
         (FAMILY, size as f64).into_font().color(&self.fg)
+    }
+
+    /// The axes every chart shares: the theme's colour, faint grid lines,
+    /// labels at `size`; each chart adds its own labels and descriptions.
+    fn axes<'a, 'b, X: Ranged, Y: Ranged, DB: DrawingBackend>(
+        &self,
+        mut mesh: MeshStyle<'a, 'b, X, Y, DB>,
+        size: u32,
+    ) -> MeshStyle<'a, 'b, X, Y, DB> {
+        mesh.axis_style(self.fg)
+            .bold_line_style(self.fg.mix(0.2))
+            .light_line_style(self.fg.mix(0.07))
+            .label_style(self.font(size));
+        mesh
     }
 }
 
@@ -206,16 +222,12 @@ where
         .x_label_area_size(40)
         .y_label_area_size(230)
         .build_cartesian_2d(0.0..tmax, -0.6..(n as f64 - 0.4))?;
-    c.configure_mesh()
-        .axis_style(t.fg)
-        .bold_line_style(t.fg.mix(0.2))
-        .light_line_style(t.fg.mix(0.07))
+    t.axes(c.configure_mesh(), 16)
         .disable_y_mesh()
         .max_light_lines(4)
         .y_labels(n)
         .y_label_formatter(&|y| rung_label(&names, *y))
         .x_desc(clock_name(r.clock))
-        .label_style(t.font(16))
         .draw()?;
     for (i, x) in rows.iter().enumerate() {
         let s = x.time();
@@ -269,15 +281,11 @@ where
             ((lo - pad).max(0.0) * 100.0)..((hi + pad).min(1.0) * 100.0),
             -0.6..(n as f64 - 0.4),
         )?;
-    a.configure_mesh()
-        .axis_style(t.fg)
-        .bold_line_style(t.fg.mix(0.2))
-        .light_line_style(t.fg.mix(0.07))
+    t.axes(a.configure_mesh(), 16)
         .disable_y_mesh()
         .y_labels(0)
         .max_light_lines(4)
         .x_desc("test accuracy % (mean ± 95% CI, clipped to 0-100)")
-        .label_style(t.font(16))
         .draw()?;
     target_line(&mut a, r.target, n)?;
     for (i, x) in rows.iter().enumerate() {
@@ -340,16 +348,12 @@ where
             ((lo - pad).max(0.0) * 100.0)..((hi + pad).min(1.0) * 100.0),
             -0.6..(n as f64 - 0.4),
         )?;
-    c.configure_mesh()
-        .axis_style(t.fg)
-        .bold_line_style(t.fg.mix(0.2))
-        .light_line_style(t.fg.mix(0.07))
+    t.axes(c.configure_mesh(), 16)
         .disable_y_mesh()
         .max_light_lines(4)
         .y_labels(n)
         .y_label_formatter(&|y| rung_label(&names, *y))
         .x_desc("test accuracy %")
-        .label_style(t.font(16))
         .draw()?;
     target_line(&mut c, r.target, n)?;
     for (i, v) in rows.iter().enumerate() {
@@ -423,15 +427,11 @@ where
         .y_label_area_size(55)
         .caption("loss (log scale)", t.font(18))
         .build_cartesian_2d(0.0..xmax, lo.log10()..hi.log10())?;
-    loss.configure_mesh()
-        .axis_style(t.fg)
-        .bold_line_style(t.fg.mix(0.2))
-        .light_line_style(t.fg.mix(0.07))
+    t.axes(loss.configure_mesh(), 14)
         .x_desc("epoch")
         .y_labels(8)
         .max_light_lines(4)
         .y_label_formatter(&|v| format!("{:.2}", 10f64.powf(*v)))
-        .label_style(t.font(14))
         .draw()?;
     for (k, c) in cs.iter().enumerate() {
         let band: Vec<(f64, f64)> = c
@@ -480,13 +480,7 @@ where
         .y_label_area_size(55)
         .caption("learning rate", t.font(18))
         .build_cartesian_2d(0.0..xmax, 0.0..lrmax)?;
-    lr.configure_mesh()
-        .axis_style(t.fg)
-        .bold_line_style(t.fg.mix(0.2))
-        .light_line_style(t.fg.mix(0.07))
-        .x_desc("epoch")
-        .label_style(t.font(14))
-        .draw()?;
+    t.axes(lr.configure_mesh(), 14).x_desc("epoch").draw()?;
     for (k, c) in cs.iter().enumerate() {
         lr.draw_series(LineSeries::new(
             c.points.iter().map(|p| (p.0, p.4)),
@@ -514,13 +508,7 @@ where
         .y_label_area_size(55)
         .caption("BN scale: mean |γ| over layers", t.font(18))
         .build_cartesian_2d(0.0..xmax, blo..bhi)?;
-    bn.configure_mesh()
-        .axis_style(t.fg)
-        .bold_line_style(t.fg.mix(0.2))
-        .light_line_style(t.fg.mix(0.07))
-        .x_desc("epoch")
-        .label_style(t.font(14))
-        .draw()?;
+    t.axes(bn.configure_mesh(), 14).x_desc("epoch").draw()?;
     for (k, c) in cs.iter().enumerate() {
         bn.draw_series(LineSeries::new(
             c.points.iter().filter_map(|p| p.5.map(|b| (p.0, b))),
@@ -575,14 +563,10 @@ where
         .x_label_area_size(44)
         .y_label_area_size(60)
         .build_cartesian_2d(tmin..tmax, (lo - pad)..(hi + pad))?;
-    c.configure_mesh()
-        .axis_style(t.fg)
-        .bold_line_style(t.fg.mix(0.2))
-        .light_line_style(t.fg.mix(0.07))
+    t.axes(c.configure_mesh(), 16)
         .max_light_lines(4)
         .x_desc(clock_name(r.clock))
         .y_desc("test accuracy % (TTA)")
-        .label_style(t.font(16))
         .draw()?;
     c.draw_series(std::iter::once(PathElement::new(
         vec![(tmin, r.target * 100.0), (tmax, r.target * 100.0)],
@@ -841,10 +825,7 @@ where
         .iter()
         .map(|d| d.get(..10).unwrap_or(d).to_string())
         .collect();
-    c.configure_mesh()
-        .axis_style(t.fg)
-        .bold_line_style(t.fg.mix(0.2))
-        .light_line_style(t.fg.mix(0.07))
+    t.axes(c.configure_mesh(), 16)
         .x_labels(dates.len().min(12))
         .x_label_formatter(&|x| {
             let i = x.round();
@@ -855,7 +836,6 @@ where
             }
         })
         .y_desc("full-run time (s), each recipe's clock")
-        .label_style(t.font(16))
         .draw()?;
     let mut rungs: Vec<(usize, &str)> = nights
         .iter()
@@ -950,9 +930,19 @@ mod tests {
         register_font();
         let sizes: Vec<u32> = {
             let src = include_str!("charts.rs");
+            // `t.font(N)` and the axes' `t.axes(mesh, N)`.
             let mut v: Vec<u32> = src
                 .match_indices("t.font(")
                 .filter_map(|(i, _)| src[i + 7..].split(')').next()?.parse().ok())
+                .chain(src.match_indices("t.axes(").filter_map(|(i, _)| {
+                    src[i..]
+                        .split(')')
+                        .nth(1)?
+                        .trim_start_matches(',')
+                        .trim()
+                        .parse()
+                        .ok()
+                }))
                 .collect();
             v.sort();
             v.dedup();

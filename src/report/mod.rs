@@ -164,13 +164,24 @@ fn runs_file(dir: &Path) -> Result<PathBuf> {
     Ok(p)
 }
 
-/// Matrices whose recorded matrix file is not a ladder. A folder whose matrix
-/// cannot be read back keeps the ladder reading: the columns stay filled.
+/// Matrices that are not ladders, from what each folder recorded when it
+/// was created (`matrix_resolved.kind`), so a renamed trick or a changed
+/// parser cannot turn an old folder into a ladder; folders written before
+/// that record re-read their matrix file. A folder that says neither keeps
+/// the ladder reading: the columns stay filled.
 fn non_ladder_matrices(dirs: &[PathBuf]) -> std::collections::HashSet<String> {
     dirs.iter()
         .filter_map(|d| {
-            let m = crate::store::recorded_matrix(&crate::store::read_manifest(d).ok()?)?;
-            (m.kind != crate::matrix::Kind::Ladder).then_some(m.name)
+            let manifest = crate::store::read_manifest(d).ok()?;
+            let resolved = &manifest["matrix_resolved"];
+            let (name, kind) = match (resolved["name"].as_str(), resolved["kind"].as_str()) {
+                (Some(n), Some(k)) => (n.to_string(), k.to_string()),
+                _ => {
+                    let m = crate::store::recorded_matrix(&manifest)?;
+                    (m.name, m.kind.as_str().to_string())
+                }
+            };
+            (kind != crate::matrix::Kind::Ladder.as_str()).then_some(name)
         })
         .collect()
 }

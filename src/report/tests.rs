@@ -75,9 +75,20 @@ fn aggregate_matches_hand_computed_statistics() {
         1.0,
         "name = 'm'\nrecipe = 'tiny-page-resnet9'\nkind = 'add-one'\nvary = ['celu']\n",
     );
-    let r2 = aggregate(&[loo], &ReportOptions::default()).unwrap();
+    let r2 = aggregate(std::slice::from_ref(&loo), &ReportOptions::default()).unwrap();
     assert_eq!(r2.rows[1].speedup_prev, None);
     assert_eq!(r2.rows[1].speedup_first, Some(2.0));
+    // What the folder recorded decides, not today's parser: a matrix file that
+    // no longer parses (a trick renamed since) reports the same.
+    let mut m = crate::store::read_manifest(&loo).unwrap();
+    m["matrix_resolved"] = serde_json::json!({ "name": "m", "kind": "add-one" });
+    m["matrix_file"] = serde_json::json!(
+        "name = 'm'\nrecipe = 'tiny-page-resnet9'\nkind = 'add-one'\nvary = ['a_trick_renamed_since']\n"
+    );
+    crate::util::write_atomic(&loo.join("manifest.json"), m.to_string().as_bytes()).unwrap();
+    let r3 = aggregate(&[loo], &ReportOptions::default()).unwrap();
+    assert_eq!(r3.rows[1].speedup_prev, None);
+    assert_eq!(r3.rows[1].speedup_first, Some(2.0));
     // Without --target, the runs' own target (0.5) applies.
     let r = aggregate(&[dir], &ReportOptions::default()).unwrap();
     assert_eq!(r.target, 0.5);
