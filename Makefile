@@ -48,10 +48,10 @@ $(VENV)/.py-readers: $(TORCH_DEP)
 fuzz: $(TORCH_DEP)
 	TRICKLAB_FUZZ_ITERS=20000 $(CARGO_ENV) cargo test --release --test it fuzz -- --test-threads=1
 
-# MLflow and W&B through their own libraries (installed into .venv: ~60
-# packages, so not part of `make test`): a tiny session exported to both.
+# polars and DuckDB reading a results folder, and MLflow and W&B exports through
+# their own libraries (installed into .venv: ~60 packages, so not part of `make test`).
 test-export: build
-	$(VENV)/bin/pip install --quiet --disable-pip-version-check mlflow-skinny wandb
+	$(VENV)/bin/pip install --quiet --disable-pip-version-check mlflow-skinny wandb polars duckdb
 	bash scripts/test-export.sh ./target/release/tricklab $(VENV)/bin/python3
 
 # A real single-node Slurm (Debian's packages, installed if missing; needs root):

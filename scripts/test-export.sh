@@ -1,15 +1,16 @@
 #!/usr/bin/env bash
-# `make test-export`: a tiny session exported to MLflow and W&B (offline)
-# through their own libraries, then read back with those libraries.
+# `make test-export`: a tiny session read by polars and DuckDB, and exported to
+# MLflow and W&B (offline) through their own libraries, then read back with them.
 #   bash scripts/test-export.sh TRICKLAB_BINARY PYTHON
 set -euo pipefail
 bin=$(realpath "$1"); py=$(realpath -s "$2"); repo=$(pwd)
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 "$bin" run tests/fixtures/tiny.toml --headless --results "$tmp/res" --repeats 2 >/dev/null
 dir=$(ls -d "$tmp"/res/tiny-test/*/ | tail -1)
+"$py" scripts/check_readers.py "$dir"
 "$bin" export "$dir" --to mlflow --out "$tmp/mlruns" --python "$py"
 "$bin" export "$dir" --to wandb-offline --out "$tmp/wandb" --python "$py"
-"$py" - "$tmp" <<'PY'
+MLFLOW_ALLOW_FILE_STORE=true "$py" - "$tmp" <<'PY'
 import sys
 from pathlib import Path
 from mlflow.tracking import MlflowClient

@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _csv import runs  # noqa: E402
+from export_csv import runs  # noqa: E402
 
 try:
     import wandb

@@ -300,22 +300,36 @@ pub fn write_csv(runs: &[RunData], out: &Path) -> Result<String> {
     Ok("runs.csv, steps.csv, evals.csv".into())
 }
 
+/// The MLflow and W&B exporters, carried in the binary so that `export`
+/// works from any folder: written beside the CSV export they read.
+const PY_EXPORTERS: [(&str, &str); 3] = [
+    (
+        "export_csv.py",
+        include_str!("../../scripts/export/export_csv.py"),
+    ),
+    (
+        "to_mlflow.py",
+        include_str!("../../scripts/export/to_mlflow.py"),
+    ),
+    (
+        "to_wandb.py",
+        include_str!("../../scripts/export/to_wandb.py"),
+    ),
+];
+
 /// MLflow and W&B: the CSV export handed to their own library.
 fn through_python(a: &ExportArgs, runs: &[RunData], out: &Path) -> Result<String> {
-    let (script, package) = match a.to {
-        Target::Mlflow => ("scripts/export/to_mlflow.py", "mlflow-skinny"),
-        _ => ("scripts/export/to_wandb.py", "wandb"),
+    let (name, package) = match a.to {
+        Target::Mlflow => ("to_mlflow.py", "mlflow-skinny"),
+        _ => ("to_wandb.py", "wandb"),
     };
-    let script = PathBuf::from(script);
-    if !script.is_file() {
-        bail!(
-            "{}: the exporter is missing; run from the repository root",
-            script.display()
-        );
-    }
     let python = a.python.clone().unwrap_or_else(crate::util::default_python);
     let csv = tempfile_dir(out)?;
     write_csv(runs, &csv)?;
+    for (name, text) in PY_EXPORTERS {
+        crate::util::write_atomic(&csv.join(name), text.as_bytes())?;
+    }
+    let script = csv.join(name);
     let o = std::process::Command::new(&python)
         .arg(&script)
         .arg(&csv)
@@ -338,8 +352,7 @@ fn through_python(a: &ExportArgs, runs: &[RunData], out: &Path) -> Result<String
             .find(|l| !l.trim().is_empty())
             .unwrap_or("");
         return Err(crate::util::failure(anyhow::anyhow!(
-            "{} failed: {last}",
-            script.display()
+            "scripts/export/{name} failed: {last}"
         )));
     }
     Ok(String::from_utf8_lossy(&o.stdout).trim().to_string())
