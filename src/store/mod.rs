@@ -386,11 +386,14 @@ impl ResultsWriter {
             summary,
         );
         // A run that failed before it started (a device that cannot be used)
-        // still belongs to its matrix's target, or the report reads NaN%.
+        // still belongs to its matrix's target, or the report reads NaN%: the
+        // target the folder recorded, else its matrix file read again.
         if live.is_none()
-            && let Some(m) = recorded_matrix(&self.manifest)
+            && let Some(t) = self.manifest["matrix_resolved"]["target"]
+                .as_f64()
+                .or_else(|| recorded_matrix(&self.manifest).map(|m| m.target))
         {
-            row.target_acc = m.target;
+            row.target_acc = t;
         }
         // A requeued run replaces its earlier row.
         self.runs

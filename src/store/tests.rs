@@ -322,3 +322,21 @@ fn rows_carry_what_the_run_trained_with_and_schema_1_tables_still_read() {
     );
     assert_eq!((old.lr, old.precision.as_deref()), (None, None));
 }
+
+/// A run that fails before it starts takes the target its folder recorded,
+/// even when the matrix file no longer parses (a trick renamed since).
+#[test]
+fn a_run_failed_before_it_started_keeps_the_recorded_target() {
+    let root = tempfile::tempdir().unwrap();
+    let text = "name = 'm'\nrecipe = 'tiny-page-resnet9'\nkind = 'add-one'\nvary = ['a_trick_renamed_since']\n";
+    let mut w = ResultsWriter::create(root.path(), "m", text).unwrap();
+    w.record_matrix(serde_json::json!({ "name": "m", "kind": "add-one", "target": 0.37 }))
+        .unwrap();
+    w.on_event(&Event::RunFailed {
+        run: rid("base", 0, 0),
+        reason: "cuda:3: no such device".into(),
+    })
+    .unwrap();
+    assert_eq!(w.runs()[0].status, Ended::Failed);
+    assert_eq!(w.runs()[0].target_acc, 0.37);
+}

@@ -205,14 +205,14 @@ fn grad_accum_equals_one_pass_with_ghost_batches_of_the_same_size() {
     // batch of 8 in ghost BN with 2 splits, whose splits are strided (images
     // j, j+2, ...): fed in that order, the gradients must agree.
     let src = source();
-    let grads = |ov: &[&str], order: &[i64]| {
+    let mut init = None;
+    let mut grads = |ov: &[&str], order: &[i64]| {
         let p = plan(
             "tiny-page-resnet9",
             &[&["batch_size=8", "cutout=off"], ov].concat(),
         );
-        tch::manual_seed(9);
         let vs = nn::VarStore::new(Device::Cpu);
-        let net = net_of(&p, &src, &vs);
+        let net = net_from(&p, &src, &vs, &mut init);
         let idx = Tensor::from_slice(order);
         let x = normalise(&src.train_u8.index_select(0, &idx));
         let y = src.train_y.index_select(0, &idx);
@@ -329,12 +329,45 @@ fn no_wd_bn_bias_takes_bn_and_conv_biases_out_of_weight_decay() {
     }
 }
 
+/// Initial weights by name, to start nets of other settings from.
+type Weights = std::collections::HashMap<String, Tensor>;
+
+/// `plan`'s net, started from `init`'s weights where given (each in its own
+/// dtype), else from its own draw, which `init` then keeps: torch's global
+/// generator is shared with the tests running beside this one, so a seed
+/// alone does not give two nets the same weights.
+fn net_from(plan: &RunPlan, src: &Source, vs: &nn::VarStore, init: &mut Option<Weights>) -> Net {
+    let net = net_of(plan, src, vs);
+    let vars = vs.variables();
+    match init {
+        Some(w) => tch::no_grad(|| {
+            for (name, v) in &vars {
+                match w.get(name) {
+                    Some(w) if w.size() == v.size() => {
+                        v.shallow_clone().copy_(w);
+                    }
+                    // Ghost BN keeps running statistics per split: buffers
+                    // start from constants, so only parameters must match.
+                    _ => assert!(!v.requires_grad(), "{name}: not in the first net"),
+                }
+            }
+        }),
+        None => {
+            *init = Some(
+                vars.iter()
+                    .map(|(k, v)| (k.clone(), v.detach().copy()))
+                    .collect(),
+            );
+        }
+    }
+    net
+}
+
 /// The first trainable conv's gradient in mean-loss units, after one
-/// forward/backward of `plan` on a fixed batch, from weights seeded alike.
-fn first_conv_grad(plan: &RunPlan, src: &Source, n: i64) -> Tensor {
-    tch::manual_seed(21);
+/// forward/backward of `plan` on a fixed batch, from `init` (see [`net_from`]).
+fn first_conv_grad(plan: &RunPlan, src: &Source, n: i64, init: &mut Option<Weights>) -> Tensor {
     let vs = nn::VarStore::new(Device::Cpu);
-    let net = net_of(plan, src, &vs);
+    let net = net_from(plan, src, &vs, init);
     let x = Layout::of(plan).input(normalise(&src.train_u8.narrow(0, 0, n)));
     let y = src.train_y.narrow(0, 0, n);
     let _ = step_loss(plan, &net, src, &x, &y);
@@ -354,13 +387,14 @@ fn fp16_gradients_of_the_early_layers_survive_with_the_summed_loss() {
     // (6.1e-5), and the layers below lose it; summed, it keeps its precision.
     let src = Source::new(&crate::data::synthetic(256, 20, 10, 32, 3)).unwrap();
     let base = ["batch_size=256", "whitening.images=256", "fp16=off"];
-    let fp32 = first_conv_grad(&plan("tiny-airbench94-muon", &base), &src, 256);
+    let mut init = None;
+    let fp32 = first_conv_grad(&plan("tiny-airbench94-muon", &base), &src, 256, &mut init);
     let fp16 = plan("tiny-airbench94-muon", &[&base[..2], &["fp16"]].concat());
     assert_eq!(fp16.loss.scale, 256.0);
-    let summed = first_conv_grad(&fp16, &src, 256);
+    let summed = first_conv_grad(&fp16, &src, 256, &mut init);
     let mut mean_plan = fp16.clone();
     mean_plan.loss.scale = 1.0;
-    let mean = first_conv_grad(&mean_plan, &src, 256);
+    let mean = first_conv_grad(&mean_plan, &src, 256, &mut init);
     let rel = |g: &Tensor| (g - &fp32).norm().double_value(&[]) / fp32.norm().double_value(&[]);
     let zeros = |g: &Tensor| {
         g.eq(0.0)
@@ -417,11 +451,11 @@ fn amp_autocasts_the_training_forward_pass_on_a_cpu() {
     // The same init and batch with and without autocast: fp16 convolutions
     // round, so the loss moves a little, and the weights stay fp32.
     let src = source();
-    let loss = |ov: &[&str]| {
+    let mut init = None;
+    let mut loss = |ov: &[&str]| {
         let p = plan("tiny-page-resnet9", ov);
-        tch::manual_seed(3);
         let vs = nn::VarStore::new(Device::Cpu);
-        let net = net_of(&p, &src, &vs);
+        let net = net_from(&p, &src, &vs, &mut init);
         let idx = Tensor::arange(16, (Kind::Int64, Device::Cpu));
         let x = normalise(&src.train_u8.index_select(0, &idx));
         let y = src.train_y.index_select(0, &idx);
