@@ -108,16 +108,10 @@ pub fn cmd_nightly(args: NightlyArgs) -> Result<i32> {
         })
         .map_err(|e| anyhow::anyhow!("--history: {}", crate::util::one_line(&e)))?;
 
-    let mut matrices = crate::matrix::load_all(std::slice::from_ref(&args.matrix), args.repeats)?;
-    if let Some(d) = &args.data {
-        matrices = matrices
-            .into_iter()
-            .map(|m| {
-                m.with_data(d)
-                    .map_err(|e| anyhow::anyhow!("--data {d}: {e:#}"))
-            })
-            .collect::<Result<_>>()?;
-    }
+    let matrices = crate::matrix::on_data(
+        crate::matrix::load_all(std::slice::from_ref(&args.matrix), args.repeats)?,
+        args.data.as_deref(),
+    )?;
     let opts = SessionOptions {
         results_root: args.results.clone(),
         devices: crate::util::device::resolve_devices(&args.devices)?,

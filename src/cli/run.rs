@@ -82,15 +82,7 @@ pub fn cmd_run(args: RunArgs) -> Result<i32> {
             .map(|m| m.tiny())
             .collect::<Result<_>>()?;
     }
-    if let Some(d) = &args.data {
-        matrices = matrices
-            .into_iter()
-            .map(|m| {
-                m.with_data(d)
-                    .map_err(|e| anyhow::anyhow!("--data {d}: {e:#}"))
-            })
-            .collect::<Result<_>>()?;
-    }
+    matrices = crate::matrix::on_data(matrices, args.data.as_deref())?;
     if let Some((i, n)) = args.shard {
         if args.resume.is_some() {
             anyhow::bail!(

@@ -3,22 +3,7 @@
 //! plus noise. Tiny nets learn it in a few steps, which is what tests need.
 
 use super::{Dataset, Split, content_hash};
-
-/// SplitMix64: deterministic across platforms, no dependency.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    fn unit(&mut self) -> f32 {
-        (self.next() >> 40) as f32 / (1u64 << 24) as f32
-    }
-}
+use crate::util::splitmix::SplitMix64 as Rng;
 
 /// `train_n` and `test_n` images of `classes` classes, 3×size×size.
 pub fn synthetic(train_n: usize, test_n: usize, classes: usize, size: usize, seed: u64) -> Dataset {
@@ -26,21 +11,21 @@ pub fn synthetic(train_n: usize, test_n: usize, classes: usize, size: usize, see
     let mut rng = Rng(seed ^ 0x5EED);
     // 4×4 coarse colour grid per class, upsampled: smooth, distinct, non-trivial.
     let templates: Vec<Vec<f32>> = (0..classes)
-        .map(|_| (0..3 * 16).map(|_| 40.0 + 175.0 * rng.unit()).collect())
+        .map(|_| (0..3 * 16).map(|_| 40.0 + 175.0 * rng.unit_f32()).collect())
         .collect();
     let mut make = |n: usize| -> Split {
         let mut images = Vec::with_capacity(n * 3 * size * size);
         let mut labels = Vec::with_capacity(n);
         for i in 0..n {
             let label = i % classes;
-            let (dx, dy) = ((rng.next() % 3) as usize, (rng.next() % 3) as usize);
+            let (dx, dy) = ((rng.next_u64() % 3) as usize, (rng.next_u64() % 3) as usize);
             let t = &templates[label];
             for c in 0..3 {
                 for y in 0..size {
                     for x in 0..size {
                         let gy = ((y + dy) * 4 / (size + 2)).min(3);
                         let gx = ((x + dx) * 4 / (size + 2)).min(3);
-                        let v = t[c * 16 + gy * 4 + gx] + 60.0 * (rng.unit() - 0.5);
+                        let v = t[c * 16 + gy * 4 + gx] + 60.0 * (rng.unit_f32() - 0.5);
                         images.push(v.clamp(0.0, 255.0) as u8);
                     }
                 }

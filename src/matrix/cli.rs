@@ -46,11 +46,11 @@ pub fn matrix_files(dir: &std::path::Path) -> Vec<PathBuf> {
     v
 }
 
-/// One matrix as `matrix show --format json` prints it: its header, every
-/// variant with the values it resolves to, and its runs.
-fn matrix_json(file: &std::path::Path, m: &super::Matrix) -> Result<serde_json::Value> {
-    let variants = m
-        .variants
+/// Each variant as decided: its overrides, the tricks on, its clock and the
+/// resolved plan's values (`matrix show --format json`, and a results
+/// folder's `manifest.json`, which reports read instead of today's recipes).
+pub fn resolved_variants(m: &super::Matrix) -> Result<Vec<serde_json::Value>> {
+    m.variants
         .iter()
         .enumerate()
         .map(|(i, v)| {
@@ -60,10 +60,17 @@ fn matrix_json(file: &std::path::Path, m: &super::Matrix) -> Result<serde_json::
                 "name": v.name,
                 "overrides": v.overrides.iter().map(ToString::to_string).collect::<Vec<_>>(),
                 "tricks": cfg.tricks_on(),
+                "clock": plan.clock,
                 "resolved": plan.resolved(),
             }))
         })
-        .collect::<Result<Vec<_>>>()?;
+        .collect()
+}
+
+/// One matrix as `matrix show --format json` prints it: its header, every
+/// variant with the values it resolves to, and its runs.
+fn matrix_json(file: &std::path::Path, m: &super::Matrix) -> Result<serde_json::Value> {
+    let variants = resolved_variants(m)?;
     Ok(serde_json::json!({
         "file": file,
         "name": m.name,

@@ -5,7 +5,7 @@ mod cli;
 mod estimate;
 mod parse;
 
-pub use cli::{MatrixArgs, cmd_matrix, matrix_files};
+pub use cli::{MatrixArgs, cmd_matrix, matrix_files, resolved_variants};
 pub use estimate::{Estimate, estimate, human};
 pub use parse::{load, parse, parse_shard};
 
@@ -85,6 +85,20 @@ fn gcd(a: usize, b: usize) -> usize {
 }
 
 /// Loads matrix files; `repeats` replaces each one's seeds with 0..N.
+/// Every matrix on data set `data` where one is given (`--data`).
+pub fn on_data(matrices: Vec<Matrix>, data: Option<&str>) -> anyhow::Result<Vec<Matrix>> {
+    let Some(d) = data else {
+        return Ok(matrices);
+    };
+    matrices
+        .into_iter()
+        .map(|m| {
+            m.with_data(d)
+                .map_err(|e| anyhow::anyhow!("--data {d}: {e:#}"))
+        })
+        .collect()
+}
+
 pub fn load_all(paths: &[PathBuf], repeats: Option<usize>) -> anyhow::Result<Vec<Matrix>> {
     paths
         .iter()

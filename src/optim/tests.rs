@@ -234,16 +234,9 @@ fn singular_values(x: &Tensor) -> Vec<f64> {
 
 /// A matrix of splitmix64 uniforms on [-1, 1), the same on every machine.
 fn uniform_matrix(shape: [i64; 2], seed: u64) -> Tensor {
-    let mut state = seed;
+    let mut rng = crate::util::splitmix::SplitMix64(seed);
     let values: Vec<f32> = (0..shape[0] * shape[1])
-        .map(|_| {
-            state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-            let mut z = state;
-            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-            z ^= z >> 31;
-            ((z >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0) as f32
-        })
+        .map(|_| (rng.unit_f64() * 2.0 - 1.0) as f32)
         .collect();
     Tensor::from_slice(&values).reshape(shape)
 }

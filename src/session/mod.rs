@@ -191,22 +191,7 @@ fn max_cpu_hours() -> f64 {
 /// The matrix as decided: its kind, target, data and each variant's
 /// overrides, tricks, clock and resolved values (`manifest.json`).
 fn resolved_matrix(m: &Matrix) -> Result<serde_json::Value> {
-    let variants = m
-        .variants
-        .iter()
-        .enumerate()
-        .map(|(i, v)| {
-            let (cfg, plan) = crate::recipe::resolve_plan(&m.recipe, &v.overrides)?;
-            Ok(serde_json::json!({
-                "index": i,
-                "name": v.name,
-                "overrides": v.overrides.iter().map(ToString::to_string).collect::<Vec<_>>(),
-                "tricks": cfg.tricks_on(),
-                "clock": plan.clock,
-                "resolved": plan.resolved(),
-            }))
-        })
-        .collect::<Result<Vec<_>>>()?;
+    let variants = crate::matrix::resolved_variants(m)?;
     Ok(serde_json::json!({
         "name": m.name,
         "kind": m.kind.as_str(),

@@ -57,17 +57,9 @@ fn input(spec: &Value) -> Tensor {
         .collect();
     let (lo, hi) = (f(&spec["lo"]), f(&spec["hi"]));
     let n: i64 = shape.iter().product();
-    let mut s = seed;
+    let mut rng = crate::util::splitmix::SplitMix64(seed);
     let vals: Vec<f32> = (0..n)
-        .map(|_| {
-            s = s.wrapping_add(0x9E37_79B9_7F4A_7C15);
-            let mut z = s;
-            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-            z ^= z >> 31;
-            let u = (z >> 11) as f64 * 2f64.powi(-53);
-            (lo + (hi - lo) * u) as f32
-        })
+        .map(|_| (lo + (hi - lo) * rng.unit_f64()) as f32)
         .collect();
     Tensor::from_slice(&vals).reshape(shape)
 }

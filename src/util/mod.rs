@@ -6,6 +6,7 @@ pub mod lock;
 pub mod machine;
 pub mod native;
 pub mod signals;
+pub mod splitmix;
 pub mod stats;
 
 use anyhow::{Context, Result};

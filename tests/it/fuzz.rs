@@ -14,22 +14,8 @@ fn iters() -> usize {
         .unwrap_or(300)
 }
 
-/// splitmix64: the same mutations on every machine, run to run.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
-    }
-}
+/// The same mutations on every machine, run to run.
+use tricklab::util::splitmix::SplitMix64 as Rng;
 
 fn mutate(rng: &mut Rng, input: &[u8]) -> Vec<u8> {
     let mut b = input.to_vec();
