@@ -26,3 +26,4 @@ pub mod tricks;
 pub mod tui;
 pub mod util;
 pub mod worker;
+pub mod writeup;

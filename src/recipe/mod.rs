@@ -149,7 +149,7 @@ fn set_hyper(cfg: &mut RunConfig, key: &str, value: &str) -> Result<()> {
             cfg.optimizer = match value {
                 "sgd_page" => OptimizerKind::SgdPage,
                 "sgd_torch" => OptimizerKind::SgdTorch,
-                v if tricks::optimiser_tricks().contains(&v) => {
+                v if tricks::optimiser_tricks().iter().any(|t| t.key() == v) => {
                     bail!(
                         "`optimizer={value}`: {value} is a trick; use `--trick {value}` (or `{value} = \"on\"`)"
                     )

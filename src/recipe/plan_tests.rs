@@ -10,10 +10,10 @@ use crate::tricks::{CATALOG, TrickSpec, build_plan, find, unchecked_plan};
 fn with_trick(recipe: &str, t: &TrickSpec, on: bool) -> RunConfig {
     let mut cfg = resolve(recipe, &[]).unwrap();
     for c in t.conflicts {
-        cfg.tricks.get_mut(*c).unwrap().on = false;
+        cfg.tricks.get_mut(c.key()).unwrap().on = false;
     }
     for r in t.requires {
-        cfg.tricks.get_mut(*r).unwrap().on = true;
+        cfg.tricks.get_mut(r.key()).unwrap().on = true;
     }
     cfg.tricks.get_mut(t.key).unwrap().on = on;
     cfg

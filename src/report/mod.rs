@@ -95,6 +95,8 @@ pub struct VariantStats {
     /// paired by seed where the seeds match, with 95% CIs.
     pub delta_time: Option<delta::Delta>,
     pub delta_acc: Option<delta::Delta>,
+    /// The UTC day its last finished run ended (YYYY-MM-DD), where recorded.
+    pub last_finished: Option<String>,
     /// Each finished run's (seed, accuracy with TTA): `compare` pairs the
     /// two sessions' accuracies by seed.
     #[serde(skip)]
@@ -221,11 +223,16 @@ pub fn scan_runs(dirs: &[PathBuf]) -> Result<LazyFrame> {
 }
 
 /// The tables the report reads, old and new alike: the trick list as one
-/// comma-joined word, no end time (its type changed with schema 2), and a
-/// `noisy` flag (false where a table predates it).
+/// comma-joined word, the end time as its UTC day (`finished_on`: the type of
+/// `finished_at` changed with schema 2), and a `noisy` flag (false where a
+/// table predates it).
 fn as_schema_1_words(df: &mut DataFrame) -> Result<()> {
-    let _ = df.drop_in_place("finished_at");
     let n = df.height();
+    let day = match df.drop_in_place("finished_at") {
+        Ok(c) => finished_days(&c)?,
+        Err(_) => vec![None; n],
+    };
+    df.with_column(Column::new("finished_on".into(), day))?;
     if df.column("noisy").is_err() {
         df.with_column(Column::new("noisy".into(), vec![false; n]))?;
     }
@@ -248,6 +255,40 @@ fn as_schema_1_words(df: &mut DataFrame) -> Result<()> {
         df.with_column(Column::new("tricks".into(), joined))?;
     }
     Ok(())
+}
+
+/// Each row's UTC day from `finished_at`: RFC 3339 text (schema 1) or a
+/// datetime (schema 2); the Unix epoch (no time recorded) is no day.
+fn finished_days(c: &Column) -> Result<Vec<Option<String>>> {
+    let day = |t: chrono::DateTime<chrono::Utc>| {
+        (t.timestamp() > 0).then(|| t.format("%Y-%m-%d").to_string())
+    };
+    if c.dtype() == &DataType::String {
+        return Ok(c
+            .str()?
+            .iter()
+            .map(|s| {
+                s.and_then(|s| chrono::DateTime::parse_from_rfc3339(s).ok())
+                    .and_then(|t| day(t.to_utc()))
+            })
+            .collect());
+    }
+    let DataType::Datetime(unit, _) = c.dtype() else {
+        return Ok(vec![None; c.len()]);
+    };
+    let per_micro: fn(i64) -> i64 = match unit {
+        TimeUnit::Nanoseconds => |v: i64| v / 1000,
+        TimeUnit::Microseconds => |v: i64| v,
+        TimeUnit::Milliseconds => |v: i64| v * 1000,
+    };
+    Ok(c.cast(&DataType::Int64)?
+        .i64()?
+        .iter()
+        .map(|v| {
+            v.and_then(|v| chrono::DateTime::from_timestamp_micros(per_micro(v)))
+                .and_then(day)
+        })
+        .collect())
 }
 
 fn f(df: &DataFrame, name: &str) -> Result<Vec<Option<f64>>> {
@@ -293,6 +334,10 @@ pub fn aggregate(dirs: &[PathBuf], opts: &ReportOptions) -> Result<Report> {
         col("recipe").first().alias("recipe"),
         col("clock").first().alias("clock"),
         col("target_acc").first().alias("target_acc"),
+        col("finished_on")
+            .filter(col("status").eq(lit("done")))
+            .max()
+            .alias("last_finished"),
     ];
     let done = || col("status").eq(lit("done"));
     for c in ["acc", "acc_tta"] {
@@ -371,6 +416,7 @@ pub fn aggregate(dirs: &[PathBuf], opts: &ReportOptions) -> Result<Report> {
         }
     }
     let recipe = s("recipe")?;
+    let last_finished = s("last_finished")?;
     // The clock each run recorded; folders older than the column fall back
     // on the recipe's convention.
     let recorded_clock = s("clock")?;
@@ -474,6 +520,7 @@ pub fn aggregate(dirs: &[PathBuf], opts: &ReportOptions) -> Result<Report> {
                 delta_vs: None,
                 delta_time: None,
                 delta_acc: None,
+                last_finished: Some(last_finished[i].clone()).filter(|d| !d.is_empty()),
                 acc_by_seed: Vec::new(),
             }
         })

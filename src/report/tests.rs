@@ -58,6 +58,16 @@ fn aggregate_matches_hand_computed_statistics() {
     assert!((a.dawn.mean - 12.0).abs() < 1e-9 && a.dawn.min == 10.0 && a.dawn.median == 12.0);
     assert_eq!((a.ttt_mean, a.ttt_n), (Some(10.0), 2));
     assert!((b.dawn.mean - 6.0).abs() < 1e-9);
+    // Written just now (a run at midnight UTC may straddle two days).
+    let today = chrono::Utc::now().format("%Y-%m-%d").to_string();
+    let yesterday = (chrono::Utc::now() - chrono::Duration::days(1))
+        .format("%Y-%m-%d")
+        .to_string();
+    assert!(
+        [today, yesterday].contains(a.last_finished.as_ref().unwrap()),
+        "{:?}",
+        a.last_finished
+    );
     assert_eq!(b.speedup_prev, Some(2.0));
     assert_eq!(b.speedup_first, Some(2.0));
     assert_eq!(a.speedup_prev, None);
@@ -344,4 +354,29 @@ fn compare_pairs_accuracy_by_seed_where_the_seeds_match() {
     let r = &b.rows[1];
     let d = r.delta_acc.unwrap();
     assert!(d.paired, "{d:?}");
+}
+
+/// Both end-time shapes give the day; a table with no recorded time gives none.
+#[test]
+fn the_day_a_variant_last_finished_reads_from_either_schema() {
+    let text = Column::new(
+        "finished_at".into(),
+        [
+            Some("2026-11-20T23:30:00+00:00"),
+            Some("2026-11-21T00:30:00+01:00"),
+            None,
+        ],
+    );
+    assert_eq!(
+        finished_days(&text).unwrap(),
+        [Some("2026-11-20".into()), Some("2026-11-20".into()), None]
+    );
+    let micros = Series::new("finished_at".into(), [1_795_000_000_000_000i64, 0])
+        .cast(&DataType::Datetime(TimeUnit::Microseconds, None))
+        .unwrap()
+        .into();
+    assert_eq!(
+        finished_days(&micros).unwrap(),
+        [Some("2026-11-18".into()), None]
+    );
 }

@@ -376,6 +376,11 @@ impl Session {
     }
 
     /// Results folders of this session, in matrix order.
+    /// Where this session's results folders go (`results/` by default).
+    pub fn results_root(&self) -> &std::path::Path {
+        &self.results_root
+    }
+
     pub fn results_dirs(&self) -> Vec<PathBuf> {
         let stores = self.pump.stores.lock().expect("results stores");
         self.order

@@ -51,6 +51,23 @@ fn planned(dir: &Path) -> Vec<(String, u32)> {
         .collect()
 }
 
+/// Every run of the whole (unsharded) matrix as its manifest recorded it at
+/// creation: each variant at each seed's position, (variant, repeat).
+fn whole_matrix(manifest: &serde_json::Value) -> Option<Vec<(String, u32)>> {
+    let m = &manifest["matrix_resolved"];
+    let seeds = m["seeds"].as_array()?.len() as u32;
+    let names: Vec<&str> = m["variants"]
+        .as_array()?
+        .iter()
+        .map(|v| v["name"].as_str())
+        .collect::<Option<_>>()?;
+    Some(
+        (0..seeds)
+            .flat_map(|r| names.iter().map(move |n| (n.to_string(), r)))
+            .collect(),
+    )
+}
+
 /// A run's file key, and the one folders written before the keys were
 /// encoded used.
 fn keys(r: &RunRow) -> [String; 2] {
@@ -128,9 +145,13 @@ pub fn merge(folders: &[PathBuf], into: &Path) -> Result<MergeSummary> {
             }
         }
         expected.extend(planned(d));
-        // Every shard records the whole matrix's seeds: the runs no folder planned
-        // (a shard that never started) are expected too.
-        if let Ok(m) = crate::matrix::parse(&toml::to_string(&unsharded(&m, d)?)?, "manifest.json")
+        // Every shard records the whole matrix: the runs no folder planned (a
+        // shard that never started) are expected too. Folders from before
+        // `matrix_resolved` re-read their matrix file.
+        if let Some(all) = whole_matrix(&m) {
+            expected.extend(all);
+        } else if let Ok(m) =
+            crate::matrix::parse(&toml::to_string(&unsharded(&m, d)?)?, "manifest.json")
         {
             expected.extend(
                 m.runs()

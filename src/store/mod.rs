@@ -119,6 +119,51 @@ pub fn folder_runs(dir: &Path) -> Result<Vec<RunRow>> {
     }
 }
 
+/// What a matrix's runs took before on one device: mean wall seconds a
+/// finished run and how many runs that mean is of.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct EarlierRuns {
+    pub mean_s: f64,
+    pub n: usize,
+}
+
+/// Per matrix name, what its finished runs took on `device_label` in the
+/// results folders below `root` (`results/<matrix>/<session>`), on this
+/// machine's CPU model, runs flagged noisy left out: how the picker prices a
+/// matrix without touching the device a run may be timing.
+pub fn earlier_runs(
+    root: &Path,
+    device_label: &str,
+) -> std::collections::HashMap<String, EarlierRuns> {
+    let cpu = crate::util::machine::cpu_model();
+    let mut sums: std::collections::HashMap<String, (f64, usize)> = Default::default();
+    for dir in sessions_below(root, 2) {
+        for r in folder_runs(&dir).unwrap_or_default() {
+            let here = r.cpu_model.as_deref().is_none_or(|m| m == cpu);
+            let Some(s) = r.wall_s.filter(|s| s.is_finite() && *s > 0.0) else {
+                continue;
+            };
+            if r.status == Ended::Done && r.device == device_label && here && r.noisy != Some(true)
+            {
+                let e = sums.entry(r.matrix).or_default();
+                e.0 += s;
+                e.1 += 1;
+            }
+        }
+    }
+    sums.into_iter()
+        .map(|(m, (sum, n))| {
+            (
+                m,
+                EarlierRuns {
+                    mean_s: sum / n as f64,
+                    n,
+                },
+            )
+        })
+        .collect()
+}
+
 /// A results folder's `manifest.json`.
 pub fn read_manifest(dir: &Path) -> Result<serde_json::Value> {
     let mpath = dir.join("manifest.json");

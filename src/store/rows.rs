@@ -371,6 +371,11 @@ runs_table! {
         pub gpu_temp_start_c: Option<f64>,
         pub gpu_temp_end_c: Option<f64>,
         pub gpu_power_end_w: Option<f64>,
+        // The watcher's extremes between start and end (a passing throttle).
+        pub gpu_sm_clock_min_mhz: Option<f64>,
+        pub gpu_temp_peak_c: Option<f64>,
+        pub gpu_power_peak_w: Option<f64>,
+        pub gpu_samples: Option<u32>,
         pub gpu_throttle: Option<String>,
         pub throughput_cv: Option<f64>,
         pub noisy: Option<bool>,
@@ -421,6 +426,7 @@ impl RunRow {
             m.and_then(|m| m.gpu_start.as_ref()),
             m.and_then(|m| m.gpu_end.as_ref()),
         );
+        let peak = m.and_then(|m| m.gpu_peak.as_ref());
         RunRow {
             matrix: run.matrix.clone(),
             index: run.index as u32,
@@ -481,7 +487,13 @@ impl RunRow {
             gpu_temp_start_c: g0.and_then(|g| g.temperature_c),
             gpu_temp_end_c: g1.and_then(|g| g.temperature_c),
             gpu_power_end_w: g1.and_then(|g| g.power_w),
-            gpu_throttle: g1.map(|g| g.throttle.join(",")),
+            gpu_sm_clock_min_mhz: peak.and_then(|p| p.sm_clock_min_mhz),
+            gpu_temp_peak_c: peak.and_then(|p| p.temperature_max_c),
+            gpu_power_peak_w: peak.and_then(|p| p.power_max_w),
+            gpu_samples: peak.map(|p| p.samples),
+            gpu_throttle: m
+                .filter(|_| g0.or(g1).is_some() || peak.is_some())
+                .map(|m| crate::util::machine::gpu_throttle(m).join(",")),
             throughput_cv: s.and_then(|s| s.throughput_cv),
             noisy: s.map(|s| s.noise.is_some()),
             noise: s.and_then(|s| s.noise.clone()),

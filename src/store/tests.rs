@@ -323,6 +323,50 @@ fn rows_carry_what_the_run_trained_with_and_schema_1_tables_still_read() {
     assert_eq!((old.lr, old.precision.as_deref()), (None, None));
 }
 
+/// A throttle the watcher saw between two clean end readings reaches the
+/// row's throttle column and its peaks; a CPU run leaves the GPU columns empty.
+#[test]
+fn rows_carry_the_gpu_watchers_extremes() {
+    use crate::util::machine::{GpuPeak, MachineState, parse_gpu_line};
+    let mut s = summary(0.5, 10.0, None);
+    s.machine = Some(Box::new(MachineState {
+        gpu_start: parse_gpu_line("H100, 1980, 40, 300, 0x0"),
+        gpu_end: parse_gpu_line("H100, 1980, 60, 500, 0x0"),
+        gpu_peak: Some(GpuPeak {
+            samples: 7,
+            sm_clock_min_mhz: Some(1410.0),
+            sm_clock_max_mhz: Some(1980.0),
+            temperature_max_c: Some(88.0),
+            power_max_w: Some(700.0),
+            throttle: vec!["hw_thermal".into()],
+        }),
+        ..Default::default()
+    }));
+    let row = RunRow::new(&rid("a", 0, 0), None, Ended::Done, None, Some(&s));
+    assert_eq!(
+        (
+            row.gpu_name.as_deref(),
+            row.gpu_sm_clock_min_mhz,
+            row.gpu_temp_peak_c,
+            row.gpu_power_peak_w,
+            row.gpu_samples,
+            row.gpu_throttle.as_deref()
+        ),
+        (
+            Some("H100"),
+            Some(1410.0),
+            Some(88.0),
+            Some(700.0),
+            Some(7),
+            Some("hw_thermal")
+        )
+    );
+    let mut cpu = summary(0.5, 10.0, None);
+    cpu.machine = Some(Box::default());
+    let row = RunRow::new(&rid("a", 0, 0), None, Ended::Done, None, Some(&cpu));
+    assert_eq!((row.gpu_throttle, row.gpu_samples), (None, None));
+}
+
 /// A run that fails before it starts takes the target its folder recorded,
 /// even when the matrix file no longer parses (a trick renamed since).
 #[test]
@@ -339,4 +383,28 @@ fn a_run_failed_before_it_started_keeps_the_recorded_target() {
     .unwrap();
     assert_eq!(w.runs()[0].status, Ended::Failed);
     assert_eq!(w.runs()[0].target_acc, 0.37);
+}
+
+/// Earlier finished runs price a matrix per device; failed, noisy and other
+/// devices' runs do not count.
+#[test]
+fn earlier_runs_price_a_matrix_on_one_device() {
+    let root = tempfile::tempdir().unwrap();
+    for (i, dawn) in [10.0, 20.0].iter().enumerate() {
+        let mut w = ResultsWriter::create(root.path(), "m", "").unwrap();
+        // summary(): wall = dawn + 2.
+        feed(&mut w, rid("a", 0, i), 0, Some(summary(0.5, *dawn, None)));
+        feed(&mut w, rid("b", 1, i), 1, None);
+        let mut noisy = summary(0.5, 500.0, None);
+        noisy.noise = Some("busy".into());
+        feed(&mut w, rid("c", 2, i), 2, Some(noisy));
+        let mut gpu = summary(0.5, 1.0, None);
+        gpu.device = "cuda:0 H100".into();
+        feed(&mut w, rid("d", 3, i), 3, Some(gpu));
+    }
+    let cpu = earlier_runs(root.path(), "cpu");
+    assert_eq!(cpu["m"], EarlierRuns { mean_s: 17.0, n: 2 });
+    assert_eq!(earlier_runs(root.path(), "cuda:0 H100")["m"].n, 2);
+    assert!(earlier_runs(root.path(), "cuda:1").is_empty());
+    assert!(earlier_runs(&root.path().join("missing"), "cpu").is_empty());
 }

@@ -11,6 +11,7 @@ use crate::config::Override;
 use crate::model::Net;
 use crate::optim::{self, clip_grad_norm};
 use crate::plan::RunPlan;
+use crate::tricks::TrickId;
 use crate::util::native::{AutocastKind, Rng};
 use tch::{Device, Kind, Tensor, nn};
 
@@ -544,202 +545,103 @@ fn lookahead_starts_from_a_snapshot_and_hlb_evaluates_the_average() {
 }
 
 /// Where each trick's effect is tested, at the level where it acts (a loss
-/// value, a batch, a parameter group, a schedule value, a layer's output):
-/// the compiler checks that each named test exists, and the test below that
-/// every catalog entry has exactly one. A new trick needs a row here.
-const EFFECT_TESTS: &[(&str, fn())] = &[
-    (
-        "gpu_data",
-        gpu_data_augments_on_the_device_instead_of_a_cpu_loader,
-    ),
-    (
-        "group_aug",
-        super::pipeline::tests::page_groups_share_one_option_and_options_are_distinct,
-    ),
-    (
-        "preprocess_once",
-        preprocess_once_normalises_and_pads_before_training,
-    ),
-    ("fp16", precision_tricks_set_the_layout_on_any_device),
-    ("amp", amp_autocasts_the_training_forward_pass_on_a_cpu),
-    (
-        "channels_last",
-        precision_tricks_set_the_layout_on_any_device,
-    ),
-    (
-        "cudnn_benchmark",
-        precision_tricks_set_the_layout_on_any_device,
-    ),
-    ("compile", crate::recipe::tests::errors_name_the_fix),
-    (
-        "pool_before_act",
-        crate::model::tests::pool_before_act_is_exact_for_relu_but_pool_before_bn_is_not,
-    ),
-    (
-        "pool_before_bn",
-        crate::model::tests::pool_before_act_is_exact_for_relu_but_pool_before_bn_is_not,
-    ),
-    (
-        "residual",
-        crate::model::tests::residual_adds_the_layer_1_and_3_branches,
-    ),
-    (
-        "logit_scale",
-        crate::model::tests::logit_scale_multiplies_the_logits,
-    ),
-    (
-        "bn_weight_init_one",
-        crate::model::tests::bn_weight_init_one_or_pytorch_0_4_uniform,
-    ),
-    ("celu", crate::model::tests::celu_alpha_formula),
-    ("gelu", crate::model::tests::gelu_is_the_exact_erf_form),
-    ("silu", crate::model::tests::silu_is_x_times_its_sigmoid),
-    (
-        "ghost_bn",
-        crate::model::tests::ghost_bn_statistics_per_split_and_eval_average,
-    ),
-    (
-        "frozen_bn_scale",
-        crate::model::tests::frozen_bn_scale_stays_one_and_out_of_groups,
-    ),
-    (
-        "bn_bias_lr_scale",
-        super::tests::every_sgd_group_decays_by_the_recipe_weight_decay_per_step,
-    ),
-    (
-        "bn_stats",
-        crate::model::tests::bn_stats_momentum_moves_the_running_mean,
-    ),
-    (
-        "whitening",
-        crate::model::tests::whitening_output_covariance_is_identity,
-    ),
-    (
-        "whitening_negate",
-        crate::model::tests::whitening_negate_doubles_the_filters_with_their_negations,
-    ),
-    (
-        "svd_whitening",
-        crate::model::tests::svd_whitening_gives_the_eigen_filters_from_the_first_images,
-    ),
-    (
-        "whitening_bias",
-        super::tests::muon_whitening_bias_starts_uniform_and_decays_on_its_own_clock,
-    ),
-    (
-        "dirac_init",
-        crate::model::tests::dirac_init_is_identity_on_first_filters,
-    ),
-    (
-        "nesterov",
-        crate::optim::tests::sgd_torch_nesterov_two_steps_by_hand,
-    ),
-    (
-        "weight_decay_on",
-        crate::optim::tests::sgd_page_two_steps_by_hand,
-    ),
-    (
-        "label_smoothing",
-        super::tests::label_smoothing_reaches_the_training_loss_through_the_plan,
-    ),
-    (
-        "ema",
-        crate::optim::tests::ema_and_lookahead_follow_the_formula,
-    ),
-    (
-        "lookahead",
-        lookahead_starts_from_a_snapshot_and_hlb_evaluates_the_average,
-    ),
-    (
-        "muon",
-        crate::optim::tests::muon_renormalises_weight_and_steps_orthogonally,
-    ),
-    (
-        "batched_muon",
-        crate::optim::tests::batched_muon_matches_the_per_filter_loop,
-    ),
-    (
-        "muon_norm_schedule",
-        crate::optim::tests::muon_renormalises_at_hivergess_growing_intervals,
-    ),
-    (
-        "muon_fp16_momentum",
-        crate::optim::tests::muon_fp16_momentum_rounds_the_buffer_to_half,
-    ),
-    (
-        "random_crop",
-        super::pipeline::tests::crop_takes_each_images_own_window,
-    ),
-    (
-        "flip",
-        super::pipeline::tests::flip_mirrors_each_image_or_leaves_it,
-    ),
-    (
-        "alternating_flip",
-        super::pipeline::tests::alternating_flip_alternates_and_groups_share_options,
-    ),
-    (
-        "cutout",
-        super::pipeline::tests::cutout_zeroes_exactly_the_square,
-    ),
-    (
-        "color_jitter",
-        super::pipeline::tests::colour_jitter_shifts_then_scales_each_image_within_its_bounds,
-    ),
-    ("cutmix", cutmix_pastes_a_square_and_mixes_labels_by_area),
-    (
-        "tta",
-        crate::optim::tests::tta_averages_flipped_and_shifted_views,
-    ),
-    (
-        "selective_tta",
-        crate::optim::tests::selective_tta_gives_the_views_to_the_least_confident_only,
-    ),
-    (
-        "prep_bn_relu",
-        crate::model::tests::prep_bn_relu_adds_a_batch_norm_after_the_prep_conv,
-    ),
-    (
-        "zero_grad_none",
-        zero_grad_none_drops_the_gradients_and_zero_fill_zeroes_them,
-    ),
-    (
-        "no_bias_before_bn",
-        crate::model::tests::conv_bias_before_bn_changes_nothing_in_training_mode,
-    ),
-    (
-        "no_wd_bn_bias",
-        no_wd_bn_bias_takes_bn_and_conv_biases_out_of_weight_decay,
-    ),
-    ("grad_clip", grad_clip_rescales_to_the_max_norm),
-    (
-        "grad_accum",
-        grad_accum_equals_one_pass_with_ghost_batches_of_the_same_size,
-    ),
-    ("warmup", warmup_ramps_the_schedule_linearly),
-    ("lars", crate::optim::tests::lars_one_step_formula),
-    ("lamb", crate::optim::tests::lamb_one_step_formula),
-    ("adamw", crate::optim::tests::adamw_two_steps_formula),
-    (
-        "progressive_resize",
-        progressive_resize_trains_small_first_and_full_size_val_evaluates_full,
-    ),
-    (
-        "full_size_val",
-        progressive_resize_trains_small_first_and_full_size_val_evaluates_full,
-    ),
-];
-
-#[test]
-fn every_trick_has_an_effect_test() {
-    for t in crate::tricks::CATALOG {
-        let rows = EFFECT_TESTS.iter().filter(|r| r.0 == t.key).count();
-        assert_eq!(rows, 1, "`{}` needs one row in EFFECT_TESTS", t.key);
-    }
-    for (key, _) in EFFECT_TESTS {
-        assert!(
-            crate::tricks::find(key).is_some(),
-            "EFFECT_TESTS names unknown trick `{key}`"
-        );
+/// value, a batch, a parameter group, a schedule value, a layer's output).
+/// The match is exhaustive: a trick added to the catalog without an effect
+/// test here does not compile, and each named test must exist.
+#[allow(
+    dead_code,
+    reason = "never called: the compiler checking this match is the test"
+)]
+#[allow(clippy::too_many_lines, reason = "one arm per trick in the catalog")]
+fn effect_test(trick: TrickId) -> fn() {
+    match trick {
+        TrickId::GpuData => gpu_data_augments_on_the_device_instead_of_a_cpu_loader,
+        TrickId::GroupAug => {
+            super::pipeline::tests::page_groups_share_one_option_and_options_are_distinct
+        }
+        TrickId::PreprocessOnce => preprocess_once_normalises_and_pads_before_training,
+        TrickId::Fp16 => precision_tricks_set_the_layout_on_any_device,
+        TrickId::Amp => amp_autocasts_the_training_forward_pass_on_a_cpu,
+        TrickId::ChannelsLast => precision_tricks_set_the_layout_on_any_device,
+        TrickId::CudnnBenchmark => precision_tricks_set_the_layout_on_any_device,
+        TrickId::Compile => crate::recipe::tests::errors_name_the_fix,
+        TrickId::PoolBeforeAct => {
+            crate::model::tests::pool_before_act_is_exact_for_relu_but_pool_before_bn_is_not
+        }
+        TrickId::PoolBeforeBn => {
+            crate::model::tests::pool_before_act_is_exact_for_relu_but_pool_before_bn_is_not
+        }
+        TrickId::Residual => crate::model::tests::residual_adds_the_layer_1_and_3_branches,
+        TrickId::LogitScale => crate::model::tests::logit_scale_multiplies_the_logits,
+        TrickId::BnWeightInitOne => crate::model::tests::bn_weight_init_one_or_pytorch_0_4_uniform,
+        TrickId::Celu => crate::model::tests::celu_alpha_formula,
+        TrickId::Gelu => crate::model::tests::gelu_is_the_exact_erf_form,
+        TrickId::Silu => crate::model::tests::silu_is_x_times_its_sigmoid,
+        TrickId::GhostBn => crate::model::tests::ghost_bn_statistics_per_split_and_eval_average,
+        TrickId::FrozenBnScale => crate::model::tests::frozen_bn_scale_stays_one_and_out_of_groups,
+        TrickId::BnBiasLrScale => {
+            super::tests::every_sgd_group_decays_by_the_recipe_weight_decay_per_step
+        }
+        TrickId::BnStats => crate::model::tests::bn_stats_momentum_moves_the_running_mean,
+        TrickId::Whitening => crate::model::tests::whitening_output_covariance_is_identity,
+        TrickId::WhiteningNegate => {
+            crate::model::tests::whitening_negate_doubles_the_filters_with_their_negations
+        }
+        TrickId::SvdWhitening => {
+            crate::model::tests::svd_whitening_gives_the_eigen_filters_from_the_first_images
+        }
+        TrickId::WhiteningBias => {
+            super::tests::muon_whitening_bias_starts_uniform_and_decays_on_its_own_clock
+        }
+        TrickId::DiracInit => crate::model::tests::dirac_init_is_identity_on_first_filters,
+        TrickId::Nesterov => crate::optim::tests::sgd_torch_nesterov_two_steps_by_hand,
+        TrickId::WeightDecayOn => crate::optim::tests::sgd_page_two_steps_by_hand,
+        TrickId::LabelSmoothing => {
+            super::tests::label_smoothing_reaches_the_training_loss_through_the_plan
+        }
+        TrickId::Ema => crate::optim::tests::ema_and_lookahead_follow_the_formula,
+        TrickId::Lookahead => lookahead_starts_from_a_snapshot_and_hlb_evaluates_the_average,
+        TrickId::Muon => crate::optim::tests::muon_renormalises_weight_and_steps_orthogonally,
+        TrickId::BatchedMuon => crate::optim::tests::batched_muon_matches_the_per_filter_loop,
+        TrickId::MuonNormSchedule => {
+            crate::optim::tests::muon_renormalises_at_hivergess_growing_intervals
+        }
+        TrickId::MuonFp16Momentum => {
+            crate::optim::tests::muon_fp16_momentum_rounds_the_buffer_to_half
+        }
+        TrickId::RandomCrop => super::pipeline::tests::crop_takes_each_images_own_window,
+        TrickId::Flip => super::pipeline::tests::flip_mirrors_each_image_or_leaves_it,
+        TrickId::AlternatingFlip => {
+            super::pipeline::tests::alternating_flip_alternates_and_groups_share_options
+        }
+        TrickId::Cutout => super::pipeline::tests::cutout_zeroes_exactly_the_square,
+        TrickId::ColorJitter => {
+            super::pipeline::tests::colour_jitter_shifts_then_scales_each_image_within_its_bounds
+        }
+        TrickId::Cutmix => cutmix_pastes_a_square_and_mixes_labels_by_area,
+        TrickId::Tta => crate::optim::tests::tta_averages_flipped_and_shifted_views,
+        TrickId::SelectiveTta => {
+            crate::optim::tests::selective_tta_gives_the_views_to_the_least_confident_only
+        }
+        TrickId::PrepBnRelu => {
+            crate::model::tests::prep_bn_relu_adds_a_batch_norm_after_the_prep_conv
+        }
+        TrickId::ZeroGradNone => zero_grad_none_drops_the_gradients_and_zero_fill_zeroes_them,
+        TrickId::NoBiasBeforeBn => {
+            crate::model::tests::conv_bias_before_bn_changes_nothing_in_training_mode
+        }
+        TrickId::NoWdBnBias => no_wd_bn_bias_takes_bn_and_conv_biases_out_of_weight_decay,
+        TrickId::GradClip => grad_clip_rescales_to_the_max_norm,
+        TrickId::GradAccum => grad_accum_equals_one_pass_with_ghost_batches_of_the_same_size,
+        TrickId::Warmup => warmup_ramps_the_schedule_linearly,
+        TrickId::Lars => crate::optim::tests::lars_one_step_formula,
+        TrickId::Lamb => crate::optim::tests::lamb_one_step_formula,
+        TrickId::Adamw => crate::optim::tests::adamw_two_steps_formula,
+        TrickId::ProgressiveResize => {
+            progressive_resize_trains_small_first_and_full_size_val_evaluates_full
+        }
+        TrickId::FullSizeVal => {
+            progressive_resize_trains_small_first_and_full_size_val_evaluates_full
+        }
     }
 }

@@ -205,6 +205,8 @@ struct Loop<'a> {
     images_per_s: Vec<f64>,
     /// The machine when the run started.
     machine: crate::util::machine::Probe,
+    /// On a GPU, its extremes while the run trains.
+    gpu_watch: Option<crate::util::machine::GpuWatch>,
 }
 
 impl Loop<'_> {
@@ -282,6 +284,9 @@ impl Run<'_> {
             wall,
             images_per_s: Vec::new(),
             machine: crate::util::machine::probe(self.gpu_index()),
+            gpu_watch: self
+                .gpu_index()
+                .map(crate::util::machine::GpuWatch::nvidia_smi),
         };
         let epochs = plan.epochs.ceil() as usize;
         for epoch in 0..epochs {
@@ -506,7 +511,8 @@ impl Run<'_> {
         use crate::util::machine;
         let plan = self.plan;
         let wall_s = lp.wall_s();
-        let machine = machine::between(&lp.machine, &machine::probe(self.gpu_index()));
+        let peak = lp.gpu_watch.and_then(machine::GpuWatch::finish);
+        let machine = machine::between(&lp.machine, &machine::probe(self.gpu_index()), peak);
         let throughput_cv = machine::throughput_cv(&lp.images_per_s);
         let mut clocks = lp.clocks;
         clocks.dawn_s = clocks.prep_s + clocks.whiten_s + clocks.hlb_s;

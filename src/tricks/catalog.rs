@@ -57,7 +57,7 @@ fn half(a: &Args) -> anyhow::Result<Half> {
     })
 }
 
-const OPTIMISERS: &[&str] = &["lars", "lamb", "adamw", "muon"];
+const OPTIMISERS: &[TrickId] = &[TrickId::Lars, TrickId::Lamb, TrickId::Adamw, TrickId::Muon];
 
 /// The Muon plan a Muon option modifies (`requires` has put `muon` first).
 fn muon_of<'a>(p: &'a mut RunPlan, key: &str) -> anyhow::Result<&'a mut MuonPlan> {
@@ -67,8 +67,8 @@ fn muon_of<'a>(p: &'a mut RunPlan, key: &str) -> anyhow::Result<&'a mut MuonPlan
         .ok_or_else(|| anyhow::anyhow!("`{key}` needs `muon` on"))
 }
 
-pub static CATALOG: &[TrickSpec] = &[
-    TrickSpec {
+catalog! {
+    GpuData => TrickSpec {
         key: "gpu_data",
         ids: &["T1", "B1"],
         name: "GPU-resident data and augmentation",
@@ -85,7 +85,7 @@ pub static CATALOG: &[TrickSpec] = &[
             Ok(())
         },
     },
-    TrickSpec {
+    GroupAug => TrickSpec {
         key: "group_aug",
         ids: &["T1b"],
         name: "Page group-wise augmentation sampling",
@@ -101,14 +101,14 @@ pub static CATALOG: &[TrickSpec] = &[
             1.0,
             100000.0,
         )],
-        requires: &["gpu_data"],
+        requires: &[TrickId::GpuData],
         conflicts: &[],
         apply: |p, a| {
             p.data.augment.groups = Some(a.int("max_options")?);
             Ok(())
         },
     },
-    TrickSpec {
+    PreprocessOnce => TrickSpec {
         key: "preprocess_once",
         ids: &["T2"],
         name: "Preprocess once",
@@ -125,7 +125,7 @@ pub static CATALOG: &[TrickSpec] = &[
             Ok(())
         },
     },
-    TrickSpec {
+    Fp16 => TrickSpec {
         key: "fp16",
         ids: &["T3", "P3a"],
         name: "Half precision",
@@ -144,14 +144,14 @@ pub static CATALOG: &[TrickSpec] = &[
             ),
         ],
         requires: &[],
-        conflicts: &["amp"],
+        conflicts: &[TrickId::Amp],
         apply: |p, a| {
             p.precision.half = Some(half(a)?);
             p.precision.bn_half = a.text("bn")? == "fp16";
             Ok(())
         },
     },
-    TrickSpec {
+    Amp => TrickSpec {
         key: "amp",
         ids: &[],
         name: "Automatic mixed precision",
@@ -162,13 +162,13 @@ pub static CATALOG: &[TrickSpec] = &[
         on: "fp16 autocast, fp32 weights",
         params: &[c("dtype", "autocast dtype", "fp16", &["fp16", "bf16"])],
         requires: &[],
-        conflicts: &["fp16"],
+        conflicts: &[TrickId::Fp16],
         apply: |p, a| {
             p.precision.amp = Some(half(a)?);
             Ok(())
         },
     },
-    TrickSpec {
+    ChannelsLast => TrickSpec {
         key: "channels_last",
         ids: &["T4"],
         name: "channels_last memory format",
@@ -185,7 +185,7 @@ pub static CATALOG: &[TrickSpec] = &[
             Ok(())
         },
     },
-    TrickSpec {
+    CudnnBenchmark => TrickSpec {
         key: "cudnn_benchmark",
         ids: &["T5"],
         name: "cuDNN benchmark and warm-up",
@@ -202,7 +202,7 @@ pub static CATALOG: &[TrickSpec] = &[
             Ok(())
         },
     },
-    TrickSpec {
+    Compile => TrickSpec {
         key: "compile",
         ids: &["T6"],
         name: "torch.compile",
@@ -219,7 +219,7 @@ pub static CATALOG: &[TrickSpec] = &[
             Ok(())
         },
     },
-    TrickSpec {
+    PoolBeforeAct => TrickSpec {
         key: "pool_before_act",
         ids: &["T7", "B2a"],
         name: "Pool before activation",
@@ -236,7 +236,7 @@ pub static CATALOG: &[TrickSpec] = &[
             Ok(())
         },
     },
-    TrickSpec {
+    PoolBeforeBn => TrickSpec {
         key: "pool_before_bn",
         ids: &["T8", "B2b"],
         name: "Max-pool before BatchNorm",
@@ -253,7 +253,7 @@ pub static CATALOG: &[TrickSpec] = &[
             Ok(())
         },
     },
-    TrickSpec {
+    Residual => TrickSpec {
         key: "residual",
         ids: &["T10", "P4i"],
         name: "Residual branches",
@@ -276,7 +276,7 @@ pub static CATALOG: &[TrickSpec] = &[
             Ok(())
         },
     },
-    TrickSpec {
+    LogitScale => TrickSpec {
         key: "logit_scale",
         ids: &["T11", "P4f"],
         name: "Logit scale",
@@ -299,7 +299,7 @@ pub static CATALOG: &[TrickSpec] = &[
             Ok(())
         },
     },
-    TrickSpec {
+    BnWeightInitOne => TrickSpec {
         key: "bn_weight_init_one",
         ids: &["T12", "P4f"],
         name: "BatchNorm weight init 1",
@@ -316,7 +316,7 @@ pub static CATALOG: &[TrickSpec] = &[
             Ok(())
         },
     },
-    TrickSpec {
+    Celu => TrickSpec {
         key: "celu",
         ids: &["T13", "B4"],
         name: "CELU activation",
@@ -327,7 +327,7 @@ pub static CATALOG: &[TrickSpec] = &[
         on: "CELU(a)",
         params: &[f("alpha", "CELU smoothing a", 0.075, 1e-4, 10.0)],
         requires: &[],
-        conflicts: &["gelu", "silu"],
+        conflicts: &[TrickId::Gelu, TrickId::Silu],
         apply: |p, a| {
             p.net.act = Activation::Celu {
                 alpha: a.num("alpha")?,
@@ -335,7 +335,7 @@ pub static CATALOG: &[TrickSpec] = &[
             Ok(())
         },
     },
-    TrickSpec {
+    Gelu => TrickSpec {
         key: "gelu",
         ids: &["T13"],
         name: "GELU activation",
@@ -346,13 +346,13 @@ pub static CATALOG: &[TrickSpec] = &[
         on: "GELU",
         params: &[],
         requires: &[],
-        conflicts: &["celu"],
+        conflicts: &[TrickId::Celu],
         apply: |p, _| {
             p.net.act = Activation::Gelu;
             Ok(())
         },
     },
-    TrickSpec {
+    Silu => TrickSpec {
         key: "silu",
         ids: &["S1"],
         name: "SiLU activation",
@@ -363,14 +363,14 @@ pub static CATALOG: &[TrickSpec] = &[
         on: "SiLU in the ConvGroups, the stem's activation unchanged",
         params: &[],
         requires: &[],
-        conflicts: &["celu"],
+        conflicts: &[TrickId::Celu],
         apply: |p, _| {
             p.net.stem_act = Some(p.net.stem_act.unwrap_or(p.net.act));
             p.net.act = Activation::Silu;
             Ok(())
         },
     },
-    TrickSpec {
+    GhostBn => TrickSpec {
         key: "ghost_bn",
         ids: &["T14", "B5"],
         name: "Ghost BatchNorm",
@@ -393,7 +393,7 @@ pub static CATALOG: &[TrickSpec] = &[
             Ok(())
         },
     },
-    TrickSpec {
+    FrozenBnScale => TrickSpec {
         key: "frozen_bn_scale",
         ids: &["T15", "B6"],
         name: "Frozen BN scale",
@@ -410,7 +410,7 @@ pub static CATALOG: &[TrickSpec] = &[
             Ok(())
         },
     },
-    TrickSpec {
+    BnBiasLrScale => TrickSpec {
         key: "bn_bias_lr_scale",
         ids: &["T16", "B6"],
         name: "BN-bias learning-rate scaling",
@@ -426,14 +426,14 @@ pub static CATALOG: &[TrickSpec] = &[
             1.0,
             1024.0,
         )],
-        requires: &["frozen_bn_scale"],
+        requires: &[TrickId::FrozenBnScale],
         conflicts: &[],
         apply: |p, a| {
             p.optim.bn_bias_mult = a.num("mult")?;
             Ok(())
         },
     },
-    TrickSpec {
+    BnStats => TrickSpec {
         key: "bn_stats",
         ids: &["T17"],
         name: "BN statistics momentum and eps",
@@ -460,7 +460,7 @@ pub static CATALOG: &[TrickSpec] = &[
             Ok(())
         },
     },
-    TrickSpec {
+    Whitening => TrickSpec {
         key: "whitening",
         ids: &["T18", "B7"],
         name: "Input patch whitening",
@@ -510,7 +510,7 @@ pub static CATALOG: &[TrickSpec] = &[
             Ok(())
         },
     },
-    TrickSpec {
+    WhiteningNegate => TrickSpec {
         key: "whitening_negate",
         ids: &["T18b"],
         name: "Whitening negation",
@@ -520,7 +520,7 @@ pub static CATALOG: &[TrickSpec] = &[
         off: "12 filters",
         on: "24 = [V, -V]",
         params: &[],
-        requires: &["whitening"],
+        requires: &[TrickId::Whitening],
         conflicts: &[],
         apply: |p, _| match &mut p.net.whitening {
             Whitening::Airbench { negate, .. } => {
@@ -532,7 +532,7 @@ pub static CATALOG: &[TrickSpec] = &[
             ),
         },
     },
-    TrickSpec {
+    SvdWhitening => TrickSpec {
         key: "svd_whitening",
         ids: &["S2"],
         name: "SVD whitening basis from few images",
@@ -548,7 +548,7 @@ pub static CATALOG: &[TrickSpec] = &[
             10.0,
             1e7,
         )],
-        requires: &["whitening"],
+        requires: &[TrickId::Whitening],
         conflicts: &[],
         apply: |p, a| match &mut p.net.whitening {
             Whitening::Airbench { basis, images, .. } => {
@@ -561,7 +561,7 @@ pub static CATALOG: &[TrickSpec] = &[
             ),
         },
     },
-    TrickSpec {
+    WhiteningBias => TrickSpec {
         key: "whitening_bias",
         ids: &["T18c"],
         name: "Trained whitening bias",
@@ -591,7 +591,7 @@ pub static CATALOG: &[TrickSpec] = &[
                 &["shared", "own"],
             ),
         ],
-        requires: &["whitening"],
+        requires: &[TrickId::Whitening],
         conflicts: &[],
         apply: |p, a| {
             let uniform = a.text("init")? == "uniform";
@@ -610,7 +610,7 @@ pub static CATALOG: &[TrickSpec] = &[
             Ok(())
         },
     },
-    TrickSpec {
+    DiracInit => TrickSpec {
         key: "dirac_init",
         ids: &["T19"],
         name: "Dirac (identity) init",
@@ -639,7 +639,7 @@ pub static CATALOG: &[TrickSpec] = &[
             Ok(())
         },
     },
-    TrickSpec {
+    Nesterov => TrickSpec {
         key: "nesterov",
         ids: &["T22"],
         name: "Nesterov momentum",
@@ -656,7 +656,7 @@ pub static CATALOG: &[TrickSpec] = &[
             Ok(())
         },
     },
-    TrickSpec {
+    WeightDecayOn => TrickSpec {
         key: "weight_decay_on",
         ids: &["T23"],
         name: "Weight decay",
@@ -673,7 +673,7 @@ pub static CATALOG: &[TrickSpec] = &[
             Ok(())
         },
     },
-    TrickSpec {
+    LabelSmoothing => TrickSpec {
         key: "label_smoothing",
         ids: &["T24", "B3"],
         name: "Label smoothing",
@@ -690,7 +690,7 @@ pub static CATALOG: &[TrickSpec] = &[
             Ok(())
         },
     },
-    TrickSpec {
+    Ema => TrickSpec {
         key: "ema",
         ids: &["T25", "B8"],
         name: "EMA of the weights (Page)",
@@ -706,7 +706,7 @@ pub static CATALOG: &[TrickSpec] = &[
             f("floor_epochs", "epochs at the floor", 2.0, 0.0, 1000.0),
         ],
         requires: &[],
-        conflicts: &["lookahead"],
+        conflicts: &[TrickId::Lookahead],
         apply: |p, a| {
             let every = a.int("every")? as u64;
             p.averaging = Averaging::PageEma {
@@ -730,7 +730,7 @@ pub static CATALOG: &[TrickSpec] = &[
             Ok(())
         },
     },
-    TrickSpec {
+    Lookahead => TrickSpec {
         key: "lookahead",
         ids: &["T25"],
         name: "Lookahead (airbench/hlb EMA with copy-back)",
@@ -763,7 +763,7 @@ pub static CATALOG: &[TrickSpec] = &[
             ),
         ],
         requires: &[],
-        conflicts: &["ema"],
+        conflicts: &[TrickId::Ema],
         apply: |p, a| {
             let (first, last) = (a.num("start_epoch")?, a.num("last_epochs")?);
             let start = if last > 0.0 {
@@ -781,7 +781,7 @@ pub static CATALOG: &[TrickSpec] = &[
             Ok(())
         },
     },
-    TrickSpec {
+    Muon => TrickSpec {
         key: "muon",
         ids: &["T26"],
         name: "Muon for conv filters",
@@ -822,7 +822,7 @@ pub static CATALOG: &[TrickSpec] = &[
             ),
         ],
         requires: &[],
-        conflicts: &["lars", "lamb", "adamw"],
+        conflicts: &[TrickId::Lars, TrickId::Lamb, TrickId::Adamw],
         apply: |p, a| {
             p.optim.muon = Some(MuonPlan {
                 lr: a.num("lr")?,
@@ -850,7 +850,7 @@ pub static CATALOG: &[TrickSpec] = &[
             Ok(())
         },
     },
-    TrickSpec {
+    BatchedMuon => TrickSpec {
         key: "batched_muon",
         ids: &["S3"],
         name: "Batched Muon",
@@ -860,14 +860,14 @@ pub static CATALOG: &[TrickSpec] = &[
         off: "one Newton-Schulz per filter (airbench94_muon's loop)",
         on: "one batched Newton-Schulz over the padded filters",
         params: &[],
-        requires: &["muon"],
+        requires: &[TrickId::Muon],
         conflicts: &[],
         apply: |p, _| {
             muon_of(p, "batched_muon")?.batched = true;
             Ok(())
         },
     },
-    TrickSpec {
+    MuonNormSchedule => TrickSpec {
         key: "muon_norm_schedule",
         ids: &["S4"],
         name: "Muon renormalisation schedule",
@@ -886,7 +886,7 @@ pub static CATALOG: &[TrickSpec] = &[
                 1e6,
             ),
         ],
-        requires: &["muon"],
+        requires: &[TrickId::Muon],
         conflicts: &[],
         apply: |p, a| {
             let renorm = Renorm::Growing {
@@ -897,7 +897,7 @@ pub static CATALOG: &[TrickSpec] = &[
             Ok(())
         },
     },
-    TrickSpec {
+    MuonFp16Momentum => TrickSpec {
         key: "muon_fp16_momentum",
         ids: &["S5"],
         name: "Muon momentum in fp16",
@@ -907,14 +907,14 @@ pub static CATALOG: &[TrickSpec] = &[
         off: "buffers in the filters' type",
         on: "fp16 buffers",
         params: &[],
-        requires: &["muon"],
+        requires: &[TrickId::Muon],
         conflicts: &[],
         apply: |p, _| {
             muon_of(p, "muon_fp16_momentum")?.half_momentum = true;
             Ok(())
         },
     },
-    TrickSpec {
+    RandomCrop => TrickSpec {
         key: "random_crop",
         ids: &["T27"],
         name: "Random crop (translate)",
@@ -931,7 +931,7 @@ pub static CATALOG: &[TrickSpec] = &[
             Ok(())
         },
     },
-    TrickSpec {
+    Flip => TrickSpec {
         key: "flip",
         ids: &["T28"],
         name: "Horizontal flip",
@@ -948,7 +948,7 @@ pub static CATALOG: &[TrickSpec] = &[
             Ok(())
         },
     },
-    TrickSpec {
+    AlternatingFlip => TrickSpec {
         key: "alternating_flip",
         ids: &["T28b"],
         name: "Alternating flip",
@@ -958,14 +958,14 @@ pub static CATALOG: &[TrickSpec] = &[
         off: "random flip",
         on: "derandomised alternating flip",
         params: &[],
-        requires: &["flip"],
+        requires: &[TrickId::Flip],
         conflicts: &[],
         apply: |p, _| {
             p.data.augment.alternating = true;
             Ok(())
         },
     },
-    TrickSpec {
+    Cutout => TrickSpec {
         key: "cutout",
         ids: &["T29", "P3b"],
         name: "Cutout",
@@ -982,7 +982,7 @@ pub static CATALOG: &[TrickSpec] = &[
             Ok(())
         },
     },
-    TrickSpec {
+    ColorJitter => TrickSpec {
         key: "color_jitter",
         ids: &["S6"],
         name: "Colour jitter",
@@ -1017,7 +1017,7 @@ pub static CATALOG: &[TrickSpec] = &[
             Ok(())
         },
     },
-    TrickSpec {
+    Cutmix => TrickSpec {
         key: "cutmix",
         ids: &["T31"],
         name: "CutMix",
@@ -1046,7 +1046,7 @@ pub static CATALOG: &[TrickSpec] = &[
             Ok(())
         },
     },
-    TrickSpec {
+    Tta => TrickSpec {
         key: "tta",
         ids: &["T32", "B9a"],
         name: "Test-time augmentation",
@@ -1069,7 +1069,7 @@ pub static CATALOG: &[TrickSpec] = &[
             Ok(())
         },
     },
-    TrickSpec {
+    SelectiveTta => TrickSpec {
         key: "selective_tta",
         ids: &["S7"],
         name: "Selective TTA",
@@ -1085,14 +1085,14 @@ pub static CATALOG: &[TrickSpec] = &[
             0.0,
             1.0,
         )],
-        requires: &["tta"],
+        requires: &[TrickId::Tta],
         conflicts: &[],
         apply: |p, a| {
             p.eval.tta_fraction = Some(a.num("fraction")?);
             Ok(())
         },
     },
-    TrickSpec {
+    PrepBnRelu => TrickSpec {
         key: "prep_bn_relu",
         ids: &["P1b"],
         name: "BN-ReLU after the prep conv",
@@ -1109,7 +1109,7 @@ pub static CATALOG: &[TrickSpec] = &[
             Ok(())
         },
     },
-    TrickSpec {
+    ZeroGradNone => TrickSpec {
         key: "zero_grad_none",
         ids: &[],
         name: "Zero grad by setting to none",
@@ -1126,7 +1126,7 @@ pub static CATALOG: &[TrickSpec] = &[
             Ok(())
         },
     },
-    TrickSpec {
+    NoBiasBeforeBn => TrickSpec {
         key: "no_bias_before_bn",
         ids: &[],
         name: "No bias before BN",
@@ -1143,7 +1143,7 @@ pub static CATALOG: &[TrickSpec] = &[
             Ok(())
         },
     },
-    TrickSpec {
+    NoWdBnBias => TrickSpec {
         key: "no_wd_bn_bias",
         ids: &[],
         name: "No weight decay on BN and biases",
@@ -1160,7 +1160,7 @@ pub static CATALOG: &[TrickSpec] = &[
             Ok(())
         },
     },
-    TrickSpec {
+    GradClip => TrickSpec {
         key: "grad_clip",
         ids: &[],
         name: "Gradient clipping",
@@ -1183,7 +1183,7 @@ pub static CATALOG: &[TrickSpec] = &[
             Ok(())
         },
     },
-    TrickSpec {
+    GradAccum => TrickSpec {
         key: "grad_accum",
         ids: &[],
         name: "Gradient accumulation",
@@ -1206,7 +1206,7 @@ pub static CATALOG: &[TrickSpec] = &[
             Ok(())
         },
     },
-    TrickSpec {
+    Warmup => TrickSpec {
         key: "warmup",
         ids: &[],
         name: "Linear LR warm-up",
@@ -1223,7 +1223,7 @@ pub static CATALOG: &[TrickSpec] = &[
             Ok(())
         },
     },
-    TrickSpec {
+    Lars => TrickSpec {
         key: "lars",
         ids: &[],
         name: "LARS",
@@ -1234,7 +1234,7 @@ pub static CATALOG: &[TrickSpec] = &[
         on: "LARS",
         params: &[f("trust", "trust coefficient", 0.001, 1e-6, 1.0)],
         requires: &[],
-        conflicts: &["lamb", "adamw", "muon"],
+        conflicts: &[TrickId::Lamb, TrickId::Adamw, TrickId::Muon],
         apply: |p, a| {
             p.optim.family = Family::Lars {
                 trust: a.num("trust")?,
@@ -1242,7 +1242,7 @@ pub static CATALOG: &[TrickSpec] = &[
             Ok(())
         },
     },
-    TrickSpec {
+    Lamb => TrickSpec {
         key: "lamb",
         ids: &[],
         name: "LAMB",
@@ -1253,13 +1253,13 @@ pub static CATALOG: &[TrickSpec] = &[
         on: "LAMB",
         params: &[],
         requires: &[],
-        conflicts: &["lars", "adamw", "muon"],
+        conflicts: &[TrickId::Lars, TrickId::Adamw, TrickId::Muon],
         apply: |p, _| {
             p.optim.family = Family::Lamb;
             Ok(())
         },
     },
-    TrickSpec {
+    Adamw => TrickSpec {
         key: "adamw",
         ids: &[],
         name: "AdamW",
@@ -1270,13 +1270,13 @@ pub static CATALOG: &[TrickSpec] = &[
         on: "AdamW",
         params: &[],
         requires: &[],
-        conflicts: &["lars", "lamb", "muon"],
+        conflicts: &[TrickId::Lars, TrickId::Lamb, TrickId::Muon],
         apply: |p, _| {
             p.optim.family = Family::AdamW;
             Ok(())
         },
     },
-    TrickSpec {
+    ProgressiveResize => TrickSpec {
         key: "progressive_resize",
         ids: &[],
         name: "Progressive resizing",
@@ -1306,7 +1306,7 @@ pub static CATALOG: &[TrickSpec] = &[
             Ok(())
         },
     },
-    TrickSpec {
+    FullSizeVal => TrickSpec {
         key: "full_size_val",
         ids: &[],
         name: "Full-size validation",
@@ -1316,7 +1316,7 @@ pub static CATALOG: &[TrickSpec] = &[
         off: "evaluate at the small size while training small",
         on: "always evaluate the full 32x32 image",
         params: &[],
-        requires: &["progressive_resize"],
+        requires: &[TrickId::ProgressiveResize],
         conflicts: &[],
         apply: |p, _| {
             if let Some(pr) = p.data.progressive.as_mut() {
@@ -1325,9 +1325,9 @@ pub static CATALOG: &[TrickSpec] = &[
             Ok(())
         },
     },
-];
+}
 
 /// Optimiser tricks replace the recipe's optimiser; at most one may be on.
-pub fn optimiser_tricks() -> &'static [&'static str] {
+pub fn optimiser_tricks() -> &'static [TrickId] {
     OPTIMISERS
 }

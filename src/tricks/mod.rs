@@ -3,11 +3,24 @@
 //! The TOML parser, the CLI, the TUI and the docs read it from here, and the
 //! engine sees only what the effects wrote into the `RunPlan`.
 
+/// The catalog and the enum naming its tricks, from one list: each entry's
+/// variant is how code names the trick (`TrickId::Muon`), its `key` how TOML
+/// and the command line do. An exhaustive `match` on `TrickId` (the effect
+/// tests) is checked by the compiler against the catalog.
+macro_rules! catalog {
+    ($($id:ident => TrickSpec { $($body:tt)* },)*) => {
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        pub enum TrickId { $($id,)* }
+
+        pub static CATALOG: &[TrickSpec] = &[$(TrickSpec { id: TrickId::$id, $($body)* },)*];
+    };
+}
+
 mod catalog;
 #[cfg(test)]
 mod tests;
 
-pub use catalog::{CATALOG, optimiser_tricks};
+pub use catalog::{CATALOG, TrickId, optimiser_tricks};
 
 use crate::config::{RunConfig, SETTINGS, Value};
 use crate::plan::RunPlan;
@@ -48,6 +61,8 @@ pub enum Category {
 }
 
 pub struct TrickSpec {
+    /// How code names it; `CATALOG[id as usize]` is this entry.
+    pub id: TrickId,
     /// Machine name used in TOML and on the command line (`label_smoothing`).
     pub key: &'static str,
     /// Catalog ids this entry covers (`T24`, `B3`).
@@ -61,11 +76,26 @@ pub struct TrickSpec {
     pub on: &'static str,
     pub params: &'static [ParamSpec],
     /// Tricks that must be on when this one is on.
-    pub requires: &'static [&'static str],
+    pub requires: &'static [TrickId],
     /// Tricks that cannot be on together with this one.
-    pub conflicts: &'static [&'static str],
+    pub conflicts: &'static [TrickId],
     /// The trick's whole effect: the plan fields it changes when it is on.
     pub apply: fn(&mut RunPlan, &Args) -> Result<()>,
+}
+
+impl TrickId {
+    pub fn spec(self) -> &'static TrickSpec {
+        &CATALOG[self as usize]
+    }
+
+    pub fn key(self) -> &'static str {
+        self.spec().key
+    }
+}
+
+/// Trick keys as one comma-separated line (requires, conflicts).
+pub fn keys(ids: &[TrickId]) -> String {
+    ids.iter().map(|t| t.key()).collect::<Vec<_>>().join(", ")
 }
 
 impl std::fmt::Debug for TrickSpec {
@@ -122,14 +152,14 @@ impl Args<'_> {
 pub fn check_combination(cfg: &RunConfig) -> Result<()> {
     let on = |k: &str| cfg.tricks.get(k).is_some_and(|t| t.on);
     for t in CATALOG.iter().filter(|t| on(t.key)) {
-        if let Some(r) = t.requires.iter().find(|r| !on(r)) {
+        if let Some(r) = t.requires.iter().map(|r| r.key()).find(|r| !on(r)) {
             bail!(
                 "trick `{}` needs `{r}` on: add `--trick {r}` or turn `{}` off",
                 t.key,
                 t.key
             );
         }
-        if let Some(c) = t.conflicts.iter().find(|c| on(c)) {
+        if let Some(c) = t.conflicts.iter().map(|c| c.key()).find(|c| on(c)) {
             bail!(
                 "tricks `{}` and `{c}` cannot both be on: turn one off",
                 t.key
@@ -271,7 +301,8 @@ pub fn catalog_json() -> serde_json::Value {
                         "name": p.name, "help": p.help, "default": p.default.to_json(),
                         "range": p.range, "choices": p.choices,
                     })).collect::<Vec<_>>(),
-                    "requires": t.requires, "conflicts": t.conflicts,
+                    "requires": t.requires.iter().map(|r| r.key()).collect::<Vec<_>>(),
+                    "conflicts": t.conflicts.iter().map(|c| c.key()).collect::<Vec<_>>(),
                 })
             })
             .collect(),
@@ -306,10 +337,10 @@ pub fn catalog_markdown() -> String {
             t.key, t.name, t.help, t.source, t.off, t.on
         );
         if !t.requires.is_empty() {
-            md += &format!("- requires: {}\n", t.requires.join(", "));
+            md += &format!("- requires: {}\n", keys(t.requires));
         }
         if !t.conflicts.is_empty() {
-            md += &format!("- conflicts: {}\n", t.conflicts.join(", "));
+            md += &format!("- conflicts: {}\n", keys(t.conflicts));
         }
         if !t.params.is_empty() {
             md += "\n| parameter | default | allowed | meaning |\n|---|---|---|---|\n";
@@ -375,10 +406,10 @@ pub fn cmd_tricks(args: TricksArgs) -> anyhow::Result<i32> {
             println!("  {}.{} = {}  {}", t.key, p.name, p.default, p.help);
         }
         if !t.requires.is_empty() {
-            println!("requires: {}", t.requires.join(", "));
+            println!("requires: {}", keys(t.requires));
         }
         if !t.conflicts.is_empty() {
-            println!("conflicts: {}", t.conflicts.join(", "));
+            println!("conflicts: {}", keys(t.conflicts));
         }
         return Ok(0);
     }

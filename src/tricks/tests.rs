@@ -9,9 +9,13 @@ fn catalog_is_consistent() {
     let n = keys.len();
     keys.dedup();
     assert_eq!(n, keys.len(), "duplicate trick keys");
+    for (i, t) in CATALOG.iter().enumerate() {
+        assert_eq!(t.id as usize, i);
+        assert_eq!(t.id.spec().key, t.key);
+    }
     for t in CATALOG {
         for r in t.requires.iter().chain(t.conflicts) {
-            assert!(find(r).is_some(), "{} names unknown trick {r}", t.key);
+            assert_ne!(*r, t.id, "{} requires or conflicts with itself", t.key);
         }
         for p in t.params {
             if let (Some((lo, hi)), ParamValue::Float(v)) = (p.range, p.default) {

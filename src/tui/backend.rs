@@ -2,12 +2,14 @@
 //! results folder to browse.
 
 use super::Backend;
-use super::state::ResultRow;
+use super::state::{PickerEntry, ResultRow};
 use crate::events::{Command, QueueItem, RunId, RunStatus};
 use crate::report::{ReportOptions, aggregate};
 use crate::session::Session;
+use crate::store::EarlierRuns;
 use crate::store::Ended;
 use anyhow::Result;
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 fn rows(dirs: &[PathBuf]) -> Result<Vec<ResultRow>> {
@@ -56,6 +58,7 @@ fn result_rows(report: &crate::report::Report) -> Vec<ResultRow> {
                 time_ci95: c.ci95,
                 speedup_prev: r.speedup_prev,
                 speedup_first: r.speedup_first,
+                finished: r.last_finished.clone(),
             }
         })
         .collect()
@@ -64,13 +67,97 @@ fn result_rows(report: &crate::report::Report) -> Vec<ResultRow> {
 fn export_all(dirs: &[PathBuf]) -> Result<Vec<PathBuf>> {
     let mut out = Vec::new();
     for d in dirs.iter().filter(|d| d.join("runs.parquet").is_file()) {
-        out.extend(crate::charts::export(d)?);
+        out.extend(crate::writeup::write(d)?);
     }
     Ok(out)
 }
 
+/// The matrix at `path` as this session would queue it (`--tiny` applied),
+/// or the one-line reason it would not: the data and scale guards of `run`.
+fn admit(
+    path: &Path,
+    tiny: bool,
+    insist: bool,
+    devices: &[String],
+) -> Result<crate::matrix::Matrix> {
+    let mut m = crate::matrix::load(path)?;
+    if tiny {
+        m = m.tiny()?;
+    }
+    crate::session::guard_data(&m, insist)?;
+    let cpu_only = devices.iter().all(|d| d.starts_with("cpu"));
+    if cpu_only && !m.recipe.starts_with("tiny-") && !insist {
+        anyhow::bail!(
+            "{}: {} runs of the full-size recipe `{}` on the CPU would take hours each: restart as `tricklab tui --tiny` to rehearse it, or `tricklab run {} --headless --insist`",
+            path.display(),
+            m.runs().len(),
+            m.recipe,
+            path.display()
+        );
+    }
+    Ok(m)
+}
+
+/// What the session's first device took for each matrix before, read once
+/// in the background when the session opens (`None` until then).
+pub type Prices = std::sync::Arc<std::sync::OnceLock<HashMap<String, EarlierRuns>>>;
+
+/// What the picker says about a file before it is queued: runs, recipe,
+/// devices and, from earlier sessions' runs of the same matrix on the first
+/// device, about how long they take.
+pub fn picker_entry(
+    path: &Path,
+    tiny: bool,
+    insist: bool,
+    devices: &[String],
+    prices: Option<&HashMap<String, EarlierRuns>>,
+) -> PickerEntry {
+    let shown = path.display().to_string();
+    match admit(path, tiny, insist, devices) {
+        Ok(m) => {
+            let runs = m.runs().len();
+            let first = devices.first().map_or("cpu", String::as_str);
+            let cost = match prices.map(|p| p.get(&m.name)) {
+                None => ", pricing from earlier sessions…".to_string(),
+                Some(Some(e)) => format!(
+                    ", about {} ({} s a run over {} earlier runs on {first})",
+                    crate::matrix::human(e.mean_s * runs as f64),
+                    e.mean_s.round(),
+                    e.n
+                ),
+                Some(None) => format!(
+                    ", no earlier runs on {first} to price it (`tricklab matrix show {shown}{} --estimate {first}` probes a step)",
+                    if tiny { " --tiny" } else { "" }
+                ),
+            };
+            PickerEntry {
+                about: format!(
+                    "{runs} runs of {} on {}{}{cost}",
+                    m.recipe,
+                    devices.join(","),
+                    if tiny { " (--tiny)" } else { "" }
+                ),
+                path: shown,
+                refused: false,
+            }
+        }
+        Err(e) => {
+            let why = crate::util::one_line(&e);
+            PickerEntry {
+                about: format!(
+                    "refused: {}",
+                    why.strip_prefix(&format!("{shown}: ")).unwrap_or(&why)
+                ),
+                path: shown,
+                refused: true,
+            }
+        }
+    }
+}
+
 pub struct SessionBackend {
     session: Option<Session>,
+    prices: Prices,
     /// Matrices queued from the picker go in at CPU scale too (`--tiny`).
     tiny: bool,
     /// Run what the scale guard refuses (`--insist`).
@@ -80,8 +167,20 @@ pub struct SessionBackend {
 
 impl SessionBackend {
     pub fn new(session: Session, tiny: bool, insist: bool, devices: Vec<String>) -> SessionBackend {
+        let prices = Prices::default();
+        let (root, first) = (
+            session.results_root().to_path_buf(),
+            devices.first().cloned().unwrap_or_else(|| "cpu".into()),
+        );
+        let fill = prices.clone();
+        // Off the UI thread: reading every earlier runs table can take a while.
+        std::thread::spawn(move || {
+            let label = crate::util::device::device_label(&first);
+            let _ = fill.set(crate::store::earlier_runs(&root, &label));
+        });
         SessionBackend {
             session: Some(session),
+            prices,
             tiny,
             insist,
             devices,
@@ -113,31 +212,19 @@ impl Backend for SessionBackend {
     }
 
     fn enqueue(&mut self, matrix: &str) -> Result<String> {
-        let mut m = crate::matrix::load(Path::new(matrix))?;
-        if self.tiny {
-            m = m.tiny()?;
-        }
-        crate::session::guard_data(&m, self.insist)?;
-        let devices = self.devices.join(",");
-        let cpu_only = self.devices.iter().all(|d| d.starts_with("cpu"));
-        if cpu_only && !m.recipe.starts_with("tiny-") && !self.insist {
-            anyhow::bail!(
-                "{matrix}: {} runs of the full-size recipe `{}` on the CPU would take hours each: restart as `tricklab tui --tiny` to rehearse it, or `tricklab run {matrix} --headless --insist`",
-                m.runs().len(),
-                m.recipe
-            );
-        }
+        let m = admit(Path::new(matrix), self.tiny, self.insist, &self.devices)?;
         let name = m.name.clone();
         let n = self.s().enqueue_matrix(m)?;
         Ok(format!(
-            "queued {n} runs of {name} on {devices} (D on the Queue screen removes them all)"
+            "queued {n} runs of {name} on {} (D on the Queue screen removes them all)",
+            self.devices.join(",")
         ))
     }
 
-    fn matrix_files(&self) -> Vec<String> {
+    fn matrix_files(&self) -> Vec<PickerEntry> {
         crate::matrix::matrix_files(Path::new("ablations"))
             .into_iter()
-            .map(|p| p.display().to_string())
+            .map(|p| picker_entry(&p, self.tiny, self.insist, &self.devices, self.prices.get()))
             .collect()
     }
 
@@ -193,7 +280,7 @@ impl Backend for BrowseBackend {
         anyhow::bail!("browsing a finished results folder: run `tricklab tui MATRIX` to queue runs")
     }
 
-    fn matrix_files(&self) -> Vec<String> {
+    fn matrix_files(&self) -> Vec<PickerEntry> {
         Vec::new()
     }
 

@@ -24,8 +24,8 @@ pub trait Backend {
     fn send(&mut self, cmd: Command);
     /// Queues a matrix file; returns a message for the footer.
     fn enqueue(&mut self, matrix: &str) -> Result<String>;
-    /// Matrix files the user can pick from.
-    fn matrix_files(&self) -> Vec<String>;
+    /// Matrix files the user can pick from, each with what queueing it would do.
+    fn matrix_files(&self) -> Vec<state::PickerEntry>;
     /// The current results table (called after runs finish).
     fn results(&mut self) -> Result<Vec<ResultRow>>;
     /// Writes report.md and the charts; returns the written paths.
@@ -354,7 +354,7 @@ fn write_up(dirs: &[PathBuf]) {
             println!("{}: no run finished, nothing to report", d.display());
             continue;
         }
-        match crate::charts::export(d) {
+        match crate::writeup::write(d) {
             Ok(_) => println!(
                 "results: {}; report: {}/report.md and report.html; continue: tricklab tui --resume {}",
                 d.display(),

@@ -141,6 +141,7 @@ pub fn sample_state(no_color: bool) -> AppState {
             speedup_prev: (i > 0)
                 .then(|| (30.0 - 5.0 * (i as f64 - 1.0)) / (30.0 - 5.0 * i as f64)),
             speedup_first: (i > 0).then_some(30.0 / (30.0 - 5.0 * i as f64)),
+            finished: Some("2026-11-25".into()),
         })
         .collect();
     s.log(

@@ -189,6 +189,8 @@ pub struct ResultRow {
     /// Previous rung's mean time / this rung's.
     pub speedup_prev: Option<f64>,
     pub speedup_first: Option<f64>,
+    /// The UTC day its last run finished, where recorded.
+    pub finished: Option<String>,
 }
 
 /// What one trick bought in one matrix: the rung where it alone was added
@@ -274,9 +276,20 @@ pub enum Overlay {
     ConfirmQuit,
     /// Matrix files to pick from, and the selected one.
     Picker {
-        files: Vec<String>,
+        files: Vec<PickerEntry>,
         selected: usize,
     },
+}
+
+/// A matrix file in the picker, and what queueing it would do, said before
+/// it is queued: how many runs of which recipe on which devices, or why it
+/// would be refused.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PickerEntry {
+    pub path: String,
+    pub about: String,
+    /// Enter would be refused (the reason is `about`).
+    pub refused: bool,
 }
 
 #[derive(Clone, Debug)]

@@ -430,7 +430,7 @@ fn the_tricks_tab_says_what_a_trick_bought_where_it_alone_changed() {
     let text = screen(&s, 200, 48);
     assert!(
         text.contains("measured: adding it, Δ −5.00 [−6.10, −3.90]* s (dawn clock)")
-            && text.contains("in demo «+ label smoothing»"),
+            && text.contains("in demo «+ label smoothing», 2026-11-25"),
         "{text}"
     );
     // The celu rung keeps label smoothing on both sides: it measures celu only.
@@ -451,4 +451,80 @@ fn the_tricks_tab_says_what_a_trick_bought_where_it_alone_changed() {
     let m = s.measured("celu");
     assert_eq!(m.len(), 2);
     assert!(!m[1].added && m[1].matrix == "loo", "{m:?}");
+}
+
+/// The picker says what each file would queue, and on which devices, before
+/// Enter; a file the session would refuse says why, in the list.
+#[test]
+fn the_picker_says_runs_and_devices_before_it_queues() {
+    use super::backend::picker_entry;
+    use std::path::Path;
+    let cpu = ["cpu".to_string()];
+    let demo_path = Path::new("ablations/demo-ladder.toml");
+    let demo = picker_entry(demo_path, false, false, &cpu, Some(&Default::default()));
+    let runs = crate::matrix::load(Path::new("ablations/demo-ladder.toml"))
+        .unwrap()
+        .runs()
+        .len();
+    assert_eq!(
+        demo.about,
+        format!(
+            "{runs} runs of tiny-page-resnet9 on cpu, no earlier runs on cpu to price it (`tricklab matrix show ablations/demo-ladder.toml --estimate cpu` probes a step)"
+        )
+    );
+    assert!(!demo.refused);
+    // Earlier sessions' runs of the same matrix price it; before they are
+    // read, the picker says so.
+    let earlier = [(
+        "demo-ladder".to_string(),
+        crate::store::EarlierRuns { mean_s: 30.0, n: 4 },
+    )]
+    .into();
+    let priced = picker_entry(demo_path, false, false, &cpu, Some(&earlier));
+    assert!(
+        priced.about.ends_with(&format!(
+            ", about {} (30 s a run over 4 earlier runs on cpu)",
+            crate::matrix::human(30.0 * runs as f64)
+        )),
+        "{priced:?}"
+    );
+    let waiting = picker_entry(demo_path, false, false, &cpu, None);
+    assert!(waiting.about.ends_with("pricing from earlier sessions…"));
+    let page = Path::new("ablations/page-ladder.toml");
+    let full = picker_entry(page, false, false, &cpu, None);
+    assert!(
+        full.refused && full.about.starts_with("refused: "),
+        "{full:?}"
+    );
+    let tiny = picker_entry(page, true, false, &cpu, None);
+    assert!(
+        !tiny.refused && tiny.about.contains("on cpu (--tiny), "),
+        "{tiny:?}"
+    );
+    let two = ["cuda:0".to_string(), "cuda:1".to_string()];
+    let gpu = picker_entry(page, false, true, &two, Some(&Default::default()));
+    assert!(
+        gpu.about
+            .contains("on cuda:0,cuda:1, no earlier runs on cuda:0"),
+        "{gpu:?}"
+    );
+
+    let mut s = super::sample::sample_state(true);
+    s.overlay = Overlay::Picker {
+        files: vec![demo, full],
+        selected: 0,
+    };
+    let text = screen(&s, 200, 48);
+    assert!(
+        text.contains(&format!("{runs} runs of tiny-page-resnet9 on cpu"))
+            && text.contains("ablations/page-ladder.toml")
+            && text.contains("refused: "),
+        "{text}"
+    );
+    // Enter queues the selected file by its path.
+    let acts = on_key(&mut s, KeyEvent::new(KeyCode::Enter, KeyModifiers::NONE));
+    assert_eq!(
+        acts,
+        vec![Action::Enqueue("ablations/demo-ladder.toml".into())]
+    );
 }

@@ -216,7 +216,7 @@ pub fn on_key(state: &mut AppState, key: KeyEvent) -> Vec<Action> {
                     *selected = (*selected + 1).min(files.len().saturating_sub(1))
                 }
                 KeyCode::Enter => {
-                    let file = files.get(*selected).cloned();
+                    let file = files.get(*selected).map(|e| e.path.clone());
                     state.overlay = Overlay::None;
                     return file.map(Action::Enqueue).into_iter().collect();
                 }

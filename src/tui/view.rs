@@ -107,7 +107,8 @@ pub fn render(f: &mut Frame, s: &AppState) {
             );
         }
         Overlay::Picker { files, selected } => {
-            let r = centered(body, 60, (files.len() as u16 + 2).min(body.height));
+            let width = body.width.saturating_sub(4).clamp(40, 110);
+            let r = centered(body, width, (2 * files.len() as u16 + 2).min(body.height));
             f.render_widget(Clear, r);
             let lines: Vec<Line> = if files.is_empty() {
                 vec![Line::from("no matrix files in ablations/")]
@@ -115,13 +116,21 @@ pub fn render(f: &mut Frame, s: &AppState) {
                 files
                     .iter()
                     .enumerate()
-                    .map(|(i, p)| {
+                    .flat_map(|(i, e)| {
                         let st = if i == *selected {
                             Style::default().add_modifier(Modifier::REVERSED)
                         } else {
                             Style::default()
                         };
-                        Line::styled(p.clone(), st)
+                        let about = if e.refused {
+                            pal.fg(Color::Red)
+                        } else {
+                            pal.fg(Color::Gray).add_modifier(Modifier::DIM)
+                        };
+                        [
+                            Line::styled(e.path.clone(), st),
+                            Line::styled(format!("  {}", e.about), about),
+                        ]
                     })
                     .collect()
             };
@@ -845,37 +854,54 @@ fn tricks(f: &mut Frame, area: Rect, s: &AppState, _pal: &Palette) {
         )));
     }
     if !t.requires.is_empty() {
-        text.push(Line::from(format!("requires: {}", t.requires.join(", "))));
-    }
-    if !t.conflicts.is_empty() {
-        text.push(Line::from(format!("conflicts: {}", t.conflicts.join(", "))));
-    }
-    text.push(Line::from(""));
-    let measured = s.measured(t.key);
-    if measured.is_empty() {
-        text.push(Line::from(
-            "measured: not yet (no finished rung here adds or removes it alone)",
-        ));
-    }
-    for m in measured {
-        let r = m.row;
         text.push(Line::from(format!(
-            "measured: {} it, Δ {} s ({} clock), Δ acc {} pp, n={} in {} «{}»",
-            if m.added { "adding" } else { "removing" },
-            r.delta_time.map_or("-".into(), |d| d.label(1.0)),
-            r.clock,
-            r.delta_acc.map_or("-".into(), |d| d.label(100.0)),
-            r.n,
-            m.matrix,
-            m.variant
+            "requires: {}",
+            crate::tricks::keys(t.requires)
         )));
     }
+    if !t.conflicts.is_empty() {
+        text.push(Line::from(format!(
+            "conflicts: {}",
+            crate::tricks::keys(t.conflicts)
+        )));
+    }
+    text.push(Line::from(""));
+    text.extend(measured_lines(s, t.key));
     f.render_widget(
         Paragraph::new(text)
             .wrap(Wrap { trim: true })
             .block(Block::bordered().title(t.key)),
         detail_a,
     );
+}
+
+/// What trick `key` bought in each finished rung that isolates it.
+fn measured_lines(s: &AppState, key: &str) -> Vec<Line<'static>> {
+    let measured = s.measured(key);
+    if measured.is_empty() {
+        return vec![Line::from(
+            "measured: not yet (no finished rung here adds or removes it alone)",
+        )];
+    }
+    measured
+        .into_iter()
+        .map(|m| {
+            let r = m.row;
+            Line::from(format!(
+                "measured: {} it, Δ {} s ({} clock), Δ acc {} pp, n={} in {} «{}»{}",
+                if m.added { "adding" } else { "removing" },
+                r.delta_time.map_or("-".into(), |d| d.label(1.0)),
+                r.clock,
+                r.delta_acc.map_or("-".into(), |d| d.label(100.0)),
+                r.n,
+                m.matrix,
+                m.variant,
+                r.finished
+                    .as_deref()
+                    .map_or(String::new(), |d| format!(", {d}"))
+            ))
+        })
+        .collect()
 }
 
 fn log(f: &mut Frame, area: Rect, s: &AppState, pal: &Palette) {

@@ -1,10 +1,13 @@
 //! The machine a run ran on, and whether something else used it meanwhile:
 //! what makes the same seed take 6 s one night and 80 s the next. Read at a
-//! run's start and end only (files under /proc, one `nvidia-smi` call on a
-//! GPU), never inside the clocks' hot path.
+//! run's start and end (files under /proc, one `nvidia-smi` call on a GPU),
+//! and on a GPU by a watcher thread once a second in between, for the peak a
+//! short throttle leaves between two end points; never in the training
+//! thread's hot path.
 
 use serde::{Deserialize, Serialize};
-use std::time::Instant;
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
 
 /// A reading at one moment.
 pub struct Probe {
@@ -40,6 +43,104 @@ pub struct MachineState {
     pub other_cpu: Option<f64>,
     pub gpu_start: Option<GpuSample>,
     pub gpu_end: Option<GpuSample>,
+    /// The extremes the watcher saw between start and end.
+    #[serde(default)]
+    pub gpu_peak: Option<GpuPeak>,
+}
+
+/// The extremes of a GPU's readings over a run: a throttle that came and went
+/// between the start and end readings still shows here.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct GpuPeak {
+    pub samples: u32,
+    /// The lowest SM clock: a thermal or power throttle pulls it down.
+    pub sm_clock_min_mhz: Option<f64>,
+    pub sm_clock_max_mhz: Option<f64>,
+    pub temperature_max_c: Option<f64>,
+    pub power_max_w: Option<f64>,
+    /// Every throttle reason seen at any reading, in first-seen order.
+    pub throttle: Vec<String>,
+}
+
+impl GpuPeak {
+    fn add(&mut self, g: &GpuSample) {
+        fn keep(a: &mut Option<f64>, b: Option<f64>, pick: fn(f64, f64) -> f64) {
+            if let Some(b) = b.filter(|b| b.is_finite()) {
+                *a = Some(a.map_or(b, |a| pick(a, b)));
+            }
+        }
+        self.samples += 1;
+        keep(&mut self.sm_clock_min_mhz, g.sm_clock_mhz, f64::min);
+        keep(&mut self.sm_clock_max_mhz, g.sm_clock_mhz, f64::max);
+        keep(&mut self.temperature_max_c, g.temperature_c, f64::max);
+        keep(&mut self.power_max_w, g.power_w, f64::max);
+        for t in &g.throttle {
+            if !self.throttle.contains(t) {
+                self.throttle.push(t.clone());
+            }
+        }
+    }
+}
+
+/// A thread that reads the GPU every `every` while a run trains and keeps
+/// the extremes. It stops when finished or dropped (a cancelled run).
+pub struct GpuWatch {
+    stop: Option<mpsc::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<GpuPeak>>,
+}
+
+/// How often the watcher reads the GPU: `nvidia-smi` costs ~30 ms of a CPU
+/// core, not of the GPU, so once a second leaves the run's cores alone.
+pub const GPU_WATCH_EVERY: Duration = Duration::from_secs(1);
+
+impl GpuWatch {
+    /// Reads with `sample` at once and then every `every` until finished.
+    pub fn start(
+        mut sample: impl FnMut() -> Option<GpuSample> + Send + 'static,
+        every: Duration,
+    ) -> GpuWatch {
+        let (stop, stopped) = mpsc::channel::<()>();
+        let thread = std::thread::Builder::new()
+            .name("gpu-watch".into())
+            .spawn(move || {
+                let mut peak = GpuPeak::default();
+                loop {
+                    if let Some(g) = sample() {
+                        peak.add(&g);
+                    }
+                    match stopped.recv_timeout(every) {
+                        Err(mpsc::RecvTimeoutError::Timeout) => continue,
+                        _ => return peak,
+                    }
+                }
+            })
+            .ok();
+        GpuWatch {
+            stop: Some(stop),
+            thread,
+        }
+    }
+
+    /// Watches CUDA device `index` through `nvidia-smi`.
+    pub fn nvidia_smi(index: usize) -> GpuWatch {
+        GpuWatch::start(move || gpu_sample(index), GPU_WATCH_EVERY)
+    }
+
+    /// Stops the thread; the extremes it saw (`None`: no reading succeeded).
+    pub fn finish(mut self) -> Option<GpuPeak> {
+        drop(self.stop.take());
+        let peak = self.thread.take()?.join().ok()?;
+        (peak.samples > 0).then_some(peak)
+    }
+}
+
+impl Drop for GpuWatch {
+    fn drop(&mut self) {
+        drop(self.stop.take());
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
 }
 
 fn clock_ticks() -> f64 {
@@ -158,8 +259,9 @@ pub fn probe(gpu: Option<usize>) -> Probe {
     }
 }
 
-/// The machine over a run, from its start and end readings.
-pub fn between(start: &Probe, end: &Probe) -> MachineState {
+/// The machine over a run, from its start and end readings and what a
+/// watcher saw in between.
+pub fn between(start: &Probe, end: &Probe, gpu_peak: Option<GpuPeak>) -> MachineState {
     let cores = cpu_cores();
     let wall = end.at.duration_since(start.at).as_secs_f64();
     let other_cpu = match (start.all_busy_s, end.all_busy_s) {
@@ -177,6 +279,7 @@ pub fn between(start: &Probe, end: &Probe) -> MachineState {
         other_cpu,
         gpu_start: start.gpu.clone(),
         gpu_end: end.gpu.clone(),
+        gpu_peak,
     }
 }
 
@@ -196,11 +299,9 @@ pub fn noise_reason(m: &MachineState, throughput_cv: Option<f64>) -> Option<Stri
             m.cpu_cores
         ));
     }
-    for g in [&m.gpu_start, &m.gpu_end].into_iter().flatten() {
-        if !g.throttle.is_empty() {
-            why.push(format!("GPU throttled ({})", g.throttle.join(", ")));
-            break;
-        }
+    let throttle = gpu_throttle(m);
+    if !throttle.is_empty() {
+        why.push(format!("GPU throttled ({})", throttle.join(", ")));
     }
     if let Some(cv) = throughput_cv.filter(|&cv| cv > MAX_THROUGHPUT_CV) {
         why.push(format!(
@@ -209,6 +310,22 @@ pub fn noise_reason(m: &MachineState, throughput_cv: Option<f64>) -> Option<Stri
         ));
     }
     (!why.is_empty()).then(|| why.join("; "))
+}
+
+/// Every throttle reason seen at start, in between or at the end.
+pub fn gpu_throttle(m: &MachineState) -> Vec<String> {
+    let mut all: Vec<String> = Vec::new();
+    let seen = [&m.gpu_start, &m.gpu_end]
+        .into_iter()
+        .flatten()
+        .map(|g| &g.throttle)
+        .chain(m.gpu_peak.iter().map(|p| &p.throttle));
+    for t in seen.flatten() {
+        if !all.contains(t) {
+            all.push(t.clone());
+        }
+    }
+    all
 }
 
 /// Coefficient of variation of the epochs' throughput after the first
@@ -275,6 +392,21 @@ mod tests {
                 .unwrap()
                 .contains("hw_thermal")
         );
+        // A throttle that came and went between the two end readings.
+        let mut peak = GpuPeak::default();
+        peak.add(&parse_gpu_line("A100, 1400, 70, 250, 0x0").unwrap());
+        peak.add(&parse_gpu_line("A100, 900, 91, 260, 0x20").unwrap());
+        let passing = MachineState {
+            gpu_start: parse_gpu_line("A100, 1400, 60, 250, 0x0"),
+            gpu_end: parse_gpu_line("A100, 1400, 70, 250, 0x0"),
+            gpu_peak: Some(peak),
+            ..quiet.clone()
+        };
+        assert!(
+            noise_reason(&passing, None)
+                .unwrap()
+                .contains("GPU throttled (sw_thermal)")
+        );
         // 148 ↔ 1737 img/s inside one run.
         let cv = throughput_cv(&[900.0, 1737.0, 148.0, 1700.0]).unwrap();
         assert!(
@@ -286,6 +418,44 @@ mod tests {
     }
 
     #[test]
+    fn the_watcher_keeps_each_extreme_and_stops_when_finished_or_dropped() {
+        let readings = [
+            "H100, 1980, 45, 300, 0x0",
+            "H100, 1410, 87, 690, 0x40",
+            "H100, 1755, 80, 650, 0x0",
+        ];
+        let (seen_tx, seen) = mpsc::channel();
+        let mut i = 0;
+        let watch = GpuWatch::start(
+            move || {
+                let g = parse_gpu_line(readings[i % readings.len()]);
+                i += 1;
+                let _ = seen_tx.send(i);
+                g
+            },
+            Duration::from_millis(1),
+        );
+        // Wait for one round of all three readings, whatever the scheduler does.
+        while seen.recv().unwrap() < readings.len() {}
+        let p = watch.finish().unwrap();
+        assert!(p.samples >= 3, "{p:?}");
+        assert_eq!(p.sm_clock_min_mhz, Some(1410.0));
+        assert_eq!(p.sm_clock_max_mhz, Some(1980.0));
+        assert_eq!(p.temperature_max_c, Some(87.0));
+        assert_eq!(p.power_max_w, Some(690.0));
+        assert_eq!(p.throttle, ["hw_thermal"]);
+        // A watcher with no reading says so, and a dropped one (a cancelled
+        // run) does not wait out its interval.
+        assert_eq!(
+            GpuWatch::start(|| None, Duration::from_millis(1)).finish(),
+            None
+        );
+        let t0 = Instant::now();
+        drop(GpuWatch::start(|| None, Duration::from_secs(60)));
+        assert!(t0.elapsed() < Duration::from_secs(5));
+    }
+
+    #[test]
     fn other_processes_show_up_and_our_own_threads_do_not() {
         let start = probe(None);
         // Our own work: counted as ours, not as another process's.
@@ -294,7 +464,7 @@ mod tests {
         while t0.elapsed().as_millis() < 300 {
             x = x.wrapping_add(std::hint::black_box(1));
         }
-        let m = between(&start, &probe(None));
+        let m = between(&start, &probe(None), None);
         assert!(x > 0);
         assert!(m.cpu_cores >= 1 && !m.cpu_model.is_empty());
         // Whatever else this machine runs, our 0.3 s of spinning is not in it.

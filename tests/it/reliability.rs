@@ -96,8 +96,12 @@ fn wait_exit(mut child: Child, secs: u64) -> (i32, String) {
 }
 
 fn term(child: &Child) {
+    signal(child, libc::SIGTERM);
+}
+
+fn signal(child: &Child, sig: i32) {
     // SAFETY: signalling our own child process.
-    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    unsafe { libc::kill(child.id() as i32, sig) };
 }
 
 /// Waits for the first step of the run in progress (its steps file is
@@ -179,6 +183,29 @@ fn one_writer_per_folder_and_stop_signals_are_honoured() {
     assert_eq!(code, 143, "{err}");
     assert!(
         err.contains("stop signal again: cancelling the current run"),
+        "{err}"
+    );
+    // Ctrl-C twice does the same and exits 130, as a shell expects of SIGINT.
+    let third = spawn(
+        &[
+            "run",
+            "--headless",
+            "--devices",
+            "cpu",
+            "--resume",
+            dir.to_str().unwrap(),
+        ],
+        tmp.path(),
+        &[],
+    );
+    std::thread::sleep(Duration::from_millis(2500));
+    signal(&third, libc::SIGINT);
+    std::thread::sleep(Duration::from_millis(300));
+    signal(&third, libc::SIGINT);
+    let (code, err) = wait_exit(third, 30);
+    assert_eq!(code, 130, "{err}");
+    assert!(
+        err.contains("stop signal again: cancelling the current run") && err.contains("--resume"),
         "{err}"
     );
 }
