@@ -67,6 +67,26 @@ pub struct Clocks {
     pub paused_s: f64,
 }
 
+impl Clocks {
+    /// The run's seconds on clock `c`.
+    pub fn on(&self, c: crate::config::Clock) -> f64 {
+        use crate::config::Clock;
+        match c {
+            Clock::Dawn => self.dawn_s,
+            Clock::Airbench => self.airbench_s,
+            Clock::Hlb => self.hlb_s,
+            Clock::Wall => self.wall_s,
+        }
+    }
+}
+
+/// The clock a run's configuration (the `RunStarted` event's) names.
+pub fn clock_of(config: &serde_json::Value) -> Option<crate::config::Clock> {
+    config["resolved"]["clock"]
+        .as_str()
+        .and_then(crate::config::Clock::parse)
+}
+
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct RunSummary {
     /// Final accuracy without TTA.

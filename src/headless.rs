@@ -5,6 +5,7 @@
 //! stop at the next file on a signal, and say which were written. Nothing
 //! finished is lost: the store records each run as it ends.
 
+use crate::config::Clock;
 use crate::events::{Command, Event, LogLevel, RunStatus};
 use crate::session::Session;
 use crate::util::signals;
@@ -84,6 +85,8 @@ pub fn run_headless(mut session: Session) -> Result<i32> {
         .build()?;
     let bars = Bars::new();
     let (mut failed, mut done_runs) = (0, 0);
+    // Each run's own clock (its recipe's convention), from its start event.
+    let mut clocks: std::collections::HashMap<crate::events::RunId, Clock> = Default::default();
     let grace = grace();
     rt.block_on(async {
         let mut tick = tokio::time::interval(Duration::from_millis(100));
@@ -98,7 +101,8 @@ pub fn run_headless(mut session: Session) -> Result<i32> {
                             let todo = items.iter().filter(|i| i.status != RunStatus::Skipped).count();
                             bars.overall.set_length(todo as u64);
                         }
-                        Event::RunStarted { run, total_steps, device, .. } => {
+                        Event::RunStarted { run, total_steps, device, config, .. } => {
+                            clocks.insert(run.clone(), crate::events::clock_of(&config).unwrap_or(Clock::Dawn));
                             bars.current.reset();
                             bars.current.set_length(total_steps);
                             bars.current.set_prefix(run.to_string());
@@ -120,10 +124,12 @@ pub fn run_headless(mut session: Session) -> Result<i32> {
                         Event::RunFinished { run, summary } => {
                             done_runs += 1;
                             bars.overall.inc(1);
+                            let clock = clocks.remove(&run).unwrap_or(Clock::Dawn);
                             bars.line(format!(
-                                "done  {run}: acc {:.2}% (TTA) in {:.2} s DAWNBench-style{}",
+                                "done  {run}: acc {:.2}% (TTA) in {:.2} s on the {} clock{}",
                                 100.0 * summary.acc_tta,
-                                summary.clocks.dawn_s,
+                                summary.clocks.on(clock),
+                                clock.name(),
                                 summary.time_to_target_s.map(|t| format!(", target at {t:.2} s")).unwrap_or_default()
                             ));
                         }

@@ -420,7 +420,9 @@ impl AppState {
         self.queue.iter().any(|q| q.status == RunStatus::Running)
     }
 
-    /// Runs still to do and an estimate of the seconds they need.
+    /// Runs still to do and an estimate of the seconds they need: the
+    /// finished runs' mean a run, or before any has finished, the run in
+    /// progress's own projected length (from its first step on).
     pub fn queue_eta(&self) -> (usize, Option<f64>) {
         let left = self
             .queue
@@ -431,15 +433,16 @@ impl AppState {
             .current
             .as_ref()
             .and_then(|c| self.runs.get(c))
-            .and_then(|r| r.eta_s());
+            .and_then(|r| Some((r.eta_s()?, r.started?.elapsed().as_secs_f64())));
         let per_run = if self.finished_wall.is_empty() {
-            None
+            current.map(|(rest, spent)| rest + spent)
         } else {
             Some(self.finished_wall.iter().sum::<f64>() / self.finished_wall.len() as f64)
         };
-        let eta = match (per_run, current) {
-            (Some(p), c) => Some(p * left as f64 + c.unwrap_or(0.0)),
-            (None, Some(c)) if left == 0 => Some(c),
+        let rest = current.map(|c| c.0);
+        let eta = match (per_run, rest) {
+            (Some(p), r) => Some(p * left as f64 + r.unwrap_or(0.0)),
+            (None, r) if left == 0 => r,
             _ => None,
         };
         (left, eta)

@@ -510,21 +510,72 @@ fn the_picker_says_runs_and_devices_before_it_queues() {
     );
 
     let mut s = super::sample::sample_state(true);
-    s.overlay = Overlay::Picker {
-        files: vec![demo, full],
-        selected: 0,
+    let files = vec![demo, full];
+    let pick = |selected| Overlay::Picker {
+        files: files.clone(),
+        selected,
     };
-    let text = screen(&s, 200, 48);
+    s.overlay = pick(0);
+    // The selected file's line, wrapped, even on an 80×24 terminal.
+    let text = screen(&s, 80, 24);
     assert!(
         text.contains(&format!("{runs} runs of tiny-page-resnet9 on cpu"))
             && text.contains("ablations/page-ladder.toml")
-            && text.contains("refused: "),
+            && text.contains("--estimate cpu`"),
         "{text}"
     );
+    s.overlay = pick(1);
+    assert!(screen(&s, 80, 24).contains("refused: "));
+    s.overlay = pick(0);
     // Enter queues the selected file by its path.
     let acts = on_key(&mut s, KeyEvent::new(KeyCode::Enter, KeyModifiers::NONE));
     assert_eq!(
         acts,
         vec![Action::Enqueue("ablations/demo-ladder.toml".into())]
     );
+}
+
+/// The footer's ETA is there from the first step: before any run has
+/// finished, the run in progress's projected length prices the queued ones.
+#[test]
+fn the_queue_eta_shows_before_the_first_run_finishes() {
+    let mut s = AppState::new(true);
+    let queue = (0..4)
+        .map(|r| QueueItem {
+            run: rid("a", 0, r),
+            seed: r as u64,
+            status: if r == 0 {
+                RunStatus::Running
+            } else {
+                RunStatus::Queued
+            },
+            reason: None,
+        })
+        .collect();
+    apply(&mut s, Event::Queue(queue));
+    apply(
+        &mut s,
+        Event::RunStarted {
+            run: rid("a", 0, 0),
+            seed: 0,
+            config: std::sync::Arc::new(serde_json::json!({})),
+            total_steps: 100,
+            total_epochs: 1.0,
+            target_acc: 0.6,
+            device: "cpu".into(),
+            reference: None,
+        },
+    );
+    // Before its first step nothing can be said.
+    assert_eq!(s.queue_eta(), (3, None));
+    let r = s.runs.get_mut(&rid("a", 0, 0)).unwrap();
+    r.started = Some(std::time::Instant::now() - std::time::Duration::from_secs(10));
+    r.step = 50;
+    // 10 s for half the run: 10 s left of a 20 s run, then 3 runs of 20 s.
+    let (left, eta) = s.queue_eta();
+    assert_eq!(left, 3);
+    assert!((eta.unwrap() - 70.0).abs() < 1.0, "{eta:?}");
+    // Once a run has finished, the finished runs' mean prices the rest.
+    s.finished_wall.push(30.0);
+    assert!((s.queue_eta().1.unwrap() - 100.0).abs() < 1.0);
 }

@@ -34,11 +34,7 @@ pub fn apply(state: &mut AppState, ev: Event) -> bool {
             config,
             ..
         } => {
-            let clock = config["resolved"]["clock"].as_str().and_then(|c| {
-                crate::config::Clock::ALL
-                    .into_iter()
-                    .find(|x| x.name() == c)
-            });
+            let clock = crate::events::clock_of(&config);
             let series = RunSeries {
                 total_steps,
                 total_epochs,
@@ -96,12 +92,7 @@ pub fn apply(state: &mut AppState, ev: Event) -> bool {
             }
             state.finished_wall.push(summary.clocks.wall_s);
             let c = &summary.clocks;
-            let secs = match clock {
-                crate::config::Clock::Dawn => c.dawn_s,
-                crate::config::Clock::Airbench => c.airbench_s,
-                crate::config::Clock::Hlb => c.hlb_s,
-                crate::config::Clock::Wall => c.wall_s,
-            };
+            let secs = c.on(clock);
             let paused = if c.paused_s > 0.0 {
                 format!(" ({:.1} s paused, not counted)", c.paused_s)
             } else {

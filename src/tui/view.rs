@@ -107,35 +107,40 @@ pub fn render(f: &mut Frame, s: &AppState) {
             );
         }
         Overlay::Picker { files, selected } => {
+            // One line a file; what the selected one would queue, wrapped below.
             let width = body.width.saturating_sub(4).clamp(40, 110);
-            let r = centered(body, width, (2 * files.len() as u16 + 2).min(body.height));
+            let r = centered(body, width, (files.len() as u16 + 7).min(body.height));
             f.render_widget(Clear, r);
-            let lines: Vec<Line> = if files.is_empty() {
-                vec![Line::from("no matrix files in ablations/")]
-            } else {
-                files
-                    .iter()
-                    .enumerate()
-                    .flat_map(|(i, e)| {
-                        let st = if i == *selected {
-                            Style::default().add_modifier(Modifier::REVERSED)
-                        } else {
-                            Style::default()
-                        };
-                        let about = if e.refused {
-                            pal.fg(Color::Red)
-                        } else {
-                            pal.fg(Color::Gray).add_modifier(Modifier::DIM)
-                        };
-                        [
-                            Line::styled(e.path.clone(), st),
-                            Line::styled(format!("  {}", e.about), about),
-                        ]
-                    })
-                    .collect()
-            };
+            let mut lines: Vec<Line> = files
+                .iter()
+                .enumerate()
+                .map(|(i, e)| {
+                    let mut st = if e.refused {
+                        pal.fg(Color::Gray).add_modifier(Modifier::DIM)
+                    } else {
+                        Style::default()
+                    };
+                    if i == *selected {
+                        st = st.add_modifier(Modifier::REVERSED);
+                    }
+                    Line::styled(e.path.clone(), st)
+                })
+                .collect();
+            match files.get(*selected) {
+                None => lines.push(Line::from("no matrix files in ablations/")),
+                Some(e) => {
+                    lines.push(Line::from(""));
+                    let st = if e.refused {
+                        pal.fg(Color::Red)
+                    } else {
+                        Style::default()
+                    };
+                    lines.push(Line::styled(e.about.clone(), st));
+                }
+            }
             f.render_widget(
                 Paragraph::new(lines)
+                    .wrap(Wrap { trim: true })
                     .block(Block::bordered().title("add matrix: Enter queues, Esc closes")),
                 r,
             );

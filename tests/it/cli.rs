@@ -133,7 +133,13 @@ fn headless_run_report_and_compare() {
         assert!(dir.join(f).is_file(), "missing {f}");
     }
     assert_eq!(std::fs::read_dir(dir.join("steps")).unwrap().count(), 4);
-    assert!(out.contains("| 1 | + label smoothing | 2 | 0 |"), "{out}");
+    // n = 2 and no failure (a busy machine may flag runs noisy).
+    assert!(
+        ["| 2 | 0 |", "| 2 (1 noisy) | 0 |", "| 2 (2 noisy) | 0 |"]
+            .iter()
+            .any(|n| out.contains(&format!("| 1 | + label smoothing {n}"))),
+        "{out}"
+    );
 
     let csv = run(
         &["report", dir.to_str().unwrap(), "--format", "csv"],

@@ -44,7 +44,10 @@ fn demo_ladder_runs_headless_end_to_end() {
     }
     let rows = out
         .lines()
-        .filter(|l| l.starts_with("| ") && l.contains(" | 1 | 0 |"))
+        // n = 1 and no failure; a busy machine may flag the run noisy.
+        .filter(|l| {
+            l.starts_with("| ") && (l.contains(" | 1 | 0 |") || l.contains(" | 1 (1 noisy) | 0 |"))
+        })
         .count();
     assert_eq!(rows, 9, "{out}");
 }
