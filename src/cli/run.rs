@@ -108,7 +108,13 @@ pub fn cmd_run(args: RunArgs) -> Result<i32> {
         }
     }
     if !args.headless {
-        return crate::tui::run_session(matrices, opts, args.tiny, args.insist);
+        let rules = crate::tui::Rules {
+            tiny: args.tiny,
+            data: args.data.clone(),
+            insist: args.insist,
+            devices: Vec::new(),
+        };
+        return crate::tui::run_session(matrices, opts, rules);
     }
     crate::session::preflight(&matrices, &opts.devices)?;
     let session = Session::start(matrices, opts, tch_factory())?;

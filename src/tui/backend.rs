@@ -72,23 +72,40 @@ fn export_all(dirs: &[PathBuf]) -> Result<Vec<PathBuf>> {
     Ok(out)
 }
 
-/// The matrix at `path` as this session would queue it (`--tiny` applied),
-/// or the one-line reason it would not: the data and scale guards of `run`.
-fn admit(
-    path: &Path,
-    tiny: bool,
-    insist: bool,
-    devices: &[String],
-) -> Result<crate::matrix::Matrix> {
+/// How a session takes matrices from the picker: as it took those it
+/// started with (`--tiny`, `--data`, `--insist`), on its devices.
+#[derive(Clone, Debug, Default)]
+pub struct Rules {
+    /// Each recipe's `tiny-` form at CPU scale (`--tiny`).
+    pub tiny: bool,
+    /// Every matrix on this data set (`--data`).
+    pub data: Option<String>,
+    /// Queue what the scale guard refuses (`--insist`).
+    pub insist: bool,
+    pub devices: Vec<String>,
+}
+
+/// The matrix at `path` as this session would queue it, or the one-line
+/// reason it would not: the data and scale guards of `run`, with the fixes a
+/// TUI session has.
+fn admit(path: &Path, rules: &Rules) -> Result<crate::matrix::Matrix> {
     let mut m = crate::matrix::load(path)?;
-    if tiny {
+    if rules.tiny {
         m = m.tiny()?;
     }
-    crate::session::guard_data(&m, insist)?;
-    let cpu_only = devices.iter().all(|d| d.starts_with("cpu"));
-    if cpu_only && !m.recipe.starts_with("tiny-") && !insist {
+    let m = crate::matrix::on_data(vec![m], rules.data.as_deref())?.remove(0);
+    let full_size = !m.recipe.starts_with("tiny-");
+    if full_size && !m.data_named && !rules.insist {
         anyhow::bail!(
-            "{}: {} runs of the full-size recipe `{}` on the CPU would take hours each: restart as `tricklab tui --tiny` to rehearse it, or `tricklab run {} --headless --insist`",
+            "{}: its recipe `{}` is full-size but the matrix names no data, so it would train on the embedded 4,000-image subset: restart with --tiny to rehearse it, with `--data cifar10` (after `tricklab data fetch cifar10`) to train on the real set, or with --insist",
+            path.display(),
+            m.recipe
+        );
+    }
+    let cpu_only = rules.devices.iter().all(|d| d.starts_with("cpu"));
+    if cpu_only && full_size && !rules.insist {
+        anyhow::bail!(
+            "{}: {} runs of the full-size recipe `{}` on the CPU would take hours each: restart with --tiny to rehearse it, or `tricklab run {} --headless --insist`",
             path.display(),
             m.runs().len(),
             m.recipe,
@@ -107,13 +124,11 @@ pub type Prices = std::sync::Arc<std::sync::OnceLock<HashMap<String, EarlierRuns
 /// device, about how long they take.
 pub fn picker_entry(
     path: &Path,
-    tiny: bool,
-    insist: bool,
-    devices: &[String],
+    rules: &Rules,
     prices: Option<&HashMap<String, EarlierRuns>>,
 ) -> PickerEntry {
-    let shown = path.display().to_string();
-    match admit(path, tiny, insist, devices) {
+    let (shown, tiny, devices) = (path.display().to_string(), rules.tiny, &rules.devices);
+    match admit(path, rules) {
         Ok(m) => {
             let runs = m.runs().len();
             let first = devices.first().map_or("cpu", String::as_str);
@@ -158,19 +173,19 @@ pub fn picker_entry(
 pub struct SessionBackend {
     session: Option<Session>,
     prices: Prices,
-    /// Matrices queued from the picker go in at CPU scale too (`--tiny`).
-    tiny: bool,
-    /// Run what the scale guard refuses (`--insist`).
-    insist: bool,
-    devices: Vec<String>,
+    rules: Rules,
 }
 
 impl SessionBackend {
-    pub fn new(session: Session, tiny: bool, insist: bool, devices: Vec<String>) -> SessionBackend {
+    pub fn new(session: Session, rules: Rules) -> SessionBackend {
         let prices = Prices::default();
         let (root, first) = (
             session.results_root().to_path_buf(),
-            devices.first().cloned().unwrap_or_else(|| "cpu".into()),
+            rules
+                .devices
+                .first()
+                .cloned()
+                .unwrap_or_else(|| "cpu".into()),
         );
         let fill = prices.clone();
         // Off the UI thread: reading every earlier runs table can take a while.
@@ -181,9 +196,7 @@ impl SessionBackend {
         SessionBackend {
             session: Some(session),
             prices,
-            tiny,
-            insist,
-            devices,
+            rules,
         }
     }
 
@@ -212,19 +225,19 @@ impl Backend for SessionBackend {
     }
 
     fn enqueue(&mut self, matrix: &str) -> Result<String> {
-        let m = admit(Path::new(matrix), self.tiny, self.insist, &self.devices)?;
+        let m = admit(Path::new(matrix), &self.rules)?;
         let name = m.name.clone();
         let n = self.s().enqueue_matrix(m)?;
         Ok(format!(
             "queued {n} runs of {name} on {} (D on the Queue screen removes them all)",
-            self.devices.join(",")
+            self.rules.devices.join(",")
         ))
     }
 
     fn matrix_files(&self) -> Vec<PickerEntry> {
         crate::matrix::matrix_files(Path::new("ablations"))
             .into_iter()
-            .map(|p| picker_entry(&p, self.tiny, self.insist, &self.devices, self.prices.get()))
+            .map(|p| picker_entry(&p, &self.rules, self.prices.get()))
             .collect()
     }
 

@@ -4,6 +4,7 @@
 //! training works.
 
 mod backend;
+pub use backend::Rules;
 pub mod sample;
 pub mod state;
 pub mod update;
@@ -244,6 +245,10 @@ pub struct TuiArgs {
     /// Queue even what the scale guard refuses (see `run --insist`).
     #[arg(long)]
     pub insist: bool,
+    /// Run every matrix, those queued from the picker too, on this data set
+    /// instead of its own (as `run --data`; `tricklab data list`).
+    #[arg(long)]
+    pub data: Option<String>,
 }
 
 impl TuiArgs {
@@ -258,6 +263,7 @@ impl TuiArgs {
             tiny: false,
             resume: None,
             insist: false,
+            data: None,
         }
     }
 }
@@ -301,6 +307,12 @@ pub fn cmd_tui(args: TuiArgs) -> anyhow::Result<i32> {
     } else {
         matrices
     };
+    if args.resume.is_some() && args.data.is_some() {
+        anyhow::bail!(
+            "--data with --resume: a resumed folder keeps the data it was made with; drop --data"
+        );
+    }
+    let matrices = crate::matrix::on_data(matrices, args.data.as_deref())?;
     let opts = crate::session::SessionOptions {
         results_root: args.results,
         devices: crate::util::device::resolve_devices(&args.devices)?,
@@ -312,7 +324,13 @@ pub fn cmd_tui(args: TuiArgs) -> anyhow::Result<i32> {
     if args.resume.is_none() {
         crate::session::scale_guard(&matrices, &opts.devices, args.insist)?;
     }
-    run_session(matrices, opts, args.tiny, args.insist)
+    let rules = Rules {
+        tiny: args.tiny,
+        data: args.data,
+        insist: args.insist,
+        devices: Vec::new(),
+    };
+    run_session(matrices, opts, rules)
 }
 
 fn need_terminal() -> Result<()> {
@@ -325,20 +343,23 @@ fn need_terminal() -> Result<()> {
     Ok(())
 }
 
-/// Runs matrices in the TUI.
-/// `tiny`: matrices queued later from the picker are rehearsed at CPU scale too.
+/// Runs matrices in the TUI. `rules`: how matrices queued later from the
+/// picker are taken (`--tiny`, `--data`, `--insist`, as the first ones were);
+/// its devices are the session's.
 pub fn run_session(
     matrices: Vec<crate::matrix::Matrix>,
     opts: crate::session::SessionOptions,
-    tiny: bool,
-    insist: bool,
+    rules: Rules,
 ) -> anyhow::Result<i32> {
     need_terminal()?;
     crate::session::preflight(&matrices, &opts.devices)?;
-    let devices = opts.devices.clone();
+    let rules = Rules {
+        devices: opts.devices.clone(),
+        ..rules
+    };
     let session = crate::session::Session::start(matrices, opts, crate::session::tch_factory())?;
     let pump = session.pump();
-    let mut backend = backend::SessionBackend::new(session, tiny, insist, devices);
+    let mut backend = backend::SessionBackend::new(session, rules);
     let result = run_terminal(AppState::new(no_color()), &mut backend, Some(pump));
     let dirs = backend.finish();
     result?;

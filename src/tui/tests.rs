@@ -457,11 +457,17 @@ fn the_tricks_tab_says_what_a_trick_bought_where_it_alone_changed() {
 /// Enter; a file the session would refuse says why, in the list.
 #[test]
 fn the_picker_says_runs_and_devices_before_it_queues() {
-    use super::backend::picker_entry;
+    use super::backend::{Rules, picker_entry};
     use std::path::Path;
-    let cpu = ["cpu".to_string()];
+    let on = |devices: &[&str], tiny, insist, data: Option<&str>| Rules {
+        tiny,
+        insist,
+        data: data.map(String::from),
+        devices: devices.iter().map(|d| d.to_string()).collect(),
+    };
+    let cpu = on(&["cpu"], false, false, None);
     let demo_path = Path::new("ablations/demo-ladder.toml");
-    let demo = picker_entry(demo_path, false, false, &cpu, Some(&Default::default()));
+    let demo = picker_entry(demo_path, &cpu, Some(&Default::default()));
     let runs = crate::matrix::load(Path::new("ablations/demo-ladder.toml"))
         .unwrap()
         .runs()
@@ -480,7 +486,7 @@ fn the_picker_says_runs_and_devices_before_it_queues() {
         crate::store::EarlierRuns { mean_s: 30.0, n: 4 },
     )]
     .into();
-    let priced = picker_entry(demo_path, false, false, &cpu, Some(&earlier));
+    let priced = picker_entry(demo_path, &cpu, Some(&earlier));
     assert!(
         priced.about.ends_with(&format!(
             ", about {} (30 s a run over 4 earlier runs on cpu)",
@@ -488,27 +494,53 @@ fn the_picker_says_runs_and_devices_before_it_queues() {
         )),
         "{priced:?}"
     );
-    let waiting = picker_entry(demo_path, false, false, &cpu, None);
+    let waiting = picker_entry(demo_path, &cpu, None);
     assert!(waiting.about.ends_with("pricing from earlier sessions…"));
     let page = Path::new("ablations/page-ladder.toml");
-    let full = picker_entry(page, false, false, &cpu, None);
+    let full = picker_entry(page, &cpu, None);
     assert!(
-        full.refused && full.about.starts_with("refused: "),
+        full.refused
+            && full.about.starts_with("refused: ")
+            && full.about.contains("restart with --tiny")
+            && full.about.contains("`--data cifar10`"),
         "{full:?}"
     );
-    let tiny = picker_entry(page, true, false, &cpu, None);
+    let tiny = picker_entry(page, &on(&["cpu"], true, false, None), None);
     assert!(
         !tiny.refused && tiny.about.contains("on cpu (--tiny), "),
         "{tiny:?}"
     );
-    let two = ["cuda:0".to_string(), "cuda:1".to_string()];
-    let gpu = picker_entry(page, false, true, &two, Some(&Default::default()));
+    // On GPUs with the data named (`--data`), a full-size matrix queues.
+    let two = on(&["cuda:0", "cuda:1"], false, false, Some("synthetic:200"));
+    let gpu = picker_entry(page, &two, Some(&Default::default()));
+    assert!(!gpu.refused, "{gpu:?}");
     assert!(
         gpu.about
             .contains("on cuda:0,cuda:1, no earlier runs on cuda:0"),
         "{gpu:?}"
     );
+}
 
+/// The picker draws one line a file and, wrapped below, the selected file's
+/// runs or refusal; Enter queues the selected file by its path.
+#[test]
+fn the_picker_fits_80x24_and_enter_queues_the_selected_path() {
+    use super::backend::{Rules, picker_entry};
+    use std::path::Path;
+    let cpu = Rules {
+        devices: vec!["cpu".into()],
+        ..Default::default()
+    };
+    let runs = crate::matrix::load(Path::new("ablations/demo-ladder.toml"))
+        .unwrap()
+        .runs()
+        .len();
+    let demo = picker_entry(
+        Path::new("ablations/demo-ladder.toml"),
+        &cpu,
+        Some(&Default::default()),
+    );
+    let full = picker_entry(Path::new("ablations/page-ladder.toml"), &cpu, None);
     let mut s = super::sample::sample_state(true);
     let files = vec![demo, full];
     let pick = |selected| Overlay::Picker {
