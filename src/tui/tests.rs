@@ -611,3 +611,19 @@ fn the_queue_eta_shows_before_the_first_run_finishes() {
     s.finished_wall.push(30.0);
     assert!((s.queue_eta().1.unwrap() - 100.0).abs() < 1.0);
 }
+
+/// A rung measured once says so in full in the Results table's Δ column.
+#[test]
+fn a_single_run_delta_is_not_cut_short() {
+    let mut s = super::sample::sample_state(true);
+    s.tab = Tab::Results;
+    s.results[1].delta_time = Some(crate::report::delta::Delta {
+        mean: -0.33,
+        lo: f64::NAN,
+        hi: f64::NAN,
+        n: 1,
+        paired: true,
+    });
+    let text = screen(&s, 160, 48);
+    assert!(text.contains("−0.33 (n=1: no interval)"), "{text}");
+}

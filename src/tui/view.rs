@@ -622,7 +622,7 @@ fn results(f: &mut Frame, area: Rect, s: &AppState, pal: &Palette) {
         "speedup",
         "Δ s [95% CI]",
     ];
-    let fixed = [0, 4, 14, 5, 9, time_head.chars().count() as u16, 7, 22];
+    let fixed = [0, 4, 14, 5, 9, time_head.chars().count() as u16, 7, 25];
     let shown = shown_columns(area.width.saturating_sub(2), &fixed);
     let pick = |cells: Vec<Cell<'static>>| -> Vec<Cell<'static>> {
         cells
