@@ -127,17 +127,25 @@ pub struct EarlierRuns {
     pub n: usize,
 }
 
-/// Per matrix name, what its finished runs took on `device_label` in the
-/// results folders below `root` (`results/<matrix>/<session>`), on this
-/// machine's CPU model, runs flagged noisy left out: how the picker prices a
-/// matrix without touching the device a run may be timing.
+/// Per (matrix name, data set as the matrix named it), what its finished
+/// runs took on `device_label` in the results folders below `root`
+/// (`results/<matrix>/<session>`), on this machine's CPU model, runs flagged
+/// noisy left out: how the picker prices a matrix without touching the
+/// device a run may be timing. Folders that predate the recorded matrix
+/// (`matrix_resolved`) do not say their data set and are left out.
 pub fn earlier_runs(
     root: &Path,
     device_label: &str,
-) -> std::collections::HashMap<String, EarlierRuns> {
+) -> std::collections::HashMap<(String, String), EarlierRuns> {
     let cpu = crate::util::machine::cpu_model();
-    let mut sums: std::collections::HashMap<String, (f64, usize)> = Default::default();
+    let mut sums: std::collections::HashMap<(String, String), (f64, usize)> = Default::default();
     for dir in sessions_below(root, 2) {
+        let Some(data) = read_manifest(&dir)
+            .ok()
+            .and_then(|m| m["matrix_resolved"]["data"].as_str().map(String::from))
+        else {
+            continue;
+        };
         for r in folder_runs(&dir).unwrap_or_default() {
             let here = r.cpu_model.as_deref().is_none_or(|m| m == cpu);
             let Some(s) = r.wall_s.filter(|s| s.is_finite() && *s > 0.0) else {
@@ -145,16 +153,16 @@ pub fn earlier_runs(
             };
             if r.status == Ended::Done && r.device == device_label && here && r.noisy != Some(true)
             {
-                let e = sums.entry(r.matrix).or_default();
+                let e = sums.entry((r.matrix, data.clone())).or_default();
                 e.0 += s;
                 e.1 += 1;
             }
         }
     }
     sums.into_iter()
-        .map(|(m, (sum, n))| {
+        .map(|(k, (sum, n))| {
             (
-                m,
+                k,
                 EarlierRuns {
                     mean_s: sum / n as f64,
                     n,

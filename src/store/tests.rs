@@ -390,8 +390,12 @@ fn a_run_failed_before_it_started_keeps_the_recorded_target() {
 #[test]
 fn earlier_runs_price_a_matrix_on_one_device() {
     let root = tempfile::tempdir().unwrap();
-    for (i, dawn) in [10.0, 20.0].iter().enumerate() {
+    for (i, dawn) in [10.0, 20.0, 300.0].iter().enumerate() {
         let mut w = ResultsWriter::create(root.path(), "m", "").unwrap();
+        // The third session ran the same matrix on other data.
+        let data = if i < 2 { "embedded" } else { "cifar10" };
+        w.record_matrix(serde_json::json!({ "name": "m", "data": data }))
+            .unwrap();
         // summary(): wall = dawn + 2.
         feed(&mut w, rid("a", 0, i), 0, Some(summary(0.5, *dawn, None)));
         feed(&mut w, rid("b", 1, i), 1, None);
@@ -402,9 +406,30 @@ fn earlier_runs_price_a_matrix_on_one_device() {
         gpu.device = "cuda:0 H100".into();
         feed(&mut w, rid("d", 3, i), 3, Some(gpu));
     }
+    // A folder that predates the recorded matrix does not say its data.
+    let mut old = ResultsWriter::create(root.path(), "m", "").unwrap();
+    feed(
+        &mut old,
+        rid("a", 0, 0),
+        0,
+        Some(summary(0.5, 1000.0, None)),
+    );
+    drop(old);
+    let key = |d: &str| ("m".to_string(), d.to_string());
     let cpu = earlier_runs(root.path(), "cpu");
-    assert_eq!(cpu["m"], EarlierRuns { mean_s: 17.0, n: 2 });
-    assert_eq!(earlier_runs(root.path(), "cuda:0 H100")["m"].n, 2);
+    assert_eq!(cpu[&key("embedded")], EarlierRuns { mean_s: 17.0, n: 2 });
+    assert_eq!(
+        cpu[&key("cifar10")],
+        EarlierRuns {
+            mean_s: 302.0,
+            n: 1
+        }
+    );
+    assert_eq!(cpu.len(), 2);
+    assert_eq!(
+        earlier_runs(root.path(), "cuda:0 H100")[&key("embedded")].n,
+        2
+    );
     assert!(earlier_runs(root.path(), "cuda:1").is_empty());
     assert!(earlier_runs(&root.path().join("missing"), "cpu").is_empty());
 }

@@ -117,22 +117,22 @@ fn admit(path: &Path, rules: &Rules) -> Result<crate::matrix::Matrix> {
 
 /// What the session's first device took for each matrix before, read once
 /// in the background when the session opens (`None` until then).
-pub type Prices = std::sync::Arc<std::sync::OnceLock<HashMap<String, EarlierRuns>>>;
+pub type Prices = std::sync::Arc<std::sync::OnceLock<HashMap<(String, String), EarlierRuns>>>;
 
 /// What the picker says about a file before it is queued: runs, recipe,
-/// devices and, from earlier sessions' runs of the same matrix on the first
-/// device, about how long they take.
+/// devices and, from earlier sessions' runs of the same matrix on the same
+/// data and the first device, about how long they take.
 pub fn picker_entry(
     path: &Path,
     rules: &Rules,
-    prices: Option<&HashMap<String, EarlierRuns>>,
+    prices: Option<&HashMap<(String, String), EarlierRuns>>,
 ) -> PickerEntry {
     let (shown, tiny, devices) = (path.display().to_string(), rules.tiny, &rules.devices);
     match admit(path, rules) {
         Ok(m) => {
             let runs = m.runs().len();
             let first = devices.first().map_or("cpu", String::as_str);
-            let cost = match prices.map(|p| p.get(&m.name)) {
+            let cost = match prices.map(|p| p.get(&(m.name.clone(), m.data.clone()))) {
                 None => ", pricing from earlier sessions…".to_string(),
                 Some(Some(e)) => format!(
                     ", about {} ({} s a run over {} earlier runs on {first})",

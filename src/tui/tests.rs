@@ -482,7 +482,7 @@ fn the_picker_says_runs_and_devices_before_it_queues() {
     // Earlier sessions' runs of the same matrix price it; before they are
     // read, the picker says so.
     let earlier = [(
-        "demo-ladder".to_string(),
+        ("demo-ladder".to_string(), "embedded".to_string()),
         crate::store::EarlierRuns { mean_s: 30.0, n: 4 },
     )]
     .into();
