@@ -137,19 +137,27 @@ fn column(df: &DataFrame, name: &str) -> Vec<f64> {
         .unwrap_or_else(|| vec![f64::NAN; df.height()])
 }
 
+/// A run's `steps/` or `epochs/` table, if it has one; a damaged one is an
+/// error naming the file.
+fn read_run_file(dir: &Path, sub: &str, row: &RunRow) -> Result<Option<DataFrame>> {
+    let Some(f) = run_file(dir, sub, row) else {
+        return Ok(None);
+    };
+    read_parquet(&f, None).map(Some).with_context(|| {
+        format!(
+            "{} is damaged: delete it (only its curve is lost)",
+            f.display()
+        )
+    })
+}
+
 /// Every run of a results folder with its curves.
 pub fn load_runs(dir: &Path) -> Result<Vec<RunData>> {
     let runs = read_runs(&dir.join("runs.parquet"))?;
     runs.into_iter()
         .map(|row| {
-            let steps = match run_file(dir, "steps", &row) {
-                Some(f) => {
-                    let df = read_parquet(&f, None).with_context(|| {
-                        format!(
-                            "{} is damaged: delete it (only its curve is lost)",
-                            f.display()
-                        )
-                    })?;
+            let steps = match read_run_file(dir, "steps", &row)? {
+                Some(df) => {
                     let (s, e, l, lr, bn) = (
                         column(&df, "step"),
                         column(&df, "epoch"),
@@ -163,14 +171,8 @@ pub fn load_runs(dir: &Path) -> Result<Vec<RunData>> {
                 }
                 None => Vec::new(),
             };
-            let evals = match run_file(dir, "epochs", &row) {
-                Some(f) => {
-                    let df = read_parquet(&f, None).with_context(|| {
-                        format!(
-                            "{} is damaged: delete it (only its curve is lost)",
-                            f.display()
-                        )
-                    })?;
+            let evals = match read_run_file(dir, "epochs", &row)? {
+                Some(df) => {
                     let (e, a, t, s) = (
                         column(&df, "epoch"),
                         column(&df, "test_acc"),

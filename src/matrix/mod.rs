@@ -121,6 +121,13 @@ pub fn load_all(paths: &[PathBuf], repeats: Option<usize>) -> anyhow::Result<Vec
 pub const TINY_TARGET: f64 = 0.40;
 
 impl Matrix {
+    /// How errors name the matrix: its file, or its name when it has none.
+    pub fn origin(&self) -> String {
+        self.path
+            .as_ref()
+            .map_or_else(|| self.name.clone(), |p| p.display().to_string())
+    }
+
     /// The same matrix on another data set (`run --data`). The recorded text
     /// says so too, so the manifest and a `--resume` follow the override.
     pub fn with_data(mut self, data: &str) -> anyhow::Result<Matrix> {

@@ -257,37 +257,12 @@ fn as_schema_1_words(df: &mut DataFrame) -> Result<()> {
     Ok(())
 }
 
-/// Each row's UTC day from `finished_at`: RFC 3339 text (schema 1) or a
-/// datetime (schema 2); the Unix epoch (no time recorded) is no day.
+/// Each row's UTC day from `finished_at` (either schema); the Unix epoch
+/// (no time recorded) is no day.
 fn finished_days(c: &Column) -> Result<Vec<Option<String>>> {
-    let day = |t: chrono::DateTime<chrono::Utc>| {
-        (t.timestamp() > 0).then(|| t.format("%Y-%m-%d").to_string())
-    };
-    if c.dtype() == &DataType::String {
-        return Ok(c
-            .str()?
-            .iter()
-            .map(|s| {
-                s.and_then(|s| chrono::DateTime::parse_from_rfc3339(s).ok())
-                    .and_then(|t| day(t.to_utc()))
-            })
-            .collect());
-    }
-    let DataType::Datetime(unit, _) = c.dtype() else {
-        return Ok(vec![None; c.len()]);
-    };
-    let per_micro: fn(i64) -> i64 = match unit {
-        TimeUnit::Nanoseconds => |v: i64| v / 1000,
-        TimeUnit::Microseconds => |v: i64| v,
-        TimeUnit::Milliseconds => |v: i64| v * 1000,
-    };
-    Ok(c.cast(&DataType::Int64)?
-        .i64()?
-        .iter()
-        .map(|v| {
-            v.and_then(|v| chrono::DateTime::from_timestamp_micros(per_micro(v)))
-                .and_then(day)
-        })
+    Ok(crate::store::timestamps(c)?
+        .into_iter()
+        .map(|t| (t.0.timestamp() > 0).then(|| t.0.format("%Y-%m-%d").to_string()))
         .collect())
 }
 
@@ -485,10 +460,7 @@ pub fn aggregate(dirs: &[PathBuf], opts: &ReportOptions) -> Result<Report> {
                 tricks: tricks[i].clone(),
                 recipe: recipe[i].clone(),
                 headline: opts.clock.unwrap_or_else(|| {
-                    Clock::ALL
-                        .into_iter()
-                        .find(|c| c.name() == recorded_clock[i])
-                        .unwrap_or_else(|| clock_of_recipe(&recipe[i]))
+                    Clock::parse(&recorded_clock[i]).unwrap_or_else(|| clock_of_recipe(&recipe[i]))
                 }),
                 n: n_i,
                 failed: failed[i].unwrap_or(0.0) as usize,

@@ -153,10 +153,7 @@ pub fn preflight(matrices: &[Matrix], devices: &[String]) -> Result<()> {
         crate::util::device::parse_device(d).map_err(|e| anyhow::anyhow!("--devices: {e}"))?;
     }
     for m in matrices {
-        let origin = m
-            .path
-            .as_ref()
-            .map_or_else(|| m.name.clone(), |p| p.display().to_string());
+        let origin = m.origin();
         if let Some(d) = &m.device {
             crate::util::device::parse_device(d).map_err(|e| anyhow::anyhow!("{origin}: {e}"))?;
         }
@@ -209,10 +206,7 @@ pub fn guard_data(m: &Matrix, insist: bool) -> Result<()> {
     if m.recipe.starts_with("tiny-") || m.data_named || insist {
         return Ok(());
     }
-    let origin = m
-        .path
-        .as_ref()
-        .map_or_else(|| m.name.clone(), |p| p.display().to_string());
+    let origin = m.origin();
     anyhow::bail!(
         "{origin}: its recipe `{}` is full-size but the matrix names no data, so it would train on the embedded 4,000-image subset: pass --data (e.g. `--data cifar10` after `tricklab data fetch cifar10`), rehearse it with --tiny, or pass --insist",
         m.recipe
@@ -227,10 +221,7 @@ pub fn scale_guard(matrices: &[Matrix], devices: &[String], insist: bool) -> Res
     let cpu_only = devices.iter().all(|d| d.starts_with("cpu"));
     let mut notes = Vec::new();
     for m in matrices {
-        let origin = m
-            .path
-            .as_ref()
-            .map_or_else(|| m.name.clone(), |p| p.display().to_string());
+        let origin = m.origin();
         if m.recipe.starts_with("tiny-") {
             continue;
         }

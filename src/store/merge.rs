@@ -68,13 +68,6 @@ fn whole_matrix(manifest: &serde_json::Value) -> Option<Vec<(String, u32)>> {
     )
 }
 
-/// A run's file key, and the one folders written before the keys were
-/// encoded used.
-fn keys(r: &RunRow) -> [String; 2] {
-    let id = r.id();
-    [id.key(), id.legacy_key()]
-}
-
 #[allow(
     clippy::too_many_lines,
     reason = "merge in order: read, check compatible, dedupe, write atomically"
@@ -215,12 +208,9 @@ pub fn merge(folders: &[PathBuf], into: &Path) -> Result<MergeSummary> {
     }
     for (r, d) in &kept {
         for sub in ["steps", "epochs"] {
-            let [key, legacy] = keys(r);
-            let found = [&key, &legacy]
-                .into_iter()
-                .map(|k| d.join(sub).join(format!("{k}.parquet")))
-                .find(|f| f.is_file());
-            if let Some(f) = found {
+            // Under its key, whichever key its shard wrote it under.
+            if let Some(f) = super::run_file(d, sub, r) {
+                let key = r.id().key();
                 std::fs::copy(&f, into.join(sub).join(format!("{key}.parquet"))).with_context(
                     || format!("cannot copy {} into {}", f.display(), into.display()),
                 )?;

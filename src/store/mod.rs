@@ -8,7 +8,7 @@ mod merge;
 mod rows;
 
 pub use merge::{MergeSummary, merge};
-pub use rows::{Ended, RunRow, Timestamp, read_runs, write_runs};
+pub use rows::{Ended, RunRow, Timestamp, read_runs, timestamps, write_runs};
 
 use crate::events::{EpochRow, Event, RunId, StepRow};
 use crate::util::lock::FolderLock;
@@ -253,7 +253,7 @@ impl ResultsWriter {
             "cpu_threads": torch.threads,
             "devices": [],
             "data_sets": [],
-            "host": std::fs::read_to_string("/etc/hostname").map(|s| s.trim().to_string()).unwrap_or_else(|_| "unknown".into()),
+            "host": crate::util::machine::hostname(),
             "created_at": chrono::Local::now().to_rfc3339(),
         });
         let w = ResultsWriter {

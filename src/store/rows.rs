@@ -501,6 +501,12 @@ impl RunRow {
     }
 }
 
+/// A `finished_at` column of either schema (RFC 3339 text or a datetime) as
+/// timestamps; a missing value reads as the Unix epoch.
+pub fn timestamps(c: &Column) -> Result<Vec<Timestamp>> {
+    <Timestamp as Cell>::read(c)
+}
+
 pub fn write_runs(path: &Path, rows: &[RunRow]) -> Result<()> {
     let mut df = runs_frame(rows)?;
     super::write_parquet(path, &mut df)

@@ -86,22 +86,16 @@ pub struct Rules {
 }
 
 /// The matrix at `path` as this session would queue it, or the one-line
-/// reason it would not: the data and scale guards of `run`, with the fixes a
-/// TUI session has.
+/// reason it would not: `run`'s data guard, and on a CPU any full-size
+/// recipe (`run`'s probe step would be too slow for a list of files).
 fn admit(path: &Path, rules: &Rules) -> Result<crate::matrix::Matrix> {
     let mut m = crate::matrix::load(path)?;
     if rules.tiny {
         m = m.tiny()?;
     }
     let m = crate::matrix::on_data(vec![m], rules.data.as_deref())?.remove(0);
+    crate::session::guard_data(&m, rules.insist)?;
     let full_size = !m.recipe.starts_with("tiny-");
-    if full_size && !m.data_named && !rules.insist {
-        anyhow::bail!(
-            "{}: its recipe `{}` is full-size but the matrix names no data, so it would train on the embedded 4,000-image subset: restart with --tiny to rehearse it, with `--data cifar10` (after `tricklab data fetch cifar10`) to train on the real set, or with --insist",
-            path.display(),
-            m.recipe
-        );
-    }
     let cpu_only = rules.devices.iter().all(|d| d.starts_with("cpu"));
     if cpu_only && full_size && !rules.insist {
         anyhow::bail!(

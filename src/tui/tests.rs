@@ -501,7 +501,7 @@ fn the_picker_says_runs_and_devices_before_it_queues() {
     assert!(
         full.refused
             && full.about.starts_with("refused: ")
-            && full.about.contains("restart with --tiny")
+            && full.about.contains("--tiny")
             && full.about.contains("`--data cifar10`"),
         "{full:?}"
     );

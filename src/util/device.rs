@@ -71,7 +71,7 @@ pub fn resolve_devices_with(specs: &[String], cuda: usize) -> Result<Vec<String>
 /// so each gets cores / N threads (or `threads`) instead of all of them fighting.
 pub fn share_cpu_threads(devices: &[String], threads: Option<usize>) {
     let cpu = devices.iter().filter(|d| d.as_str() == "cpu").count();
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let cores = super::machine::cpu_cores();
     match threads {
         Some(t) => tch::set_num_threads(t.clamp(1, 1024) as i32),
         None if cpu > 1 => tch::set_num_threads((cores / cpu).max(1) as i32),

@@ -108,9 +108,7 @@ impl FolderLock {
 
     /// Writes who holds the lock, for the error a second writer gets.
     fn stamp(mut self, what: &str) -> Result<FolderLock> {
-        let host = std::fs::read_to_string("/etc/hostname")
-            .map(|s| s.trim().to_string())
-            .unwrap_or_else(|_| "unknown host".into());
+        let host = super::machine::hostname();
         let text = format!(
             "pid {} on {host} since {}, {what}: {}\n",
             std::process::id(),

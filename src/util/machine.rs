@@ -89,8 +89,9 @@ pub struct GpuWatch {
     thread: Option<std::thread::JoinHandle<GpuPeak>>,
 }
 
-/// How often the watcher reads the GPU: `nvidia-smi` costs ~30 ms of a CPU
-/// core, not of the GPU, so once a second leaves the run's cores alone.
+/// How often the watcher reads the GPU: each reading starts an `nvidia-smi`
+/// process on the host, so once a second rather than per step (its cost on a
+/// GPU machine is not measured yet).
 pub const GPU_WATCH_EVERY: Duration = Duration::from_secs(1);
 
 impl GpuWatch {
@@ -193,6 +194,13 @@ pub fn cpu_model() -> String {
                 .map(|(_, v)| v.trim().to_string())
         })
         .unwrap_or_else(|| "unknown".into())
+}
+
+/// This machine's name (`unknown` where /etc/hostname is unreadable).
+pub fn hostname() -> String {
+    std::fs::read_to_string("/etc/hostname")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_else(|_| "unknown".into())
 }
 
 pub fn cpu_cores() -> usize {

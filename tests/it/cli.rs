@@ -835,3 +835,25 @@ fn matrix_show_prices_a_matrix_before_it_runs() {
     assert!(e["total_s"].as_f64().unwrap() > 0.0, "{j}");
     assert_eq!(e["runs"], j["matrices"][0]["runs"], "{j}");
 }
+
+/// `tui --data` is checked as `run --data` is, before any terminal is
+/// needed; a resumed folder keeps its data.
+#[test]
+fn tui_takes_data_as_run_does() {
+    let tmp = tempfile::tempdir().unwrap();
+    let demo = repo().join("ablations/demo-ladder.toml");
+    let o = run(
+        &["tui", demo.to_str().unwrap(), "--data", "synthetic:0"],
+        tmp.path(),
+    );
+    let err = text(&o).1;
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("--data synthetic:0"), "{err}");
+    let o = run(
+        &["tui", "--resume", "results/x/y", "--data", "synthetic:200"],
+        tmp.path(),
+    );
+    let err = text(&o).1;
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("drop --data"), "{err}");
+}

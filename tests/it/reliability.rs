@@ -162,8 +162,24 @@ fn one_writer_per_folder_and_stop_signals_are_honoured() {
         "{err}"
     );
     assert!(err.contains("--resume"), "{err}");
-    // The killed session's lock is gone: resuming works (and two SIGTERMs cancel at once).
-    let again = spawn(
+    // The killed session's lock is gone: resuming works, and two SIGTERMs
+    // cancel at once; Ctrl-C twice does the same and exits 130, as a shell
+    // expects of SIGINT.
+    for (sig, code_expected) in [(libc::SIGTERM, 143), (libc::SIGINT, 130)] {
+        let (code, err) = resume_and_signal_twice(&dir, tmp.path(), sig);
+        assert_eq!(code, code_expected, "{err}");
+        assert!(
+            err.contains("stop signal again: cancelling the current run")
+                && err.contains("--resume"),
+            "{err}"
+        );
+    }
+}
+
+/// Resumes `dir` headless, lets it train, then sends `sig` twice; its exit
+/// code and stderr.
+fn resume_and_signal_twice(dir: &Path, cwd: &Path, sig: i32) -> (i32, String) {
+    let child = spawn(
         &[
             "run",
             "--headless",
@@ -172,42 +188,14 @@ fn one_writer_per_folder_and_stop_signals_are_honoured() {
             "--resume",
             dir.to_str().unwrap(),
         ],
-        tmp.path(),
+        cwd,
         &[],
     );
     std::thread::sleep(Duration::from_millis(2500));
-    term(&again);
+    signal(&child, sig);
     std::thread::sleep(Duration::from_millis(300));
-    term(&again);
-    let (code, err) = wait_exit(again, 30);
-    assert_eq!(code, 143, "{err}");
-    assert!(
-        err.contains("stop signal again: cancelling the current run"),
-        "{err}"
-    );
-    // Ctrl-C twice does the same and exits 130, as a shell expects of SIGINT.
-    let third = spawn(
-        &[
-            "run",
-            "--headless",
-            "--devices",
-            "cpu",
-            "--resume",
-            dir.to_str().unwrap(),
-        ],
-        tmp.path(),
-        &[],
-    );
-    std::thread::sleep(Duration::from_millis(2500));
-    signal(&third, libc::SIGINT);
-    std::thread::sleep(Duration::from_millis(300));
-    signal(&third, libc::SIGINT);
-    let (code, err) = wait_exit(third, 30);
-    assert_eq!(code, 130, "{err}");
-    assert!(
-        err.contains("stop signal again: cancelling the current run") && err.contains("--resume"),
-        "{err}"
-    );
+    signal(&child, sig);
+    wait_exit(child, 30)
 }
 
 #[test]
