@@ -27,6 +27,20 @@ fn pm(mean: String, ci: f64, scale: f64) -> String {
     }
 }
 
+/// The page's look: wide tables scroll sideways instead of squeezing their
+/// cells, and numbers line up.
+const STYLE: &str = "body{font-family:sans-serif;max-width:1200px;margin:2em auto;padding:0 1em}\
+table{border-collapse:collapse;margin:1em 0;display:block;overflow-x:auto}\
+td,th{border:1px solid #bbb;padding:2px 6px;font-size:13px;white-space:nowrap}\
+th{background:#f0f0f0}code{font-size:12px}.chart svg{max-width:100%;height:auto}";
+
+fn escape_html(t: &str) -> String {
+    t.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
+
 impl Report {
     #[allow(
         clippy::too_many_lines,
@@ -167,78 +181,28 @@ impl Report {
         s
     }
 
-    /// The report as one self-contained HTML page: the Markdown's text and
-    /// tables, then `charts` (name, SVG text) inline.
+    /// The report as one self-contained HTML page: the Markdown rendered by
+    /// a CommonMark parser with GitHub's table extension (pulldown-cmark), then
+    /// `charts` (name, SVG text) inline. Raw HTML in the Markdown (a host
+    /// name or variant name that looks like a tag) is shown as text, never
+    /// passed through: the page is mailed and opened by others.
     pub fn to_html(&self, charts: &[(String, String)]) -> String {
-        let esc = |t: &str| {
-            t.replace('&', "&amp;")
-                .replace('<', "&lt;")
-                .replace('>', "&gt;")
-        };
-        let inline = |t: &str| {
-            // **bold** and `code`, the two the Markdown uses.
-            let mut out = String::new();
-            for (i, part) in esc(t).split("**").enumerate() {
-                let part = part
-                    .split('`')
-                    .enumerate()
-                    .map(|(j, p)| {
-                        if j % 2 == 1 {
-                            format!("<code>{p}</code>")
-                        } else {
-                            p.to_string()
-                        }
-                    })
-                    .collect::<String>();
-                out += &if i % 2 == 1 {
-                    format!("<b>{part}</b>")
-                } else {
-                    part
-                };
-            }
-            out
-        };
+        use pulldown_cmark::{Event, Options, Parser, html};
+        let markdown = self.to_markdown();
+        let events = Parser::new_ext(&markdown, Options::ENABLE_TABLES).map(|e| match e {
+            Event::Html(t) | Event::InlineHtml(t) => Event::Text(t),
+            e => e,
+        });
         let mut body = String::new();
-        let mut in_table = false;
-        for line in self.to_markdown().lines() {
-            if let Some(row) = line.strip_prefix('|') {
-                let cells: Vec<&str> = row.trim_end_matches('|').split(" | ").collect();
-                if cells.iter().all(|c| c.trim().chars().all(|ch| ch == '-')) {
-                    continue;
-                }
-                let tag = if in_table { "td" } else { "th" };
-                if !in_table {
-                    body += "<table>\n";
-                    in_table = true;
-                }
-                body += "<tr>";
-                for c in cells {
-                    body += &format!(
-                        "<{tag}>{}</{tag}>",
-                        inline(c.trim().trim_start_matches('|').trim())
-                    );
-                }
-                body += "</tr>\n";
-                continue;
-            }
-            if in_table {
-                body += "</table>\n";
-                in_table = false;
-            }
-            if let Some(h) = line.strip_prefix("# ") {
-                body += &format!("<h1>{}</h1>\n", inline(h));
-            } else if !line.trim().is_empty() {
-                body += &format!("<p>{}</p>\n", inline(line));
-            }
-        }
-        if in_table {
-            body += "</table>\n";
-        }
+        html::push_html(&mut body, events);
         for (name, svg) in charts {
-            body += &format!("<h2>{}</h2>\n<div class=\"chart\">{svg}</div>\n", esc(name));
+            body += &format!(
+                "<h2>{}</h2>\n<div class=\"chart\">{svg}</div>\n",
+                escape_html(name)
+            );
         }
         format!(
-            "<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>tricklab report</title>\n<style>body{{font-family:sans-serif;max-width:1200px;margin:2em auto}}table{{border-collapse:collapse;margin:1em 0}}td,th{{border:1px solid #bbb;padding:2px 6px;font-size:13px}}.chart svg{{max-width:100%;height:auto}}</style></head>\n<body>\n{body}</body></html>\n"
+            "<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>tricklab report</title>\n<style>{STYLE}</style></head>\n<body>\n{body}</body></html>\n"
         )
     }
 
@@ -247,5 +211,85 @@ impl Report {
         let mut v = serde_json::to_value(self)?;
         v["schema_version"] = crate::util::SCHEMA_VERSION.into();
         Ok(serde_json::to_string_pretty(&v)?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::report::{ReportOptions, aggregate};
+    use crate::store::{ResultsWriter, tests as st};
+
+    /// The cells of each `<table>` in `html`, row by row (header row first).
+    fn tables(html: &str) -> Vec<Vec<Vec<String>>> {
+        html.split("<table>")
+            .skip(1)
+            .map(|t| {
+                let t = &t[..t.find("</table>").expect("a table is closed")];
+                t.split("<tr>")
+                    .skip(1)
+                    .map(|row| {
+                        row.split(['<'])
+                            .filter_map(|piece| {
+                                let cell = piece
+                                    .strip_prefix("td>")
+                                    .or_else(|| piece.strip_prefix("th>"));
+                                cell.map(|c| c.rsplit('>').next().unwrap_or(c).to_string())
+                            })
+                            .collect()
+                    })
+                    .collect()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn html_tables_have_a_head_and_no_divider_row_and_markdown_emphasis_renders() {
+        let root = tempfile::tempdir().unwrap();
+        let mut w = ResultsWriter::create(root.path(), "m", "").unwrap();
+        for (idx, rep, acc, t) in [(0, 0, 0.5, 10.0), (0, 1, 0.52, 12.0), (1, 0, 0.6, 5.0)] {
+            let v = if idx == 0 { "base" } else { "+ trick" };
+            st::feed(
+                &mut w,
+                st::rid(v, idx, rep),
+                rep as u64,
+                Some(st::summary(acc, t, None)),
+            );
+        }
+        let dir = w.dir().to_path_buf();
+        let mut r = aggregate(&[dir], &ReportOptions::default()).unwrap();
+        r.setup
+            .push(("host".into(), "<script>alert(1)</script> a|b".into()));
+        let html = r.to_html(&[("ladder <1>".into(), "<svg></svg>".into())]);
+        let tables = tables(&html);
+        // The setup block and the results table.
+        assert_eq!(tables.len(), 2, "{html}");
+        assert_eq!(html.matches("<thead>").count(), 2, "{html}");
+        for t in &tables {
+            let width = t[0].len();
+            for row in t {
+                assert_eq!(
+                    row.len(),
+                    width,
+                    "a row with other cells than its head: {row:?}"
+                );
+                for cell in row {
+                    // "-" alone is a cell with no value; "---" is the divider.
+                    let c = cell.trim();
+                    assert!(
+                        c.len() < 3 || !c.chars().all(|ch| matches!(ch, '-' | '|' | ':')),
+                        "a cell of dashes (the divider read as data): {row:?}"
+                    );
+                }
+            }
+        }
+        // 16 columns and one row a variant.
+        assert_eq!((tables[1][0].len(), tables[1].len()), (16, 3));
+        // Emphasis is rendered, not left as asterisks; a pipe escaped in a
+        // cell stays in its cell; a tag in a value is text, not markup.
+        assert!(html.contains("<em>noisy</em>") && !html.contains("*noisy*"));
+        assert!(html.contains("<strong>"));
+        assert!(tables[0].iter().any(|row| row[1].contains("a|b")));
+        assert!(!html.contains("<script>") && html.contains("&lt;script&gt;"));
+        assert!(html.contains("<h2>ladder &lt;1&gt;</h2>"));
     }
 }
