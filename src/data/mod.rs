@@ -64,20 +64,29 @@ impl Dataset {
         self.channels * self.height * self.width
     }
 
-    /// The first `train_per_class` / `test_per_class` images of each class, in
-    /// the original order; the hash is recomputed.
     /// Training images `subset(train_per_class, _)` would keep, without copying them.
     pub fn train_len(&self, train_per_class: Option<usize>) -> usize {
-        let Some(per) = train_per_class else {
-            return self.train.len();
+        self.kept(&self.train, train_per_class)
+    }
+
+    /// Test images `subset(_, test_per_class)` would keep, without copying them.
+    pub fn test_len(&self, test_per_class: Option<usize>) -> usize {
+        self.kept(&self.test, test_per_class)
+    }
+
+    fn kept(&self, split: &Split, per_class: Option<usize>) -> usize {
+        let Some(per) = per_class else {
+            return split.len();
         };
         let mut counts = vec![0usize; self.classes.len()];
-        for &l in &self.train.labels {
+        for &l in &split.labels {
             counts[l as usize] += 1;
         }
         counts.iter().map(|&c| c.min(per)).sum()
     }
 
+    /// The first `train_per_class` / `test_per_class` images of each class, in
+    /// the original order; the hash is recomputed.
     pub fn subset(&self, train_per_class: Option<usize>, test_per_class: Option<usize>) -> Dataset {
         let take = |split: &Split, per: Option<usize>| -> Split {
             let Some(per) = per else { return split.clone() };

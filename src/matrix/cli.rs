@@ -18,8 +18,8 @@ pub enum MatrixCommand {
         /// As `run --tiny` would run them: the recipes' `tiny-` forms on the embedded data.
         #[arg(long)]
         tiny: bool,
-        /// Price each matrix on DEVICE before it runs: its training steps times
-        /// one step's seconds, from a probe step of its first run's net.
+        /// Price each matrix on DEVICE before it runs: its training steps and
+        /// evaluations priced by a probe of its first run's net, with a range.
         #[arg(long, value_name = "DEVICE", num_args = 0..=1, default_missing_value = "cpu")]
         estimate: Option<String>,
         #[arg(long, value_enum, default_value = "text")]

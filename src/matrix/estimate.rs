@@ -1,7 +1,8 @@
 //! What a matrix will cost on a device before it is started: its runs'
-//! training steps times one step's seconds, measured by a probe step of the
-//! first run's net. `matrix show --estimate`, and the scale guard of `run`
-//! and `nightly`, print it.
+//! training steps and evaluations priced by a probe of the first run's net
+//! (the median of several steps at its batch, and one evaluation).
+//! `matrix show --estimate`, and the scale guard of `run` and `nightly`,
+//! print it.
 
 use super::Matrix;
 use crate::train::{TchTrainer, Trainer};
@@ -11,15 +12,23 @@ use anyhow::Result;
 pub struct Estimate {
     pub runs: usize,
     pub device: String,
-    /// Seconds a training step of the first run takes, scaled from the probe.
+    /// Seconds a training step of the first run takes: the probe's median.
     pub step_s: f64,
     pub batch: usize,
     pub probe_batch: usize,
-    /// Training seconds of every run (evaluation not counted).
+    /// Timed probe steps behind `step_s`.
+    pub probe_steps: usize,
+    /// Seconds of one evaluation of the first run's test set, TTA included.
+    pub eval_s: f64,
+    /// Seconds of every run's training steps and evaluations at the median
+    /// step (data preparation, whitening and the warm-up not counted).
     pub total_s: f64,
+    /// The same at the probe's fastest and slowest step.
+    pub total_range_s: (f64, f64),
 }
 
-/// Probes the first run's net on `device` and prices every run's steps.
+/// Probes the first run's net on `device` and prices every run's steps and
+/// evaluations.
 pub fn estimate(m: &Matrix, device: &str) -> Result<Estimate> {
     let runs = m.runs();
     let Some(first) = runs.first() else {
@@ -28,22 +37,39 @@ pub fn estimate(m: &Matrix, device: &str) -> Result<Estimate> {
     let data = crate::data::load(&m.data)?;
     let planned = crate::recipe::plan_run(first)?;
     let mut trainer = TchTrainer::new(device)?;
-    let step_s = trainer.probe_step_s(&planned)?;
-    let mut total_s = 0.0;
+    let probe = trainer.probe(&planned)?;
+    let [lo, med, hi] = probe.step_s;
+    let mut totals = [0.0; 3];
     for r in &runs {
         let plan = crate::recipe::plan_run(r)?.plan;
         let per = plan.data.train_per_class;
         let n = data.train_len((per > 0).then_some(per)) as u64;
-        total_s += plan.rates(n).total as f64 * step_s;
+        let rates = plan.rates(n);
+        let evals =
+            evaluations(rates.total, rates.per_epoch, plan.eval.every) as f64 * probe.eval_s;
+        for (t, step) in totals.iter_mut().zip([lo, med, hi]) {
+            *t += rates.total as f64 * step + evals;
+        }
     }
     Ok(Estimate {
         runs: runs.len(),
         device: trainer.device_name(),
-        step_s,
+        step_s: med,
         batch: planned.plan.batch_size,
-        probe_batch: planned.plan.batch_size.min(TchTrainer::PROBE_BATCH),
-        total_s,
+        probe_batch: probe.probe_batch,
+        probe_steps: probe.steps,
+        eval_s: probe.eval_s,
+        total_s: totals[1],
+        total_range_s: (totals[0], totals[2]),
     })
+}
+
+/// Evaluations a run of `steps` makes: every `every` epochs and after the
+/// last (the engine's `evaluate_epoch`), the last epoch possibly partial.
+fn evaluations(steps: u64, per_epoch: u64, every: usize) -> u64 {
+    let epochs = steps.div_ceil(per_epoch.max(1));
+    let every = every.max(1) as u64;
+    epochs / every + u64::from(!epochs.is_multiple_of(every))
 }
 
 /// Seconds as a person reads a duration.
@@ -58,14 +84,42 @@ pub fn human(secs: f64) -> String {
 
 impl Estimate {
     pub fn line(&self, origin: &str) -> String {
+        let (lo, hi) = self.total_range_s;
+        let at = if self.probe_batch == self.batch {
+            format!(
+                "the median of {} probe steps at that batch",
+                self.probe_steps
+            )
+        } else {
+            format!(
+                "scaled from the median of {} probe steps at batch {}",
+                self.probe_steps, self.probe_batch
+            )
+        };
         format!(
-            "{origin}: {} runs, about {} in all on {} ({:.2} s a training step at batch {}, scaled from a probe step at batch {}; evaluation not counted)",
+            "{origin}: {} runs, about {} ({}–{}) in all on {} ({:.2} s a training step at batch {}, {at}; {:.2} s an evaluation; data preparation and warm-up not counted)",
             self.runs,
             human(self.total_s),
+            human(lo),
+            human(hi),
             self.device,
             self.step_s,
             self.batch,
-            self.probe_batch
+            self.eval_s,
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::evaluations;
+
+    #[test]
+    fn evaluations_follow_the_engine_every_n_epochs_and_after_the_last() {
+        // 10 steps an epoch: 25 steps are 3 epochs, the last partial.
+        assert_eq!(evaluations(25, 10, 1), 3);
+        assert_eq!(evaluations(30, 10, 2), 2); // after epochs 2 and 3 (the last)
+        assert_eq!(evaluations(40, 10, 2), 2);
+        assert_eq!(evaluations(5, 10, 4), 1);
     }
 }

@@ -216,7 +216,7 @@ pub fn guard_data(m: &Matrix, insist: bool) -> Result<()> {
 /// Refuses, before anything starts, what would train at the wrong scale: a
 /// full-size recipe on the embedded 4,000-image subset because the matrix
 /// names no data, or a matrix sized for a GPU on a CPU, estimated by a
-/// probe step at a small batch, scaled. `insist` runs them anyway. Returns the estimate lines.
+/// probe of the first run's net (`matrix::estimate`). `insist` runs them anyway. Returns the estimate lines.
 pub fn scale_guard(matrices: &[Matrix], devices: &[String], insist: bool) -> Result<Vec<String>> {
     let cpu_only = devices.iter().all(|d| d.starts_with("cpu"));
     let mut notes = Vec::new();

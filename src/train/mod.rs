@@ -19,7 +19,7 @@ mod warm;
 
 pub use engine::TchTrainer;
 pub use pipeline::{jitter_with, normalise};
-pub use warm::warm_up_run;
+pub use warm::{Probe, warm_up_run};
 
 use crate::events::{Event, RunSummary};
 use crate::plan::PlannedRun;

@@ -816,7 +816,9 @@ fn matrix_show_prices_a_matrix_before_it_runs() {
         .find(|l| l.contains("estimate:"))
         .unwrap_or_else(|| panic!("no estimate line:\n{out}"));
     assert!(
-        line.contains("in all on cpu") && line.contains("scaled from a probe step"),
+        line.contains("in all on cpu")
+            && line.contains("probe step")
+            && line.contains("s an evaluation"),
         "{line}"
     );
     let o = run(
@@ -834,6 +836,14 @@ fn matrix_show_prices_a_matrix_before_it_runs() {
     let e = &j["matrices"][0]["estimate"];
     assert!(e["total_s"].as_f64().unwrap() > 0.0, "{j}");
     assert_eq!(e["runs"], j["matrices"][0]["runs"], "{j}");
+    // A range around the median, from the probe's fastest and slowest steps.
+    let (lo, mid, hi) = (
+        e["total_range_s"][0].as_f64().unwrap(),
+        e["total_s"].as_f64().unwrap(),
+        e["total_range_s"][1].as_f64().unwrap(),
+    );
+    assert!(lo <= mid && mid <= hi, "{j}");
+    assert!((1..=5).contains(&e["probe_steps"].as_u64().unwrap()), "{j}");
 }
 
 /// `tui --data` is checked as `run --data` is, before any terminal is
