@@ -91,7 +91,8 @@ fn results_read_in_pyarrow_tensorboard_and_as_json() {
     assert!(c.status.success() && out(&c).contains("_tricklab()"));
 
     // A second session of the same matrix (a copy under a later timestamp):
-    // exported together with the first, the two stay two sets of runs.
+    // compared, it is said to be a copy; exported together with the first,
+    // the two stay two sets of runs.
     let second = dir.with_file_name("29991231-235959");
     copy_dir(&dir, &second);
     let session = dir.file_name().unwrap().to_str().unwrap().to_string();
@@ -101,7 +102,7 @@ fn results_read_in_pyarrow_tensorboard_and_as_json() {
         &[
             "compare",
             dir.to_str().unwrap(),
-            dir.to_str().unwrap(),
+            second.to_str().unwrap(),
             "--format",
             "json",
         ],
@@ -109,6 +110,19 @@ fn results_read_in_pyarrow_tensorboard_and_as_json() {
     );
     let doc = json(&same);
     assert_eq!(same.status.code(), Some(0));
+    assert!(doc["warnings"].to_string().contains("a copy"), "{doc}");
+    assert!(doc["noisy_runs"]["base"].is_u64(), "{doc}");
+    // A folder against itself: refused, as input that cannot be compared.
+    let itself = run(
+        &[
+            "compare",
+            dir.to_str().unwrap(),
+            &format!("{}/", dir.display()),
+        ],
+        tmp.path(),
+    );
+    assert_eq!(itself.status.code(), Some(2), "{}", err(&itself));
+    assert!(err(&itself).contains("both the base and the candidate"));
     assert_eq!(
         (doc["exit_code"].as_i64(), doc["schema_version"].as_i64()),
         (Some(0), Some(2))
