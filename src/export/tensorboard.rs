@@ -333,4 +333,19 @@ mod tests {
             ]
         );
     }
+
+    #[test]
+    fn hparams_are_typed_protobuf_values_in_a_plugin_summary() {
+        // google.protobuf.Value: number_value (field 2, fixed64), string_value
+        // (field 3), bool_value (field 4, varint).
+        assert_eq!(proto_value(&Param::Num(0.5))[..3], [0x11, 0, 0]);
+        assert_eq!(proto_value(&Param::Num(0.5))[8], 0x3F);
+        assert_eq!(proto_value(&Param::Text("sgd".into())), b"\x1a\x03sgd");
+        assert_eq!(proto_value(&Param::Bool(true)), [0x20, 0x01]);
+        let e = event(0.0, 0, Body::Plugin(SESSION_START_TAG, vec![0x1A, 0x00]));
+        let has = |needle: &[u8]| e.windows(needle.len()).any(|w| w == needle);
+        // Value { tag, metadata { plugin_data { plugin_name "hparams", content } }, tensor }.
+        assert!(has(SESSION_START_TAG.as_bytes()) && has(b"\x0a\x07hparams\x12\x02\x1a\x00"));
+        assert!(has(&[0x42, 0x06, 0x08, 0x01, 0x12, 0x02, 0x12, 0x00]));
+    }
 }
