@@ -520,7 +520,20 @@ pub fn compare_folders(args: &CompareArgs) -> Result<Compared> {
     } else {
         TimeModel::NetOfDrift
     };
-    let rows = compare(&base, &cand, &th, model);
+    let mut rows = compare(&base, &cand, &th, model);
+    if args.drop_noisy {
+        // A variant whose candidate runs all finished noisy is gone from the
+        // candidate's report, not failed.
+        for r in rows.iter_mut().filter(|r| r.n.1 == 0) {
+            let done: Vec<&crate::store::RunRow> = runs_c
+                .iter()
+                .filter(|x| x.variant == r.variant && x.status == crate::store::Ended::Done)
+                .collect();
+            if !done.is_empty() && done.iter().all(|x| x.noisy == Some(true)) {
+                r.left_out_as_noisy();
+            }
+        }
+    }
     let drift = match (model, drift(&base, &cand), base.rows.first()) {
         (TimeModel::NetOfDrift, Some(d), Some(control)) => {
             if d.lo > th.max_slowdown {

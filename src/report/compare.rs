@@ -111,6 +111,9 @@ pub enum Open {
     /// Settling it would take more than `MAX_MORE_RUNS` more runs a side:
     /// the noise is large against the difference from the threshold.
     TooMany,
+    /// Every finished candidate run was flagged noisy and `--drop-noisy`
+    /// left them out: not a failure of the candidate, and nothing to judge.
+    AllNoisy,
 }
 
 /// The most extra runs a side `compare` recommends; beyond it the advice is
@@ -132,6 +135,7 @@ impl Open {
             Open::NoInterval => "no_interval",
             Open::OnThreshold => "on_threshold",
             Open::TooMany => "too_many_runs",
+            Open::AllNoisy => "all_noisy",
         }
     }
 }
@@ -205,6 +209,9 @@ impl Verdict {
             Verdict::Inconclusive {
                 open: Open::TooMany,
             } => format!("inconclusive (settling it needs over {MAX_MORE_RUNS} more runs a side)"),
+            Verdict::Inconclusive {
+                open: Open::AllNoisy,
+            } => "inconclusive (every candidate run noisy, left out)".into(),
             Verdict::FailedInCandidate => "FAILED in candidate".into(),
             Verdict::MissingInCandidate => "MISSING in candidate".into(),
             Verdict::NewInCandidate => "new in candidate".into(),
@@ -276,6 +283,20 @@ pub enum TimeModel {
 }
 
 impl Comparison {
+    /// Marks a variant that seems missing or failed in the candidate only
+    /// because `--drop-noisy` left out its finished runs, all flagged noisy:
+    /// inconclusive, not a regression.
+    pub fn left_out_as_noisy(&mut self) {
+        if matches!(
+            self.verdict,
+            Verdict::MissingInCandidate | Verdict::FailedInCandidate
+        ) {
+            self.verdict = Verdict::Inconclusive {
+                open: Open::AllNoisy,
+            };
+        }
+    }
+
     /// One variant's comparison as `compare --format json` prints it.
     pub fn to_json(&self) -> serde_json::Value {
         let open = match self.verdict {
@@ -594,7 +615,12 @@ mod tests {
         assert_eq!(more_runs(4, 0.01, 0.0), Open::OnThreshold);
         // A wide interval 0.01 from the threshold: thousands of runs, not advice.
         assert_eq!(more_runs(2, 0.5, 0.01), Open::TooMany);
-        for open in [Open::NoInterval, Open::OnThreshold, Open::TooMany] {
+        for open in [
+            Open::NoInterval,
+            Open::OnThreshold,
+            Open::TooMany,
+            Open::AllNoisy,
+        ] {
             let label = Verdict::Inconclusive { open }.label();
             assert!(!label.contains("need "), "{label}");
         }

@@ -250,6 +250,33 @@ fn headless_run_report_and_compare() {
             .sum()
     };
     assert_eq!((n("n_base"), n("n_candidate")), (4, 3), "{doc}");
+    // Every candidate run of one variant noisy: with --drop-noisy it is
+    // inconclusive, not missing (no regression is called for it).
+    let rows = tricklab::store::read_runs(&cand.join("runs.parquet")).unwrap();
+    let first: Vec<usize> = (0..rows.len())
+        .filter(|&i| rows[i].variant == rows[0].variant)
+        .collect();
+    set_noisy(&cand, &first);
+    let dropped = run(
+        &[
+            "compare",
+            dir.to_str().unwrap(),
+            cand.to_str().unwrap(),
+            "--drop-noisy",
+            "--format",
+            "json",
+        ],
+        tmp.path(),
+    );
+    let doc: serde_json::Value = serde_json::from_str(&text(&dropped).0).unwrap();
+    assert_eq!(dropped.status.code(), Some(0), "{doc}");
+    let gone = doc["variants"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["variant"] == rows[0].variant.as_str())
+        .unwrap();
+    assert_eq!(gone["inconclusive_because"], "all_noisy", "{doc}");
     // The folder against itself: refused (2), however it is written.
     let itself = run(
         &[
