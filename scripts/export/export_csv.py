@@ -5,7 +5,7 @@ from collections import defaultdict
 from pathlib import Path
 
 # Columns of runs.csv that are results, not hyperparameters.
-METRICS = {"acc", "acc_tta", "dawn_s", "airbench_s", "hlb_s", "wall_s",
+METRICS = {"acc", "acc_tta", "dawn_s", "airbench_s", "hlb_s", "wall_s", "paused_s",
            "time_to_target_s", "final_train_loss"}
 
 

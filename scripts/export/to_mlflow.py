@@ -4,7 +4,7 @@
     python scripts/export/to_mlflow.py CSV_FOLDER OUT
 
 Called by `tricklab export FOLDER --to mlflow`. One MLflow run per tricklab run
-(experiment "tricklab", run name matrix/variant/seed-N): the resolved
+(experiment "tricklab", run name matrix/session/variant/seed-N): the resolved
 configuration as params, the step curves (train/loss, train/lr,
 train/bn_scale_mean) and evaluations (eval/test_acc, ...) as metrics at their
 steps, the summary (acc, acc_tta, the clocks) as final metrics, the run's

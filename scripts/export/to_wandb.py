@@ -4,8 +4,8 @@
     python scripts/export/to_wandb.py CSV_FOLDER OUT
 
 Called by `tricklab export FOLDER --to wandb-offline`. One offline run per
-tricklab run (project "tricklab", name matrix/variant/seed-N, group
-matrix/variant): the resolved configuration as its config, the step curves and
+tricklab run (project "tricklab", name matrix/session/variant/seed-N, group
+matrix/session/variant): the resolved configuration as its config, the step curves and
 evaluations logged at their steps, the summary as the run summary. Nothing is
 sent: `wandb sync OUT/wandb/offline-run-*` uploads later. Exit 4 when wandb is
 not installed.

@@ -48,6 +48,11 @@ pub struct NightlyArgs {
     /// Judge raw times, not times net of the night's drift on the control.
     #[arg(long)]
     pub absolute: bool,
+    /// Leave runs flagged noisy out of the comparison and the history, on
+    /// both sides (as `report --drop-noisy`); without it they count and are
+    /// warned about.
+    #[arg(long)]
+    pub drop_noisy: bool,
     /// Run the matrix on this data set instead of its own (as `run --data`).
     #[arg(long)]
     pub data: Option<String>,
@@ -70,6 +75,7 @@ pub fn cmd_nightly(args: NightlyArgs) -> Result<i32> {
         allow_different: false,
         fail_inconclusive: args.fail_inconclusive,
         absolute: args.absolute,
+        drop_noisy: args.drop_noisy,
         format: crate::util::TextOrJson::Text,
     };
     // Everything that can be wrong before a night of training, checked first.
@@ -85,14 +91,20 @@ pub fn cmd_nightly(args: NightlyArgs) -> Result<i32> {
     crate::store::read_manifest(&args.baseline)
         .and_then(|_| crate::store::folder_runs(&args.baseline))
         .and_then(|runs| {
-            if runs.iter().any(|r| r.status == crate::store::Ended::Done) {
-                Ok(())
-            } else {
+            let done = |r: &&crate::store::RunRow| r.status == crate::store::Ended::Done;
+            if !runs.iter().any(|r| done(&r)) {
                 anyhow::bail!(
                     "{} has no finished run to compare with",
                     args.baseline.display()
                 )
             }
+            if args.drop_noisy && runs.iter().filter(done).all(|r| r.noisy == Some(true)) {
+                anyhow::bail!(
+                    "every finished run of {} is flagged noisy, so --drop-noisy leaves nothing to compare with; drop the flag or pass a quieter baseline",
+                    args.baseline.display()
+                )
+            }
+            Ok(())
         })
         .map_err(|e| anyhow::anyhow!("--baseline: {}", crate::util::one_line(&e)))?;
     std::fs::create_dir_all(&args.history).map_err(|e| {

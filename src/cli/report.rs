@@ -1,8 +1,8 @@
 //! `tricklab report` and `tricklab compare`.
 
 use crate::report::{
-    Clock, Comparison, Diff, Report, ReportOptions, Thresholds, TimeModel, Verdict, aggregate,
-    compare, drift, history,
+    Clock, Comparison, Report, ReportOptions, Thresholds, TimeModel, Verdict, aggregate, compare,
+    drift, history,
 };
 use anyhow::{Context, Result};
 use std::path::{Path, PathBuf};
@@ -269,6 +269,10 @@ pub struct CompareArgs {
     /// on the matrix's first variant, the control).
     #[arg(long)]
     pub absolute: bool,
+    /// Leave out runs flagged noisy on both sides (as `report --drop-noisy`);
+    /// without it, noisy runs are counted in and warned about.
+    #[arg(long)]
+    pub drop_noisy: bool,
     /// text (the table) or json (one document on stdout, whatever the exit code).
     #[arg(long, value_enum, default_value = "text")]
     pub format: crate::util::TextOrJson,
@@ -354,6 +358,9 @@ pub struct Compared {
     /// Why the folders were not compared, or what to say about the verdicts.
     pub error: Option<String>,
     pub warnings: Vec<String>,
+    /// Finished runs flagged noisy in the base and the candidate (before
+    /// --drop-noisy left them out).
+    pub noisy: Option<(usize, usize)>,
 }
 
 impl Compared {
@@ -366,6 +373,7 @@ impl Compared {
             drift: None,
             error: Some(error),
             warnings: vec![],
+            noisy: None,
         }
     }
 
@@ -415,6 +423,9 @@ impl Compared {
                     "regressions": self.rows.iter().filter(|r| r.verdict.is_bad()).count(),
                     "message": self.error,
                     "warnings": self.warnings,
+                    "noisy_runs": self.noisy.map(|(b, c)| serde_json::json!({
+                        "base": b, "candidate": c, "dropped": args.drop_noisy,
+                    })),
                 }));
             }
         }
@@ -435,8 +446,15 @@ pub fn compare_folders(args: &CompareArgs) -> Result<Compared> {
     if let Err(e) = th.validate() {
         return Ok(Compared::refused(e));
     }
+    if same_folder(&args.base, &args.candidate) {
+        return Ok(Compared::refused(format!(
+            "{} is both the base and the candidate: every difference would be 0 by construction; pass two sessions (`tricklab results` lists them)",
+            args.base.display()
+        )));
+    }
     let opts = ReportOptions {
         clock: args.clock,
+        drop_noisy: args.drop_noisy,
         ..Default::default()
     };
     let (base, cand) = match (
@@ -446,6 +464,19 @@ pub fn compare_folders(args: &CompareArgs) -> Result<Compared> {
         (Ok(b), Ok(c)) => (b, c),
         (Err(e), _) | (_, Err(e)) => return Ok(Compared::refused(crate::util::one_line(&e))),
     };
+    for (dir, r) in [(&args.base, &base), (&args.candidate, &cand)] {
+        if r.rows.is_empty() {
+            let why = if args.drop_noisy {
+                "every run is flagged noisy and --drop-noisy left them all out; compare without it, or run again on a quieter machine"
+            } else {
+                "it has no runs; pass a session that `tricklab run` finished"
+            };
+            return Ok(Compared::refused(format!(
+                "{}: nothing to compare: {why}",
+                dir.display()
+            )));
+        }
+    }
     let (ib, ic) = (
         identity(&args.base, &base)?,
         identity(&args.candidate, &cand)?,
@@ -471,12 +502,38 @@ pub fn compare_folders(args: &CompareArgs) -> Result<Compared> {
         }
         warnings.push(format!("comparing anyway although {line}"));
     }
+    let (runs_b, runs_c) = (
+        crate::store::folder_runs(&args.base)?,
+        crate::store::folder_runs(&args.candidate)?,
+    );
+    if is_copy(&runs_b, &runs_c) {
+        warnings.push(format!(
+            "{} holds the same runs as {} (same variants, seeds and finish times): a copy of one session, so every difference is 0",
+            args.candidate.display(),
+            args.base.display()
+        ));
+    }
+    let noisy = (noisy_runs(&runs_b), noisy_runs(&runs_c));
+    warnings.extend(noisy_warning(noisy, args.drop_noisy));
     let model = if args.absolute {
         TimeModel::Absolute
     } else {
         TimeModel::NetOfDrift
     };
-    let rows = compare(&base, &cand, &th, model);
+    let mut rows = compare(&base, &cand, &th, model);
+    if args.drop_noisy {
+        // A variant whose candidate runs all finished noisy is gone from the
+        // candidate's report, not failed.
+        for r in rows.iter_mut().filter(|r| r.n.1 == 0) {
+            let done: Vec<&crate::store::RunRow> = runs_c
+                .iter()
+                .filter(|x| x.variant == r.variant && x.status == crate::store::Ended::Done)
+                .collect();
+            if !done.is_empty() && done.iter().all(|x| x.noisy == Some(true)) {
+                r.left_out_as_noisy();
+            }
+        }
+    }
     let drift = match (model, drift(&base, &cand), base.rows.first()) {
         (TimeModel::NetOfDrift, Some(d), Some(control)) => {
             if d.lo > th.max_slowdown {
@@ -518,13 +575,68 @@ pub fn compare_folders(args: &CompareArgs) -> Result<Compared> {
         drift,
         error,
         warnings,
+        noisy: Some(noisy),
+    })
+}
+
+/// Two names of one folder (`results/m/X` and `./results/m/X/`).
+fn same_folder(a: &Path, b: &Path) -> bool {
+    match (a.canonicalize(), b.canonicalize()) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => a == b,
+    }
+}
+
+/// The candidate's finished runs are the base's, to the microsecond: a
+/// session copied, not run again.
+fn is_copy(base: &[crate::store::RunRow], cand: &[crate::store::RunRow]) -> bool {
+    let key = |rows: &[crate::store::RunRow]| {
+        let mut k: Vec<(String, u64, i64)> = rows
+            .iter()
+            .filter(|r| r.status == crate::store::Ended::Done)
+            .map(|r| {
+                (
+                    r.variant.clone(),
+                    r.seed,
+                    r.finished_at.0.timestamp_micros(),
+                )
+            })
+            .collect();
+        k.sort();
+        k
+    };
+    let b = key(base);
+    !b.is_empty() && b == key(cand)
+}
+
+/// Finished runs flagged noisy (a busy machine, a throttled GPU, a ragged
+/// throughput): their seconds are not the code's.
+fn noisy_runs(rows: &[crate::store::RunRow]) -> usize {
+    rows.iter()
+        .filter(|r| r.status == crate::store::Ended::Done && r.noisy == Some(true))
+        .count()
+}
+
+/// What `compare` and `nightly` say about noisy runs on either side.
+fn noisy_warning((base, cand): (usize, usize), dropped: bool) -> Option<String> {
+    if base + cand == 0 {
+        return None;
+    }
+    Some(if dropped {
+        format!(
+            "left out {base} noisy run(s) of the base and {cand} of the candidate (--drop-noisy)"
+        )
+    } else {
+        format!(
+            "{base} run(s) of the base and {cand} of the candidate are flagged noisy (a busy machine, a throttled GPU or a ragged throughput): their times are in the verdicts; --drop-noisy leaves them out"
+        )
     })
 }
 
 /// The comparison as a plain-text table, with the statistic it rests on.
 pub fn comparison_table(rows: &[Comparison], th: &Thresholds) -> String {
     let mut out = format!(
-        "Differences candidate − base with 95% CIs (time: relative, net of the session's drift unless --absolute; accuracy: Welch's t); a regression needs the whole CI beyond {:+.1}% time or −{:.2} points accuracy.\n",
+        "Differences candidate − base with 95% CIs (time: relative, net of the session's drift unless --absolute; accuracy: paired by seed where both sides ran the same seeds, marked `p`, else Welch's t); a regression needs the whole CI beyond {:+.1}% time or −{:.2} points accuracy. Means are shown from one run a side; intervals and verdicts need two.\n",
         100.0 * th.max_slowdown,
         100.0 * th.max_acc_drop
     );
@@ -539,12 +651,14 @@ pub fn comparison_table(rows: &[Comparison], th: &Thresholds) -> String {
         "cand %",
         "Δacc pts [95% CI]"
     );
-    let num = |d: Option<&Diff>, f: &dyn Fn(&Diff) -> f64, scale: f64| {
-        d.map(|d| format!("{:.2}", scale * f(d)))
-            .unwrap_or_else(|| "–".into())
+    let num = |x: f64, scale: f64| {
+        if x.is_finite() {
+            format!("{:.2}", scale * x)
+        } else {
+            "–".into()
+        }
     };
     for r in rows {
-        let t = r.time.as_ref();
         let dt = r
             .time_rel
             .map(|d| {
@@ -560,7 +674,8 @@ pub fn comparison_table(rows: &[Comparison], th: &Thresholds) -> String {
         let da = a
             .map(|d| {
                 format!(
-                    "{:+.2} [{:+.2}, {:+.2}]",
+                    "{}{:+.2} [{:+.2}, {:+.2}]",
+                    if r.acc_paired { "p " } else { "" },
                     100.0 * d.delta,
                     100.0 * d.lo(),
                     100.0 * d.hi()
@@ -571,11 +686,11 @@ pub fn comparison_table(rows: &[Comparison], th: &Thresholds) -> String {
             "{:<34} {:>7} {:>9} {:>9} {:>22} {:>8} {:>8} {:>20}  {}\n",
             r.variant,
             format!("{}/{}", r.n.0, r.n.1),
-            num(t, &|d| d.base, 1.0),
-            num(t, &|d| d.cand, 1.0),
+            num(r.means.base_s, 1.0),
+            num(r.means.cand_s, 1.0),
             dt,
-            num(a, &|d| d.base, 100.0),
-            num(a, &|d| d.cand, 100.0),
+            num(r.means.base_acc, 100.0),
+            num(r.means.cand_acc, 100.0),
             da,
             r.verdict.label()
         );

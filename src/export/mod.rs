@@ -1,6 +1,7 @@
 //! `tricklab export`: results folders in other tools' own offline formats.
-//! A run becomes one tracker run (named matrix/variant/seed) with its
-//! resolved configuration as hyperparameters, its step curves (loss, lr,
+//! A run becomes one tracker run (named matrix/session/variant/seed-N, so
+//! that two sessions of one matrix stay two runs) with its resolved
+//! configuration as hyperparameters, its step curves (loss, lr,
 //! BN scale) and epoch evaluations as metrics, and its summary.
 //!
 //! TensorBoard's event files are a stable record format and are written
@@ -53,10 +54,30 @@ pub struct ExportArgs {
     pub python: Option<PathBuf>,
 }
 
+/// A hyperparameter's value, typed as TensorBoard's HParams tab filters it.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Param {
+    Text(String),
+    Num(f64),
+    Bool(bool),
+}
+
+impl std::fmt::Display for Param {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Param::Text(s) => f.write_str(s),
+            Param::Num(x) => write!(f, "{x}"),
+            Param::Bool(b) => write!(f, "{b}"),
+        }
+    }
+}
+
 /// One run as the trackers see it.
 pub struct RunData {
     pub row: RunRow,
-    /// Its name in the tracker: matrix/variant/seed-N.
+    /// The session (results folder) it ran in: the folder's name, its timestamp.
+    pub session: String,
+    /// Its name in the tracker: matrix/session/variant/seed-N.
     pub name: String,
     /// (step, epoch, loss, lr, BN scale mean) per recorded step.
     pub steps: Vec<(u64, f64, f64, f64, f64)>,
@@ -65,25 +86,30 @@ pub struct RunData {
 }
 
 impl RunData {
-    /// The hyperparameters a tracker records: the row's configuration columns.
-    pub fn params(&self) -> Vec<(&'static str, String)> {
+    /// The hyperparameters a tracker records: the session, whether the run's
+    /// seconds were disturbed (`noisy`, with its reason) and the row's
+    /// configuration columns.
+    pub fn params(&self) -> Vec<(&'static str, Param)> {
         let r = &self.row;
-        let mut p: Vec<(&'static str, String)> = vec![
-            ("recipe", r.recipe.clone()),
-            ("variant", r.variant.clone()),
-            ("seed", r.seed.to_string()),
-            ("tricks", r.tricks.join(",")),
-            ("overrides", r.overrides.clone()),
-            ("device", r.device.clone()),
-            ("data_hash", r.data_hash.clone()),
-        ];
-        let opt = |v: &Option<String>| v.clone();
-        let num = |v: Option<f64>| v.map(|x| x.to_string());
-        for (k, v) in [
+        let text = |v: &str| Some(Param::Text(v.to_string()));
+        let opt = |v: &Option<String>| v.clone().map(Param::Text);
+        let num = |v: Option<f64>| v.map(Param::Num);
+        let int = |v: Option<u64>| v.map(|x| Param::Num(x as f64));
+        let entries: Vec<(&'static str, Option<Param>)> = vec![
+            ("session", text(&self.session)),
+            ("recipe", text(&r.recipe)),
+            ("variant", text(&r.variant)),
+            ("seed", int(Some(r.seed))),
+            ("tricks", text(&r.tricks.join(","))),
+            ("overrides", text(&r.overrides)),
+            ("device", text(&r.device)),
+            ("data_hash", text(&r.data_hash)),
+            ("noisy", r.noisy.map(Param::Bool)),
+            ("noise", opt(&r.noise)),
             ("data_name", opt(&r.data_name)),
             ("clock", opt(&r.clock)),
             ("arch", opt(&r.arch)),
-            ("batch_size", r.batch_size.map(|v| v.to_string())),
+            ("batch_size", int(r.batch_size.map(u64::from))),
             ("lr", num(r.lr)),
             ("momentum", num(r.momentum)),
             ("weight_decay", num(r.weight_decay)),
@@ -92,18 +118,18 @@ impl RunData {
             ("schedule", opt(&r.schedule)),
             ("label_smoothing", num(r.label_smoothing)),
             ("precision", opt(&r.precision)),
-            ("channels_last", r.channels_last.map(|v| v.to_string())),
+            ("channels_last", r.channels_last.map(Param::Bool)),
             ("averaging", opt(&r.averaging)),
             ("whitening", opt(&r.whitening)),
-            ("tta_level", r.tta_level.map(|v| v.to_string())),
+            ("tta_level", int(r.tta_level.map(u64::from))),
             ("epochs", num(r.epochs)),
             ("target_acc", num(Some(r.target_acc))),
-        ] {
-            if let Some(v) = v {
-                p.push((k, v));
-            }
-        }
-        p
+        ];
+        entries
+            .into_iter()
+            .filter_map(|(k, v)| v.map(|v| (k, v)))
+            .filter(|(_, v)| !matches!(v, Param::Num(x) if !x.is_finite()))
+            .collect()
     }
 
     /// The run's summary metrics (absent ones left out).
@@ -116,6 +142,7 @@ impl RunData {
             ("airbench_s", r.airbench_s),
             ("hlb_s", r.hlb_s),
             ("wall_s", r.wall_s),
+            ("paused_s", r.paused_s),
             ("time_to_target_s", r.time_to_target_s),
             ("final_train_loss", r.final_train_loss),
         ]
@@ -151,9 +178,18 @@ fn read_run_file(dir: &Path, sub: &str, row: &RunRow) -> Result<Option<DataFrame
     })
 }
 
+/// A session's name: its folder's (the timestamp `run` gave it), also when
+/// the folder is named as `.`.
+fn session_name(dir: &Path) -> String {
+    let dir = dir.canonicalize().unwrap_or_else(|_| dir.to_path_buf());
+    dir.file_name()
+        .map_or_else(|| "session".into(), |n| n.to_string_lossy().into_owned())
+}
+
 /// Every run of a results folder with its curves.
 pub fn load_runs(dir: &Path) -> Result<Vec<RunData>> {
     let runs = read_runs(&dir.join("runs.parquet"))?;
+    let session = session_name(dir);
     runs.into_iter()
         .map(|row| {
             let steps = match read_run_file(dir, "steps", &row)? {
@@ -183,9 +219,10 @@ pub fn load_runs(dir: &Path) -> Result<Vec<RunData>> {
                 }
                 None => Vec::new(),
             };
-            let name = format!("{}/{}/seed-{}", row.matrix, row.variant, row.seed);
+            let name = format!("{}/{session}/{}/seed-{}", row.matrix, row.variant, row.seed);
             Ok(RunData {
                 row,
+                session: session.clone(),
                 name,
                 steps,
                 evals,
@@ -239,9 +276,10 @@ fn num(v: f64) -> String {
     }
 }
 
-/// `runs.csv` (run name, parameters, summary) and `steps.csv` and
-/// `evals.csv` (run name, x, values): what a spreadsheet or the Python
-/// exporters read.
+/// `runs.csv` (run name, status, parameters with the session first, summary)
+/// and `steps.csv` and `evals.csv` (run name, session, x, values): what a
+/// spreadsheet or the Python exporters read. The session column keeps two
+/// sessions of one matrix apart in every file (their seeds repeat).
 pub fn write_csv(runs: &[RunData], out: &Path) -> Result<String> {
     std::fs::create_dir_all(out)
         .with_context(|| format!("cannot create {}; pass a writable --out", out.display()))?;
@@ -267,7 +305,7 @@ pub fn write_csv(runs: &[RunData], out: &Path) -> Result<String> {
         cells.extend(params.iter().map(|k| {
             p.iter()
                 .find(|(n, _)| n == k)
-                .map(|(_, v)| csv_field(v))
+                .map(|(_, v)| csv_field(&v.to_string()))
                 .unwrap_or_default()
         }));
         cells.extend(metrics.iter().map(|k| {
@@ -280,10 +318,10 @@ pub fn write_csv(runs: &[RunData], out: &Path) -> Result<String> {
         text.push('\n');
     }
     crate::util::write_atomic(&out.join("runs.csv"), text.as_bytes())?;
-    let mut steps = String::from("run,step,epoch,loss,lr,bn_scale_mean\n");
-    let mut evals = String::from("run,epoch,test_acc,test_acc_tta,train_s\n");
+    let mut steps = String::from("run,session,step,epoch,loss,lr,bn_scale_mean\n");
+    let mut evals = String::from("run,session,epoch,test_acc,test_acc_tta,train_s\n");
     for r in runs {
-        let name = csv_field(&r.name);
+        let name = format!("{},{}", csv_field(&r.name), csv_field(&r.session));
         for (s, e, l, lr, bn) in &r.steps {
             steps += &format!(
                 "{name},{s},{},{},{},{}\n",

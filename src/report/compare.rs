@@ -98,6 +98,48 @@ pub fn welch(b: (f64, f64, usize), c: (f64, f64, usize)) -> Option<Diff> {
     })
 }
 
+/// Why a variant is inconclusive, and what would settle it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Open {
+    /// About this many more runs a side would likely settle it.
+    MoreRuns(usize),
+    /// A side has fewer than 2 runs: there is no interval to judge, whatever
+    /// the means say.
+    NoInterval,
+    /// The estimate sits on the threshold: no number of runs settles it.
+    OnThreshold,
+    /// Settling it would take more than `MAX_MORE_RUNS` more runs a side:
+    /// the noise is large against the difference from the threshold.
+    TooMany,
+    /// Every finished candidate run was flagged noisy and `--drop-noisy`
+    /// left them out: not a failure of the candidate, and nothing to judge.
+    AllNoisy,
+}
+
+/// The most extra runs a side `compare` recommends; beyond it the advice is
+/// not a plan anyone would follow.
+pub const MAX_MORE_RUNS: usize = 100;
+
+impl Open {
+    fn more_runs(self) -> Option<usize> {
+        match self {
+            Open::MoreRuns(n) => Some(n),
+            _ => None,
+        }
+    }
+
+    /// One lowercase word for `--format json`.
+    pub fn code(self) -> &'static str {
+        match self {
+            Open::MoreRuns(_) => "more_runs",
+            Open::NoInterval => "no_interval",
+            Open::OnThreshold => "on_threshold",
+            Open::TooMany => "too_many_runs",
+            Open::AllNoisy => "all_noisy",
+        }
+    }
+}
+
 #[derive(Clone, Debug, PartialEq)]
 pub enum Verdict {
     Faster,
@@ -107,10 +149,9 @@ pub enum Verdict {
     Slower,
     /// Less accurate beyond the allowed drop (whole CI beyond it).
     LessAccurate,
-    /// The CI straddles a threshold; about this many more runs a side would
-    /// likely settle it (`None`: the estimate sits on the threshold).
+    /// The CI straddles a threshold, or there is none yet.
     Inconclusive {
-        more_runs: Option<usize>,
+        open: Open,
     },
     FailedInCandidate,
     MissingInCandidate,
@@ -156,12 +197,21 @@ impl Verdict {
             Verdict::NoChange => "no change".into(),
             Verdict::Slower => "SLOWER".into(),
             Verdict::LessAccurate => "LESS ACCURATE".into(),
-            Verdict::Inconclusive { more_runs: Some(n) } => {
-                format!("inconclusive (need {n} more runs a side)")
-            }
-            Verdict::Inconclusive { more_runs: None } => {
-                "inconclusive (the estimate sits on the threshold)".into()
-            }
+            Verdict::Inconclusive {
+                open: Open::MoreRuns(n),
+            } => format!("inconclusive (need {n} more runs a side)"),
+            Verdict::Inconclusive {
+                open: Open::NoInterval,
+            } => "inconclusive (no interval below 2 runs a side)".into(),
+            Verdict::Inconclusive {
+                open: Open::OnThreshold,
+            } => "inconclusive (the estimate sits on the threshold)".into(),
+            Verdict::Inconclusive {
+                open: Open::TooMany,
+            } => format!("inconclusive (settling it needs over {MAX_MORE_RUNS} more runs a side)"),
+            Verdict::Inconclusive {
+                open: Open::AllNoisy,
+            } => "inconclusive (every candidate run noisy, left out)".into(),
             Verdict::FailedInCandidate => "FAILED in candidate".into(),
             Verdict::MissingInCandidate => "MISSING in candidate".into(),
             Verdict::NewInCandidate => "new in candidate".into(),
@@ -233,10 +283,24 @@ pub enum TimeModel {
 }
 
 impl Comparison {
+    /// Marks a variant that seems missing or failed in the candidate only
+    /// because `--drop-noisy` left out its finished runs, all flagged noisy:
+    /// inconclusive, not a regression.
+    pub fn left_out_as_noisy(&mut self) {
+        if matches!(
+            self.verdict,
+            Verdict::MissingInCandidate | Verdict::FailedInCandidate
+        ) {
+            self.verdict = Verdict::Inconclusive {
+                open: Open::AllNoisy,
+            };
+        }
+    }
+
     /// One variant's comparison as `compare --format json` prints it.
     pub fn to_json(&self) -> serde_json::Value {
-        let more_runs = match self.verdict {
-            Verdict::Inconclusive { more_runs } => more_runs,
+        let open = match self.verdict {
+            Verdict::Inconclusive { open } => Some(open),
             _ => None,
         };
         serde_json::json!({
@@ -244,20 +308,52 @@ impl Comparison {
             "n_base": self.n.0,
             "n_candidate": self.n.1,
             "clock": self.clock,
-            "base_s": self.time.map(|d| d.base),
-            "candidate_s": self.time.map(|d| d.cand),
+            "base_s": finite(self.means.base_s),
+            "candidate_s": finite(self.means.cand_s),
             "time_rel": self.time_rel.map(|r| r.rel),
             "time_rel_lo": self.time_rel.map(|r| r.lo),
             "time_rel_hi": self.time_rel.map(|r| r.hi),
-            "base_acc": self.acc.map(|d| d.base),
-            "candidate_acc": self.acc.map(|d| d.cand),
+            "base_acc": finite(self.means.base_acc),
+            "candidate_acc": finite(self.means.cand_acc),
+            "acc_paired": self.acc_paired,
             "acc_delta": self.acc.map(|d| d.delta),
             "acc_delta_lo": self.acc.map(|d| d.lo()),
             "acc_delta_hi": self.acc.map(|d| d.hi()),
             "verdict": self.verdict.code(),
             "regression": self.verdict.is_bad(),
-            "more_runs": more_runs,
+            "more_runs": open.and_then(Open::more_runs),
+            "inconclusive_because": open.map(Open::code),
         })
+    }
+}
+
+fn finite(x: f64) -> Option<f64> {
+    x.is_finite().then_some(x)
+}
+
+/// Each side's mean time and accuracy, also where a side has one run and no
+/// interval can be drawn (NaN where a side has none).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Means {
+    pub base_s: f64,
+    pub cand_s: f64,
+    pub base_acc: f64,
+    pub cand_acc: f64,
+}
+
+impl Means {
+    fn of(b: Option<&VariantStats>, c: Option<&VariantStats>, clock: Clock) -> Means {
+        let side = |r: Option<&VariantStats>| match r {
+            Some(r) if r.n > 0 => (r.clock(clock).mean, r.acc_tta_mean),
+            _ => (f64::NAN, f64::NAN),
+        };
+        let ((base_s, base_acc), (cand_s, cand_acc)) = (side(b), side(c));
+        Means {
+            base_s,
+            cand_s,
+            base_acc,
+            cand_acc,
+        }
     }
 }
 
@@ -267,6 +363,9 @@ pub struct Comparison {
     /// Finished runs in the base and the candidate.
     pub n: (usize, usize),
     pub clock: Clock,
+    pub means: Means,
+    /// Whether `acc` is paired by seed (both sides ran the same seeds).
+    pub acc_paired: bool,
     /// Raw time difference in seconds.
     pub time: Option<Diff>,
     /// The relative time change the verdict rests on: net of the drift, or raw.
@@ -294,19 +393,26 @@ fn paired(b: &VariantStats, c: &VariantStats) -> Option<Diff> {
 }
 
 /// Runs a side that would likely shrink the CI below `margin`: the standard
-/// error falls as 1/√n, and with more runs t's quantile nears 2.
-fn more_runs(n: usize, se: f64, margin: f64) -> Option<usize> {
-    if margin <= 0.0 || !se.is_finite() {
-        return None;
+/// error falls as 1/√n, and with more runs t's quantile nears 2. Only for a
+/// finite interval, and only up to `MAX_MORE_RUNS`.
+fn more_runs(n: usize, se: f64, margin: f64) -> Open {
+    if !se.is_finite() {
+        return Open::NoInterval;
+    }
+    if margin <= 0.0 || !margin.is_finite() {
+        return Open::OnThreshold;
     }
     let want = (n as f64 * (2.0 * se / margin).powi(2)).ceil();
-    (want.is_finite() && want < 1e6).then(|| (want as usize).saturating_sub(n).max(1))
+    if !want.is_finite() || want - n as f64 > MAX_MORE_RUNS as f64 {
+        return Open::TooMany;
+    }
+    Open::MoreRuns((want as usize).saturating_sub(n).max(1))
 }
 
 fn judge(time: Option<&Rel>, acc: Option<&Diff>, n: usize, th: &Thresholds) -> Verdict {
     let (Some(t), Some(a)) = (time, acc) else {
         return Verdict::Inconclusive {
-            more_runs: Some(2usize.saturating_sub(n).max(1)),
+            open: Open::NoInterval,
         };
     };
     if t.lo > th.max_slowdown {
@@ -319,12 +425,12 @@ fn judge(time: Option<&Rel>, acc: Option<&Diff>, n: usize, th: &Thresholds) -> V
     if t.hi > th.max_slowdown {
         // The standard error of the relative change is that of the log.
         return Verdict::Inconclusive {
-            more_runs: more_runs(n, t.se, (t.rel.ln_1p() - th.max_slowdown.ln_1p()).abs()),
+            open: more_runs(n, t.se, (t.rel.ln_1p() - th.max_slowdown.ln_1p()).abs()),
         };
     }
     if a.lo() < drop {
         return Verdict::Inconclusive {
-            more_runs: more_runs(n, a.se, (a.delta - drop).abs()),
+            open: more_runs(n, a.se, (a.delta - drop).abs()),
         };
     }
     if t.hi < 0.0 {
@@ -365,6 +471,8 @@ pub fn compare(base: &Report, cand: &Report, th: &Thresholds, model: TimeModel) 
             let clock = b.headline;
             let c = cand.rows.iter().find(|c| c.variant == b.variant);
             let n = (b.n, c.map_or(0, |c| c.n));
+            let mut means = Means::of(Some(b), c, clock);
+            let mut acc_paired = false;
             let (time, time_rel, acc, verdict) = match c {
                 None => (None, None, None, Verdict::MissingInCandidate),
                 Some(c) if c.n == 0 && b.n > 0 => (None, None, None, Verdict::FailedInCandidate),
@@ -372,7 +480,13 @@ pub fn compare(base: &Report, cand: &Report, th: &Thresholds, model: TimeModel) 
                     let ((tb, ab), (tc, ac)) = (sample(b, clock), sample(c, clock));
                     // Accuracy paired by seed where both sessions ran the
                     // same seeds (same data order and init: the seeds' noise cancels).
-                    let (time, acc) = (welch(tb, tc), paired(b, c).or_else(|| welch(ab, ac)));
+                    let pair = paired(b, c);
+                    acc_paired = pair.is_some();
+                    if let Some(p) = pair {
+                        // The means the paired difference is of.
+                        (means.base_acc, means.cand_acc) = (p.base, p.cand);
+                    }
+                    let (time, acc) = (welch(tb, tc), pair.or_else(|| welch(ab, ac)));
                     let raw = LogDiff::of(tb, tc);
                     let is_control = drift.is_some() && control.as_deref() == Some(&b.variant);
                     let rel = match (raw, drift) {
@@ -398,6 +512,8 @@ pub fn compare(base: &Report, cand: &Report, th: &Thresholds, model: TimeModel) 
                 variant: b.variant.clone(),
                 n,
                 clock,
+                means,
+                acc_paired,
                 time,
                 time_rel,
                 acc,
@@ -413,6 +529,8 @@ pub fn compare(base: &Report, cand: &Report, th: &Thresholds, model: TimeModel) 
                 variant: c.variant.clone(),
                 n: (0, c.n),
                 clock: c.headline,
+                means: Means::of(None, Some(c), c.headline),
+                acc_paired: false,
                 time: None,
                 time_rel: None,
                 acc: None,
@@ -452,10 +570,21 @@ mod tests {
         assert_eq!(v(time(1.2, 0.01, 10), 10), Verdict::Slower);
         assert_eq!(v(time(0.8, 0.01, 10), 10), Verdict::Faster);
         assert_eq!(v(time(1.02, 0.01, 10), 10), Verdict::NoChange);
-        let Verdict::Inconclusive { more_runs: Some(k) } = v(time(1.06, 0.05, 4), 4) else {
+        let Verdict::Inconclusive {
+            open: Open::MoreRuns(k),
+        } = v(time(1.10, 0.05, 4), 4)
+        else {
             panic!()
         };
-        assert!(k >= 1);
+        assert!((1..=MAX_MORE_RUNS).contains(&k), "{k}");
+        // 6% slower at the same spread sits so near 5% that the runs it would
+        // take are no advice.
+        assert_eq!(
+            v(time(1.06, 0.05, 4), 4),
+            Verdict::Inconclusive {
+                open: Open::TooMany
+            }
+        );
         // Accuracy: a drop whose whole interval is beyond 0.2 points.
         let lower = welch((0.94, 0.001, 10), (0.93, 0.001, 10));
         let t = time(1.0, 0.01, 10);
@@ -472,6 +601,39 @@ mod tests {
         assert_eq!(
             judge(t.as_ref(), acc.as_ref(), 10, &demand),
             Verdict::Slower
+        );
+    }
+
+    #[test]
+    fn more_runs_are_advised_only_for_a_finite_interval_and_a_practical_number() {
+        // se 0.01, 4 runs, 0.02 from the threshold: n·(2·se/margin)² = 4 runs in
+        // all, so none more is needed but at least one is said.
+        assert_eq!(more_runs(4, 0.01, 0.02), Open::MoreRuns(1));
+        assert_eq!(more_runs(4, 0.02, 0.02), Open::MoreRuns(12));
+        assert_eq!(more_runs(2, f64::NAN, 0.02), Open::NoInterval);
+        assert_eq!(more_runs(2, f64::INFINITY, 0.02), Open::NoInterval);
+        assert_eq!(more_runs(4, 0.01, 0.0), Open::OnThreshold);
+        // A wide interval 0.01 from the threshold: thousands of runs, not advice.
+        assert_eq!(more_runs(2, 0.5, 0.01), Open::TooMany);
+        for open in [
+            Open::NoInterval,
+            Open::OnThreshold,
+            Open::TooMany,
+            Open::AllNoisy,
+        ] {
+            let label = Verdict::Inconclusive { open }.label();
+            assert!(!label.contains("need "), "{label}");
+        }
+        // No interval on either measure (a side with one run): said so, no count.
+        let th = Thresholds {
+            max_slowdown: 0.05,
+            max_acc_drop: 0.002,
+        };
+        assert_eq!(
+            judge(None, None, 1, &th),
+            Verdict::Inconclusive {
+                open: Open::NoInterval
+            }
         );
     }
 

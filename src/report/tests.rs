@@ -150,6 +150,53 @@ fn compare_calls_a_regression_only_beyond_the_noise() {
     assert!(v[1].is_bad() && !v[2].is_bad());
 }
 
+/// One run a side: each side's means are shown, and the verdict says there is
+/// no interval rather than a count of runs; where seeds match, accuracy is paired.
+#[test]
+fn one_run_a_side_shows_the_means_and_no_count_of_runs() {
+    let root = tempfile::tempdir().unwrap();
+    let one = |name: &str, t: f64| {
+        let mut w = ResultsWriter::create(root.path(), name, "").unwrap();
+        for (idx, v) in ["control", "a"].into_iter().enumerate() {
+            let s = crate::store::tests::summary(0.6, t * (idx + 1) as f64, None);
+            crate::store::tests::feed(&mut w, crate::store::tests::rid(v, idx, 0), 0, Some(s));
+        }
+        aggregate(&[w.dir().to_path_buf()], &ReportOptions::default()).unwrap()
+    };
+    let (b, c) = (one("b", 10.0), one("c", 11.0));
+    let th = Thresholds {
+        max_slowdown: 0.05,
+        max_acc_drop: 0.002,
+    };
+    let rows = compare(&b, &c, &th, TimeModel::NetOfDrift);
+    let a = &rows[1];
+    assert_eq!(a.n, (1, 1));
+    assert_eq!(
+        a.verdict,
+        Verdict::Inconclusive {
+            open: super::compare::Open::NoInterval
+        }
+    );
+    assert!(!a.verdict.label().contains("need"), "{}", a.verdict.label());
+    assert!(a.time.is_none() && a.acc.is_none());
+    let (tb, tc) = (b.rows[1].clock(a.clock).mean, c.rows[1].clock(a.clock).mean);
+    assert!((tc / tb - 1.1).abs() < 1e-9, "{tb} {tc}");
+    assert_eq!((a.means.base_s, a.means.cand_s), (tb, tc));
+    assert!((a.means.base_acc - 0.61).abs() < 1e-9 && (a.means.cand_acc - 0.61).abs() < 1e-9);
+    let json = a.to_json();
+    assert_eq!(json["base_s"].as_f64(), Some(tb));
+    assert_eq!(json["inconclusive_because"], "no_interval");
+    assert!(json["more_runs"].is_null());
+    // Three and two runs of the same seeds on both sides: accuracy paired.
+    let o = ReportOptions::default();
+    let (fb, fc) = (
+        aggregate(&[fixture(root.path(), "fb", 1.0)], &o).unwrap(),
+        aggregate(&[fixture(root.path(), "fc", 1.0)], &o).unwrap(),
+    );
+    let rows = compare(&fb, &fc, &th, TimeModel::NetOfDrift);
+    assert!(rows.iter().all(|r| r.acc_paired), "{rows:?}");
+}
+
 /// A session of three variants, eight runs each, with times spread ±0.5% by
 /// seed: `control`, `a` and `b` at 10, 20 and 30 s times `slow` (and `b`
 /// times `b_extra`), accuracies steady.

@@ -31,6 +31,18 @@ fn results_dir(root: &Path, matrix: &str) -> PathBuf {
     newest(&root.join(matrix))
 }
 
+/// Rewrites a folder's runs table with exactly the runs at `noisy` (by
+/// row) flagged noisy, as the watcher flags a run on a busy machine.
+fn set_noisy(dir: &Path, noisy: &[usize]) {
+    let file = dir.join("runs.parquet");
+    let mut rows = tricklab::store::read_runs(&file).unwrap();
+    for (i, r) in rows.iter_mut().enumerate() {
+        r.noisy = Some(noisy.contains(&i));
+        r.noise = noisy.contains(&i).then(|| "busy".to_string());
+    }
+    tricklab::store::write_runs(&file, &rows).unwrap();
+}
+
 /// The newest session folder under a matrix's results folder.
 pub fn newest(base: &Path) -> PathBuf {
     let mut dirs: Vec<PathBuf> = std::fs::read_dir(base)
@@ -195,21 +207,95 @@ fn headless_run_report_and_compare() {
     );
     assert!(text(&json).0.contains("\"clock\": \"hlb\""));
 
+    // A second session of the same runs, one of them flagged noisy (and the
+    // base's flags cleared: the machine's own load must not decide the test).
+    let cand = dir.with_file_name("29991231-000000");
+    crate::interop::copy_dir(&dir, &cand);
+    set_noisy(&dir, &[]);
+    set_noisy(&cand, &[0]);
     let same = run(
-        &["compare", dir.to_str().unwrap(), dir.to_str().unwrap()],
+        &["compare", dir.to_str().unwrap(), cand.to_str().unwrap()],
         tmp.path(),
     );
     assert_eq!(same.status.code(), Some(0), "{:?}", text(&same));
+    let (out, err) = text(&same);
+    assert!(
+        out.contains("paired by seed") && out.contains("Welch's t"),
+        "{out}"
+    );
+    assert!(
+        err.contains("0 run(s) of the base and 1 of the candidate are flagged noisy")
+            && err.contains("--drop-noisy"),
+        "{err}"
+    );
+    let dropped = run(
+        &[
+            "compare",
+            dir.to_str().unwrap(),
+            cand.to_str().unwrap(),
+            "--drop-noisy",
+            "--format",
+            "json",
+        ],
+        tmp.path(),
+    );
+    let doc: serde_json::Value = serde_json::from_str(&text(&dropped).0).unwrap();
+    assert_eq!(doc["noisy_runs"]["dropped"], true, "{doc}");
+    let n = |side: &str| -> u64 {
+        doc["variants"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v[side].as_u64().unwrap())
+            .sum()
+    };
+    assert_eq!((n("n_base"), n("n_candidate")), (4, 3), "{doc}");
+    // Every candidate run of one variant noisy: with --drop-noisy it is
+    // inconclusive, not missing (no regression is called for it).
+    let rows = tricklab::store::read_runs(&cand.join("runs.parquet")).unwrap();
+    let first: Vec<usize> = (0..rows.len())
+        .filter(|&i| rows[i].variant == rows[0].variant)
+        .collect();
+    set_noisy(&cand, &first);
+    let dropped = run(
+        &[
+            "compare",
+            dir.to_str().unwrap(),
+            cand.to_str().unwrap(),
+            "--drop-noisy",
+            "--format",
+            "json",
+        ],
+        tmp.path(),
+    );
+    let doc: serde_json::Value = serde_json::from_str(&text(&dropped).0).unwrap();
+    assert_eq!(dropped.status.code(), Some(0), "{doc}");
+    let gone = doc["variants"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["variant"] == rows[0].variant.as_str())
+        .unwrap();
+    assert_eq!(gone["inconclusive_because"], "all_noisy", "{doc}");
+    // The folder against itself: refused (2), however it is written.
+    let itself = run(
+        &[
+            "compare",
+            dir.to_str().unwrap(),
+            &format!("{}/.", dir.display()),
+        ],
+        tmp.path(),
+    );
+    assert_eq!(itself.status.code(), Some(2), "{:?}", text(&itself));
     let missing = run(&["compare", dir.to_str().unwrap(), "nope"], tmp.path());
     assert_eq!(missing.status.code(), Some(2));
     assert!(text(&missing).1.contains("nope"));
-    assert!(text(&same).0.contains("Welch's t"), "{:?}", text(&same));
     // A threshold that would switch the check off is refused; a negative one is fine.
     let nan = run(
         &[
             "compare",
             dir.to_str().unwrap(),
-            dir.to_str().unwrap(),
+            cand.to_str().unwrap(),
             "--max-slowdown",
             "nan",
         ],
@@ -225,7 +311,7 @@ fn headless_run_report_and_compare() {
         &[
             "compare",
             dir.to_str().unwrap(),
-            dir.to_str().unwrap(),
+            cand.to_str().unwrap(),
             "--max-slowdown=-0.05",
         ],
         tmp.path(),
@@ -564,6 +650,8 @@ fn nightly_compares_with_the_baseline_and_keeps_a_history() {
     assert!(o.status.success(), "{:?}", text(&o));
     let baseline = results_dir(&tmp.path().join("base"), "tiny-test");
     let b = baseline.to_str().unwrap();
+    // One of the baseline's runs flagged noisy: warned about, then left out.
+    set_noisy(&baseline, &[0]);
     for night in 1..=2 {
         let o = run(
             &[
@@ -585,7 +673,29 @@ fn nightly_compares_with_the_baseline_and_keeps_a_history() {
             out.contains("Welch's t") && out.contains("(2 nights)") == (night == 2),
             "{out}"
         );
+        assert!(err.contains("1 run(s) of the base and"), "{err}");
     }
+    // A baseline all noisy with --drop-noisy: nothing to judge against, said
+    // before a night of training.
+    set_noisy(&baseline, &[0, 1, 2, 3]);
+    let o = run(
+        &[
+            "nightly",
+            m,
+            "--baseline",
+            b,
+            "--history",
+            "hist",
+            "--drop-noisy",
+        ],
+        tmp.path(),
+    );
+    let (out, err) = text(&o);
+    assert_eq!(o.status.code(), Some(2), "{out}\n{err}");
+    assert!(
+        err.contains("flagged noisy") && err.lines().count() == 1 && !out.contains("start"),
+        "{err}"
+    );
     let hist = tmp.path().join("hist");
     let csv = std::fs::read_to_string(hist.join("history.csv")).unwrap();
     assert_eq!(csv.lines().count(), 1 + 2 * 2, "{csv}");

@@ -90,12 +90,19 @@ fn results_read_in_pyarrow_tensorboard_and_as_json() {
     let c = run(&["completions", "bash"], tmp.path());
     assert!(c.status.success() && out(&c).contains("_tricklab()"));
 
+    // A second session of the same matrix (a copy under a later timestamp):
+    // compared, it is said to be a copy; exported together with the first,
+    // the two stay two sets of runs.
+    let second = dir.with_file_name("29991231-235959");
+    copy_dir(&dir, &second);
+    let session = dir.file_name().unwrap().to_str().unwrap().to_string();
+
     // JSON from every command that reports, with lowercase words.
     let same = run(
         &[
             "compare",
             dir.to_str().unwrap(),
-            dir.to_str().unwrap(),
+            second.to_str().unwrap(),
             "--format",
             "json",
         ],
@@ -103,6 +110,19 @@ fn results_read_in_pyarrow_tensorboard_and_as_json() {
     );
     let doc = json(&same);
     assert_eq!(same.status.code(), Some(0));
+    assert!(doc["warnings"].to_string().contains("a copy"), "{doc}");
+    assert!(doc["noisy_runs"]["base"].is_u64(), "{doc}");
+    // A folder against itself: refused, as input that cannot be compared.
+    let itself = run(
+        &[
+            "compare",
+            dir.to_str().unwrap(),
+            &format!("{}/", dir.display()),
+        ],
+        tmp.path(),
+    );
+    assert_eq!(itself.status.code(), Some(2), "{}", err(&itself));
+    assert!(err(&itself).contains("both the base and the candidate"));
     assert_eq!(
         (doc["exit_code"].as_i64(), doc["schema_version"].as_i64()),
         (Some(0), Some(2))
@@ -127,7 +147,7 @@ fn results_read_in_pyarrow_tensorboard_and_as_json() {
     assert_eq!(missing.status.code(), Some(2));
     assert!(json(&missing)["message"].as_str().unwrap().contains("nope"));
     let results = run(&["results", "res", "--format", "json"], tmp.path());
-    assert_eq!(json(&results)["sessions"][0]["matrix"], "tiny-test");
+    assert_eq!(json(&results)["sessions"][1]["matrix"], "tiny-test");
     let show = run(
         &[
             "matrix",
@@ -150,12 +170,14 @@ fn results_read_in_pyarrow_tensorboard_and_as_json() {
     );
     assert_eq!(json(&report)["schema_version"], 2);
 
-    // The configuration is in the table, typed.
+    // The configuration is in the table, typed, with the session, the
+    // noise flag and the paused seconds.
     let csv = tmp.path().join("csv");
     let o = run(
         &[
             "export",
             dir.to_str().unwrap(),
+            second.to_str().unwrap(),
             "--to",
             "csv",
             "--out",
@@ -168,6 +190,9 @@ fn results_read_in_pyarrow_tensorboard_and_as_json() {
     let header: Vec<&str> = runs_csv.lines().next().unwrap().split(',').collect();
     for c in [
         "run",
+        "session",
+        "noisy",
+        "paused_s",
         "lr",
         "batch_size",
         "label_smoothing",
@@ -176,13 +201,37 @@ fn results_read_in_pyarrow_tensorboard_and_as_json() {
     ] {
         assert!(header.contains(&c), "{header:?}");
     }
-    assert_eq!(runs_csv.lines().count(), 1 + 4);
+    assert_eq!(runs_csv.lines().count(), 1 + 8);
+    let first_run = runs_csv.lines().nth(1).unwrap();
+    assert!(
+        first_run.starts_with(&format!("tiny-test/{session}/")),
+        "{first_run}"
+    );
+    for file in ["steps.csv", "evals.csv"] {
+        let text = std::fs::read_to_string(csv.join(file)).unwrap();
+        assert!(text.starts_with("run,session,"), "{file}: {text:.80}");
+        let mut keys: Vec<(&str, &str)> = text
+            .lines()
+            .skip(1)
+            .map(|l| {
+                let mut f = l.splitn(4, ',');
+                let (run, _session, x) = (f.next().unwrap(), f.next(), f.next().unwrap());
+                (run, x)
+            })
+            .collect();
+        let n = keys.len();
+        keys.sort_unstable();
+        keys.dedup();
+        assert_eq!(keys.len(), n, "{file}: duplicate (run, x) rows");
+        assert!(text.contains(",29991231-235959,"), "{file}");
+    }
 
     let tb = tmp.path().join("tb");
     let o = run(
         &[
             "export",
             dir.to_str().unwrap(),
+            second.to_str().unwrap(),
             "--to",
             "tensorboard",
             "--out",
@@ -205,13 +254,15 @@ fn results_read_in_pyarrow_tensorboard_and_as_json() {
         (Some(4), Some(4))
     );
 
-    // TensorBoard's own reader: every run, its steps and its summary.
+    // TensorBoard's own reader: every run, its steps and its summary (OUT's
+    // own file holds only the HParams experiment).
     let read = r#"
 import json, sys
 from pathlib import Path
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 out = {}
 for f in sorted(Path(sys.argv[1]).rglob("events.out.tfevents.*")):
+    if f.parent == Path(sys.argv[1]): continue
     acc = EventAccumulator(str(f.parent)); acc.Reload()
     tags = acc.Tags()["scalars"]
     out[str(f.parent.relative_to(sys.argv[1]))] = {
@@ -226,9 +277,13 @@ print(json.dumps(out))
     assert!(o.status.success(), "{}", err(&o));
     let runs: serde_json::Value = serde_json::from_str(&out(&o)).unwrap();
     let runs = runs.as_object().unwrap();
-    assert_eq!(runs.len(), 4, "{runs:?}");
+    assert_eq!(runs.len(), 8, "{runs:?}");
     for (name, scalars) in runs {
-        assert!(name.starts_with("tiny-test/"), "{name}");
+        assert!(
+            name.starts_with(&format!("tiny-test/{session}/"))
+                || name.starts_with("tiny-test/29991231-235959/"),
+            "{name}"
+        );
         let loss = scalars["train/loss"].as_array().unwrap();
         assert!(!loss.is_empty(), "{name}");
         assert!(loss.iter().all(|p| p[1].as_f64().unwrap().is_finite()));
@@ -238,5 +293,88 @@ print(json.dumps(out))
             scalars.get("eval/test_acc").is_some(),
             "{name}: {scalars:?}"
         );
+    }
+    check_hparams(&py, &tb);
+}
+
+/// The TensorBoard export as the HParams tab reads it: the plugin's own
+/// handlers (those behind its /experiment and /session_groups routes) over
+/// TensorBoard's data provider.
+fn hparams_tab(py: &Path, logdir: &Path) -> serde_json::Value {
+    let read = r#"
+import json, sys
+from google.protobuf import json_format
+from tensorboard import context
+from tensorboard.backend.event_processing import data_provider, plugin_event_multiplexer
+from tensorboard.plugins import base_plugin
+from tensorboard.plugins.hparams import api_pb2, get_experiment, hparams_plugin, list_session_groups
+m = plugin_event_multiplexer.EventMultiplexer()
+m.AddRunsFromDirectory(sys.argv[1]); m.Reload()
+provider = data_provider.MultiplexerDataProvider(m, sys.argv[1])
+plugin = hparams_plugin.HParamsPlugin(base_plugin.TBContext(
+    logdir=sys.argv[1], multiplexer=m, data_provider=provider))
+ctx = context.RequestContext()
+exp = get_experiment.Handler(ctx, plugin._context, "", api_pb2.GetExperimentRequest()).run()
+req = api_pb2.ListSessionGroupsRequest(start_index=0, slice_size=1000, allowed_statuses=[0, 1, 2, 3])
+groups = list_session_groups.Handler(ctx, plugin._context, "", req).run()
+print(json.dumps({"experiment": json_format.MessageToDict(exp),
+                  "groups": json_format.MessageToDict(groups)}))
+"#;
+    let o = Command::new(py)
+        .args(["-c", read])
+        .arg(logdir)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", err(&o));
+    serde_json::from_str(&out(&o)).unwrap()
+}
+
+/// Hyperparameters reach TensorBoard's HParams tab typed, one row per run
+/// of each session, with the summary metrics as its columns.
+fn check_hparams(py: &Path, logdir: &Path) {
+    let tab = hparams_tab(py, logdir);
+    let infos = tab["experiment"]["hparamInfos"].as_array().unwrap();
+    let ty = |name: &str| {
+        infos
+            .iter()
+            .find(|h| h["name"] == name)
+            .unwrap_or_else(|| panic!("no hparam {name}: {infos:?}"))["type"]
+            .clone()
+    };
+    assert_eq!(ty("lr"), "DATA_TYPE_FLOAT64");
+    assert_eq!(ty("session"), "DATA_TYPE_STRING");
+    assert_eq!(ty("noisy"), "DATA_TYPE_BOOL");
+    let metrics = tab["experiment"]["metricInfos"].to_string();
+    assert!(metrics.contains("summary/acc_tta"), "{metrics}");
+    let groups = tab["groups"]["sessionGroups"].as_array().unwrap();
+    assert_eq!(groups.len(), 8, "{groups:?}");
+    let sessions: std::collections::BTreeSet<&str> = groups
+        .iter()
+        .map(|g| g["hparams"]["session"].as_str().unwrap())
+        .collect();
+    assert_eq!(sessions.len(), 2, "{sessions:?}");
+    for g in groups {
+        assert!(g["hparams"]["lr"].as_f64().unwrap() > 0.0, "{g}");
+        assert_eq!(g["sessions"][0]["status"], "STATUS_SUCCESS", "{g}");
+        let acc = g["metricValues"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["name"]["tag"] == "summary/acc_tta")
+            .unwrap_or_else(|| panic!("no summary/acc_tta: {g}"));
+        assert!(acc["value"].as_f64().unwrap() > 0.0);
+    }
+}
+
+/// A results folder copied whole (its steps and epochs too).
+pub fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap().flatten() {
+        let target = to.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            copy_dir(&e.path(), &target);
+        } else {
+            std::fs::copy(e.path(), target).unwrap();
+        }
     }
 }
