@@ -154,8 +154,14 @@ pub fn picker_entry(
             let why = crate::util::one_line(&e);
             PickerEntry {
                 about: format!(
-                    "refused: {}",
-                    why.strip_prefix(&format!("{shown}: ")).unwrap_or(&why)
+                    "refused: {}{}",
+                    why.strip_prefix(&format!("{shown}: ")).unwrap_or(&why),
+                    // --tiny can be switched on here, not only at the start.
+                    if tiny {
+                        ""
+                    } else {
+                        " (t here: rehearse its --tiny form)"
+                    }
                 ),
                 path: shown,
                 refused: true,
@@ -218,8 +224,12 @@ impl Backend for SessionBackend {
         self.s().send(cmd);
     }
 
-    fn enqueue(&mut self, matrix: &str) -> Result<String> {
-        let m = admit(Path::new(matrix), &self.rules)?;
+    fn enqueue(&mut self, matrix: &str, tiny: bool) -> Result<String> {
+        let rules = Rules {
+            tiny,
+            ..self.rules.clone()
+        };
+        let m = admit(Path::new(matrix), &rules)?;
         let name = m.name.clone();
         let n = self.s().enqueue_matrix(m)?;
         Ok(format!(
@@ -228,10 +238,14 @@ impl Backend for SessionBackend {
         ))
     }
 
-    fn matrix_files(&self) -> Vec<PickerEntry> {
+    fn matrix_files(&self, tiny: bool) -> Vec<PickerEntry> {
+        let rules = Rules {
+            tiny,
+            ..self.rules.clone()
+        };
         crate::matrix::matrix_files(Path::new("ablations"))
             .into_iter()
-            .map(|p| picker_entry(&p, &self.rules, self.prices.get()))
+            .map(|p| picker_entry(&p, &rules, self.prices.get()))
             .collect()
     }
 
@@ -283,11 +297,11 @@ impl BrowseBackend {
 impl Backend for BrowseBackend {
     fn send(&mut self, _cmd: Command) {}
 
-    fn enqueue(&mut self, _matrix: &str) -> Result<String> {
+    fn enqueue(&mut self, _matrix: &str, _tiny: bool) -> Result<String> {
         anyhow::bail!("browsing a finished results folder: run `tricklab tui MATRIX` to queue runs")
     }
 
-    fn matrix_files(&self) -> Vec<PickerEntry> {
+    fn matrix_files(&self, _tiny: bool) -> Vec<PickerEntry> {
         Vec::new()
     }
 

@@ -23,10 +23,12 @@ use update::Action;
 /// The outside world as the TUI sees it.
 pub trait Backend {
     fn send(&mut self, cmd: Command);
-    /// Queues a matrix file; returns a message for the footer.
-    fn enqueue(&mut self, matrix: &str) -> Result<String>;
-    /// Matrix files the user can pick from, each with what queueing it would do.
-    fn matrix_files(&self) -> Vec<state::PickerEntry>;
+    /// Queues a matrix file (its `--tiny` form if `tiny`); returns a
+    /// message for the footer.
+    fn enqueue(&mut self, matrix: &str, tiny: bool) -> Result<String>;
+    /// Matrix files the user can pick from, each with what queueing it
+    /// would do (in its `--tiny` form if `tiny`).
+    fn matrix_files(&self, tiny: bool) -> Vec<state::PickerEntry>;
     /// The current results table (called after runs finish).
     fn results(&mut self) -> Result<Vec<ResultRow>>;
     /// Writes report.md and the charts; returns the written paths.
@@ -130,16 +132,21 @@ where
 fn perform(a: Action, state: &mut AppState, backend: &mut dyn Backend) {
     match a {
         Action::Send(c) => backend.send(c),
-        Action::Enqueue(path) => {
-            state.status = match backend.enqueue(&path) {
+        Action::Enqueue { path, tiny } => {
+            state.status = match backend.enqueue(&path, tiny) {
                 Ok(msg) => msg,
                 Err(e) => format!("error: {}", crate::util::one_line(&e)),
             }
         }
         Action::OpenPicker => {
+            // Reopened by `t`: the same file stays selected.
+            let selected = match &state.overlay {
+                Overlay::Picker { selected, .. } => *selected,
+                _ => 0,
+            };
             state.overlay = Overlay::Picker {
-                files: backend.matrix_files(),
-                selected: 0,
+                files: backend.matrix_files(state.picker_tiny),
+                selected,
             };
         }
         Action::Export => {
@@ -359,8 +366,10 @@ pub fn run_session(
     };
     let session = crate::session::Session::start(matrices, opts, crate::session::tch_factory())?;
     let pump = session.pump();
+    let mut state = AppState::new(no_color());
+    state.picker_tiny = rules.tiny;
     let mut backend = backend::SessionBackend::new(session, rules);
-    let result = run_terminal(AppState::new(no_color()), &mut backend, Some(pump));
+    let result = run_terminal(state, &mut backend, Some(pump));
     let dirs = backend.finish();
     result?;
     write_up(&dirs);

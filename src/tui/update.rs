@@ -9,10 +9,14 @@ use std::time::Instant;
 #[derive(Clone, Debug, PartialEq)]
 pub enum Action {
     Send(Command),
-    /// Queue the matrix file at this path.
-    Enqueue(String),
+    /// Queue the matrix file at this path, in its `--tiny` form if `tiny`.
+    Enqueue {
+        path: String,
+        tiny: bool,
+    },
     Export,
-    /// Ask the backend for the matrix files it can queue (opens the picker).
+    /// Ask the backend for the matrix files it can queue, each as it would
+    /// be queued with `AppState::picker_tiny` (opens or refreshes the picker).
     OpenPicker,
 }
 
@@ -35,11 +39,14 @@ pub fn apply(state: &mut AppState, ev: Event) -> bool {
             ..
         } => {
             let clock = crate::events::clock_of(&config);
+            let now = Instant::now();
             let series = RunSeries {
+                // A run that starts while the queue stands paused waits too.
+                paused_since: state.paused.then_some(now),
                 total_steps,
                 total_epochs,
                 target_acc,
-                started: Some(Instant::now()),
+                started: Some(now),
                 device,
                 reference,
                 clock,
@@ -128,6 +135,10 @@ pub fn apply(state: &mut AppState, ev: Event) -> bool {
         }
         Event::WorkerPaused(p) => {
             state.paused = p;
+            let now = Instant::now();
+            for r in state.runs.values_mut() {
+                r.set_paused(p, now);
+            }
             state.log(
                 LogLevel::Info,
                 if p { "queue paused" } else { "queue resumed" },
@@ -209,7 +220,17 @@ pub fn on_key(state: &mut AppState, key: KeyEvent) -> Vec<Action> {
                 KeyCode::Enter => {
                     let file = files.get(*selected).map(|e| e.path.clone());
                     state.overlay = Overlay::None;
-                    return file.map(Action::Enqueue).into_iter().collect();
+                    let tiny = state.picker_tiny;
+                    return file
+                        .map(|path| Action::Enqueue { path, tiny })
+                        .into_iter()
+                        .collect();
+                }
+                // The files said again as their `--tiny` forms would queue
+                // (or no longer): most shipped matrices need it on a CPU.
+                KeyCode::Char('t') => {
+                    state.picker_tiny = !state.picker_tiny;
+                    return vec![Action::OpenPicker];
                 }
                 _ => state.overlay = Overlay::None,
             }
