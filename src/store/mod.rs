@@ -108,6 +108,22 @@ pub fn sessions_below(dir: &Path, depth: usize) -> Vec<PathBuf> {
     out
 }
 
+/// Whether `dir` holds a finished run. A session quit before any run
+/// finished holds only its manifest and queue (and perhaps the cancelled
+/// run): there is nothing in it to report.
+pub fn has_finished_run(dir: &Path) -> bool {
+    folder_runs(dir).is_ok_and(|runs| runs.iter().any(|r| r.status == Ended::Done))
+}
+
+/// The newest of `sessions` (sorted oldest first, as [`sessions_below`]
+/// gives them) that holds a finished run, and the newer ones passed over
+/// for holding none. The empty ones are kept on disk, their queues
+/// resumable; they are only not what "the newest session" means.
+pub fn newest_finished(sessions: &[PathBuf]) -> Option<(PathBuf, Vec<PathBuf>)> {
+    let at = sessions.iter().rposition(|s| has_finished_run(s))?;
+    Some((sessions[at].clone(), sessions[at + 1..].to_vec()))
+}
+
 /// A results folder's runs table, read without taking its lock (browsing a
 /// folder another process writes is fine: every file is replaced atomically).
 pub fn folder_runs(dir: &Path) -> Result<Vec<RunRow>> {

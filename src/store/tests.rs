@@ -433,3 +433,40 @@ fn earlier_runs_price_a_matrix_on_one_device() {
     assert!(earlier_runs(root.path(), "cuda:1").is_empty());
     assert!(earlier_runs(&root.path().join("missing"), "cpu").is_empty());
 }
+
+/// A session quit before any run finished (a manifest, perhaps a cancelled
+/// run) is passed over as "the newest session", and said to be; with none
+/// finished anywhere there is none.
+#[test]
+fn the_newest_session_is_the_newest_with_a_finished_run() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mk = |name: &str, rows: &[Ended]| {
+        let d = tmp.path().join(name);
+        std::fs::create_dir_all(&d).unwrap();
+        std::fs::write(d.join("manifest.json"), b"{}").unwrap();
+        if !rows.is_empty() {
+            let rows: Vec<RunRow> = rows
+                .iter()
+                .enumerate()
+                .map(|(i, &status)| RunRow {
+                    repeat: i as u32,
+                    status,
+                    ..Default::default()
+                })
+                .collect();
+            write_runs(&d.join("runs.parquet"), &rows).unwrap();
+        }
+        d
+    };
+    let old = mk("20261124-010000", &[Ended::Failed, Ended::Done]);
+    let cancelled = mk("20261124-020000", &[Ended::Cancelled]);
+    let empty = mk("20261124-030000", &[]);
+    assert!(has_finished_run(&old) && !has_finished_run(&cancelled) && !has_finished_run(&empty));
+    let sessions = sessions_below(tmp.path(), 1);
+    assert_eq!(
+        newest_finished(&sessions),
+        Some((old.clone(), vec![cancelled.clone(), empty.clone()]))
+    );
+    assert_eq!(newest_finished(&sessions[..1]), Some((old, vec![])));
+    assert_eq!(newest_finished(&sessions[1..]), None);
+}

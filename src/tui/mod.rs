@@ -381,7 +381,13 @@ pub fn run_session(
 fn write_up(dirs: &[PathBuf]) {
     for d in dirs {
         if !d.join("runs.parquet").is_file() {
-            println!("{}: no run finished, nothing to report", d.display());
+            // Kept, its queue resumable; `report` passes it over for the
+            // newest session with a finished run.
+            println!(
+                "{}: no run finished, nothing to report (`report` passes it over; continue: tricklab tui --resume {})",
+                d.display(),
+                d.display()
+            );
             continue;
         }
         match crate::writeup::write(d) {
