@@ -470,3 +470,33 @@ fn the_newest_session_is_the_newest_with_a_finished_run() {
     assert_eq!(newest_finished(&sessions[..1]), Some((old, vec![])));
     assert_eq!(newest_finished(&sessions[1..]), None);
 }
+
+/// A finished run's curves come back from its files as they were fed, for
+/// the TUI's Live screen on a folder opened with `tui --open`.
+#[test]
+fn a_runs_curves_read_back_as_written() {
+    let root = tempfile::tempdir().unwrap();
+    let mut w = ResultsWriter::create(root.path(), "demo", "name = 'x'").unwrap();
+    feed(
+        &mut w,
+        rid("a", 0, 0),
+        7,
+        Some(summary(0.6, 1.0, Some(0.5))),
+    );
+    let dir = w.dir().to_path_buf();
+    let row = w.runs()[0].clone();
+    drop(w);
+    let (steps, epochs) = read_curves(&dir, &row).unwrap();
+    assert_eq!(steps.len(), 3);
+    assert_eq!(steps[2].step, 3);
+    assert!((steps[1].loss - 1.0).abs() < 1e-12 && (steps[0].epoch - 1.0 / 3.0).abs() < 1e-12);
+    assert_eq!(steps[0].bn_scale, vec![1.0, 0.5]);
+    assert_eq!(epochs.len(), 1);
+    let e = &epochs[0];
+    assert_eq!((e.epoch, e.steps, e.test_acc_tta), (1, 3, None));
+    assert!((e.test_acc - 0.4).abs() < 1e-12 && (e.train_s - 1.0).abs() < 1e-12);
+    // A run without files has no curves, and no error.
+    let mut other = row.clone();
+    other.variant = "never ran".into();
+    assert_eq!(read_curves(&dir, &other).unwrap(), (Vec::new(), Vec::new()));
+}

@@ -2,7 +2,7 @@
 //! results folder to browse.
 
 use super::Backend;
-use super::state::{PickerEntry, ResultRow};
+use super::state::{PickerEntry, ResultRow, RunSeries, push_decimated};
 use crate::events::{Command, QueueItem, RunId, RunStatus};
 use crate::report::{ReportOptions, aggregate};
 use crate::session::Session;
@@ -292,6 +292,80 @@ impl BrowseBackend {
             })
             .collect()
     }
+}
+
+impl BrowseBackend {
+    /// Each finished run's stored curves, as the Live screen draws a run,
+    /// with the reference its matrix names (from the folder's manifest);
+    /// and the warnings for curves that could not be read.
+    pub fn stored_series(&self) -> (Vec<(RunId, RunSeries)>, Vec<String>) {
+        let matrix = crate::store::read_manifest(&self.dir)
+            .ok()
+            .and_then(|m| crate::store::recorded_matrix(&m));
+        let mut warnings = Vec::new();
+        let series = self
+            .runs
+            .iter()
+            .filter(|r| r.status == Ended::Done)
+            .filter_map(|r| match crate::store::read_curves(&self.dir, r) {
+                Ok((steps, epochs)) => {
+                    let reference = matrix.as_ref().and_then(|m| m.reference(r.index as usize));
+                    Some((r.id(), stored_run(r, &steps, epochs, reference)))
+                }
+                Err(e) => {
+                    warnings.push(crate::util::one_line(&e));
+                    None
+                }
+            })
+            .collect();
+        (series, warnings)
+    }
+}
+
+/// A finished run drawn from its stored row and curves.
+fn stored_run(
+    row: &crate::store::RunRow,
+    steps: &[crate::events::StepRow],
+    epochs: Vec<crate::events::EpochRow>,
+    reference: Option<crate::config::Reference>,
+) -> RunSeries {
+    let mut s = RunSeries {
+        finished: true,
+        final_acc: row.acc_tta.or(row.acc),
+        target_acc: row.target_acc,
+        device: row.device.clone(),
+        peak_mem_bytes: row.peak_mem_bytes,
+        reference,
+        ..RunSeries::default()
+    };
+    for r in steps {
+        if r.loss.is_finite() && r.loss > 0.0 {
+            push_decimated(&mut s.loss, (r.epoch, r.loss));
+        }
+        push_decimated(&mut s.lr, (r.epoch, r.lr));
+        if s.bn_scale.len() < r.bn_scale.len() {
+            s.bn_scale.resize(r.bn_scale.len(), Vec::new());
+        }
+        for (layer, v) in r.bn_scale.iter().enumerate() {
+            push_decimated(&mut s.bn_scale[layer], (r.epoch, *v as f64));
+        }
+    }
+    for e in &epochs {
+        let acc = e.test_acc_tta.unwrap_or(e.test_acc);
+        if acc.is_finite() {
+            s.acc.push((e.epoch as f64, acc));
+        }
+    }
+    let last_step = steps.last().map_or(0, |r| r.step);
+    s.step = row.steps.unwrap_or(last_step).max(last_step);
+    s.total_steps = s.step;
+    s.total_epochs = row
+        .epochs
+        .or(steps.last().map(|r| r.epoch))
+        .unwrap_or(epochs.len() as f64);
+    s.images_per_s = epochs.last().map_or(0.0, |e| e.images_per_s);
+    s.epochs = epochs;
+    s
 }
 
 impl Backend for BrowseBackend {

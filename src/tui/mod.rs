@@ -410,13 +410,37 @@ fn write_up(dirs: &[PathBuf]) {
 fn browse(dir: PathBuf) -> anyhow::Result<i32> {
     need_terminal()?;
     let mut backend = backend::BrowseBackend::new(dir.clone())?;
-    let mut state = AppState::new(no_color());
+    let state = browse_state(&backend, &dir, no_color());
+    run_terminal(state, &mut backend, None)?;
+    Ok(0)
+}
+
+/// What `tui --open` shows of a finished folder before any key.
+fn browse_state(
+    backend: &backend::BrowseBackend,
+    dir: &std::path::Path,
+    no_color: bool,
+) -> AppState {
+    let mut state = AppState::new(no_color);
     state.browse_only = true;
     state.results_dir = Some(dir.display().to_string());
     state.queue = backend.queue_items();
     state.tab = state::Tab::Results;
-    run_terminal(state, &mut backend, None)?;
-    Ok(0)
+    // Live draws the stored curves: the last run to finish, or the one
+    // selected on the Queue screen.
+    let (series, warnings) = backend.stored_series();
+    for w in warnings {
+        state.log(LogLevel::Warn, w);
+    }
+    state.runs = series.into_iter().collect();
+    state.current = state
+        .queue
+        .iter()
+        .rev()
+        .map(|q| &q.run)
+        .find(|r| state.runs.contains_key(r))
+        .cloned();
+    state
 }
 
 #[cfg(test)]

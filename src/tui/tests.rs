@@ -822,3 +822,56 @@ fn a_single_run_delta_is_not_cut_short() {
     let text = screen(&s, 160, 48);
     assert!(text.contains("−0.33 (n=1: no interval)"), "{text}");
 }
+
+/// `tui --open` draws a finished folder's stored curves on Live (the last
+/// run to finish first), not "no run has started yet"; ↓ on the Queue
+/// screen picks the run Live draws.
+#[test]
+fn open_draws_the_stored_curves_of_the_selected_run() {
+    use crate::store::tests::{feed, rid as srid, summary};
+    let root = tempfile::tempdir().unwrap();
+    let mut w = crate::store::ResultsWriter::create(root.path(), "demo", "name = 'x'").unwrap();
+    feed(
+        &mut w,
+        srid("a", 0, 0),
+        0,
+        Some(summary(0.6, 1.0, Some(0.5))),
+    );
+    feed(
+        &mut w,
+        srid("b", 1, 0),
+        0,
+        Some(summary(0.7, 1.0, Some(0.5))),
+    );
+    let dir = w.dir().to_path_buf();
+    drop(w);
+    let backend = super::backend::BrowseBackend::new(dir.clone()).unwrap();
+    let mut s = super::browse_state(&backend, &dir, true);
+    assert_eq!(s.runs.len(), 2);
+    assert_eq!(s.current, Some(srid("b", 1, 0)));
+    let run = &s.runs[&srid("b", 1, 0)];
+    assert_eq!(
+        (run.loss.len(), run.acc.len(), run.bn_scale.len()),
+        (3, 1, 2)
+    );
+    assert!((run.final_acc.unwrap() - 0.71).abs() < 1e-9);
+    s.tab = Tab::Live;
+    let text = screen(&s, 100, 30);
+    assert!(
+        !text.contains("no run has started yet")
+            && text.contains("m/b#0 on cpu")
+            && text.contains("loss (log)")
+            && text.contains("eval accuracy 40.0%"),
+        "{text}"
+    );
+    // The Queue screen's selection picks the run Live draws.
+    s.tab = Tab::Queue;
+    s.queue_selected = 1;
+    on_key(&mut s, key(KeyCode::Up));
+    assert_eq!(s.current, Some(srid("a", 0, 0)));
+    // A folder with no finished run says so on Live.
+    let mut empty = AppState::new(true);
+    empty.browse_only = true;
+    empty.tab = Tab::Live;
+    assert!(screen(&empty, 100, 30).contains("no finished run in this folder"));
+}

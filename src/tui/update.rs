@@ -327,4 +327,12 @@ fn move_selection(state: &mut AppState, delta: i64) {
     };
     let max = len.saturating_sub(1) as i64;
     *sel = (*sel as i64 + delta).clamp(0, max) as usize;
+    // Browsing a finished folder, Live shows the run selected here.
+    if state.browse_only
+        && state.tab == Tab::Queue
+        && let Some(q) = state.queue.get(state.queue_selected)
+        && state.runs.contains_key(&q.run)
+    {
+        state.current = Some(q.run.clone());
+    }
 }

@@ -305,7 +305,12 @@ fn log10(v: f64) -> f64 {
 fn live(f: &mut Frame, area: Rect, s: &AppState, pal: &Palette) {
     let Some(run) = s.current.as_ref() else {
         f.render_widget(
-            Paragraph::new("no run has started yet").block(Block::bordered().title("live")),
+            Paragraph::new(if s.browse_only {
+                "no finished run in this folder to draw"
+            } else {
+                "no run has started yet"
+            })
+            .block(Block::bordered().title("live")),
             area,
         );
         return;
