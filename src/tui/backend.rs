@@ -2,7 +2,7 @@
 //! results folder to browse.
 
 use super::Backend;
-use super::state::{PickerEntry, ResultRow, RunSeries, push_decimated};
+use super::state::{PickerEntry, ResultRow, RunSeries};
 use crate::events::{Command, QueueItem, RunId, RunStatus};
 use crate::report::{ReportOptions, aggregate};
 use crate::session::Session;
@@ -322,7 +322,8 @@ impl BrowseBackend {
     }
 }
 
-/// A finished run drawn from its stored row and curves.
+/// A finished run drawn from its stored row and curves, as the events
+/// drew it while it ran.
 fn stored_run(
     row: &crate::store::RunRow,
     steps: &[crate::events::StepRow],
@@ -334,37 +335,20 @@ fn stored_run(
         final_acc: row.acc_tta.or(row.acc),
         target_acc: row.target_acc,
         device: row.device.clone(),
-        peak_mem_bytes: row.peak_mem_bytes,
         reference,
+        total_epochs: row
+            .epochs
+            .or(steps.last().map(|r| r.epoch))
+            .unwrap_or(epochs.len() as f64),
         ..RunSeries::default()
     };
-    for r in steps {
-        if r.loss.is_finite() && r.loss > 0.0 {
-            push_decimated(&mut s.loss, (r.epoch, r.loss));
-        }
-        push_decimated(&mut s.lr, (r.epoch, r.lr));
-        if s.bn_scale.len() < r.bn_scale.len() {
-            s.bn_scale.resize(r.bn_scale.len(), Vec::new());
-        }
-        for (layer, v) in r.bn_scale.iter().enumerate() {
-            push_decimated(&mut s.bn_scale[layer], (r.epoch, *v as f64));
-        }
+    s.push_steps(steps);
+    for e in epochs {
+        s.push_epoch(e);
     }
-    for e in &epochs {
-        let acc = e.test_acc_tta.unwrap_or(e.test_acc);
-        if acc.is_finite() {
-            s.acc.push((e.epoch as f64, acc));
-        }
-    }
-    let last_step = steps.last().map_or(0, |r| r.step);
-    s.step = row.steps.unwrap_or(last_step).max(last_step);
+    s.step = row.steps.unwrap_or(s.step).max(s.step);
     s.total_steps = s.step;
-    s.total_epochs = row
-        .epochs
-        .or(steps.last().map(|r| r.epoch))
-        .unwrap_or(epochs.len() as f64);
-    s.images_per_s = epochs.last().map_or(0.0, |e| e.images_per_s);
-    s.epochs = epochs;
+    s.peak_mem_bytes = row.peak_mem_bytes.or(s.peak_mem_bytes);
     s
 }
 

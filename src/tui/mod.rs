@@ -380,7 +380,8 @@ pub fn run_session(
 /// with the charts in it) and the command that continues it.
 fn write_up(dirs: &[PathBuf]) {
     for d in dirs {
-        if !d.join("runs.parquet").is_file() {
+        // A run cancelled on quit is recorded, but there is still nothing to report.
+        if !crate::store::has_finished_run(d) {
             // Kept, its queue resumable; `report` passes it over for the
             // newest session with a finished run.
             println!(

@@ -89,6 +89,36 @@ impl RunSeries {
         Some((self.total_steps.saturating_sub(self.step)) as f64 / rate)
     }
 
+    /// Adds logged steps to the curves (a loss that is not a positive
+    /// number has no place on the log axis).
+    pub fn push_steps(&mut self, rows: &[crate::events::StepRow]) {
+        for r in rows {
+            self.step = r.step;
+            if r.loss.is_finite() && r.loss > 0.0 {
+                push_decimated(&mut self.loss, (r.epoch, r.loss));
+            }
+            push_decimated(&mut self.lr, (r.epoch, r.lr));
+            if self.bn_scale.len() < r.bn_scale.len() {
+                self.bn_scale.resize(r.bn_scale.len(), Vec::new());
+            }
+            for (layer, v) in r.bn_scale.iter().enumerate() {
+                push_decimated(&mut self.bn_scale[layer], (r.epoch, *v as f64));
+            }
+        }
+    }
+
+    /// Adds an epoch's row; its accuracy (with TTA where there is one) to
+    /// the curve, unless the epoch had no evaluation.
+    pub fn push_epoch(&mut self, row: EpochRow) {
+        let acc = row.test_acc_tta.unwrap_or(row.test_acc);
+        if acc.is_finite() {
+            self.acc.push((row.epoch as f64, acc));
+        }
+        self.images_per_s = row.images_per_s;
+        self.peak_mem_bytes = row.peak_mem_bytes.or(self.peak_mem_bytes);
+        self.epochs.push(row);
+    }
+
     /// Seconds the run has been training by `now`: since its start, less
     /// the time it stood paused.
     pub fn active_s(&self, now: Instant) -> Option<f64> {

@@ -1,6 +1,6 @@
 //! Events and keys → state changes and requests to the outside world.
 
-use super::state::{AppState, Overlay, RunSeries, Tab, push_decimated};
+use super::state::{AppState, Overlay, RunSeries, Tab};
 use crate::events::{Command, Event, LogLevel, RunStatus};
 use crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 use std::time::Instant;
@@ -62,32 +62,13 @@ pub fn apply(state: &mut AppState, ev: Event) -> bool {
             images_per_s,
         } => {
             if let Some(s) = state.runs.get_mut(&run) {
-                for r in rows {
-                    s.step = r.step;
-                    if r.loss.is_finite() && r.loss > 0.0 {
-                        push_decimated(&mut s.loss, (r.epoch, r.loss));
-                    }
-                    push_decimated(&mut s.lr, (r.epoch, r.lr));
-                    if s.bn_scale.len() < r.bn_scale.len() {
-                        s.bn_scale.resize(r.bn_scale.len(), Vec::new());
-                    }
-                    for (layer, v) in r.bn_scale.iter().enumerate() {
-                        push_decimated(&mut s.bn_scale[layer], (r.epoch, *v as f64));
-                    }
-                }
+                s.push_steps(&rows);
                 s.images_per_s = images_per_s;
             }
         }
         Event::Epoch { run, row } => {
             if let Some(s) = state.runs.get_mut(&run) {
-                let acc = row.test_acc_tta.unwrap_or(row.test_acc);
-                // An epoch without an evaluation has no accuracy to draw.
-                if acc.is_finite() {
-                    s.acc.push((row.epoch as f64, acc));
-                }
-                s.images_per_s = row.images_per_s;
-                s.peak_mem_bytes = row.peak_mem_bytes.or(s.peak_mem_bytes);
-                s.epochs.push(row);
+                s.push_epoch(row);
             }
         }
         Event::RunFinished { run, summary } => {

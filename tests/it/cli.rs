@@ -492,6 +492,14 @@ fn catalog_recipes_doctor_and_data_commands() {
     let tmp = tempfile::tempdir().unwrap();
     let (out, _) = text(&run(&["tricks"], tmp.path()));
     assert!(out.contains("label_smoothing") && out.contains("T24,B3"));
+    // An id two tricks share shows both, each in full.
+    let (out, _) = text(&run(&["tricks", "T13"], tmp.path()));
+    assert!(
+        out.contains("celu (T13, B4) [CELU activation]")
+            && out.contains("celu.alpha = 0.075")
+            && out.contains("gelu (T13) [GELU activation]"),
+        "{out}"
+    );
     let (out, _) = text(&run(&["tricks", "--json"], tmp.path()));
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert!(v.as_array().unwrap().len() >= 40);
