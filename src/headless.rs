@@ -166,7 +166,7 @@ pub fn run_headless(mut session: Session) -> Result<i32> {
                         session.send(Command::Shutdown);
                     }
                     if now >= 3 {
-                        eprintln!("stopping now: the run in progress is lost; every finished run is stored (`tricklab run --resume DIR` continues)");
+                        eprintln!("stopping now: the run in progress is lost; every finished run is stored (`tricklab run --headless --resume DIR` continues)");
                         std::process::exit(signals::exit_code());
                     }
                     handled = now;
@@ -182,7 +182,8 @@ pub fn run_headless(mut session: Session) -> Result<i32> {
     if signals::stopping() {
         for d in &dirs {
             eprintln!(
-                "{}: every finished run is stored in {}; `tricklab run --resume {}` continues, `tricklab report {} --plots {}` writes its report",
+                // Headless again: without --headless, `run --resume` opens the TUI.
+                "{}: every finished run is stored in {}; `tricklab run --headless --resume {}` continues, `tricklab report {} --plots {}` writes its report",
                 signals::name(),
                 d.display(),
                 d.display(),

@@ -54,13 +54,30 @@ pub enum Format {
 }
 
 /// A folder as the user names it: a session as it is; `results/<matrix>`
-/// its newest session (said on stderr); `results` is a list of matrices to
-/// choose from.
+/// its newest session with a finished run (said on stderr: a session quit
+/// before any run finished is passed over, not deleted); `results` is a
+/// list of matrices to choose from.
 pub fn session_folder(dir: &Path) -> Result<PathBuf> {
     if dir.join("manifest.json").is_file() || !dir.is_dir() {
         return Ok(dir.to_path_buf());
     }
     let sessions = crate::store::sessions_below(dir, 1);
+    if let Some((newest, skipped)) = crate::store::newest_finished(&sessions)
+        && !skipped.is_empty()
+    {
+        eprintln!(
+            "{}: using {}, the newest of its sessions with a finished run; passed over {} newer with none ({}; `tricklab tui --resume DIR` continues one)",
+            dir.display(),
+            newest.display(),
+            skipped.len(),
+            skipped
+                .iter()
+                .map(|s| s.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+        return Ok(newest);
+    }
     if let Some(newest) = sessions.last() {
         if sessions.len() > 1 {
             eprintln!(
@@ -102,12 +119,18 @@ pub struct ResultsArgs {
     /// The results root.
     #[arg(default_value = "results")]
     pub root: PathBuf,
+    /// The results root, named as every other command's --results names it.
+    #[arg(long = "results", value_name = "ROOT", conflicts_with = "root")]
+    pub results_root: Option<PathBuf>,
     #[arg(long, value_enum, default_value = "text")]
     pub format: crate::util::TextOrJson,
 }
 
 /// `tricklab results`: every session under a root with its date, matrix, runs and status.
-pub fn cmd_results(args: ResultsArgs) -> Result<i32> {
+pub fn cmd_results(mut args: ResultsArgs) -> Result<i32> {
+    if let Some(root) = args.results_root.take() {
+        args.root = root;
+    }
     let mut rows = Vec::new();
     for m in std::fs::read_dir(&args.root)
         .with_context(|| format!("{}: no results root here", args.root.display()))?

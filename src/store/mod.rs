@@ -108,6 +108,22 @@ pub fn sessions_below(dir: &Path, depth: usize) -> Vec<PathBuf> {
     out
 }
 
+/// Whether `dir` holds a finished run. A session quit before any run
+/// finished holds only its manifest and queue (and perhaps the cancelled
+/// run): there is nothing in it to report.
+pub fn has_finished_run(dir: &Path) -> bool {
+    folder_runs(dir).is_ok_and(|runs| runs.iter().any(|r| r.status == Ended::Done))
+}
+
+/// The newest of `sessions` (sorted oldest first, as [`sessions_below`]
+/// gives them) that holds a finished run, and the newer ones passed over
+/// for holding none. The empty ones are kept on disk, their queues
+/// resumable; they are only not what "the newest session" means.
+pub fn newest_finished(sessions: &[PathBuf]) -> Option<(PathBuf, Vec<PathBuf>)> {
+    let at = sessions.iter().rposition(|s| has_finished_run(s))?;
+    Some((sessions[at].clone(), sessions[at + 1..].to_vec()))
+}
+
 /// A results folder's runs table, read without taking its lock (browsing a
 /// folder another process writes is fine: every file is replaced atomically).
 pub fn folder_runs(dir: &Path) -> Result<Vec<RunRow>> {
@@ -509,6 +525,95 @@ pub fn read_parquet(path: &Path, columns: Option<&[&str]>) -> Result<DataFrame> 
         .with_columns(columns.map(|c| c.iter().map(|s| s.to_string()).collect()))
         .finish()
         .map_err(anyhow::Error::from)
+}
+
+/// A numeric column as `f64`s (absent or null: `None`).
+fn f64_column(df: &DataFrame, name: &str) -> Result<Vec<Option<f64>>> {
+    let Ok(c) = df.column(name) else {
+        return Ok(vec![None; df.height()]);
+    };
+    Ok(c.cast(&polars::prelude::DataType::Float64)?
+        .f64()?
+        .iter()
+        .collect())
+}
+
+/// A run's curves as its `steps/` and `epochs/` files keep them (what
+/// [`ResultsWriter`] wrote), for screens that draw a finished run again;
+/// `None` where the run has no such file. The per-layer BN biases are not
+/// kept per layer, so they come back empty.
+pub fn read_curves(dir: &Path, row: &RunRow) -> Result<(Vec<StepRow>, Vec<EpochRow>)> {
+    let damaged = |f: &Path| {
+        format!(
+            "{} is damaged: delete it (only its curve is lost)",
+            f.display()
+        )
+    };
+    let mut steps = Vec::new();
+    if let Some(f) = run_file(dir, "steps", row) {
+        let df = read_parquet(&f, None).with_context(|| damaged(&f))?;
+        let (step, epoch, loss, lr) = (
+            f64_column(&df, "step")?,
+            f64_column(&df, "epoch")?,
+            f64_column(&df, "loss")?,
+            f64_column(&df, "lr")?,
+        );
+        let bn: Vec<Vec<f32>> = match df.column("bn_scale").ok().map(|c| c.list()) {
+            Some(Ok(lists)) => (0..lists.len())
+                .map(|i| {
+                    lists
+                        .get_as_series(i)
+                        .and_then(|s| s.cast(&polars::prelude::DataType::Float32).ok())
+                        .and_then(|s| s.f32().ok().map(|v| v.iter().flatten().collect()))
+                        .unwrap_or_default()
+                })
+                .collect(),
+            _ => vec![Vec::new(); df.height()],
+        };
+        steps = (0..df.height())
+            .map(|i| StepRow {
+                step: step[i].unwrap_or(0.0) as u64,
+                epoch: epoch[i].unwrap_or(f64::NAN),
+                loss: loss[i].unwrap_or(f64::NAN),
+                lr: lr[i].unwrap_or(f64::NAN),
+                bn_scale: bn[i].clone(),
+                bn_bias: Vec::new(),
+            })
+            .collect();
+    }
+    let mut epochs = Vec::new();
+    if let Some(f) = run_file(dir, "epochs", row) {
+        let df = read_parquet(&f, None).with_context(|| damaged(&f))?;
+        let c = |n: &str| f64_column(&df, n);
+        let (epoch, n_steps, loss, train_acc, acc, tta, train_s, eval_s, ips, mem) = (
+            c("epoch")?,
+            c("steps")?,
+            c("train_loss")?,
+            c("train_acc")?,
+            c("test_acc")?,
+            c("test_acc_tta")?,
+            c("train_s")?,
+            c("eval_s")?,
+            c("images_per_s")?,
+            c("peak_mem_bytes")?,
+        );
+        epochs = (0..df.height())
+            .map(|i| EpochRow {
+                epoch: epoch[i].unwrap_or(0.0) as usize,
+                steps: n_steps[i].unwrap_or(0.0) as u64,
+                train_loss: loss[i].unwrap_or(f64::NAN),
+                train_acc: train_acc[i].unwrap_or(f64::NAN),
+                // Written as null for an epoch without an evaluation.
+                test_acc: acc[i].unwrap_or(f64::NAN),
+                test_acc_tta: tta[i],
+                train_s: train_s[i].unwrap_or(0.0),
+                eval_s: eval_s[i].unwrap_or(0.0),
+                images_per_s: ips[i].unwrap_or(0.0),
+                peak_mem_bytes: mem[i].map(|b| b as u64),
+            })
+            .collect();
+    }
+    Ok((steps, epochs))
 }
 
 fn ids(run: &RunId, seed: u64, n: usize) -> Vec<Column> {

@@ -433,3 +433,70 @@ fn earlier_runs_price_a_matrix_on_one_device() {
     assert!(earlier_runs(root.path(), "cuda:1").is_empty());
     assert!(earlier_runs(&root.path().join("missing"), "cpu").is_empty());
 }
+
+/// A session quit before any run finished (a manifest, perhaps a cancelled
+/// run) is passed over as "the newest session", and said to be; with none
+/// finished anywhere there is none.
+#[test]
+fn the_newest_session_is_the_newest_with_a_finished_run() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mk = |name: &str, rows: &[Ended]| {
+        let d = tmp.path().join(name);
+        std::fs::create_dir_all(&d).unwrap();
+        std::fs::write(d.join("manifest.json"), b"{}").unwrap();
+        if !rows.is_empty() {
+            let rows: Vec<RunRow> = rows
+                .iter()
+                .enumerate()
+                .map(|(i, &status)| RunRow {
+                    repeat: i as u32,
+                    status,
+                    ..Default::default()
+                })
+                .collect();
+            write_runs(&d.join("runs.parquet"), &rows).unwrap();
+        }
+        d
+    };
+    let old = mk("20261124-010000", &[Ended::Failed, Ended::Done]);
+    let cancelled = mk("20261124-020000", &[Ended::Cancelled]);
+    let empty = mk("20261124-030000", &[]);
+    assert!(has_finished_run(&old) && !has_finished_run(&cancelled) && !has_finished_run(&empty));
+    let sessions = sessions_below(tmp.path(), 1);
+    assert_eq!(
+        newest_finished(&sessions),
+        Some((old.clone(), vec![cancelled.clone(), empty.clone()]))
+    );
+    assert_eq!(newest_finished(&sessions[..1]), Some((old, vec![])));
+    assert_eq!(newest_finished(&sessions[1..]), None);
+}
+
+/// A finished run's curves come back from its files as they were fed, for
+/// the TUI's Live screen on a folder opened with `tui --open`.
+#[test]
+fn a_runs_curves_read_back_as_written() {
+    let root = tempfile::tempdir().unwrap();
+    let mut w = ResultsWriter::create(root.path(), "demo", "name = 'x'").unwrap();
+    feed(
+        &mut w,
+        rid("a", 0, 0),
+        7,
+        Some(summary(0.6, 1.0, Some(0.5))),
+    );
+    let dir = w.dir().to_path_buf();
+    let row = w.runs()[0].clone();
+    drop(w);
+    let (steps, epochs) = read_curves(&dir, &row).unwrap();
+    assert_eq!(steps.len(), 3);
+    assert_eq!(steps[2].step, 3);
+    assert!((steps[1].loss - 1.0).abs() < 1e-12 && (steps[0].epoch - 1.0 / 3.0).abs() < 1e-12);
+    assert_eq!(steps[0].bn_scale, vec![1.0, 0.5]);
+    assert_eq!(epochs.len(), 1);
+    let e = &epochs[0];
+    assert_eq!((e.epoch, e.steps, e.test_acc_tta), (1, 3, None));
+    assert!((e.test_acc - 0.4).abs() < 1e-12 && (e.train_s - 1.0).abs() < 1e-12);
+    // A run without files has no curves, and no error.
+    let mut other = row.clone();
+    other.variant = "never ran".into();
+    assert_eq!(read_curves(&dir, &other).unwrap(), (Vec::new(), Vec::new()));
+}

@@ -208,6 +208,42 @@ pub fn find(key: &str) -> Option<&'static TrickSpec> {
         .find(|t| t.key == key || t.ids.iter().any(|id| id.eq_ignore_ascii_case(key)))
 }
 
+/// Every trick `name` names: the one with that key, else every entry that
+/// covers that catalog id (T13 is both `celu` and `gelu`).
+pub fn find_all(name: &str) -> Vec<&'static TrickSpec> {
+    if let Some(t) = CATALOG.iter().find(|t| t.key == name) {
+        return vec![t];
+    }
+    CATALOG
+        .iter()
+        .filter(|t| t.ids.iter().any(|id| id.eq_ignore_ascii_case(name)))
+        .collect()
+}
+
+/// One trick in full, as `tricklab tricks KEY` prints it.
+pub fn describe(t: &TrickSpec) -> String {
+    use std::fmt::Write;
+    let ids = if t.ids.is_empty() {
+        String::new()
+    } else {
+        format!(" ({})", t.ids.join(", "))
+    };
+    let mut out = format!(
+        "{}{ids} [{}]\n{}\nsource: {}\noff: {}\non:  {}\n",
+        t.key, t.name, t.help, t.source, t.off, t.on
+    );
+    for p in t.params {
+        let _ = writeln!(out, "  {}.{} = {}  {}", t.key, p.name, p.default, p.help);
+    }
+    if !t.requires.is_empty() {
+        let _ = writeln!(out, "requires: {}", keys(t.requires));
+    }
+    if !t.conflicts.is_empty() {
+        let _ = writeln!(out, "conflicts: {}", keys(t.conflicts));
+    }
+    out
+}
+
 /// The candidate nearest to `name` by edit distance, if it is close enough to
 /// be a plausible typo.
 pub fn nearest<'a>(name: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
@@ -392,25 +428,13 @@ pub fn cmd_tricks(args: TricksArgs) -> anyhow::Result<i32> {
             );
             return Ok(0);
         }
-        let t = find(&name).ok_or_else(|| anyhow::anyhow!(unknown_trick_message(&name)))?;
-        let ids = if t.ids.is_empty() {
-            String::new()
-        } else {
-            format!(" ({})", t.ids.join(", "))
-        };
-        println!(
-            "{}{ids} [{}]\n{}\nsource: {}\noff: {}\non:  {}",
-            t.key, t.name, t.help, t.source, t.off, t.on
-        );
-        for p in t.params {
-            println!("  {}.{} = {}  {}", t.key, p.name, p.default, p.help);
+        let found = find_all(&name);
+        if found.is_empty() {
+            anyhow::bail!(unknown_trick_message(&name));
         }
-        if !t.requires.is_empty() {
-            println!("requires: {}", keys(t.requires));
-        }
-        if !t.conflicts.is_empty() {
-            println!("conflicts: {}", keys(t.conflicts));
-        }
+        let shown: Vec<String> = found.into_iter().map(describe).collect();
+        // Several tricks sharing a catalog id (T13: celu and gelu) are all shown.
+        print!("{}", shown.join("\n"));
         return Ok(0);
     }
     println!(

@@ -72,3 +72,18 @@ fn the_shipped_trick_reference_is_current() {
         assert!(shipped.contains(&format!("### `{}`", t.key)), "{}", t.key);
     }
 }
+
+/// `tricks T13` names two tricks (issue 33): both are shown, each in full,
+/// and a key still shows only its own trick.
+#[test]
+fn an_id_shared_by_two_tricks_finds_both() {
+    let keys: Vec<&str> = find_all("T13").iter().map(|t| t.key).collect();
+    assert_eq!(keys, ["celu", "gelu"]);
+    assert_eq!(find_all("t13").len(), 2);
+    let keys: Vec<&str> = find_all("gelu").iter().map(|t| t.key).collect();
+    assert_eq!(keys, ["gelu"]);
+    assert!(find_all("T999").is_empty());
+    let celu = describe(find("celu").unwrap());
+    assert!(celu.contains("celu.alpha = 0.075  "), "{celu}");
+    assert!(!celu.contains("Float("), "{celu}");
+}

@@ -2,7 +2,7 @@
 //! results folder to browse.
 
 use super::Backend;
-use super::state::{PickerEntry, ResultRow};
+use super::state::{PickerEntry, ResultRow, RunSeries};
 use crate::events::{Command, QueueItem, RunId, RunStatus};
 use crate::report::{ReportOptions, aggregate};
 use crate::session::Session;
@@ -154,8 +154,14 @@ pub fn picker_entry(
             let why = crate::util::one_line(&e);
             PickerEntry {
                 about: format!(
-                    "refused: {}",
-                    why.strip_prefix(&format!("{shown}: ")).unwrap_or(&why)
+                    "refused: {}{}",
+                    why.strip_prefix(&format!("{shown}: ")).unwrap_or(&why),
+                    // --tiny can be switched on here, not only at the start.
+                    if tiny {
+                        ""
+                    } else {
+                        " (t here: rehearse its --tiny form)"
+                    }
                 ),
                 path: shown,
                 refused: true,
@@ -218,8 +224,12 @@ impl Backend for SessionBackend {
         self.s().send(cmd);
     }
 
-    fn enqueue(&mut self, matrix: &str) -> Result<String> {
-        let m = admit(Path::new(matrix), &self.rules)?;
+    fn enqueue(&mut self, matrix: &str, tiny: bool) -> Result<String> {
+        let rules = Rules {
+            tiny,
+            ..self.rules.clone()
+        };
+        let m = admit(Path::new(matrix), &rules)?;
         let name = m.name.clone();
         let n = self.s().enqueue_matrix(m)?;
         Ok(format!(
@@ -228,10 +238,14 @@ impl Backend for SessionBackend {
         ))
     }
 
-    fn matrix_files(&self) -> Vec<PickerEntry> {
+    fn matrix_files(&self, tiny: bool) -> Vec<PickerEntry> {
+        let rules = Rules {
+            tiny,
+            ..self.rules.clone()
+        };
         crate::matrix::matrix_files(Path::new("ablations"))
             .into_iter()
-            .map(|p| picker_entry(&p, &self.rules, self.prices.get()))
+            .map(|p| picker_entry(&p, &rules, self.prices.get()))
             .collect()
     }
 
@@ -280,14 +294,72 @@ impl BrowseBackend {
     }
 }
 
+impl BrowseBackend {
+    /// Each finished run's stored curves, as the Live screen draws a run,
+    /// with the reference its matrix names (from the folder's manifest);
+    /// and the warnings for curves that could not be read.
+    pub fn stored_series(&self) -> (Vec<(RunId, RunSeries)>, Vec<String>) {
+        let matrix = crate::store::read_manifest(&self.dir)
+            .ok()
+            .and_then(|m| crate::store::recorded_matrix(&m));
+        let mut warnings = Vec::new();
+        let series = self
+            .runs
+            .iter()
+            .filter(|r| r.status == Ended::Done)
+            .filter_map(|r| match crate::store::read_curves(&self.dir, r) {
+                Ok((steps, epochs)) => {
+                    let reference = matrix.as_ref().and_then(|m| m.reference(r.index as usize));
+                    Some((r.id(), stored_run(r, &steps, epochs, reference)))
+                }
+                Err(e) => {
+                    warnings.push(crate::util::one_line(&e));
+                    None
+                }
+            })
+            .collect();
+        (series, warnings)
+    }
+}
+
+/// A finished run drawn from its stored row and curves, as the events
+/// drew it while it ran.
+fn stored_run(
+    row: &crate::store::RunRow,
+    steps: &[crate::events::StepRow],
+    epochs: Vec<crate::events::EpochRow>,
+    reference: Option<crate::config::Reference>,
+) -> RunSeries {
+    let mut s = RunSeries {
+        finished: true,
+        final_acc: row.acc_tta.or(row.acc),
+        target_acc: row.target_acc,
+        device: row.device.clone(),
+        reference,
+        total_epochs: row
+            .epochs
+            .or(steps.last().map(|r| r.epoch))
+            .unwrap_or(epochs.len() as f64),
+        ..RunSeries::default()
+    };
+    s.push_steps(steps);
+    for e in epochs {
+        s.push_epoch(e);
+    }
+    s.step = row.steps.unwrap_or(s.step).max(s.step);
+    s.total_steps = s.step;
+    s.peak_mem_bytes = row.peak_mem_bytes.or(s.peak_mem_bytes);
+    s
+}
+
 impl Backend for BrowseBackend {
     fn send(&mut self, _cmd: Command) {}
 
-    fn enqueue(&mut self, _matrix: &str) -> Result<String> {
+    fn enqueue(&mut self, _matrix: &str, _tiny: bool) -> Result<String> {
         anyhow::bail!("browsing a finished results folder: run `tricklab tui MATRIX` to queue runs")
     }
 
-    fn matrix_files(&self) -> Vec<PickerEntry> {
+    fn matrix_files(&self, _tiny: bool) -> Vec<PickerEntry> {
         Vec::new()
     }
 

@@ -23,10 +23,12 @@ use update::Action;
 /// The outside world as the TUI sees it.
 pub trait Backend {
     fn send(&mut self, cmd: Command);
-    /// Queues a matrix file; returns a message for the footer.
-    fn enqueue(&mut self, matrix: &str) -> Result<String>;
-    /// Matrix files the user can pick from, each with what queueing it would do.
-    fn matrix_files(&self) -> Vec<state::PickerEntry>;
+    /// Queues a matrix file (its `--tiny` form if `tiny`); returns a
+    /// message for the footer.
+    fn enqueue(&mut self, matrix: &str, tiny: bool) -> Result<String>;
+    /// Matrix files the user can pick from, each with what queueing it
+    /// would do (in its `--tiny` form if `tiny`).
+    fn matrix_files(&self, tiny: bool) -> Vec<state::PickerEntry>;
     /// The current results table (called after runs finish).
     fn results(&mut self) -> Result<Vec<ResultRow>>;
     /// Writes report.md and the charts; returns the written paths.
@@ -130,16 +132,21 @@ where
 fn perform(a: Action, state: &mut AppState, backend: &mut dyn Backend) {
     match a {
         Action::Send(c) => backend.send(c),
-        Action::Enqueue(path) => {
-            state.status = match backend.enqueue(&path) {
+        Action::Enqueue { path, tiny } => {
+            state.status = match backend.enqueue(&path, tiny) {
                 Ok(msg) => msg,
                 Err(e) => format!("error: {}", crate::util::one_line(&e)),
             }
         }
         Action::OpenPicker => {
+            // Reopened by `t`: the same file stays selected.
+            let selected = match &state.overlay {
+                Overlay::Picker { selected, .. } => *selected,
+                _ => 0,
+            };
             state.overlay = Overlay::Picker {
-                files: backend.matrix_files(),
-                selected: 0,
+                files: backend.matrix_files(state.picker_tiny),
+                selected,
             };
         }
         Action::Export => {
@@ -359,8 +366,10 @@ pub fn run_session(
     };
     let session = crate::session::Session::start(matrices, opts, crate::session::tch_factory())?;
     let pump = session.pump();
+    let mut state = AppState::new(no_color());
+    state.picker_tiny = rules.tiny;
     let mut backend = backend::SessionBackend::new(session, rules);
-    let result = run_terminal(AppState::new(no_color()), &mut backend, Some(pump));
+    let result = run_terminal(state, &mut backend, Some(pump));
     let dirs = backend.finish();
     result?;
     write_up(&dirs);
@@ -371,8 +380,15 @@ pub fn run_session(
 /// with the charts in it) and the command that continues it.
 fn write_up(dirs: &[PathBuf]) {
     for d in dirs {
-        if !d.join("runs.parquet").is_file() {
-            println!("{}: no run finished, nothing to report", d.display());
+        // A run cancelled on quit is recorded, but there is still nothing to report.
+        if !crate::store::has_finished_run(d) {
+            // Kept, its queue resumable; `report` passes it over for the
+            // newest session with a finished run.
+            println!(
+                "{}: no run finished, nothing to report (`report` passes it over; continue: tricklab tui --resume {})",
+                d.display(),
+                d.display()
+            );
             continue;
         }
         match crate::writeup::write(d) {
@@ -395,13 +411,37 @@ fn write_up(dirs: &[PathBuf]) {
 fn browse(dir: PathBuf) -> anyhow::Result<i32> {
     need_terminal()?;
     let mut backend = backend::BrowseBackend::new(dir.clone())?;
-    let mut state = AppState::new(no_color());
+    let state = browse_state(&backend, &dir, no_color());
+    run_terminal(state, &mut backend, None)?;
+    Ok(0)
+}
+
+/// What `tui --open` shows of a finished folder before any key.
+fn browse_state(
+    backend: &backend::BrowseBackend,
+    dir: &std::path::Path,
+    no_color: bool,
+) -> AppState {
+    let mut state = AppState::new(no_color);
     state.browse_only = true;
     state.results_dir = Some(dir.display().to_string());
     state.queue = backend.queue_items();
     state.tab = state::Tab::Results;
-    run_terminal(state, &mut backend, None)?;
-    Ok(0)
+    // Live draws the stored curves: the last run to finish, or the one
+    // selected on the Queue screen.
+    let (series, warnings) = backend.stored_series();
+    for w in warnings {
+        state.log(LogLevel::Warn, w);
+    }
+    state.runs = series.into_iter().collect();
+    state.current = state
+        .queue
+        .iter()
+        .rev()
+        .map(|q| &q.run)
+        .find(|r| state.runs.contains_key(r))
+        .cloned();
+    state
 }
 
 #[cfg(test)]

@@ -54,6 +54,10 @@ pub struct RunSeries {
     pub total_epochs: f64,
     pub target_acc: f64,
     pub started: Option<Instant>,
+    /// Time the run stood paused, and since when it stands paused now: kept
+    /// out of its step rate, so that a paused run's ETA stands still.
+    pub paused_total: std::time::Duration,
+    pub paused_since: Option<Instant>,
     pub finished: bool,
     pub final_acc: Option<f64>,
     pub device: String,
@@ -77,12 +81,65 @@ pub fn push_decimated(v: &mut Vec<(f64, f64)>, p: (f64, f64)) {
 impl RunSeries {
     /// Seconds left for this run, from its own step rate.
     pub fn eta_s(&self) -> Option<f64> {
-        let started = self.started?;
+        self.started?;
         if self.finished || self.step == 0 || self.total_steps == 0 {
             return None;
         }
-        let rate = self.step as f64 / started.elapsed().as_secs_f64().max(1e-3);
+        let rate = self.step as f64 / self.active_s(Instant::now())?.max(1e-3);
         Some((self.total_steps.saturating_sub(self.step)) as f64 / rate)
+    }
+
+    /// Adds logged steps to the curves (a loss that is not a positive
+    /// number has no place on the log axis).
+    pub fn push_steps(&mut self, rows: &[crate::events::StepRow]) {
+        for r in rows {
+            self.step = r.step;
+            if r.loss.is_finite() && r.loss > 0.0 {
+                push_decimated(&mut self.loss, (r.epoch, r.loss));
+            }
+            push_decimated(&mut self.lr, (r.epoch, r.lr));
+            if self.bn_scale.len() < r.bn_scale.len() {
+                self.bn_scale.resize(r.bn_scale.len(), Vec::new());
+            }
+            for (layer, v) in r.bn_scale.iter().enumerate() {
+                push_decimated(&mut self.bn_scale[layer], (r.epoch, *v as f64));
+            }
+        }
+    }
+
+    /// Adds an epoch's row; its accuracy (with TTA where there is one) to
+    /// the curve, unless the epoch had no evaluation.
+    pub fn push_epoch(&mut self, row: EpochRow) {
+        let acc = row.test_acc_tta.unwrap_or(row.test_acc);
+        if acc.is_finite() {
+            self.acc.push((row.epoch as f64, acc));
+        }
+        self.images_per_s = row.images_per_s;
+        self.peak_mem_bytes = row.peak_mem_bytes.or(self.peak_mem_bytes);
+        self.epochs.push(row);
+    }
+
+    /// Seconds the run has been training by `now`: since its start, less
+    /// the time it stood paused.
+    pub fn active_s(&self, now: Instant) -> Option<f64> {
+        let paused = self.paused_total
+            + self.paused_since.map_or(std::time::Duration::ZERO, |p| {
+                now.saturating_duration_since(p)
+            });
+        let spent = now.saturating_duration_since(self.started?);
+        Some(spent.saturating_sub(paused).as_secs_f64())
+    }
+
+    /// The run stops or starts standing paused at `now`.
+    pub fn set_paused(&mut self, paused: bool, now: Instant) {
+        match (paused, self.paused_since) {
+            (true, None) if !self.finished => self.paused_since = Some(now),
+            (false, Some(since)) => {
+                self.paused_total += now.saturating_duration_since(since);
+                self.paused_since = None;
+            }
+            _ => {}
+        }
     }
 
     /// Training seconds until the first evaluation at or above the target.
@@ -274,7 +331,8 @@ pub enum Overlay {
     None,
     Help,
     ConfirmQuit,
-    /// Matrix files to pick from, and the selected one.
+    /// Matrix files to pick from, and the selected one (each file as it
+    /// would be queued: in its `--tiny` form when `AppState::picker_tiny`).
     Picker {
         files: Vec<PickerEntry>,
         selected: usize,
@@ -331,6 +389,9 @@ pub struct AppState {
     pub finished_wall: Vec<f64>,
     /// Draw the reference variant and the other seeds behind the live run.
     pub overlays: bool,
+    /// The picker queues matrices in their `--tiny` form (`t` in the
+    /// picker; starts as the session's `--tiny`).
+    pub picker_tiny: bool,
 }
 
 impl AppState {
@@ -371,6 +432,7 @@ impl AppState {
             finished_wall: Vec::new(),
             status_seen: None,
             overlays: true,
+            picker_tiny: false,
         }
     }
 
@@ -433,7 +495,7 @@ impl AppState {
             .current
             .as_ref()
             .and_then(|c| self.runs.get(c))
-            .and_then(|r| Some((r.eta_s()?, r.started?.elapsed().as_secs_f64())));
+            .and_then(|r| Some((r.eta_s()?, r.active_s(Instant::now())?)));
         let per_run = if self.finished_wall.is_empty() {
             current.map(|(rest, spent)| rest + spent)
         } else {

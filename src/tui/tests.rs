@@ -436,6 +436,19 @@ fn the_tricks_tab_says_what_a_trick_bought_where_it_alone_changed() {
     // The celu rung keeps label smoothing on both sides: it measures celu only.
     assert_eq!(s.measured("label_smoothing").len(), 1);
     assert_eq!(s.measured("celu")[0].variant, "+ celu");
+    // Parameters read as values, not as Rust's debug text.
+    s.tricks_selected = at("celu");
+    let text = screen(&s, 200, 48);
+    assert!(
+        text.contains("celu.alpha = 0.075 ") && !text.contains("Float("),
+        "{text}"
+    );
+    // Noisy runs behind a measured Δ are counted on its line.
+    s.results[2].noisy = 2;
+    let text = screen(&s, 200, 48);
+    assert!(text.contains("n=2 (2 noisy) in demo «+ celu»"), "{text}");
+    s.results[2].noisy = 0;
+    assert!(!screen(&s, 200, 48).contains("noisy)"));
     s.tricks_selected = at("cutout");
     let text = screen(&s, 200, 48);
     assert!(text.contains("measured: not yet"), "{text}");
@@ -563,8 +576,190 @@ fn the_picker_fits_80x24_and_enter_queues_the_selected_path() {
     let acts = on_key(&mut s, KeyEvent::new(KeyCode::Enter, KeyModifiers::NONE));
     assert_eq!(
         acts,
-        vec![Action::Enqueue("ablations/demo-ladder.toml".into())]
+        vec![Action::Enqueue {
+            path: "ablations/demo-ladder.toml".into(),
+            tiny: false
+        }]
     );
+}
+
+/// Most shipped matrices are refused on a CPU unless rehearsed with
+/// --tiny: `t` in the picker asks for the files again in their tiny forms,
+/// keeps the selection, says so in the title, and Enter queues the tiny form.
+#[test]
+fn t_in_the_picker_switches_the_tiny_form_and_enter_queues_it() {
+    use super::backend::{Rules, picker_entry};
+    use std::path::Path;
+    let page = Path::new("ablations/page-ladder.toml");
+    let mut s = super::sample::sample_state(true);
+    let entry = |tiny| {
+        let rules = Rules {
+            tiny,
+            devices: vec!["cpu".into()],
+            ..Default::default()
+        };
+        picker_entry(page, &rules, None)
+    };
+    s.overlay = Overlay::Picker {
+        files: vec![entry(false)],
+        selected: 0,
+    };
+    let text = screen(&s, 80, 24);
+    assert!(
+        text.contains("t tiny (off)") && text.contains("(t here: rehearse its --tiny"),
+        "{text}"
+    );
+    assert_eq!(
+        on_key(&mut s, key(KeyCode::Char('t'))),
+        vec![Action::OpenPicker]
+    );
+    assert!(s.picker_tiny);
+    // The loop answers OpenPicker with the files as the tiny forms queue.
+    s.overlay = Overlay::Picker {
+        files: vec![entry(s.picker_tiny)],
+        selected: 0,
+    };
+    let text = screen(&s, 80, 24);
+    assert!(
+        text.contains("t tiny (on)") && !text.contains("refused"),
+        "{text}"
+    );
+    let acts = on_key(&mut s, key(KeyCode::Enter));
+    assert_eq!(
+        acts,
+        vec![Action::Enqueue {
+            path: "ablations/page-ladder.toml".into(),
+            tiny: true
+        }]
+    );
+    // `t` again switches it off for the next pick.
+    s.overlay = Overlay::Picker {
+        files: vec![entry(true)],
+        selected: 0,
+    };
+    on_key(&mut s, key(KeyCode::Char('t')));
+    assert!(!s.picker_tiny);
+}
+
+/// At 80×24 (a tmux pane) every screen's footer keeps `? help` and
+/// `q quit`, and the Live header is whole: what does not fit goes on to a
+/// line of its own rather than being cut.
+#[test]
+fn at_80x24_the_footer_keeps_help_and_quit_and_the_live_header_is_whole() {
+    let mut s = super::sample::sample_state(true);
+    for tab in Tab::ALL {
+        s.tab = tab;
+        let text = screen(&s, 80, 24);
+        let last = text.lines().last().unwrap();
+        assert!(
+            last.contains("? help") && last.contains("q quit"),
+            "{tab:?}: {last}"
+        );
+    }
+    s.tab = Tab::Queue;
+    let last = screen(&s, 80, 24).lines().last().unwrap().to_string();
+    assert!(
+        last.contains("a add") && last.contains("p pause/resume"),
+        "{last}"
+    );
+    // Wide enough, nothing is dropped.
+    let wide = screen(&s, 200, 24);
+    assert!(
+        wide.contains("D remove matrix  e export  ? help  q quit"),
+        "{wide}"
+    );
+    s.tab = Tab::Live;
+    let text = screen(&s, 80, 24);
+    for part in [
+        "step 60/100",
+        "peak mem 64 MiB",
+        "demo/+ celu#1 on cpu",
+        "projected 75.0% vs 72.0% (previous rung «+ label smoothing», n=1)",
+        "target 60.0%: ",
+    ] {
+        assert!(text.contains(part), "{part}: {text}");
+    }
+    assert!(
+        text.contains("loss (log)") && text.contains("eval accuracy"),
+        "{text}"
+    );
+    assert_eq!(
+        super::view::pack(&["ab".into(), "cd".into(), "efgh".into()], "  ", 6),
+        ["ab  cd", "efgh"]
+    );
+    assert_eq!(
+        super::view::fit_keys(&["a add", "p pause/resume", "c cancel"], 31),
+        "a add  c cancel  ? help  q quit"
+    );
+    assert_eq!(
+        super::view::fit_keys(&["a add", "p pause/resume", "c cancel"], 30),
+        "a add  ? help  q quit"
+    );
+}
+
+/// The help lists every key the footers name: D and the picker's t too.
+#[test]
+fn help_lists_capital_d_and_the_pickers_t() {
+    let mut s = super::sample::sample_state(true);
+    s.overlay = Overlay::Help;
+    let text = screen(&s, 80, 24);
+    assert!(
+        text.contains("D   remove every queued run of its matrix")
+            && text.contains("t   in the picker: its --tiny form on/off")
+            && text.contains("any key closes this help"),
+        "{text}"
+    );
+}
+
+/// A paused run's ETA stands still: the time it stood paused is not
+/// training time, so its step rate does not fall while it waits.
+#[test]
+fn the_eta_stands_still_while_paused() {
+    use std::time::Duration;
+    let mut s = AppState::new(true);
+    let run = rid("a", 0, 0);
+    apply(
+        &mut s,
+        Event::Queue(vec![QueueItem {
+            run: run.clone(),
+            seed: 0,
+            status: RunStatus::Running,
+            reason: None,
+        }]),
+    );
+    apply(
+        &mut s,
+        Event::RunStarted {
+            run: run.clone(),
+            seed: 0,
+            config: std::sync::Arc::new(serde_json::json!({})),
+            total_steps: 100,
+            total_epochs: 1.0,
+            target_acc: 0.6,
+            device: "cpu".into(),
+            reference: None,
+        },
+    );
+    let back = |s: &mut AppState, d: Duration| {
+        let r = s.runs.get_mut(&run).unwrap();
+        r.started = r.started.map(|t| t - d);
+        r.paused_since = r.paused_since.map(|t| t - d);
+    };
+    s.runs.get_mut(&run).unwrap().step = 50;
+    back(&mut s, Duration::from_secs(10));
+    let eta = |s: &AppState| s.runs[&run].eta_s().unwrap();
+    assert!((eta(&s) - 10.0).abs() < 0.5, "{}", eta(&s));
+    apply(&mut s, Event::WorkerPaused(true));
+    // A minute paused: the run's ETA and the queue's stay where they were.
+    back(&mut s, Duration::from_secs(60));
+    assert!((eta(&s) - 10.0).abs() < 0.5, "{}", eta(&s));
+    assert!((s.queue_eta().1.unwrap() - 10.0).abs() < 0.5);
+    s.tab = Tab::Live;
+    assert!(screen(&s, 120, 30).contains("(paused)"));
+    apply(&mut s, Event::WorkerPaused(false));
+    assert!(s.runs[&run].paused_since.is_none());
+    assert!((eta(&s) - 10.0).abs() < 0.5, "{}", eta(&s));
+    assert!(s.runs[&run].paused_total >= Duration::from_secs(60));
 }
 
 /// The footer's ETA is there from the first step: before any run has
@@ -626,4 +821,57 @@ fn a_single_run_delta_is_not_cut_short() {
     });
     let text = screen(&s, 160, 48);
     assert!(text.contains("−0.33 (n=1: no interval)"), "{text}");
+}
+
+/// `tui --open` draws a finished folder's stored curves on Live (the last
+/// run to finish first), not "no run has started yet"; ↓ on the Queue
+/// screen picks the run Live draws.
+#[test]
+fn open_draws_the_stored_curves_of_the_selected_run() {
+    use crate::store::tests::{feed, rid as srid, summary};
+    let root = tempfile::tempdir().unwrap();
+    let mut w = crate::store::ResultsWriter::create(root.path(), "demo", "name = 'x'").unwrap();
+    feed(
+        &mut w,
+        srid("a", 0, 0),
+        0,
+        Some(summary(0.6, 1.0, Some(0.5))),
+    );
+    feed(
+        &mut w,
+        srid("b", 1, 0),
+        0,
+        Some(summary(0.7, 1.0, Some(0.5))),
+    );
+    let dir = w.dir().to_path_buf();
+    drop(w);
+    let backend = super::backend::BrowseBackend::new(dir.clone()).unwrap();
+    let mut s = super::browse_state(&backend, &dir, true);
+    assert_eq!(s.runs.len(), 2);
+    assert_eq!(s.current, Some(srid("b", 1, 0)));
+    let run = &s.runs[&srid("b", 1, 0)];
+    assert_eq!(
+        (run.loss.len(), run.acc.len(), run.bn_scale.len()),
+        (3, 1, 2)
+    );
+    assert!((run.final_acc.unwrap() - 0.71).abs() < 1e-9);
+    s.tab = Tab::Live;
+    let text = screen(&s, 100, 30);
+    assert!(
+        !text.contains("no run has started yet")
+            && text.contains("m/b#0 on cpu")
+            && text.contains("loss (log)")
+            && text.contains("eval accuracy 40.0%"),
+        "{text}"
+    );
+    // The Queue screen's selection picks the run Live draws.
+    s.tab = Tab::Queue;
+    s.queue_selected = 1;
+    on_key(&mut s, key(KeyCode::Up));
+    assert_eq!(s.current, Some(srid("a", 0, 0)));
+    // A folder with no finished run says so on Live.
+    let mut empty = AppState::new(true);
+    empty.browse_only = true;
+    empty.tab = Tab::Live;
+    assert!(screen(&empty, 100, 30).contains("no finished run in this folder"));
 }

@@ -1,6 +1,6 @@
 //! Events and keys → state changes and requests to the outside world.
 
-use super::state::{AppState, Overlay, RunSeries, Tab, push_decimated};
+use super::state::{AppState, Overlay, RunSeries, Tab};
 use crate::events::{Command, Event, LogLevel, RunStatus};
 use crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 use std::time::Instant;
@@ -9,10 +9,14 @@ use std::time::Instant;
 #[derive(Clone, Debug, PartialEq)]
 pub enum Action {
     Send(Command),
-    /// Queue the matrix file at this path.
-    Enqueue(String),
+    /// Queue the matrix file at this path, in its `--tiny` form if `tiny`.
+    Enqueue {
+        path: String,
+        tiny: bool,
+    },
     Export,
-    /// Ask the backend for the matrix files it can queue (opens the picker).
+    /// Ask the backend for the matrix files it can queue, each as it would
+    /// be queued with `AppState::picker_tiny` (opens or refreshes the picker).
     OpenPicker,
 }
 
@@ -35,11 +39,14 @@ pub fn apply(state: &mut AppState, ev: Event) -> bool {
             ..
         } => {
             let clock = crate::events::clock_of(&config);
+            let now = Instant::now();
             let series = RunSeries {
+                // A run that starts while the queue stands paused waits too.
+                paused_since: state.paused.then_some(now),
                 total_steps,
                 total_epochs,
                 target_acc,
-                started: Some(Instant::now()),
+                started: Some(now),
                 device,
                 reference,
                 clock,
@@ -55,32 +62,13 @@ pub fn apply(state: &mut AppState, ev: Event) -> bool {
             images_per_s,
         } => {
             if let Some(s) = state.runs.get_mut(&run) {
-                for r in rows {
-                    s.step = r.step;
-                    if r.loss.is_finite() && r.loss > 0.0 {
-                        push_decimated(&mut s.loss, (r.epoch, r.loss));
-                    }
-                    push_decimated(&mut s.lr, (r.epoch, r.lr));
-                    if s.bn_scale.len() < r.bn_scale.len() {
-                        s.bn_scale.resize(r.bn_scale.len(), Vec::new());
-                    }
-                    for (layer, v) in r.bn_scale.iter().enumerate() {
-                        push_decimated(&mut s.bn_scale[layer], (r.epoch, *v as f64));
-                    }
-                }
+                s.push_steps(&rows);
                 s.images_per_s = images_per_s;
             }
         }
         Event::Epoch { run, row } => {
             if let Some(s) = state.runs.get_mut(&run) {
-                let acc = row.test_acc_tta.unwrap_or(row.test_acc);
-                // An epoch without an evaluation has no accuracy to draw.
-                if acc.is_finite() {
-                    s.acc.push((row.epoch as f64, acc));
-                }
-                s.images_per_s = row.images_per_s;
-                s.peak_mem_bytes = row.peak_mem_bytes.or(s.peak_mem_bytes);
-                s.epochs.push(row);
+                s.push_epoch(row);
             }
         }
         Event::RunFinished { run, summary } => {
@@ -128,6 +116,10 @@ pub fn apply(state: &mut AppState, ev: Event) -> bool {
         }
         Event::WorkerPaused(p) => {
             state.paused = p;
+            let now = Instant::now();
+            for r in state.runs.values_mut() {
+                r.set_paused(p, now);
+            }
             state.log(
                 LogLevel::Info,
                 if p { "queue paused" } else { "queue resumed" },
@@ -209,7 +201,17 @@ pub fn on_key(state: &mut AppState, key: KeyEvent) -> Vec<Action> {
                 KeyCode::Enter => {
                     let file = files.get(*selected).map(|e| e.path.clone());
                     state.overlay = Overlay::None;
-                    return file.map(Action::Enqueue).into_iter().collect();
+                    let tiny = state.picker_tiny;
+                    return file
+                        .map(|path| Action::Enqueue { path, tiny })
+                        .into_iter()
+                        .collect();
+                }
+                // The files said again as their `--tiny` forms would queue
+                // (or no longer): most shipped matrices need it on a CPU.
+                KeyCode::Char('t') => {
+                    state.picker_tiny = !state.picker_tiny;
+                    return vec![Action::OpenPicker];
                 }
                 _ => state.overlay = Overlay::None,
             }
@@ -306,4 +308,12 @@ fn move_selection(state: &mut AppState, delta: i64) {
     };
     let max = len.saturating_sub(1) as i64;
     *sel = (*sel as i64 + delta).clamp(0, max) as usize;
+    // Browsing a finished folder, Live shows the run selected here.
+    if state.browse_only
+        && state.tab == Tab::Queue
+        && let Some(q) = state.queue.get(state.queue_selected)
+        && state.runs.contains_key(&q.run)
+    {
+        state.current = Some(q.run.clone());
+    }
 }

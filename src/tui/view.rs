@@ -141,22 +141,54 @@ pub fn render(f: &mut Frame, s: &AppState) {
             f.render_widget(
                 Paragraph::new(lines)
                     .wrap(Wrap { trim: true })
-                    .block(Block::bordered().title("add matrix: Enter queues, Esc closes")),
+                    .block(Block::bordered().title(format!(
+                        "add matrix: Enter queues, t tiny ({}), Esc closes",
+                        if s.picker_tiny { "on" } else { "off" }
+                    ))),
                 r,
             );
         }
     }
 }
 
-fn footer(f: &mut Frame, area: Rect, s: &AppState) {
-    let keys = match s.tab {
-        _ if s.browse_only => "Tab/1-6 screens  ↑↓ select  e export  ? help  q quit",
-        Tab::Queue => {
-            "Tab/1-6 screens  a add  p pause/resume  c cancel  r requeue  K/J move  d remove  D remove matrix  e export  ? help  q quit"
+/// The footer's key hints that fit `width`: `? help` and `q quit` always
+/// (the help lists the rest), then the others in their order while they fit.
+pub(crate) fn fit_keys(keys: &[&str], width: usize) -> String {
+    const ALWAYS: [&str; 2] = ["? help", "q quit"];
+    const SEP: usize = 2;
+    // Each hint is counted with a separator; the first needs none.
+    let mut room =
+        (width + SEP).saturating_sub(ALWAYS.iter().map(|k| k.chars().count() + SEP).sum());
+    let mut shown: Vec<&str> = Vec::new();
+    for k in keys {
+        let w = k.chars().count() + SEP;
+        if w <= room {
+            shown.push(k);
+            room -= w;
         }
-        Tab::Results => "Tab/1-6 screens  s sort  ↑↓ select  e export  ? help  q quit",
-        _ => "Tab/1-6 screens  p pause/resume  c cancel  e export  ? help  q quit",
+    }
+    shown.extend(ALWAYS);
+    shown.join("  ")
+}
+
+fn footer(f: &mut Frame, area: Rect, s: &AppState) {
+    let keys: &[&str] = match s.tab {
+        _ if s.browse_only => &["Tab/1-6 screens", "↑↓ select", "e export"],
+        Tab::Queue => &[
+            "Tab/1-6 screens",
+            "a add",
+            "p pause/resume",
+            "c cancel",
+            "r requeue",
+            "K/J move",
+            "d remove",
+            "D remove matrix",
+            "e export",
+        ],
+        Tab::Results => &["Tab/1-6 screens", "s sort", "↑↓ select", "e export"],
+        _ => &["Tab/1-6 screens", "p pause/resume", "c cancel", "e export"],
     };
+    let keys = fit_keys(keys, area.width as usize);
     let (left, eta) = s.queue_eta();
     let eta = eta.map(fmt_secs).unwrap_or_else(|| "-".into());
     let status = match &s.quitting {
@@ -273,7 +305,12 @@ fn log10(v: f64) -> f64 {
 fn live(f: &mut Frame, area: Rect, s: &AppState, pal: &Palette) {
     let Some(run) = s.current.as_ref() else {
         f.render_widget(
-            Paragraph::new("no run has started yet").block(Block::bordered().title("live")),
+            Paragraph::new(if s.browse_only {
+                "no finished run in this folder to draw"
+            } else {
+                "no run has started yet"
+            })
+            .block(Block::bordered().title("live")),
             area,
         );
         return;
@@ -284,20 +321,30 @@ fn live(f: &mut Frame, area: Rect, s: &AppState, pal: &Palette) {
         .peak_mem_bytes
         .map(|b| format!("{:.0} MiB", b as f64 / 1048576.0))
         .unwrap_or_else(|| "-".into());
-    // The numbers first: at 80 columns the run's name is what gets cut.
-    let head = format!(
-        "step {}/{}  ETA {}  {:.0} img/s  peak mem {mem}  {run} on {}",
-        cur.step,
-        cur.total_steps,
-        cur.eta_s().map(fmt_secs).unwrap_or_else(|| "-".into()),
-        cur.images_per_s,
-        cur.device
-    );
-    let mut lines = vec![
-        Line::from(head),
-        compare_line(cur, &cmp),
-        legend_line(&cmp, s.overlays, pal),
+    // The numbers first; what does not fit the width goes on to a next
+    // line whole, never cut (an 80-column tmux pane).
+    let head = [
+        format!("step {}/{}", cur.step, cur.total_steps),
+        format!(
+            "ETA {}{}",
+            cur.eta_s().map(fmt_secs).unwrap_or_else(|| "-".into()),
+            if cur.paused_since.is_some() {
+                " (paused)"
+            } else {
+                ""
+            }
+        ),
+        format!("{:.0} img/s", cur.images_per_s),
+        format!("peak mem {mem}"),
+        format!("{run} on {}", cur.device),
     ];
+    let width = area.width as usize;
+    let mut lines: Vec<Line> = pack(&head, "  ", width)
+        .into_iter()
+        .chain(pack(&compare_parts(cur, &cmp), "  ·  ", width))
+        .map(Line::from)
+        .collect();
+    lines.push(legend_line(&cmp, s.overlays, pal));
     // With several workers, each device's run on a line of its own.
     let running = s.busy_workers();
     if running.len() > 1 {
@@ -469,9 +516,25 @@ fn behind<'a>(
     ds
 }
 
+/// `parts` joined by `sep` into lines of at most `width` characters,
+/// breaking only between parts (a part wider than `width` has a line alone).
+pub(crate) fn pack(parts: &[String], sep: &str, width: usize) -> Vec<String> {
+    let mut lines: Vec<String> = Vec::new();
+    for p in parts {
+        match lines.last_mut() {
+            Some(l) if l.chars().count() + sep.chars().count() + p.chars().count() <= width => {
+                l.push_str(sep);
+                l.push_str(p);
+            }
+            _ => lines.push(p.clone()),
+        }
+    }
+    lines
+}
+
 /// What the run is read against: its projected accuracy beside the
 /// reference variant's, and the time to target beside theirs.
-fn compare_line<'a>(cur: &RunSeries, cmp: &LiveCompare) -> Line<'a> {
+fn compare_parts(cur: &RunSeries, cmp: &LiveCompare) -> Vec<String> {
     let pct = |v: f64| format!("{:.1}%", 100.0 * v);
     let mut parts = Vec::new();
     let theirs = cmp.reference.as_ref().map(|(role, name, runs)| {
@@ -505,7 +568,7 @@ fn compare_line<'a>(cur: &RunSeries, cmp: &LiveCompare) -> Line<'a> {
         );
     }
     parts.push(target);
-    Line::from(parts.join("  ·  "))
+    parts
 }
 
 /// The legend of the lines drawn behind the run, and the key that hides them.
@@ -854,7 +917,7 @@ fn tricks(f: &mut Frame, area: Rect, s: &AppState, _pal: &Palette) {
     ];
     for p in t.params {
         text.push(Line::from(format!(
-            "  {}.{} = {:?}  {}",
+            "  {}.{} = {}  {}",
             t.key, p.name, p.default, p.help
         )));
     }
@@ -893,12 +956,18 @@ fn measured_lines(s: &AppState, key: &str) -> Vec<Line<'static>> {
         .map(|m| {
             let r = m.row;
             Line::from(format!(
-                "measured: {} it, Δ {} s ({} clock), Δ acc {} pp, n={} in {} «{}»{}",
+                "measured: {} it, Δ {} s ({} clock), Δ acc {} pp, n={}{} in {} «{}»{}",
                 if m.added { "adding" } else { "removing" },
                 r.delta_time.map_or("-".into(), |d| d.label(1.0)),
                 r.clock,
                 r.delta_acc.map_or("-".into(), |d| d.label(100.0)),
                 r.n,
+                // A Δ read off runs on a busy machine is said to be so.
+                if r.noisy > 0 {
+                    format!(" ({} noisy)", r.noisy)
+                } else {
+                    String::new()
+                },
                 m.matrix,
                 m.variant,
                 r.finished
@@ -943,12 +1012,14 @@ fn help(f: &mut Frame, area: Rect) {
                 r   requeue the selected failed run\n\
                 K/J move the selected run up / down\n\
                 d   remove the selected queued run\n\
+                D   remove every queued run of its matrix\n\
+                t   in the picker: its --tiny form on/off\n\
                 s   change the sort column (Results)\n\
                 e   export report.md and charts\n\
                 o   overlays on Live: reference, other seeds\n\
                 q   quit (asks if a run is in progress)\n\
                 any key closes this help";
-    let r = centered(area, 52, 15);
+    let r = centered(area, 52, 17);
     f.render_widget(Clear, r);
     f.render_widget(
         Paragraph::new(text).block(Block::default().borders(Borders::ALL).title("keys")),

@@ -578,6 +578,14 @@ fn catalog_recipes_doctor_and_data_commands() {
     let tmp = tempfile::tempdir().unwrap();
     let (out, _) = text(&run(&["tricks"], tmp.path()));
     assert!(out.contains("label_smoothing") && out.contains("T24,B3"));
+    // An id two tricks share shows both, each in full.
+    let (out, _) = text(&run(&["tricks", "T13"], tmp.path()));
+    assert!(
+        out.contains("celu (T13, B4) [CELU activation]")
+            && out.contains("celu.alpha = 0.075")
+            && out.contains("gelu (T13) [GELU activation]"),
+        "{out}"
+    );
     let (out, _) = text(&run(&["tricks", "--json"], tmp.path()));
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert!(v.as_array().unwrap().len() >= 40);
@@ -910,6 +918,32 @@ fn folders_as_users_name_them() {
         out.contains("tiny-test") && out.contains("complete") && out.contains("    4       0"),
         "{out}"
     );
+    // `--results ROOT` names the root as it does for every other command.
+    let flag = run(&["results", "--results", "res"], tmp.path());
+    assert!(flag.status.success(), "{:?}", text(&flag));
+    assert_eq!(text(&flag).0, out);
+    // A newer session quit before any run finished (its manifest only) is
+    // passed over, said so, and kept.
+    let session = std::fs::read_dir(tmp.path().join("res/tiny-test"))
+        .unwrap()
+        .flatten()
+        .next()
+        .unwrap()
+        .path();
+    let empty = tmp.path().join("res/tiny-test/99991231-235959");
+    std::fs::create_dir_all(&empty).unwrap();
+    std::fs::copy(session.join("manifest.json"), empty.join("manifest.json")).unwrap();
+    let o = run(&["report", "res/tiny-test"], tmp.path());
+    let (out, err) = text(&o);
+    assert!(
+        o.status.success() && out.contains("+ label smoothing"),
+        "{out}\n{err}"
+    );
+    assert!(
+        err.contains("passed over 1 newer with none (res/tiny-test/99991231-235959"),
+        "{err}"
+    );
+    assert!(empty.join("manifest.json").is_file());
 }
 
 #[test]

@@ -161,7 +161,15 @@ fn one_writer_per_folder_and_stop_signals_are_honoured() {
             && err.contains("did not end within 2 s"),
         "{err}"
     );
-    assert!(err.contains("--resume"), "{err}");
+    // The command it prints continues headless: without --headless,
+    // `run --resume` would open the TUI.
+    assert!(
+        err.contains(&format!(
+            "`tricklab run --headless --resume res/long/{}` continues",
+            dir.file_name().unwrap().to_string_lossy()
+        )),
+        "{err}"
+    );
     // The killed session's lock is gone: resuming works, and two SIGTERMs
     // cancel at once; Ctrl-C twice does the same and exits 130, as a shell
     // expects of SIGINT.
@@ -170,7 +178,7 @@ fn one_writer_per_folder_and_stop_signals_are_honoured() {
         assert_eq!(code, code_expected, "{err}");
         assert!(
             err.contains("stop signal again: cancelling the current run")
-                && err.contains("--resume"),
+                && err.contains("`tricklab run --headless --resume"),
             "{err}"
         );
     }

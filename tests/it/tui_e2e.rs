@@ -169,6 +169,16 @@ fn browse_a_finished_folder_and_resize() {
     t.wait_for("the results", 60, |s| {
         s.contains("[browse]") && s.contains("+ label smoothing")
     });
+    // Live draws the folder's stored curves, not "no run has started yet".
+    t.keys("2");
+    t.wait_for("the stored curves", 30, |s| {
+        s.contains("loss (log)") && s.contains("eval accuracy") && s.contains(" on cpu")
+    });
+    // At 80×24 the Queue footer keeps its way to help and out.
+    t.keys("1");
+    t.wait_for("the Queue footer", 30, |s| {
+        s.contains("queue (") && s.contains("? help") && s.contains("q quit")
+    });
     t.cmd(&["resize-window", "-t", "t", "-x", "160", "-y", "48"]);
     t.wait_for("a redraw at the new size", 30, |s| {
         s.lines().next().is_some_and(|l| l.trim_end().len() > 90)
