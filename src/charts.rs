@@ -1959,4 +1959,37 @@ mod tests {
         assert_eq!(tta_words(&[run(2), run(1)]), " (TTA)");
         assert_eq!(tta_words(&[run(0), run(2)]), " (TTA where the run used it)");
     }
+
+    #[test]
+    fn history_whiskers_cut_at_0_say_so_and_names_stay_whole() {
+        let root = tempfile::tempdir().unwrap();
+        let long = "B5 + ghost BN with a name longer than thirty characters";
+        let mut csv = String::from(
+            "night,folder,git_commit,data_hash,matrix,index,variant,clock,n,time_s,time_ci95,acc_tta,acc_tta_ci95,verdict\n",
+        );
+        for (night, ci) in [
+            ("2026-11-23T02:00:00Z", 1.0),
+            ("2026-11-24T02:00:00Z", 30.0),
+        ] {
+            csv += &format!("{night},f,c,h,m,0,baseline,dawn,2,10.0,1.0,0.9,0.01,no change\n");
+            csv += &format!("{night},f,c,h,m,1,{long},dawn,2,8.0,{ci},0.9,0.01,no change\n");
+        }
+        std::fs::write(root.path().join("history.csv"), csv).unwrap();
+        let nights = crate::report::history::load(root.path()).unwrap();
+        let opts = PlotOptions {
+            format: PlotFormat::Svg,
+            ..Default::default()
+        };
+        let files = write_history(&nights, root.path(), &opts).unwrap();
+        let svg = std::fs::read_to_string(&files[0]).unwrap();
+        // 8 ± 30 s reaches below 0: cut there, with the note and the arrowhead.
+        assert!(svg.contains(CUT_NOTE), "{svg}");
+        assert!(
+            polylines(&svg)
+                .iter()
+                .any(|l| l.len() == 3 && l[0].1 == l[2].1 && l[1].1 > l[0].1),
+            "{svg}"
+        );
+        assert!(svg.contains(&format!("1 {long}")), "{svg}");
+    }
 }
