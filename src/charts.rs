@@ -3,7 +3,7 @@
 //! system fonts: the ladder, the accuracy distribution, the training curves
 //! and time against accuracy with its Pareto front.
 
-use crate::report::curves::{Curve, curves};
+use crate::report::curves::{Curve, TimeCurve, curves, time_curves};
 use crate::report::{Clock, Report};
 use anyhow::{Context, Result};
 use image::ImageEncoder as _;
@@ -11,6 +11,7 @@ use plotters::chart::MeshStyle;
 use plotters::coord::Shift;
 use plotters::coord::ranged1d::Ranged;
 use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
 use std::path::{Path, PathBuf};
 use std::sync::Once;
 
@@ -164,6 +165,51 @@ fn label(name: &str, max: usize) -> String {
     }
 }
 
+/// The width of a category axis's label area: the longest name at `size`
+/// with room for the tick, at most half of `area`'s width (names longer than
+/// that are shortened with "…" by `names_fitting`).
+fn name_area<DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    names: &[String],
+    t: &Theme,
+) -> u32 {
+    let font = t.font(16);
+    let widest = names
+        .iter()
+        .filter_map(|n| area.estimate_text_size(n, &font).ok())
+        .map(|(w, _)| w)
+        .max()
+        .unwrap_or(0);
+    (widest + 24).clamp(80, area.dim_in_pixel().0 / 2)
+}
+
+/// Each name whole where it fits `width` pixels at the axis font, else
+/// shortened with "…" until it does.
+fn names_fitting<DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    names: &[&str],
+    width: u32,
+    t: &Theme,
+) -> Vec<String> {
+    let font = t.font(16);
+    names
+        .iter()
+        .map(|n| {
+            let mut max = n.chars().count();
+            loop {
+                let l = label(n, max.max(2));
+                let fits = area
+                    .estimate_text_size(&l, &font)
+                    .map_or(true, |(w, _)| w + 24 <= width);
+                if fits || max <= 2 {
+                    return l;
+                }
+                max -= 1;
+            }
+        })
+        .collect()
+}
+
 /// Three significant digits, so that rungs of 0.16 s and 0.18 s read apart.
 fn seconds(v: f64) -> String {
     match v.abs() {
@@ -184,30 +230,183 @@ fn clock_name(c: Option<Clock>) -> &'static str {
     }
 }
 
-/// Page's figure from our data: time per rung with CI whiskers, and accuracy per rung with the target line.
+/// Words of `text` in lines no wider than `width` pixels in `style` (a word
+/// wider than that alone keeps its own line): subtitles wrap instead of
+/// running past both edges of a narrow chart.
+fn wrap<DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    text: &str,
+    style: &TextStyle,
+    width: u32,
+) -> Vec<String> {
+    let fits = |s: &str| {
+        area.estimate_text_size(s, style)
+            .map_or(true, |(w, _)| w <= width)
+    };
+    let mut lines: Vec<String> = Vec::new();
+    for word in text.split_whitespace() {
+        match lines.last_mut() {
+            Some(last) if fits(&format!("{last} {word}")) => {
+                last.push(' ');
+                last.push_str(word);
+            }
+            _ => lines.push(word.to_string()),
+        }
+    }
+    lines
+}
+
+/// `root` under `text` drawn centred in as many lines as it needs.
+fn titled_wrapped<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    text: &str,
+    style: TextStyle,
+) -> Result<DrawingArea<DB, Shift>, DrawingAreaErrorKind<DB::ErrorType>> {
+    // A margin each side, so that a centred line never touches the edge.
+    let width = root.dim_in_pixel().0.saturating_sub(24);
+    let mut area = root.clone();
+    for line in wrap(root, text, &style, width) {
+        area = area.titled(&line, style.clone())?;
+    }
+    Ok(area)
+}
+
+/// How a legend entry is drawn: a line or a hollow dot.
+#[derive(Clone, Copy)]
+enum Mark {
+    Line(RGBColor),
+    Hollow(RGBColor),
+}
+
+/// A legend in its own strip under the chart, entries flowing left to right
+/// and onto more rows as the width asks: no name is cut, and no entry covers
+/// data. Returns the area above it, for the chart.
+fn with_legend<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    entries: &[(String, Mark)],
+    t: &Theme,
+) -> Result<DrawingArea<DB, Shift>, DrawingAreaErrorKind<DB::ErrorType>> {
+    if entries.is_empty() {
+        return Ok(root.clone());
+    }
+    let font = t.font(14);
+    let (w, _) = root.dim_in_pixel();
+    let (row_h, swatch, gap, pad) = (22i32, 22i32, 18i32, 14i32);
+    // Each entry's place: (row, x).
+    let mut places = Vec::new();
+    let (mut row, mut x) = (0i32, pad);
+    for (text, _) in entries {
+        let tw = root.estimate_text_size(text, &font)?.0 as i32;
+        let need = swatch + 6 + tw;
+        if x > pad && x + need > w as i32 - pad {
+            row += 1;
+            x = pad;
+        }
+        places.push((row, x));
+        x += need + gap;
+    }
+    let h = (row + 1) * row_h + 20;
+    let (chart, strip) = root.split_vertically(root.dim_in_pixel().1 as i32 - h);
+    for ((text, mark), (row, x)) in entries.iter().zip(places) {
+        let y = 8 + row * row_h + row_h / 2;
+        match *mark {
+            Mark::Line(c) => strip.draw(&PathElement::new(
+                vec![(x, y), (x + swatch - 4, y)],
+                c.stroke_width(3),
+            ))?,
+            Mark::Hollow(c) => {
+                strip.draw(&Circle::new((x + swatch / 2 - 2, y), 6, c.stroke_width(2)))?
+            }
+        }
+        strip.draw(&Text::new(
+            text.clone(),
+            (x + swatch + 4, y),
+            font.pos(Pos::new(HPos::Left, VPos::Center)),
+        ))?;
+    }
+    Ok(chart)
+}
+
+/// A whisker's ends on a time axis that starts at 0: a 95% t-interval from
+/// few seeds can reach below 0 s, which no run took, so it is cut at 0 and
+/// says so (`true`).
+fn time_whisker(mean: f64, ci: f64) -> (f64, f64, bool) {
+    ((mean - ci).max(0.0), mean + ci, mean - ci < 0.0)
+}
+
+/// The note every chart with whiskers cut at 0 carries.
+const CUT_NOTE: &str = "arrowhead at 0 s: the 95% CI reaches below 0 s and is cut there";
+
+/// Whether a chart's accuracies were measured with TTA, from the runs' `tta_level`.
+fn tta_words(runs: &[crate::store::RunRow]) -> &'static str {
+    let with = runs.iter().filter(|r| r.tta_level.unwrap_or(0) > 0).count();
+    match with {
+        0 => "",
+        w if w == runs.len() => " (TTA)",
+        _ => " (TTA where the run used it)",
+    }
+}
+
+/// " · k of n runs noisy" for a row with noisy runs, else nothing.
+fn noisy_words(noisy: usize, n: usize) -> String {
+    if noisy > 0 {
+        format!(" · {noisy} of {n} noisy")
+    } else {
+        String::new()
+    }
+}
+
+/// Page's figure from our data: time per rung with CI whiskers, and accuracy
+/// per rung with the target line. A rung with noisy runs says how many in its
+/// label, its bar is hatched and its accuracy dot hollow.
 #[allow(
     clippy::too_many_lines,
     reason = "one chart drawn top to bottom: axes, bars, labels, legend"
 )]
-fn ladder<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, r: &Report, t: &Theme) -> Res
+fn ladder<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    r: &Report,
+    tta: &str,
+    t: &Theme,
+) -> Res
 where
     DB::ErrorType: 'static,
 {
     root.fill(&t.bg)?;
     let rows: Vec<_> = r.rows.iter().filter(|x| x.n > 0).collect();
     let n = rows.len().max(1);
-    let root = root
-        .titled("Ablation ladder: time per rung and accuracy", t.font(26))?
-        .titled(
-            &format!(
-                "{}  (×: the previous rung's mean time over this rung's)",
-                setup_line(r)
-            ),
-            t.font(14),
-        )?;
+    let cut = rows
+        .iter()
+        .any(|x| time_whisker(x.time().mean, x.time().ci95).2);
+    let noisy = rows.iter().any(|x| x.noisy > 0);
+    let mut notes = vec![
+        setup_line(r),
+        "(×: the previous rung's mean time over this rung's)".to_string(),
+    ];
+    if noisy {
+        notes.push("hatched bar, hollow dot: the rung has runs flagged noisy".into());
+    }
+    if cut {
+        notes.push(CUT_NOTE.into());
+    }
+    let mut root = root.titled("Ablation ladder: time per rung and accuracy", t.font(26))?;
+    for note in &notes {
+        root = titled_wrapped(&root, note, t.font(14))?;
+    }
+    let mut legend = vec![(
+        format!("target {:.1}%", 100.0 * r.target),
+        Mark::Line(TARGET),
+    )];
+    if noisy {
+        legend.push(("rung with noisy runs".into(), Mark::Hollow(color(2))));
+    }
+    let root = with_legend(&root, &legend, t)?;
     let (left, right) = root.split_horizontally((root.dim_in_pixel().0 as f64 * 0.62) as u32);
     let pos = |i: usize| (n - 1 - i) as f64;
-    let names: Vec<String> = rows.iter().map(|x| label(&x.variant, 28)).collect();
+    let whole: Vec<String> = rows.iter().map(|x| x.variant.clone()).collect();
+    let name_w = name_area(&left, &whole, t);
+    let whole: Vec<&str> = whole.iter().map(String::as_str).collect();
+    let names = names_fitting(&left, &whole, name_w, t);
     let tmax = rows
         .iter()
         .map(|x| x.time().mean + x.time().ci95.max(0.0))
@@ -216,11 +415,11 @@ where
         .filter(|t| t.is_finite())
         .fold(0.0, f64::max)
         .max(1e-3)
-        * 1.18;
+        * 1.3;
     let mut c = ChartBuilder::on(&left)
         .margin(12)
         .x_label_area_size(40)
-        .y_label_area_size(230)
+        .y_label_area_size(name_w)
         .build_cartesian_2d(0.0..tmax, -0.6..(n as f64 - 0.4))?;
     t.axes(c.configure_mesh(), 16)
         .disable_y_mesh()
@@ -235,26 +434,61 @@ where
         if !s.mean.is_finite() {
             continue;
         }
-        c.draw_series(std::iter::once(Rectangle::new(
-            [(0.0, y - 0.32), (s.mean, y + 0.32)],
-            color(0).mix(0.75).filled(),
-        )))?;
+        let (x0, x1, y0, y1) = (0.0, s.mean, y - 0.32, y + 0.32);
+        if x.noisy > 0 {
+            // Hatched: an outline and diagonal strokes, so a noisy rung
+            // reads apart in print without colour.
+            c.draw_series(std::iter::once(Rectangle::new(
+                [(x0, y0), (x1, y1)],
+                color(0).mix(0.25).filled(),
+            )))?;
+            let step = tmax / 40.0;
+            let k = (x1 / step).ceil() as usize;
+            c.draw_series((0..k).map(|j| {
+                let a = j as f64 * step;
+                PathElement::new(
+                    vec![(a, y0), ((a + step).min(x1), y1)],
+                    color(0).stroke_width(1),
+                )
+            }))?;
+            c.draw_series(std::iter::once(Rectangle::new(
+                [(x0, y0), (x1, y1)],
+                color(0).stroke_width(2),
+            )))?;
+        } else {
+            c.draw_series(std::iter::once(Rectangle::new(
+                [(x0, y0), (x1, y1)],
+                color(0).mix(0.75).filled(),
+            )))?;
+        }
         if s.ci95.is_finite() {
-            let (a, b) = ((s.mean - s.ci95).max(0.0), s.mean + s.ci95);
+            let (a, b, clipped) = time_whisker(s.mean, s.ci95);
             c.draw_series(std::iter::once(PathElement::new(
                 vec![(a, y), (b, y)],
                 t.fg.stroke_width(2),
             )))?;
-            c.draw_series([a, b].map(|v| {
-                PathElement::new(vec![(v, y - 0.15), (v, y + 0.15)], t.fg.stroke_width(2))
-            }))?;
+            c.draw_series(std::iter::once(PathElement::new(
+                vec![(b, y - 0.15), (b, y + 0.15)],
+                t.fg.stroke_width(2),
+            )))?;
+            if clipped {
+                c.draw_series(std::iter::once(
+                    EmptyElement::at((a, y))
+                        + PathElement::new(vec![(8, -7), (0, 0), (8, 7)], t.fg.stroke_width(2)),
+                ))?;
+            } else {
+                c.draw_series(std::iter::once(PathElement::new(
+                    vec![(a, y - 0.15), (a, y + 0.15)],
+                    t.fg.stroke_width(2),
+                )))?;
+            }
         }
         let txt = match x.speedup_prev {
             Some(sp) => format!("{} s  ×{sp:.2}", seconds(s.mean)),
             None => format!("{} s", seconds(s.mean)),
         };
         c.draw_series(std::iter::once(Text::new(
-            txt,
+            format!("{txt}{}", noisy_words(x.noisy, x.n)),
             (s.mean + s.ci95.max(0.0) + tmax * 0.01, y + 0.12),
             t.font(14),
         )))?;
@@ -285,7 +519,9 @@ where
         .disable_y_mesh()
         .y_labels(0)
         .max_light_lines(4)
-        .x_desc("test accuracy % (mean ± 95% CI, clipped to 0-100)")
+        .x_desc(format!(
+            "test accuracy %{tta} (mean ± 95% CI, clipped to 0-100)"
+        ))
         .draw()?;
     target_line(&mut a, r.target, n)?;
     for (i, x) in rows.iter().enumerate() {
@@ -299,23 +535,23 @@ where
                 t.fg.stroke_width(2),
             )))?;
         }
-        a.draw_series(std::iter::once(Circle::new((m, y), 6, color(2).filled())))?;
+        let style = if x.noisy > 0 {
+            color(2).stroke_width(2)
+        } else {
+            color(2).filled()
+        };
+        a.draw_series(std::iter::once(Circle::new((m, y), 6, style)))?;
         a.draw_series(std::iter::once(Text::new(
             format!("{m:.1}%"),
             (m, y + 0.42),
             t.font(14),
         )))?;
     }
-    a.configure_series_labels()
-        .position(SeriesLabelPosition::LowerRight)
-        .background_style(t.bg.mix(0.8))
-        .border_style(t.fg)
-        .label_font(t.font(14))
-        .draw()?;
     Ok(())
 }
 
-/// Every run's accuracy per variant, with the mean and the target line.
+/// Every run's accuracy per variant, with the mean and the target line; a
+/// run flagged noisy is a hollow dot.
 fn accuracy<DB: DrawingBackend>(
     root: &DrawingArea<DB, Shift>,
     r: &Report,
@@ -328,7 +564,6 @@ where
     root.fill(&t.bg)?;
     let rows: Vec<_> = r.rows.iter().filter(|x| x.n > 0).collect();
     let n = rows.len().max(1);
-    let names: Vec<String> = rows.iter().map(|x| label(&x.variant, 28)).collect();
     let vals: Vec<f64> = runs
         .iter()
         .filter_map(|x| x.acc_tta)
@@ -337,13 +572,28 @@ where
     let lo = vals.iter().copied().fold(1.0, f64::min);
     let hi = vals.iter().copied().fold(0.0, f64::max);
     let pad = ((hi - lo) * 0.1).max(0.005);
-    let root = root
-        .titled("Accuracy per run (with TTA), by variant", t.font(24))?
-        .titled(&setup_line(r), t.font(14))?;
+    let tta = tta_words(runs);
+    let root = root.titled(&format!("Accuracy per run{tta}, by variant"), t.font(24))?;
+    let root = titled_wrapped(&root, &setup_line(r), t.font(14))?;
+    let mut legend = vec![
+        (
+            format!("target {:.1}%", 100.0 * r.target),
+            Mark::Line(TARGET),
+        ),
+        ("variant mean".into(), Mark::Line(t.fg)),
+    ];
+    if runs.iter().any(|x| x.noisy == Some(true)) {
+        legend.push(("run flagged noisy".into(), Mark::Hollow(color(0))));
+    }
+    let root = with_legend(&root, &legend, t)?;
+    let whole: Vec<String> = rows.iter().map(|x| x.variant.clone()).collect();
+    let name_w = name_area(&root, &whole, t);
+    let whole: Vec<&str> = whole.iter().map(String::as_str).collect();
+    let names = names_fitting(&root, &whole, name_w, t);
     let mut c = ChartBuilder::on(&root)
         .margin(14)
         .x_label_area_size(44)
-        .y_label_area_size(230)
+        .y_label_area_size(name_w)
         .build_cartesian_2d(
             ((lo - pad).max(0.0) * 100.0)..((hi + pad).min(1.0) * 100.0),
             -0.6..(n as f64 - 0.4),
@@ -353,23 +603,24 @@ where
         .max_light_lines(4)
         .y_labels(n)
         .y_label_formatter(&|y| rung_label(&names, *y))
-        .x_desc("test accuracy %")
+        .x_desc(format!("test accuracy %{tta}"))
         .draw()?;
     target_line(&mut c, r.target, n)?;
     for (i, v) in rows.iter().enumerate() {
         let y = (n - 1 - i) as f64;
-        let mine: Vec<f64> = runs
+        let mine: Vec<(f64, bool)> = runs
             .iter()
             .filter(|x| x.variant == v.variant && x.matrix == v.matrix)
-            .filter_map(|x| x.acc_tta)
+            .filter_map(|x| Some((x.acc_tta?, x.noisy == Some(true))))
             .collect();
         let k = mine.len().max(1) as f64;
-        c.draw_series(mine.iter().enumerate().map(|(j, a)| {
-            Circle::new(
-                (a * 100.0, y - 0.2 + 0.4 * (j as f64 + 0.5) / k),
-                4,
-                color(i).mix(0.8).filled(),
-            )
+        c.draw_series(mine.iter().enumerate().map(|(j, (a, noisy))| {
+            let style = if *noisy {
+                color(i).stroke_width(2)
+            } else {
+                color(i).mix(0.8).filled()
+            };
+            Circle::new((a * 100.0, y - 0.2 + 0.4 * (j as f64 + 0.5) / k), 4, style)
         }))?;
         let m = v.acc_tta_mean * 100.0;
         c.draw_series(std::iter::once(PathElement::new(
@@ -377,29 +628,51 @@ where
             t.fg.stroke_width(3),
         )))?;
     }
-    c.configure_series_labels()
-        .position(SeriesLabelPosition::LowerRight)
-        .background_style(t.bg.mix(0.8))
-        .border_style(t.fg)
-        .label_font(t.font(14))
-        .draw()?;
     Ok(())
 }
 
+/// Loss across the width, learning rate and BN scale under it, and one
+/// legend of full variant names beneath: legible when report.html fits the
+/// chart to its 1200-pixel column.
 #[allow(
     clippy::too_many_lines,
     reason = "three panels sharing one legend, drawn in order"
 )]
-fn curves_chart<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, cs: &[Curve], t: &Theme) -> Res
+fn curves_chart<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    cs: &[Curve],
+    r: &Report,
+    t: &Theme,
+) -> Res
 where
     DB::ErrorType: 'static,
 {
     root.fill(&t.bg)?;
-    let root = root.titled(
+    let root = titled_wrapped(
+        root,
         "Training curves per variant (mean over seeds, band = min–max)",
         t.font(24),
     )?;
-    let panels = root.split_evenly((1, 3));
+    let legend: Vec<(String, Mark)> = cs
+        .iter()
+        .enumerate()
+        .map(|(k, c)| {
+            let noisy = r
+                .rows
+                .iter()
+                .find(|x| x.index == c.index && x.variant == c.variant)
+                .map_or(String::new(), |x| noisy_words(x.noisy, x.n));
+            (
+                format!("{} {}{noisy}", c.index, c.variant),
+                Mark::Line(color(k)),
+            )
+        })
+        .collect();
+    let root = with_legend(&root, &legend, t)?;
+    let h = root.dim_in_pixel().1;
+    let (top, bottom) = root.split_vertically(h * 11 / 20);
+    let (lower_left, lower_right) = bottom.split_horizontally(bottom.dim_in_pixel().0 / 2);
+    let panels = [top, lower_left, lower_right];
     let xmax = cs
         .iter()
         .flat_map(|c| c.points.iter().map(|p| p.0))
@@ -422,12 +695,12 @@ where
     // log10 of the loss on a linear axis, labelled with the loss itself: plotters'
     // log axis puts its ticks at powers of ten only, and a loss curve rarely spans one.
     let mut loss = ChartBuilder::on(&panels[0])
-        .margin(10)
-        .x_label_area_size(40)
-        .y_label_area_size(55)
+        .margin(16)
+        .x_label_area_size(44)
+        .y_label_area_size(70)
         .caption("loss (log scale)", t.font(18))
         .build_cartesian_2d(0.0..xmax, lo.log10()..hi.log10())?;
-    t.axes(loss.configure_mesh(), 14)
+    t.axes(loss.configure_mesh(), 16)
         .x_desc("epoch")
         .y_labels(8)
         .max_light_lines(4)
@@ -456,18 +729,8 @@ where
                 .filter(|p| p.1 > 0.0)
                 .map(|p| (p.0, p.1.log10())),
             color(k).stroke_width(2),
-        ))?
-        .label(label(&c.variant, 24))
-        .legend(move |(x, y)| {
-            PathElement::new(vec![(x, y), (x + 16, y)], color(k).stroke_width(3))
-        });
+        ))?;
     }
-    loss.configure_series_labels()
-        .position(SeriesLabelPosition::UpperRight)
-        .background_style(t.bg.mix(0.85))
-        .border_style(t.fg)
-        .label_font(t.font(12))
-        .draw()?;
     let lrmax = cs
         .iter()
         .flat_map(|c| c.points.iter().map(|p| p.4))
@@ -475,12 +738,12 @@ where
         .max(1e-9)
         * 1.05;
     let mut lr = ChartBuilder::on(&panels[1])
-        .margin(10)
-        .x_label_area_size(40)
-        .y_label_area_size(55)
+        .margin(16)
+        .x_label_area_size(44)
+        .y_label_area_size(70)
         .caption("learning rate", t.font(18))
         .build_cartesian_2d(0.0..xmax, 0.0..lrmax)?;
-    t.axes(lr.configure_mesh(), 14).x_desc("epoch").draw()?;
+    t.axes(lr.configure_mesh(), 16).x_desc("epoch").draw()?;
     for (k, c) in cs.iter().enumerate() {
         lr.draw_series(LineSeries::new(
             c.points.iter().map(|p| (p.0, p.4)),
@@ -503,12 +766,12 @@ where
         (0.0, 1.0)
     };
     let mut bn = ChartBuilder::on(&panels[2])
-        .margin(10)
-        .x_label_area_size(40)
-        .y_label_area_size(55)
+        .margin(16)
+        .x_label_area_size(44)
+        .y_label_area_size(70)
         .caption("BN scale: mean |γ| over layers", t.font(18))
         .build_cartesian_2d(0.0..xmax, blo..bhi)?;
-    t.axes(bn.configure_mesh(), 14).x_desc("epoch").draw()?;
+    t.axes(bn.configure_mesh(), 16).x_desc("epoch").draw()?;
     for (k, c) in cs.iter().enumerate() {
         bn.draw_series(LineSeries::new(
             c.points.iter().filter_map(|p| p.5.map(|b| (p.0, b))),
@@ -518,46 +781,124 @@ where
     Ok(())
 }
 
-/// Time against accuracy per variant, the Pareto front (faster and more accurate) joined.
+/// A variant's place on the Pareto chart: mean time and accuracy (%) with
+/// their 95% CI half-widths, and whether any of its runs was flagged noisy.
+#[derive(Clone, Debug, PartialEq)]
+struct ParetoPoint {
+    time: f64,
+    time_ci: f64,
+    acc: f64,
+    acc_ci: f64,
+    index: usize,
+    variant: String,
+    /// " · k of n noisy", or empty.
+    noisy_note: String,
+    noisy: bool,
+}
+
+fn pareto_points(r: &Report) -> Vec<ParetoPoint> {
+    r.rows
+        .iter()
+        .filter(|x| x.n > 0)
+        .map(|x| ParetoPoint {
+            time: x.time().mean,
+            time_ci: x.time().ci95,
+            acc: x.acc_tta_mean * 100.0,
+            acc_ci: x.acc_tta_ci95 * 100.0,
+            index: x.index,
+            variant: x.variant.clone(),
+            noisy_note: noisy_words(x.noisy, x.n),
+            noisy: x.noisy > 0,
+        })
+        .filter(|p| p.time.is_finite() && p.acc.is_finite())
+        .collect()
+}
+
+/// The points no other beats on both time and accuracy, by time. Variants
+/// with noisy runs are left out: their seconds are not to be trusted, so
+/// they can neither be on the front nor push a clean variant off it.
+fn pareto_front(pts: &[ParetoPoint]) -> Vec<(f64, f64)> {
+    let clean: Vec<&ParetoPoint> = pts.iter().filter(|p| !p.noisy).collect();
+    let mut front: Vec<(f64, f64)> = clean
+        .iter()
+        .filter(|p| {
+            !clean
+                .iter()
+                .any(|q| q.time <= p.time && q.acc >= p.acc && (q.time < p.time || q.acc > p.acc))
+        })
+        .map(|p| (p.time, p.acc))
+        .collect();
+    front.sort_by(|a, b| a.0.total_cmp(&b.0));
+    front
+}
+
+/// Time against accuracy per variant with 95% CI error bars both ways, the
+/// Pareto front of the variants without noisy runs joined; a variant with
+/// noisy runs is a hollow dot and says how many in its label.
 #[allow(
     clippy::too_many_lines,
     reason = "one chart drawn top to bottom: frontier, points, labels, legend"
 )]
-fn pareto<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, r: &Report, t: &Theme) -> Res
+fn pareto<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    r: &Report,
+    tta: &str,
+    t: &Theme,
+) -> Res
 where
     DB::ErrorType: 'static,
 {
     root.fill(&t.bg)?;
-    let pts: Vec<(f64, f64, usize, String)> = r
-        .rows
+    let pts = pareto_points(r);
+    let fin = |v: f64| if v.is_finite() { v } else { 0.0 };
+    // Zoomed to the points and their bars: rungs often differ by a few
+    // percent of their time.
+    let t1 = pts
         .iter()
-        .filter(|x| x.n > 0)
-        .map(|x| {
-            (
-                x.time().mean,
-                x.acc_tta_mean * 100.0,
-                x.index,
-                x.variant.clone(),
-            )
-        })
-        .filter(|p| p.0.is_finite() && p.1.is_finite())
-        .collect();
-    // Zoomed to the points: rungs often differ by a few percent of their time.
-    let t1 = pts.iter().map(|p| p.0).fold(0.0, f64::max).max(1e-3);
-    let t0 = pts.iter().map(|p| p.0).fold(t1, f64::min);
+        .map(|p| p.time + fin(p.time_ci))
+        .fold(0.0, f64::max)
+        .max(1e-3);
+    let t0 = pts
+        .iter()
+        .map(|p| p.time - fin(p.time_ci))
+        .fold(t1, f64::min);
     let tpad = ((t1 - t0) * 0.12).max(t1 * 0.03);
     let tmin = (t0 - tpad).max(0.0);
     // Extra room on the right for the labels.
     let tmax = t1 + 3.0 * tpad;
-    let accs: Vec<f64> = pts.iter().map(|p| p.1).chain([r.target * 100.0]).collect();
+    let accs: Vec<f64> = pts
+        .iter()
+        .flat_map(|p| [p.acc - fin(p.acc_ci), p.acc + fin(p.acc_ci)])
+        .chain([r.target * 100.0])
+        .collect();
     let (lo, hi) = (
-        accs.iter().copied().fold(100.0, f64::min),
-        accs.iter().copied().fold(0.0, f64::max),
+        accs.iter().copied().fold(100.0, f64::min).max(0.0),
+        accs.iter().copied().fold(0.0, f64::max).min(100.0),
     );
     let pad = ((hi - lo) * 0.12).max(0.5);
-    let root = root
-        .titled("Time against accuracy (Pareto front joined)", t.font(24))?
-        .titled(&setup_line(r), t.font(14))?;
+    let cut = pts.iter().any(|p| time_whisker(p.time, p.time_ci).2);
+    let mut notes = vec![format!("{}  (bars: 95% CI)", setup_line(r))];
+    if cut {
+        notes.push(CUT_NOTE.into());
+    }
+    let mut root = root.titled("Time against accuracy (Pareto front joined)", t.font(24))?;
+    for note in &notes {
+        root = titled_wrapped(&root, note, t.font(14))?;
+    }
+    let mut legend = vec![
+        (
+            format!("target {:.1}%", 100.0 * r.target),
+            Mark::Line(TARGET),
+        ),
+        (
+            "Pareto front (variants without noisy runs)".into(),
+            Mark::Line(color(0)),
+        ),
+    ];
+    if pts.iter().any(|p| p.noisy) {
+        legend.push(("variant with noisy runs".into(), Mark::Hollow(t.fg)));
+    }
+    let root = with_legend(&root, &legend, t)?;
     let mut c = ChartBuilder::on(&root)
         .margin(14)
         .x_label_area_size(44)
@@ -566,42 +907,56 @@ where
     t.axes(c.configure_mesh(), 16)
         .max_light_lines(4)
         .x_desc(clock_name(r.clock))
-        .y_desc("test accuracy % (TTA)")
+        .y_desc(format!("test accuracy %{tta}"))
         .draw()?;
     c.draw_series(std::iter::once(PathElement::new(
         vec![(tmin, r.target * 100.0), (tmax, r.target * 100.0)],
         TARGET.stroke_width(2),
-    )))?
-    .label(format!("target {:.1}%", 100.0 * r.target))
-    .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], TARGET.stroke_width(2)));
-    let mut front: Vec<(f64, f64)> = pts
-        .iter()
-        .filter(|p| {
-            !pts.iter()
-                .any(|q| q.0 <= p.0 && q.1 >= p.1 && (q.0 < p.0 || q.1 > p.1))
-        })
-        .map(|p| (p.0, p.1))
-        .collect();
-    front.sort_by(|a, b| a.0.total_cmp(&b.0));
+    )))?;
     c.draw_series(std::iter::once(PathElement::new(
-        front,
+        pareto_front(&pts),
         color(0).stroke_width(2),
-    )))?
-    .label("Pareto front")
-    .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], color(0).stroke_width(2)));
+    )))?;
+    // Error bars first, so that the dots sit on top of them.
+    for p in &pts {
+        let bar = t.fg.mix(0.7).stroke_width(1);
+        if p.time_ci.is_finite() {
+            let (a, b, clipped) = time_whisker(p.time, p.time_ci);
+            c.draw_series(std::iter::once(PathElement::new(
+                vec![(a, p.acc), (b, p.acc)],
+                bar,
+            )))?;
+            if clipped {
+                c.draw_series(std::iter::once(
+                    EmptyElement::at((a, p.acc))
+                        + PathElement::new(vec![(8, -7), (0, 0), (8, 7)], bar),
+                ))?;
+            }
+        }
+        if p.acc_ci.is_finite() {
+            c.draw_series(std::iter::once(PathElement::new(
+                vec![
+                    (p.time, (p.acc - p.acc_ci).max(0.0)),
+                    (p.time, (p.acc + p.acc_ci).min(100.0)),
+                ],
+                bar,
+            )))?;
+        }
+    }
     // Labels placed top-down, each pushed below any earlier one it would overprint.
     let (xr, yr) = (tmax - tmin, hi - lo + 2.0 * pad);
-    let mut order: Vec<&(f64, f64, usize, String)> = pts.iter().collect();
-    order.sort_by(|a, b| b.1.total_cmp(&a.1));
+    let mut order: Vec<&ParetoPoint> = pts.iter().collect();
+    order.sort_by(|a, b| b.acc.total_cmp(&a.acc));
     let mut placed: Vec<(f64, f64)> = Vec::new();
     for p in order {
-        c.draw_series(std::iter::once(Circle::new(
-            (p.0, p.1),
-            6,
-            color(p.2).filled(),
-        )))?;
-        let x = p.0 + xr * 0.01;
-        let mut y = p.1;
+        let style = if p.noisy {
+            color(p.index).stroke_width(2)
+        } else {
+            color(p.index).filled()
+        };
+        c.draw_series(std::iter::once(Circle::new((p.time, p.acc), 6, style)))?;
+        let x = p.time + xr * 0.01;
+        let mut y = p.acc;
         while placed
             .iter()
             .any(|q| (q.0 - x).abs() < xr * 0.22 && (q.1 - y).abs() < yr * 0.035)
@@ -610,17 +965,130 @@ where
         }
         placed.push((x, y));
         c.draw_series(std::iter::once(Text::new(
-            format!("{} {}", p.2, label(&p.3, 18)),
+            format!("{} {}{}", p.index, label(&p.variant, 32), p.noisy_note),
             (x, y),
             t.font(14),
         )))?;
     }
-    c.configure_series_labels()
-        .position(SeriesLabelPosition::LowerRight)
-        .background_style(t.bg.mix(0.85))
-        .border_style(t.fg)
-        .label_font(t.font(14))
+    Ok(())
+}
+
+/// Each variant's accuracy against seconds on its clock, per evaluation:
+/// the mean over seeds, with the t-based 95% CI as a band where two or more
+/// seeds were evaluated: how long a variant takes to reach any accuracy,
+/// the target's included.
+#[allow(
+    clippy::too_many_lines,
+    reason = "one chart drawn top to bottom: bands, lines, target, legend"
+)]
+fn time_to_accuracy<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    r: &Report,
+    cs: &[TimeCurve],
+    tta: &str,
+    t: &Theme,
+) -> Res
+where
+    DB::ErrorType: 'static,
+{
+    root.fill(&t.bg)?;
+    let root = root.titled("Accuracy against time", t.font(24))?;
+    let root = titled_wrapped(&root, &setup_line(r), t.font(14))?;
+    let root = titled_wrapped(
+        &root,
+        "the mean over seeds at each evaluation; band and bars: its 95% CI (t); hollow dots: a variant with noisy runs",
+        t.font(14),
+    )?;
+    let mut legend: Vec<(String, Mark)> = cs
+        .iter()
+        .enumerate()
+        .map(|(k, c)| {
+            (
+                format!("{} {}{}", c.index, c.variant, noisy_words(c.noisy, c.runs)),
+                Mark::Line(color(k)),
+            )
+        })
+        .collect();
+    legend.push((
+        format!("target {:.1}%", 100.0 * r.target),
+        Mark::Line(TARGET),
+    ));
+    let root = with_legend(&root, &legend, t)?;
+    let pts = || cs.iter().flat_map(|c| c.points.iter());
+    let xmax = pts().map(|p| p.seconds).fold(0.0, f64::max).max(1e-3) * 1.05;
+    let ys: Vec<f64> = pts()
+        .flat_map(|p| {
+            let ci = p.acc_ci95.filter(|c| c.is_finite()).unwrap_or(0.0);
+            [(p.acc - ci).max(0.0), (p.acc + ci).min(1.0)]
+        })
+        .chain([r.target])
+        .filter(|v| v.is_finite())
+        .collect();
+    let lo = ys.iter().copied().fold(1.0, f64::min);
+    let hi = ys.iter().copied().fold(0.0, f64::max);
+    let pad = ((hi - lo) * 0.06).max(0.005);
+    let mut c = ChartBuilder::on(&root)
+        .margin(14)
+        .x_label_area_size(44)
+        .y_label_area_size(60)
+        .build_cartesian_2d(
+            0.0..xmax,
+            ((lo - pad).max(0.0) * 100.0)..((hi + pad).min(1.0) * 100.0),
+        )?;
+    t.axes(c.configure_mesh(), 16)
+        .max_light_lines(4)
+        .x_desc(clock_name(r.clock))
+        .y_desc(format!("test accuracy %{tta}"))
         .draw()?;
+    for (k, cv) in cs.iter().enumerate() {
+        let band: Vec<(f64, f64)> = cv
+            .points
+            .iter()
+            .filter_map(|p| Some((p.seconds, p.acc, p.acc_ci95.filter(|c| c.is_finite())?)))
+            .map(|(x, m, ci)| (x, ((m + ci).min(1.0)) * 100.0))
+            .chain(
+                cv.points
+                    .iter()
+                    .rev()
+                    .filter_map(|p| Some((p.seconds, p.acc, p.acc_ci95.filter(|c| c.is_finite())?)))
+                    .map(|(x, m, ci)| (x, ((m - ci).max(0.0)) * 100.0)),
+            )
+            .collect();
+        if band.len() > 2 {
+            c.draw_series(std::iter::once(Polygon::new(band, color(k).mix(0.18))))?;
+        }
+        let line: Vec<(f64, f64)> = cv
+            .points
+            .iter()
+            .map(|p| (p.seconds, p.acc * 100.0))
+            .collect();
+        c.draw_series(LineSeries::new(
+            line.iter().copied(),
+            color(k).stroke_width(2),
+        ))?;
+        let dot = if cv.noisy > 0 {
+            color(k).stroke_width(2)
+        } else {
+            color(k).filled()
+        };
+        c.draw_series(line.iter().map(|p| Circle::new(*p, 4, dot)))?;
+        // The same interval as a bar at each evaluation: a band needs two
+        // evaluations, a bar shows it at one too.
+        c.draw_series(cv.points.iter().filter_map(|p| {
+            let ci = p.acc_ci95.filter(|c| c.is_finite())?;
+            Some(PathElement::new(
+                vec![
+                    (p.seconds, (p.acc - ci).max(0.0) * 100.0),
+                    (p.seconds, (p.acc + ci).min(1.0) * 100.0),
+                ],
+                color(k).stroke_width(1),
+            ))
+        }))?;
+    }
+    c.draw_series(std::iter::once(PathElement::new(
+        vec![(0.0, r.target * 100.0), (xmax, r.target * 100.0)],
+        TARGET.stroke_width(2),
+    )))?;
     Ok(())
 }
 
@@ -736,62 +1204,65 @@ pub fn write_all(
         );
     }
     let cs = curves(dirs)?;
+    // Each run on its variant's headline clock, as the tables have it.
+    let clock_of = |row: &crate::store::RunRow| {
+        r.rows
+            .iter()
+            .find(|x| x.matrix == row.matrix && x.index == row.index as usize)
+            .map(|x| x.headline)
+            .or(r.clock)
+            .unwrap_or_else(|| crate::report::clock_of_recipe(&row.recipe))
+    };
+    let ts = time_curves(dirs, &clock_of)?;
+    let tta = tta_words(&runs);
     let theme = Theme::of(opts.theme);
-    let mut files = Vec::new();
+    let t = &theme;
     let h = (160 + 60 * r.rows.len() as u32).clamp(420, 1400);
-    if crate::util::signals::stopping() {
-        // Stopped: the files written so far, and no more.
-        return Ok(files);
+    type Png<'a> = &'a dyn Fn(&DrawingArea<BitMapBackend, Shift>) -> Res;
+    type Svg<'a> = &'a dyn Fn(&DrawingArea<SVGBackend, Shift>) -> Res;
+    let charts: [(&str, (u32, u32), Png, Svg); 5] = [
+        ("ladder", (1400, h + 60), &|a| ladder(a, r, tta, t), &|a| {
+            ladder(a, r, tta, t)
+        }),
+        (
+            "accuracy",
+            (1200, h + 40),
+            &|a| accuracy(a, r, &runs, t),
+            &|a| accuracy(a, r, &runs, t),
+        ),
+        (
+            "curves",
+            (1200, 1000),
+            &|a| curves_chart(a, &cs, r, t),
+            &|a| curves_chart(a, &cs, r, t),
+        ),
+        ("pareto", (1100, 800), &|a| pareto(a, r, tta, t), &|a| {
+            pareto(a, r, tta, t)
+        }),
+        (
+            "time_to_accuracy",
+            (1200, 750),
+            &|a| time_to_accuracy(a, r, &ts, tta, t),
+            &|a| time_to_accuracy(a, r, &ts, tta, t),
+        ),
+    ];
+    let mut files = Vec::new();
+    for (name, size, png, svg) in charts {
+        if crate::util::signals::stopping() {
+            // Stopped: the files written so far, and no more.
+            return Ok(files);
+        }
+        files.extend(both(out, name, size, opts, png, svg)?);
     }
-    files.extend(both(
-        out,
-        "ladder",
-        (1400, h),
-        opts,
-        &|a| ladder(a, r, &theme),
-        &|a| ladder(a, r, &theme),
-    )?);
-    if crate::util::signals::stopping() {
-        // Stopped: the files written so far, and no more.
-        return Ok(files);
-    }
-    files.extend(both(
-        out,
-        "accuracy",
-        (1200, h),
-        opts,
-        &|a| accuracy(a, r, &runs, &theme),
-        &|a| accuracy(a, r, &runs, &theme),
-    )?);
-    if crate::util::signals::stopping() {
-        // Stopped: the files written so far, and no more.
-        return Ok(files);
-    }
-    files.extend(both(
-        out,
-        "curves",
-        (1800, 600),
-        opts,
-        &|a| curves_chart(a, &cs, &theme),
-        &|a| curves_chart(a, &cs, &theme),
-    )?);
-    if crate::util::signals::stopping() {
-        // Stopped: the files written so far, and no more.
-        return Ok(files);
-    }
-    files.extend(both(
-        out,
-        "pareto",
-        (1100, 750),
-        opts,
-        &|a| pareto(a, r, &theme),
-        &|a| pareto(a, r, &theme),
-    )?);
     Ok(files)
 }
 
 /// Each rung's time night by night (`report --history`): one line per rung,
 /// CI whiskers where a night had n ≥ 2.
+#[allow(
+    clippy::too_many_lines,
+    reason = "one chart drawn top to bottom: notes, legend, axes, lines, whiskers"
+)]
 fn history_chart<DB: DrawingBackend>(
     root: &DrawingArea<DB, Shift>,
     nights: &[crate::report::history::Night],
@@ -815,8 +1286,28 @@ where
         .max(1e-3)
         * 1.1;
     let last = (dates.len().max(2) - 1) as f64;
-    let mut c = ChartBuilder::on(root)
-        .caption("Each rung's time, night by night", t.font(24))
+    let mut rungs: Vec<(usize, &str)> = nights
+        .iter()
+        .map(|n| (n.index, n.variant.as_str()))
+        .collect();
+    rungs.sort();
+    rungs.dedup();
+    let cut = nights
+        .iter()
+        .any(|n| n.time_ci95.is_finite() && time_whisker(n.time_s, n.time_ci95).2);
+    let root = root.titled("Each rung's time, night by night", t.font(24))?;
+    let root = if cut {
+        titled_wrapped(&root, CUT_NOTE, t.font(14))?
+    } else {
+        root
+    };
+    let legend: Vec<(String, Mark)> = rungs
+        .iter()
+        .enumerate()
+        .map(|(k, (idx, v))| (format!("{idx} {v}"), Mark::Line(color(k))))
+        .collect();
+    let root = with_legend(&root, &legend, t)?;
+    let mut c = ChartBuilder::on(&root)
         .margin(14)
         .x_label_area_size(44)
         .y_label_area_size(60)
@@ -837,12 +1328,6 @@ where
         })
         .y_desc("full-run time (s), each recipe's clock")
         .draw()?;
-    let mut rungs: Vec<(usize, &str)> = nights
-        .iter()
-        .map(|n| (n.index, n.variant.as_str()))
-        .collect();
-    rungs.sort();
-    rungs.dedup();
     for (k, (idx, v)) in rungs.iter().enumerate() {
         let pts: Vec<(f64, f64, f64)> = nights
             .iter()
@@ -853,23 +1338,22 @@ where
         c.draw_series(LineSeries::new(
             pts.iter().map(|p| (p.0, p.1)),
             col.stroke_width(2),
-        ))?
-        .label(format!("{idx} {}", label(v, 30)))
-        .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], col.stroke_width(2)));
+        ))?;
         c.draw_series(pts.iter().map(|p| Circle::new((p.0, p.1), 4, col.filled())))?;
-        c.draw_series(pts.iter().filter(|p| p.2.is_finite()).map(|p| {
-            PathElement::new(
-                vec![(p.0, (p.1 - p.2).max(0.0)), (p.0, p.1 + p.2)],
+        for p in pts.iter().filter(|p| p.2.is_finite()) {
+            let (a, b, clipped) = time_whisker(p.1, p.2);
+            c.draw_series(std::iter::once(PathElement::new(
+                vec![(p.0, a), (p.0, b)],
                 col.stroke_width(1),
-            )
-        }))?;
+            )))?;
+            if clipped {
+                c.draw_series(std::iter::once(
+                    EmptyElement::at((p.0, a))
+                        + PathElement::new(vec![(-6, -8), (0, 0), (6, -8)], col.stroke_width(2)),
+                ))?;
+            }
+        }
     }
-    c.configure_series_labels()
-        .position(SeriesLabelPosition::LowerLeft)
-        .background_style(t.bg.mix(0.85))
-        .border_style(t.fg)
-        .label_font(t.font(14))
-        .draw()?;
     Ok(())
 }
 
@@ -897,7 +1381,7 @@ mod tests {
     use super::*;
 
     /// The text sizes the charts use, every one even (see `FAMILY`).
-    const TEXT_SIZES: [u32; 6] = [12, 14, 16, 18, 24, 26];
+    const TEXT_SIZES: [u32; 5] = [14, 16, 18, 24, 26];
 
     #[test]
     fn glyphs_share_their_baseline() {
@@ -1001,8 +1485,8 @@ mod tests {
             &PlotOptions::default(),
         )
         .unwrap();
-        // 4 charts, each as PNG and SVG.
-        assert_eq!(files.len(), 8);
+        // 5 charts, each as PNG and SVG.
+        assert_eq!(files.len(), 10);
         for f in &files {
             let b = std::fs::read(f).unwrap();
             match f.extension().unwrap().to_str().unwrap() {
@@ -1015,7 +1499,15 @@ mod tests {
                 other => panic!("{other}: not a chart"),
             }
         }
-        // The loss panel (left third) labels its log axis with losses, not only powers of ten.
+        // Names are whole on the category axes and in the legends.
+        for chart in ["ladder", "accuracy", "curves", "time_to_accuracy"] {
+            let svg = std::fs::read_to_string(dir.join(format!("{chart}.svg"))).unwrap();
+            assert!(
+                svg.contains("+ a rather long trick name that needs abbreviating"),
+                "{chart}"
+            );
+        }
+        // The loss panel (across the top, axis at the left) labels its log axis with losses, not only powers of ten.
         let svg = std::fs::read_to_string(dir.join("curves.svg")).unwrap();
         let loss_ticks = svg
             .split("<text")
@@ -1039,7 +1531,7 @@ mod tests {
         let only = root.path().join("svg-only");
         let r0 = crate::report::aggregate(std::slice::from_ref(&dir), &Default::default()).unwrap();
         let written = write_all(&r0, std::slice::from_ref(&dir), &only, &opts).unwrap();
-        assert_eq!(written.len(), 4);
+        assert_eq!(written.len(), 5);
         for f in &written {
             assert_eq!(f.extension().unwrap(), "svg");
             let t = std::fs::read_to_string(f).unwrap();
@@ -1049,6 +1541,12 @@ mod tests {
                 f.display()
             );
         }
+        // At 800 pixels the long name is shortened to its axis, not drawn over the bars.
+        let small = std::fs::read_to_string(only.join("ladder.svg")).unwrap();
+        assert!(
+            small.contains("+ a rather long") && small.contains('…'),
+            "{small}"
+        );
         assert_eq!(parse_plot_size("1600x900"), Ok((1600, 900)));
         assert!(parse_plot_size("16x9").is_err() && parse_plot_size("wide").is_err());
         // An infinite time (a damaged table) is left out instead of hanging the axis.
@@ -1156,5 +1654,342 @@ mod tests {
                 "{theme:?}"
             );
         }
+    }
+
+    /// One run fed with its own evaluations: (test accuracy, training
+    /// seconds of the epoch) per epoch, its DAWNBench-style total `dawn`,
+    /// and `noise` for a run whose seconds are not to be trusted.
+    fn feed_evals(
+        w: &mut crate::store::ResultsWriter,
+        run: crate::events::RunId,
+        seed: u64,
+        evals: &[(f64, f64)],
+        dawn: f64,
+        noise: Option<&str>,
+    ) {
+        use crate::events::{EpochRow, Event};
+        let config = std::sync::Arc::new(serde_json::json!({
+            "recipe": "tiny", "tricks_on": [], "overrides": [],
+            "data_name": "d", "data_hash": "h",
+            "resolved": {"clock": "dawn", "tta_level": 0}
+        }));
+        w.on_event(&Event::RunStarted {
+            run: run.clone(),
+            seed,
+            config,
+            total_steps: 3,
+            total_epochs: evals.len() as f64,
+            target_acc: 0.5,
+            device: "cpu".into(),
+            reference: None,
+        })
+        .unwrap();
+        for (e, (acc, train_s)) in evals.iter().enumerate() {
+            let row = EpochRow {
+                epoch: e + 1,
+                steps: 3 * (e as u64 + 1),
+                train_loss: 1.0,
+                train_acc: 0.5,
+                test_acc: *acc,
+                test_acc_tta: None,
+                train_s: *train_s,
+                eval_s: 0.5,
+                images_per_s: 10.0,
+                peak_mem_bytes: None,
+            };
+            w.on_event(&Event::Epoch {
+                run: run.clone(),
+                row,
+            })
+            .unwrap();
+        }
+        let mut summary = crate::store::tests::summary(evals.last().unwrap().0, dawn, None);
+        summary.acc_tta = summary.acc;
+        summary.noise = noise.map(str::to_string);
+        w.on_event(&Event::RunFinished { run, summary }).unwrap();
+    }
+
+    #[test]
+    fn accuracy_against_time_is_the_mean_and_t_interval_over_seeds() {
+        let root = tempfile::tempdir().unwrap();
+        let mut w = crate::store::ResultsWriter::create(root.path(), "t", "").unwrap();
+        let rid = crate::store::tests::rid;
+        // Two seeds of the baseline, the second evaluated once more slowly;
+        // one seed of "+ celu".
+        feed_evals(
+            &mut w,
+            rid("baseline", 0, 0),
+            0,
+            &[(0.30, 2.0), (0.50, 3.0)],
+            5.1,
+            None,
+        );
+        feed_evals(
+            &mut w,
+            rid("baseline", 0, 1),
+            1,
+            &[(0.40, 4.0), (0.60, 3.0)],
+            7.1,
+            None,
+        );
+        feed_evals(
+            &mut w,
+            rid("+ celu", 1, 0),
+            0,
+            &[(0.45, 1.0), (0.70, 1.0)],
+            2.1,
+            Some("busy"),
+        );
+        let dir = w.dir().to_path_buf();
+        let cs = time_curves(std::slice::from_ref(&dir), &|_| Clock::Dawn).unwrap();
+        assert_eq!(cs.len(), 2);
+        let (base, celu) = (&cs[0], &cs[1]);
+        assert_eq!(
+            (base.variant.as_str(), base.runs, base.noisy),
+            ("baseline", 2, 0)
+        );
+        assert_eq!(
+            (celu.variant.as_str(), celu.runs, celu.noisy),
+            ("+ celu", 1, 1)
+        );
+        // DAWNBench-style at an evaluation: preparation (0.1 s in the
+        // summary) plus the training so far.
+        let p = &base.points;
+        assert_eq!(p.len(), 2);
+        assert!(
+            (p[0].seconds - (0.1 + (2.0 + 4.0) / 2.0)).abs() < 1e-9,
+            "{p:?}"
+        );
+        assert!(
+            (p[1].seconds - (0.1 + (5.0 + 7.0) / 2.0)).abs() < 1e-9,
+            "{p:?}"
+        );
+        assert!((p[0].acc - 0.35).abs() < 1e-9 && (p[1].acc - 0.55).abs() < 1e-9);
+        // Two seeds 0.1 apart: s = 0.1/√2, half-width t(0.975, 1) · s/√2 = 12.706 · 0.05.
+        let t1 = (std::f64::consts::PI * (0.975 - 0.5)).tan();
+        assert!((p[0].acc_ci95.unwrap() - t1 * 0.05).abs() < 1e-9, "{p:?}");
+        assert_eq!(p[0].n, 2);
+        // One seed: the mean and no interval.
+        assert_eq!(celu.points[1].acc_ci95, None);
+        assert!((celu.points[1].seconds - 2.1).abs() < 1e-9);
+        // hlb: the training alone; airbench: whitening, training and that evaluation.
+        let hlb = time_curves(std::slice::from_ref(&dir), &|_| Clock::Hlb).unwrap();
+        assert!((hlb[0].points[0].seconds - 3.0).abs() < 1e-9);
+        let air = time_curves(std::slice::from_ref(&dir), &|_| Clock::Airbench).unwrap();
+        assert!((air[0].points[0].seconds - 3.5).abs() < 1e-9);
+
+        // The chart is written with the rest, and names the noisy run.
+        let r = crate::report::aggregate(std::slice::from_ref(&dir), &Default::default()).unwrap();
+        let opts = PlotOptions {
+            format: PlotFormat::Svg,
+            ..Default::default()
+        };
+        let files = write_all(&r, std::slice::from_ref(&dir), &dir, &opts).unwrap();
+        assert!(
+            files.contains(&dir.join("time_to_accuracy.svg")),
+            "{files:?}"
+        );
+        let svg = std::fs::read_to_string(dir.join("time_to_accuracy.svg")).unwrap();
+        assert!(svg.contains("Accuracy against time"), "{svg}");
+        assert!(svg.contains("1 + celu · 1 of 1 noisy"), "{svg}");
+        // A band (the CI) for the baseline, evaluated by two seeds.
+        assert!(svg.contains("<polygon"), "{svg}");
+        // No run used TTA: no chart says it did.
+        for f in &files {
+            let t = std::fs::read_to_string(f).unwrap();
+            assert!(!t.contains("TTA"), "{}", f.display());
+        }
+    }
+
+    /// A store where "+ celu" has a noisy run and the baseline's two seeds
+    /// are so far apart that the time CI reaches below 0 s.
+    fn noisy_store(root: &Path) -> PathBuf {
+        let mut w = crate::store::ResultsWriter::create(root, "n", "").unwrap();
+        let rid = crate::store::tests::rid;
+        feed_evals(&mut w, rid("baseline", 0, 0), 0, &[(0.50, 1.0)], 1.0, None);
+        feed_evals(&mut w, rid("baseline", 0, 1), 1, &[(0.52, 9.0)], 9.0, None);
+        feed_evals(
+            &mut w,
+            rid("+ celu", 1, 0),
+            0,
+            &[(0.60, 1.0)],
+            0.5,
+            Some("busy"),
+        );
+        feed_evals(&mut w, rid("+ celu", 1, 1), 1, &[(0.61, 1.0)], 0.6, None);
+        feed_evals(&mut w, rid("+ ema", 2, 0), 0, &[(0.55, 1.0)], 3.0, None);
+        feed_evals(&mut w, rid("+ ema", 2, 1), 1, &[(0.56, 1.0)], 3.1, None);
+        w.dir().to_path_buf()
+    }
+
+    #[test]
+    fn noisy_runs_are_marked_and_kept_off_the_pareto_front() {
+        let root = tempfile::tempdir().unwrap();
+        let dir = noisy_store(root.path());
+        let r = crate::report::aggregate(std::slice::from_ref(&dir), &Default::default()).unwrap();
+        let opts = PlotOptions {
+            format: PlotFormat::Svg,
+            ..Default::default()
+        };
+        write_all(&r, std::slice::from_ref(&dir), &dir, &opts).unwrap();
+        let ladder = std::fs::read_to_string(dir.join("ladder.svg")).unwrap();
+        // The count in the rung's label, and the legend for the marks.
+        assert!(ladder.contains("· 1 of 2 noisy"), "{ladder}");
+        assert_eq!(ladder.matches(" of 2 noisy").count(), 1, "{ladder}");
+        assert!(ladder.contains("rung with noisy runs"), "{ladder}");
+        let acc = std::fs::read_to_string(dir.join("accuracy.svg")).unwrap();
+        assert!(acc.contains("run flagged noisy"), "{acc}");
+        // "+ celu" is the fastest and most accurate, but its seconds are not
+        // to be trusted: the front runs through the clean variants only.
+        let pts = pareto_points(&r);
+        assert_eq!(pts.iter().filter(|p| p.noisy).count(), 1);
+        let front = pareto_front(&pts);
+        let celu = pts.iter().find(|p| p.noisy).unwrap();
+        assert!(!front.contains(&(celu.time, celu.acc)), "{front:?}");
+        // ema (3.05 s, 55.5%) beats baseline (5 s, 51%) on both: the front is ema alone.
+        assert_eq!(front.len(), 1, "{front:?}");
+        let pareto = std::fs::read_to_string(dir.join("pareto.svg")).unwrap();
+        assert!(
+            pareto.contains("1 + celu · 1 of 2 noisy")
+                && pareto.contains("variant with noisy runs"),
+            "{pareto}"
+        );
+    }
+
+    /// The polylines of an SVG as their points.
+    fn polylines(svg: &str) -> Vec<Vec<(f64, f64)>> {
+        svg.split("<polyline")
+            .skip(1)
+            .filter_map(|p| {
+                let pts = p.split("points=\"").nth(1)?.split('"').next()?;
+                Some(
+                    pts.split_whitespace()
+                        .filter_map(|xy| {
+                            let (x, y) = xy.split_once(',')?;
+                            Some((x.parse().ok()?, y.parse().ok()?))
+                        })
+                        .collect(),
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn pareto_has_error_bars_and_cut_whiskers_say_so() {
+        let root = tempfile::tempdir().unwrap();
+        let dir = noisy_store(root.path());
+        let r = crate::report::aggregate(std::slice::from_ref(&dir), &Default::default()).unwrap();
+        let opts = PlotOptions {
+            format: PlotFormat::Svg,
+            ..Default::default()
+        };
+        write_all(&r, std::slice::from_ref(&dir), &dir, &opts).unwrap();
+        let pareto = std::fs::read_to_string(dir.join("pareto.svg")).unwrap();
+        let lines = polylines(&pareto);
+        // Each of the three variants (n = 2) has a vertical accuracy bar.
+        let vertical = lines
+            .iter()
+            .filter(|l| l.len() == 2 && l[0].0 == l[1].0 && l[0].1 != l[1].1)
+            .count();
+        assert!(vertical >= 3, "{vertical} vertical bars: {lines:?}");
+        // The baseline's time CI (1 s and 9 s: 5 ± 50.8 s) is cut at 0 and says so.
+        assert_eq!(time_whisker(5.0, 50.8), (0.0, 55.8, true));
+        assert_eq!(time_whisker(5.0, 1.0), (4.0, 6.0, false));
+        assert!(pareto.contains(CUT_NOTE), "{pareto}");
+        let ladder = std::fs::read_to_string(dir.join("ladder.svg")).unwrap();
+        assert!(ladder.contains(CUT_NOTE), "{ladder}");
+        // The arrowhead at the cut end: three points, the middle one foremost.
+        assert!(
+            polylines(&ladder)
+                .iter()
+                .any(|l| l.len() == 3 && l[0].0 == l[2].0 && l[1].0 < l[0].0),
+            "{ladder}"
+        );
+        // A chart whose whiskers stay above 0 carries no such note.
+        let fixed = fixed_store(root.path());
+        let r =
+            crate::report::aggregate(std::slice::from_ref(&fixed), &Default::default()).unwrap();
+        write_all(&r, std::slice::from_ref(&fixed), &fixed, &opts).unwrap();
+        let ladder = std::fs::read_to_string(fixed.join("ladder.svg")).unwrap();
+        assert!(!ladder.contains(CUT_NOTE));
+    }
+
+    #[test]
+    fn a_long_subtitle_wraps_inside_the_canvas() {
+        register_font();
+        let long = "AMD EPYC 7763 64-Core Processor (16 cores); GPU NVIDIA H100 80GB HBM3 · data cifar10 (hash 0123456789abcdef) · 27 finished, 3 per variant, 6 flagged noisy · dawn clock";
+        let mut text = String::new();
+        {
+            let root = SVGBackend::with_string(&mut text, (500, 300)).into_drawing_area();
+            let style = Theme::of(PlotTheme::Light).font(14);
+            let lines = wrap(&root, long, &style, 476);
+            assert!(lines.len() >= 3, "{lines:?}");
+            assert_eq!(lines.join(" "), long, "no word lost");
+            for l in &lines {
+                assert!(root.estimate_text_size(l, &style).unwrap().0 <= 476, "{l}");
+            }
+            let below = titled_wrapped(&root, long, style).unwrap();
+            // The area left for the chart starts under every line.
+            assert!(
+                below.get_base_pixel().1 >= 3 * 14,
+                "{:?}",
+                below.get_base_pixel()
+            );
+            root.present().unwrap();
+        }
+        // Each line is its own text element, centred on the canvas.
+        let n = text.matches("<text").count();
+        assert!(n >= 3, "{text}");
+    }
+
+    #[test]
+    fn tta_is_named_only_where_runs_used_it() {
+        let run = |level: u32| {
+            let cfg = serde_json::json!({"resolved": {"tta_level": level}});
+            let s = crate::store::tests::summary(0.9, 1.0, None);
+            crate::store::RunRow::new(
+                &crate::store::tests::rid("v", 0, 0),
+                Some((0, &cfg, 0.9)),
+                crate::store::Ended::Done,
+                None,
+                Some(&s),
+            )
+        };
+        assert_eq!(tta_words(&[run(0), run(0)]), "");
+        assert_eq!(tta_words(&[run(2), run(1)]), " (TTA)");
+        assert_eq!(tta_words(&[run(0), run(2)]), " (TTA where the run used it)");
+    }
+
+    #[test]
+    fn history_whiskers_cut_at_0_say_so_and_names_stay_whole() {
+        let root = tempfile::tempdir().unwrap();
+        let long = "B5 + ghost BN with a name longer than thirty characters";
+        let mut csv = String::from(
+            "night,folder,git_commit,data_hash,matrix,index,variant,clock,n,time_s,time_ci95,acc_tta,acc_tta_ci95,verdict\n",
+        );
+        for (night, ci) in [
+            ("2026-11-23T02:00:00Z", 1.0),
+            ("2026-11-24T02:00:00Z", 30.0),
+        ] {
+            csv += &format!("{night},f,c,h,m,0,baseline,dawn,2,10.0,1.0,0.9,0.01,no change\n");
+            csv += &format!("{night},f,c,h,m,1,{long},dawn,2,8.0,{ci},0.9,0.01,no change\n");
+        }
+        std::fs::write(root.path().join("history.csv"), csv).unwrap();
+        let nights = crate::report::history::load(root.path()).unwrap();
+        let opts = PlotOptions {
+            format: PlotFormat::Svg,
+            ..Default::default()
+        };
+        let files = write_history(&nights, root.path(), &opts).unwrap();
+        let svg = std::fs::read_to_string(&files[0]).unwrap();
+        // 8 ± 30 s reaches below 0: cut there, with the note and the arrowhead.
+        assert!(svg.contains(CUT_NOTE), "{svg}");
+        assert!(
+            polylines(&svg)
+                .iter()
+                .any(|l| l.len() == 3 && l[0].1 == l[2].1 && l[1].1 > l[0].1),
+            "{svg}"
+        );
+        assert!(svg.contains(&format!("1 {long}")), "{svg}");
     }
 }

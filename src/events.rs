@@ -87,6 +87,26 @@ pub fn clock_of(config: &serde_json::Value) -> Option<crate::config::Clock> {
         .and_then(crate::config::Clock::parse)
 }
 
+/// Whether a run's configuration (the `RunStarted` event's) evaluates with
+/// TTA: its resolved `tta_level` above 0.
+pub fn uses_tta(config: &serde_json::Value) -> bool {
+    config["resolved"]["tta_level"]
+        .as_u64()
+        .is_some_and(|l| l > 0)
+}
+
+impl RunSummary {
+    /// "acc 94.01%", with " (TTA)" only where the run used TTA (`tta`):
+    /// the accuracy of a run without it is plain accuracy.
+    pub fn acc_words(&self, tta: bool) -> String {
+        format!(
+            "acc {:.2}%{}",
+            100.0 * self.acc_tta,
+            if tta { " (TTA)" } else { "" }
+        )
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct RunSummary {
     /// Final accuracy without TTA.
@@ -235,4 +255,18 @@ pub enum Command {
     /// Finish the run in progress, then stop taking runs.
     StopAfterCurrent,
     Shutdown,
+}
+
+#[cfg(test)]
+mod tta_tests {
+    #[test]
+    fn tta_is_named_only_for_runs_that_used_it() {
+        let s = crate::store::tests::summary(0.447, 10.0, None);
+        let off = serde_json::json!({"resolved": {"tta_level": 0}});
+        let on = serde_json::json!({"resolved": {"tta_level": 2}});
+        assert!(!super::uses_tta(&off) && super::uses_tta(&on));
+        assert!(!super::uses_tta(&serde_json::json!({})));
+        assert_eq!(s.acc_words(super::uses_tta(&off)), "acc 45.70%");
+        assert_eq!(s.acc_words(super::uses_tta(&on)), "acc 45.70% (TTA)");
+    }
 }

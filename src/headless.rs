@@ -86,7 +86,8 @@ pub fn run_headless(mut session: Session) -> Result<i32> {
     let bars = Bars::new();
     let (mut failed, mut done_runs) = (0, 0);
     // Each run's own clock (its recipe's convention), from its start event.
-    let mut clocks: std::collections::HashMap<crate::events::RunId, Clock> = Default::default();
+    let mut clocks: std::collections::HashMap<crate::events::RunId, (Clock, bool)> =
+        Default::default();
     let grace = grace();
     rt.block_on(async {
         let mut tick = tokio::time::interval(Duration::from_millis(100));
@@ -102,7 +103,7 @@ pub fn run_headless(mut session: Session) -> Result<i32> {
                             bars.overall.set_length(todo as u64);
                         }
                         Event::RunStarted { run, total_steps, device, config, .. } => {
-                            clocks.insert(run.clone(), crate::events::clock_of(&config).unwrap_or(Clock::Dawn));
+                            clocks.insert(run.clone(), (crate::events::clock_of(&config).unwrap_or(Clock::Dawn), crate::events::uses_tta(&config)));
                             bars.current.reset();
                             bars.current.set_length(total_steps);
                             bars.current.set_prefix(run.to_string());
@@ -124,10 +125,10 @@ pub fn run_headless(mut session: Session) -> Result<i32> {
                         Event::RunFinished { run, summary } => {
                             done_runs += 1;
                             bars.overall.inc(1);
-                            let clock = clocks.remove(&run).unwrap_or(Clock::Dawn);
+                            let (clock, tta) = clocks.remove(&run).unwrap_or((Clock::Dawn, false));
                             bars.line(format!(
-                                "done  {run}: acc {:.2}% (TTA) in {:.2} s on the {} clock{}",
-                                100.0 * summary.acc_tta,
+                                "done  {run}: {} in {:.2} s on the {} clock{}",
+                                summary.acc_words(tta),
                                 summary.clocks.on(clock),
                                 clock.name(),
                                 summary.time_to_target_s.map(|t| format!(", target at {t:.2} s")).unwrap_or_default()

@@ -11,14 +11,16 @@ use std::path::{Path, PathBuf};
 pub fn write(dir: &Path) -> Result<Vec<PathBuf>> {
     let folder = [dir.to_path_buf()];
     let report = crate::report::aggregate(&folder, &crate::report::ReportOptions::default())?;
-    let md = dir.join("report.md");
-    crate::util::write_atomic(&md, report.to_markdown().as_bytes())?;
+    // The charts first, so that report.md links only the ones written.
     let charts = crate::charts::write_all(
         &report,
         &folder,
         dir,
         &crate::charts::PlotOptions::default(),
     )?;
+    let md = dir.join("report.md");
+    let text = format!("{}{}", report.to_markdown(), chart_links(dir, &charts));
+    crate::util::write_atomic(&md, text.as_bytes())?;
     // The SVGs inline: one file to mail or attach.
     let svgs: Vec<(String, String)> = charts
         .iter()
@@ -31,6 +33,44 @@ pub fn write(dir: &Path) -> Result<Vec<PathBuf>> {
     let html = dir.join("report.html");
     crate::util::write_atomic(&html, report.to_html(&svgs).as_bytes())?;
     Ok([md, html].into_iter().chain(charts).collect())
+}
+
+/// A "Charts" section for report.md: each chart written, by its path
+/// relative to the report (they sit side by side), the PNG shown inline and
+/// the SVG linked, so that the Markdown renders with its figures wherever
+/// the folder is copied.
+fn chart_links(dir: &Path, charts: &[PathBuf]) -> String {
+    let rel = |p: &Path| {
+        p.strip_prefix(dir)
+            .unwrap_or(p)
+            .to_string_lossy()
+            .replace('\\', "/")
+    };
+    let mut stems: Vec<&std::ffi::OsStr> = charts.iter().filter_map(|p| p.file_stem()).collect();
+    stems.dedup();
+    let mut s = String::new();
+    for stem in stems {
+        let of = |ext: &str| {
+            charts
+                .iter()
+                .find(|p| p.file_stem() == Some(stem) && p.extension().is_some_and(|e| e == ext))
+        };
+        let name = stem.to_string_lossy();
+        let line = match (of("png"), of("svg")) {
+            (Some(png), Some(svg)) => {
+                format!("![{name}]({}) ([SVG]({}))", rel(png), rel(svg))
+            }
+            (Some(png), None) => format!("![{name}]({})", rel(png)),
+            (None, Some(svg)) => format!("![{name}]({})", rel(svg)),
+            (None, None) => continue,
+        };
+        s += &format!("{line}\n\n");
+    }
+    if s.is_empty() {
+        s
+    } else {
+        format!("\n## Charts\n\n{s}")
+    }
 }
 
 #[cfg(test)]
@@ -49,13 +89,42 @@ mod tests {
         }
         let dir = w.dir().to_path_buf();
         let files = super::write(&dir).unwrap();
-        // report.md, report.html, and 4 charts as PNG and SVG.
-        assert_eq!(files.len(), 10);
+        // report.md, report.html, and 5 charts as PNG and SVG.
+        assert_eq!(files.len(), 12);
         assert!(files.iter().all(|f| f.parent() == Some(dir.as_path())));
         let md = std::fs::read_to_string(dir.join("report.md")).unwrap();
         assert!(md.contains("| 1 | + celu |"), "{md}");
+        // The setup's run count reads as English.
+        assert!(
+            md.contains("4 finished, 2 per variant") && !md.contains(" a variant"),
+            "{md}"
+        );
+        // Each chart written is linked from report.md by its relative path,
+        // and the link leads to the file.
+        for chart in files.iter().skip(2) {
+            let name = chart.file_name().unwrap().to_string_lossy();
+            assert!(
+                md.contains(&format!("]({name})")),
+                "{name} not linked: {md}"
+            );
+            assert!(dir.join(&*name).is_file());
+        }
+        assert!(
+            md.contains("![time_to_accuracy](time_to_accuracy.png) ([SVG](time_to_accuracy.svg))")
+        );
         let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
         assert!(html.contains("<table"), "{html}");
-        assert_eq!(html.matches("<svg").count(), 4, "the charts inline");
+        assert_eq!(html.matches("<svg").count(), 5, "the charts inline");
+    }
+
+    #[test]
+    fn report_md_links_only_the_charts_written() {
+        let dir = std::path::Path::new("/r/f");
+        let links = super::chart_links(dir, &[dir.join("ladder.svg"), dir.join("pareto.png")]);
+        assert_eq!(
+            links,
+            "\n## Charts\n\n![ladder](ladder.svg)\n\n![pareto](pareto.png)\n\n"
+        );
+        assert_eq!(super::chart_links(dir, &[]), "");
     }
 }

@@ -1,9 +1,11 @@
 //! The training curves behind the curve chart: every run's step metrics,
 //! aggregated per variant and step (one lazy query), so the chart only draws.
 
+use crate::config::Clock;
 use anyhow::{Context, Result};
 use polars::prelude::{DataType, IntoLazy, SortMultipleOptions, col};
 use rayon::prelude::*;
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 /// Mean curve over seeds with a min–max band, per variant.
@@ -155,4 +157,146 @@ pub fn curves(dirs: &[PathBuf]) -> Result<Vec<Curve>> {
         ));
     }
     Ok(out)
+}
+
+/// One evaluation of a variant, aggregated over the seeds evaluated there.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TimePoint {
+    pub epoch: u32,
+    /// Mean seconds on the variant's clock when the evaluation was made.
+    pub seconds: f64,
+    /// Mean test accuracy (with the run's TTA where it used TTA).
+    pub acc: f64,
+    /// Half-width of the t-based 95% CI of `acc` (`None` below 2 runs).
+    pub acc_ci95: Option<f64>,
+    /// Runs evaluated at this epoch.
+    pub n: usize,
+}
+
+/// A variant's accuracy against seconds on its clock: the time-to-target
+/// question answered per evaluation instead of only at the target.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TimeCurve {
+    pub matrix: String,
+    pub index: usize,
+    pub variant: String,
+    /// Finished runs behind the curve, and how many of them were flagged noisy.
+    pub runs: usize,
+    pub noisy: usize,
+    pub points: Vec<TimePoint>,
+}
+
+/// (epoch, seconds on `clock`, accuracy) at each evaluation of one run, from
+/// its epochs file. The seconds are rebuilt from the clocks' parts the way
+/// `train::eval::time_on` adds them: DAWNBench-style is preparation and
+/// whitening plus the training so far, airbench-style whitening plus the
+/// training so far plus this evaluation, hlb the training so far; wall time
+/// is not recorded per epoch, so it is the sum of its recorded parts
+/// (preparation, whitening, training and evaluations so far).
+fn run_evals(f: &Path, row: &crate::store::RunRow, clock: Clock) -> Result<Vec<(u32, f64, f64)>> {
+    let df = crate::store::read_parquet(f, None).map_err(|_| damaged(f))?;
+    let col_f = |n: &str| -> Result<Vec<Option<f64>>> {
+        Ok(match df.column(n) {
+            Ok(c) => c.cast(&DataType::Float64)?.f64()?.iter().collect(),
+            Err(_) => vec![None; df.height()],
+        })
+    };
+    let (epoch, acc, tta, train, eval) = (
+        col_f("epoch")?,
+        col_f("test_acc")?,
+        col_f("test_acc_tta")?,
+        col_f("train_s")?,
+        col_f("eval_s")?,
+    );
+    let (prep, whiten) = (row.prep_s.unwrap_or(0.0), row.whiten_s.unwrap_or(0.0));
+    let (mut trained, mut evaluated) = (0.0, 0.0);
+    let mut out = Vec::new();
+    for i in 0..df.height() {
+        trained += train[i].unwrap_or(0.0);
+        evaluated += eval[i].unwrap_or(0.0);
+        // An epoch without an evaluation records no test accuracy.
+        let Some(a) = tta[i].or(acc[i]).filter(|a| a.is_finite()) else {
+            continue;
+        };
+        let secs = match clock {
+            Clock::Dawn => prep + whiten + trained,
+            Clock::Airbench => whiten + trained + eval[i].unwrap_or(0.0),
+            Clock::Hlb => trained,
+            Clock::Wall => prep + whiten + trained + evaluated,
+        };
+        out.push((epoch[i].unwrap_or(0.0) as u32, secs, a));
+    }
+    Ok(out)
+}
+
+/// Every variant's accuracy against seconds on its clock (`clock_of` picks
+/// it per run), per evaluation epoch: the mean over the finished runs
+/// evaluated there, with a t-based 95% CI of the accuracy.
+pub fn time_curves(
+    dirs: &[PathBuf],
+    clock_of: &dyn Fn(&crate::store::RunRow) -> Clock,
+) -> Result<Vec<TimeCurve>> {
+    /// A variant's finished runs, its noisy ones, and (seconds, accuracy) per evaluation epoch.
+    #[derive(Default)]
+    struct Gathered {
+        runs: usize,
+        noisy: usize,
+        evals: BTreeMap<u32, Vec<(f64, f64)>>,
+    }
+    let mut by_variant: BTreeMap<(String, usize, String), Gathered> = BTreeMap::new();
+    for d in dirs {
+        let p = d.join("runs.parquet");
+        if !p.is_file() {
+            continue;
+        }
+        // A run recorded twice in one folder counts once, as its last row.
+        let mut rows = crate::store::read_runs(&p)?;
+        rows.reverse();
+        let mut seen = std::collections::HashSet::new();
+        rows.retain(|r| seen.insert((r.matrix.clone(), r.variant.clone(), r.repeat)));
+        rows.reverse();
+        for row in rows
+            .iter()
+            .filter(|r| r.status == crate::store::Ended::Done)
+        {
+            let key = (row.matrix.clone(), row.index as usize, row.variant.clone());
+            let entry = by_variant.entry(key).or_default();
+            entry.runs += 1;
+            entry.noisy += usize::from(row.noisy == Some(true));
+            let Some(f) = crate::store::run_file(d, "epochs", row) else {
+                continue;
+            };
+            for (epoch, secs, acc) in run_evals(&f, row, clock_of(row))? {
+                entry.evals.entry(epoch).or_default().push((secs, acc));
+            }
+        }
+    }
+    Ok(by_variant
+        .into_iter()
+        .map(|((matrix, index, variant), g)| {
+            let points = g
+                .evals
+                .into_iter()
+                .map(|(epoch, v)| {
+                    let n = v.len();
+                    let accs: Vec<f64> = v.iter().map(|p| p.1).collect();
+                    TimePoint {
+                        epoch,
+                        seconds: v.iter().map(|p| p.0).sum::<f64>() / n as f64,
+                        acc: accs.iter().sum::<f64>() / n as f64,
+                        acc_ci95: (n >= 2).then(|| crate::util::stats::ci95_half_width(&accs)),
+                        n,
+                    }
+                })
+                .collect();
+            TimeCurve {
+                matrix,
+                index,
+                variant,
+                runs: g.runs,
+                noisy: g.noisy,
+                points,
+            }
+        })
+        .collect())
 }

@@ -627,7 +627,7 @@ fn setup(dirs: &[PathBuf], rows: &[VariantStats]) -> Vec<(String, String)> {
         (
             "runs".into(),
             format!(
-                "{finished} finished, {} a variant{}",
+                "{finished} finished, {} per variant{}",
                 if lo == hi {
                     lo.to_string()
                 } else {

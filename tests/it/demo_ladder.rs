@@ -39,9 +39,26 @@ fn demo_ladder_runs_headless_end_to_end() {
         "accuracy.png",
         "curves.png",
         "pareto.png",
+        "time_to_accuracy.png",
     ] {
         assert!(dir.join(f).is_file(), "missing {f}");
     }
+    // report.md shows its charts, by paths relative to it.
+    let md = std::fs::read_to_string(dir.join("report.md")).unwrap();
+    assert!(
+        md.contains("![ladder](ladder.png)")
+            && md.contains("![time_to_accuracy](time_to_accuracy.png)"),
+        "{md}"
+    );
+    // "(TTA)" only on the rung that turns TTA on (the tiny recipe has it off).
+    let err = String::from_utf8_lossy(&o.stderr);
+    let done: Vec<&str> = err.lines().filter(|l| l.starts_with("done  ")).collect();
+    assert_eq!(done.len(), 9, "{err}");
+    let tta: Vec<&&str> = done.iter().filter(|l| l.contains("(TTA)")).collect();
+    assert!(
+        tta.len() == 1 && tta[0].contains("B8-9 + EMA, TTA"),
+        "{err}"
+    );
     let rows = out
         .lines()
         // n = 1 and no failure; a busy machine may flag the run noisy.
