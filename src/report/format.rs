@@ -79,7 +79,7 @@ impl Report {
                 .collect::<Vec<_>>()
                 .join(", "),
         );
-        s.push_str("\n\n| # | variant | n | failed | acc % (TTA) | acc % (no TTA) | P(acc ≥ target) [95% CI, Wilson] | clock | time mean (s) | time min | time median | first eval at target (s, per run) | speedup vs prev | speedup vs first | Δ s [95% CI] | Δ acc pts [95% CI] |\n");
+        s.push_str("\n\n| # | variant | n | failed | acc % (TTA where used) | acc % (no TTA) | P(acc ≥ target) [95% CI, Wilson] | clock | time mean (s) | time min | time median | first eval at target (s, per run) | speedup vs prev | speedup vs first | Δ s [95% CI] | Δ acc pts [95% CI] |\n");
         s.push_str("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
         let mut matrix = "";
         for r in &self.rows {
