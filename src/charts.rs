@@ -1200,7 +1200,8 @@ pub fn write_all(
         runs.extend(
             crate::store::read_runs(&d.join("runs.parquet"))?
                 .into_iter()
-                .filter(|x| x.status == crate::store::Ended::Done),
+                .filter(|x| x.status == crate::store::Ended::Done)
+                .filter(|x| !(r.dropped_noisy && x.noisy == Some(true))),
         );
     }
     let cs = curves(dirs)?;
@@ -1213,7 +1214,7 @@ pub fn write_all(
             .or(r.clock)
             .unwrap_or_else(|| crate::report::clock_of_recipe(&row.recipe))
     };
-    let ts = time_curves(dirs, &clock_of)?;
+    let ts = time_curves(dirs, &clock_of, r.dropped_noisy)?;
     let tta = tta_words(&runs);
     let theme = Theme::of(opts.theme);
     let t = &theme;
@@ -1710,6 +1711,10 @@ mod tests {
     }
 
     #[test]
+    #[allow(
+        clippy::too_many_lines,
+        reason = "one fixture, then each clock, --drop-noisy and the chart checked on it"
+    )]
     fn accuracy_against_time_is_the_mean_and_t_interval_over_seeds() {
         let root = tempfile::tempdir().unwrap();
         let mut w = crate::store::ResultsWriter::create(root.path(), "t", "").unwrap();
@@ -1741,7 +1746,7 @@ mod tests {
             Some("busy"),
         );
         let dir = w.dir().to_path_buf();
-        let cs = time_curves(std::slice::from_ref(&dir), &|_| Clock::Dawn).unwrap();
+        let cs = time_curves(std::slice::from_ref(&dir), &|_| Clock::Dawn, false).unwrap();
         assert_eq!(cs.len(), 2);
         let (base, celu) = (&cs[0], &cs[1]);
         assert_eq!(
@@ -1773,10 +1778,19 @@ mod tests {
         assert_eq!(celu.points[1].acc_ci95, None);
         assert!((celu.points[1].seconds - 2.1).abs() < 1e-9);
         // hlb: the training alone; airbench: whitening, training and that evaluation.
-        let hlb = time_curves(std::slice::from_ref(&dir), &|_| Clock::Hlb).unwrap();
+        let hlb = time_curves(std::slice::from_ref(&dir), &|_| Clock::Hlb, false).unwrap();
         assert!((hlb[0].points[0].seconds - 3.0).abs() < 1e-9);
-        let air = time_curves(std::slice::from_ref(&dir), &|_| Clock::Airbench).unwrap();
+        let air = time_curves(std::slice::from_ref(&dir), &|_| Clock::Airbench, false).unwrap();
         assert!((air[0].points[0].seconds - 3.5).abs() < 1e-9);
+        // --drop-noisy: the noisy run leaves the curve as it leaves the tables.
+        let kept = time_curves(std::slice::from_ref(&dir), &|_| Clock::Dawn, true).unwrap();
+        assert_eq!(
+            kept.len(),
+            1,
+            "{:?}",
+            kept.iter().map(|c| &c.variant).collect::<Vec<_>>()
+        );
+        assert_eq!((kept[0].runs, kept[0].noisy), (2, 0));
 
         // The chart is written with the rest, and names the noisy run.
         let r = crate::report::aggregate(std::slice::from_ref(&dir), &Default::default()).unwrap();

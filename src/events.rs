@@ -256,17 +256,3 @@ pub enum Command {
     StopAfterCurrent,
     Shutdown,
 }
-
-#[cfg(test)]
-mod tta_tests {
-    #[test]
-    fn tta_is_named_only_for_runs_that_used_it() {
-        let s = crate::store::tests::summary(0.447, 10.0, None);
-        let off = serde_json::json!({"resolved": {"tta_level": 0}});
-        let on = serde_json::json!({"resolved": {"tta_level": 2}});
-        assert!(!super::uses_tta(&off) && super::uses_tta(&on));
-        assert!(!super::uses_tta(&serde_json::json!({})));
-        assert_eq!(s.acc_words(super::uses_tta(&off)), "acc 45.70%");
-        assert_eq!(s.acc_words(super::uses_tta(&on)), "acc 45.70% (TTA)");
-    }
-}

@@ -11,14 +11,27 @@ use std::path::{Path, PathBuf};
 pub fn write(dir: &Path) -> Result<Vec<PathBuf>> {
     let folder = [dir.to_path_buf()];
     let report = crate::report::aggregate(&folder, &crate::report::ReportOptions::default())?;
-    // The charts first, so that report.md links only the ones written.
-    let charts = crate::charts::write_all(
+    // The tables first, so that a chart that cannot be drawn (a damaged
+    // epochs file) loses no table; then again with the links to the charts
+    // that were written.
+    let md = dir.join("report.md");
+    let html = dir.join("report.html");
+    crate::util::write_atomic(&md, report.to_markdown().as_bytes())?;
+    let charts = match crate::charts::write_all(
         &report,
         &folder,
         dir,
         &crate::charts::PlotOptions::default(),
-    )?;
-    let md = dir.join("report.md");
+    ) {
+        Ok(charts) => charts,
+        Err(e) => {
+            crate::util::write_atomic(&html, report.to_html(&[]).as_bytes())?;
+            return Err(e.context(format!(
+                "{}: report.md and report.html were written without charts",
+                dir.display()
+            )));
+        }
+    };
     let text = format!("{}{}", report.to_markdown(), chart_links(dir, &charts));
     crate::util::write_atomic(&md, text.as_bytes())?;
     // The SVGs inline: one file to mail or attach.
@@ -30,7 +43,6 @@ pub fn write(dir: &Path) -> Result<Vec<PathBuf>> {
             Some((name, std::fs::read_to_string(p).ok()?))
         })
         .collect();
-    let html = dir.join("report.html");
     crate::util::write_atomic(&html, report.to_html(&svgs).as_bytes())?;
     Ok([md, html].into_iter().chain(charts).collect())
 }
@@ -115,6 +127,33 @@ mod tests {
         let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
         assert!(html.contains("<table"), "{html}");
         assert_eq!(html.matches("<svg").count(), 5, "the charts inline");
+    }
+
+    #[test]
+    fn a_chart_that_cannot_be_drawn_loses_no_table() {
+        let root = tempfile::tempdir().unwrap();
+        let mut w = crate::store::ResultsWriter::create(root.path(), "w", "").unwrap();
+        for rep in 0..2 {
+            let s = summary(0.5, 10.0, Some(5.0));
+            feed(&mut w, rid("baseline", 0, rep), rep as u64, Some(s));
+        }
+        let dir = w.dir().to_path_buf();
+        // Damage every epochs file the accuracy-against-time chart reads.
+        let mut damaged = 0;
+        for f in std::fs::read_dir(dir.join("epochs")).unwrap().flatten() {
+            std::fs::write(f.path(), b"PAR1 truncated").unwrap();
+            damaged += 1;
+        }
+        assert!(damaged > 0);
+        let e = super::write(&dir).unwrap_err();
+        assert!(
+            format!("{e:#}").contains("report.md and report.html were written without charts"),
+            "{e:#}"
+        );
+        let md = std::fs::read_to_string(dir.join("report.md")).unwrap();
+        assert!(md.contains("| 0 | baseline |"), "{md}");
+        let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
+        assert!(html.contains("<table") && !html.contains("<svg"), "{html}");
     }
 
     #[test]

@@ -2,7 +2,7 @@
 
 use crate::report::{
     Clock, Comparison, Report, ReportOptions, Thresholds, TimeModel, Verdict, aggregate, compare,
-    drift, history,
+    control, drift, history,
 };
 use anyhow::{Context, Result};
 use std::path::{Path, PathBuf};
@@ -488,7 +488,18 @@ pub fn compare_folders(args: &CompareArgs) -> Result<Compared> {
         (Err(e), _) | (_, Err(e)) => return Ok(Compared::refused(crate::util::one_line(&e))),
     };
     for (dir, r) in [(&args.base, &base), (&args.candidate, &cand)] {
-        if r.rows.is_empty() {
+        // A candidate whose runs all finished noisy is compared, every
+        // variant inconclusive (a busy night is not a failed one); a base
+        // like that leaves nothing to judge against.
+        let candidate_all_noisy = args.drop_noisy
+            && std::ptr::eq(r, &cand)
+            && crate::store::folder_runs(dir).is_ok_and(|runs| {
+                let done = runs
+                    .iter()
+                    .filter(|x| x.status == crate::store::Ended::Done);
+                done.clone().count() > 0 && done.clone().all(|x| x.noisy == Some(true))
+            });
+        if r.rows.is_empty() && !candidate_all_noisy {
             let why = if args.drop_noisy {
                 "every run is flagged noisy and --drop-noisy left them all out; compare without it, or run again on a quieter machine"
             } else {
@@ -500,9 +511,22 @@ pub fn compare_folders(args: &CompareArgs) -> Result<Compared> {
             )));
         }
     }
+    // What each session ran, noisy runs included: --drop-noisy may have
+    // emptied a side whose recipe still has to match.
+    let ran = |dir: &PathBuf, r: &Report| -> Result<Report> {
+        if args.drop_noisy {
+            let every = ReportOptions {
+                clock: args.clock,
+                ..Default::default()
+            };
+            aggregate(std::slice::from_ref(dir), &every)
+        } else {
+            Ok(r.clone())
+        }
+    };
     let (ib, ic) = (
-        identity(&args.base, &base)?,
-        identity(&args.candidate, &cand)?,
+        identity(&args.base, &ran(&args.base, &base)?)?,
+        identity(&args.candidate, &ran(&args.candidate, &cand)?)?,
     );
     let differ: Vec<String> = ib
         .iter()
@@ -557,7 +581,12 @@ pub fn compare_folders(args: &CompareArgs) -> Result<Compared> {
             }
         }
     }
-    let drift = match (model, drift(&base, &cand), base.rows.first()) {
+    if model == TimeModel::NetOfDrift && drift(&base, &cand).is_none() {
+        warnings.push(
+            "no drift to judge times against: the control (the matrix's first variant) has no runs on one side (failed, or all noisy and left out by --drop-noisy); times are compared raw, as with --absolute".to_string(),
+        );
+    }
+    let drift = match (model, drift(&base, &cand), control(&base)) {
         (TimeModel::NetOfDrift, Some(d), Some(control)) => {
             if d.lo > th.max_slowdown {
                 warnings.push(format!(
@@ -659,7 +688,7 @@ fn noisy_warning((base, cand): (usize, usize), dropped: bool) -> Option<String> 
 /// The comparison as a plain-text table, with the statistic it rests on.
 pub fn comparison_table(rows: &[Comparison], th: &Thresholds) -> String {
     let mut out = format!(
-        "Differences candidate − base with 95% CIs (time: relative, net of the session's drift unless --absolute; accuracy: paired by seed where both sides ran the same seeds, marked `p`, else Welch's t); a regression needs the whole CI beyond {:+.1}% time or −{:.2} points accuracy. Means are shown from one run a side; intervals and verdicts need two.\n",
+        "Differences candidate − base with 95% CIs (time: relative, net of the session's drift unless --absolute; accuracy: paired by seed where every seed of one side ran on the other, marked `p`, with both means over those seeds, else Welch's t); a regression needs the whole CI beyond {:+.1}% time or −{:.2} points accuracy. Means are shown from one run a side; intervals and verdicts need two.\n",
         100.0 * th.max_slowdown,
         100.0 * th.max_acc_drop
     );

@@ -364,7 +364,7 @@ pub struct Comparison {
     pub n: (usize, usize),
     pub clock: Clock,
     pub means: Means,
-    /// Whether `acc` is paired by seed (both sides ran the same seeds).
+    /// Whether `acc` is paired by seed (every seed of one side ran on the other).
     pub acc_paired: bool,
     /// Raw time difference in seconds.
     pub time: Option<Diff>,
@@ -375,17 +375,35 @@ pub struct Comparison {
     pub verdict: Verdict,
 }
 
-/// The accuracy difference paired by seed, when every seed ran on both sides.
+/// The accuracy difference paired by seed, when every seed of the side with
+/// fewer ran on the other too. `base` and `cand` are the means over those
+/// shared seeds (each seed's runs averaged first), so that cand − base is the
+/// paired difference shown beside them.
 fn paired(b: &VariantStats, c: &VariantStats) -> Option<Diff> {
     let d = super::delta::between(&b.acc_by_seed, &c.acc_by_seed)?;
     if !d.paired || d.n < 2 {
         return None;
     }
-    let mean = |v: &[(u64, f64)]| v.iter().map(|x| x.1).sum::<f64>() / v.len().max(1) as f64;
+    let by_seed = |v: &[(u64, f64)]| {
+        let mut m: std::collections::BTreeMap<u64, (f64, usize)> = Default::default();
+        for &(seed, x) in v.iter().filter(|(_, x)| x.is_finite()) {
+            let e = m.entry(seed).or_default();
+            *e = (e.0 + x, e.1 + 1);
+        }
+        m.into_iter()
+            .map(|(seed, (sum, k))| (seed, sum / k as f64))
+            .collect::<std::collections::BTreeMap<u64, f64>>()
+    };
+    let (bs, cs) = (by_seed(&b.acc_by_seed), by_seed(&c.acc_by_seed));
+    let shared: Vec<(f64, f64)> = bs
+        .iter()
+        .filter_map(|(seed, x)| Some((*x, *cs.get(seed)?)))
+        .collect();
+    let k = shared.len().max(1) as f64;
     let half_width = (d.hi - d.lo) / 2.0;
     Some(Diff {
-        base: mean(&b.acc_by_seed),
-        cand: mean(&c.acc_by_seed),
+        base: shared.iter().map(|p| p.0).sum::<f64>() / k,
+        cand: shared.iter().map(|p| p.1).sum::<f64>() / k,
         delta: d.mean,
         half_width,
         se: half_width / t95(d.n - 1),
@@ -451,8 +469,15 @@ pub fn drift(base: &Report, cand: &Report) -> Option<Rel> {
     drift_log(base, cand).map(LogDiff::rel)
 }
 
+/// The control: the matrix's first variant (index 0), where the base has
+/// it. Not merely the first row: `--drop-noisy` may have left the control's
+/// runs out, and another variant's own change must not pass for drift.
+pub fn control(base: &Report) -> Option<&VariantStats> {
+    base.rows.first().filter(|r| r.index == 0)
+}
+
 fn drift_log(base: &Report, cand: &Report) -> Option<LogDiff> {
-    let b = base.rows.first()?;
+    let b = control(base)?;
     let c = cand.rows.iter().find(|c| c.variant == b.variant)?;
     LogDiff::of(sample(b, b.headline).0, sample(c, b.headline).0)
 }
@@ -463,7 +488,7 @@ pub fn compare(base: &Report, cand: &Report, th: &Thresholds, model: TimeModel) 
         TimeModel::NetOfDrift => drift_log(base, cand),
         TimeModel::Absolute => None,
     };
-    let control = base.rows.first().map(|r| r.variant.clone());
+    let control = control(base).map(|r| r.variant.clone());
     let mut out: Vec<Comparison> = base
         .rows
         .iter()
@@ -483,7 +508,8 @@ pub fn compare(base: &Report, cand: &Report, th: &Thresholds, model: TimeModel) 
                     let pair = paired(b, c);
                     acc_paired = pair.is_some();
                     if let Some(p) = pair {
-                        // The means the paired difference is of.
+                        // The means over the shared seeds, whose difference
+                        // the paired Δ is.
                         (means.base_acc, means.cand_acc) = (p.base, p.cand);
                     }
                     let (time, acc) = (welch(tb, tc), pair.or_else(|| welch(ab, ac)));

@@ -195,12 +195,7 @@ pub struct TimeCurve {
 /// (preparation, whitening, training and evaluations so far).
 fn run_evals(f: &Path, row: &crate::store::RunRow, clock: Clock) -> Result<Vec<(u32, f64, f64)>> {
     let df = crate::store::read_parquet(f, None).map_err(|_| damaged(f))?;
-    let col_f = |n: &str| -> Result<Vec<Option<f64>>> {
-        Ok(match df.column(n) {
-            Ok(c) => c.cast(&DataType::Float64)?.f64()?.iter().collect(),
-            Err(_) => vec![None; df.height()],
-        })
-    };
+    let col_f = |n: &str| crate::store::f64_column(&df, n);
     let (epoch, acc, tta, train, eval) = (
         col_f("epoch")?,
         col_f("test_acc")?,
@@ -231,10 +226,12 @@ fn run_evals(f: &Path, row: &crate::store::RunRow, clock: Clock) -> Result<Vec<(
 
 /// Every variant's accuracy against seconds on its clock (`clock_of` picks
 /// it per run), per evaluation epoch: the mean over the finished runs
-/// evaluated there, with a t-based 95% CI of the accuracy.
+/// evaluated there, with a t-based 95% CI of the accuracy. `drop_noisy`
+/// leaves noisy runs out, as `report --drop-noisy` does in the tables.
 pub fn time_curves(
     dirs: &[PathBuf],
     clock_of: &dyn Fn(&crate::store::RunRow) -> Clock,
+    drop_noisy: bool,
 ) -> Result<Vec<TimeCurve>> {
     /// A variant's finished runs, its noisy ones, and (seconds, accuracy) per evaluation epoch.
     #[derive(Default)]
@@ -255,10 +252,9 @@ pub fn time_curves(
         let mut seen = std::collections::HashSet::new();
         rows.retain(|r| seen.insert((r.matrix.clone(), r.variant.clone(), r.repeat)));
         rows.reverse();
-        for row in rows
-            .iter()
-            .filter(|r| r.status == crate::store::Ended::Done)
-        {
+        for row in rows.iter().filter(|r| {
+            r.status == crate::store::Ended::Done && !(drop_noisy && r.noisy == Some(true))
+        }) {
             let key = (row.matrix.clone(), row.index as usize, row.variant.clone());
             let entry = by_variant.entry(key).or_default();
             entry.runs += 1;

@@ -183,15 +183,19 @@ impl Report {
 
     /// The report as one self-contained HTML page: the Markdown rendered by
     /// a CommonMark parser with GitHub's table extension (pulldown-cmark), then
-    /// `charts` (name, SVG text) inline. Raw HTML in the Markdown (a host
-    /// name or variant name that looks like a tag) is shown as text, never
-    /// passed through: the page is mailed and opened by others.
+    /// `charts` (name, SVG text) inline. Raw HTML, links and images in the
+    /// Markdown (a host or variant name that looks like one) are shown as
+    /// text, never passed through: the page is mailed and opened by others.
     pub fn to_html(&self, charts: &[(String, String)]) -> String {
-        use pulldown_cmark::{Event, Options, Parser, html};
+        use pulldown_cmark::{Event, Options, Parser, Tag, TagEnd, html};
         let markdown = self.to_markdown();
-        let events = Parser::new_ext(&markdown, Options::ENABLE_TABLES).map(|e| match e {
-            Event::Html(t) | Event::InlineHtml(t) => Event::Text(t),
-            e => e,
+        let events = Parser::new_ext(&markdown, Options::ENABLE_TABLES).filter_map(|e| match e {
+            Event::Html(t) | Event::InlineHtml(t) => Some(Event::Text(t)),
+            // The tables link nothing: a link or image here came from a
+            // value (a variant or host name), and stays its text.
+            Event::Start(Tag::Link { .. } | Tag::Image { .. })
+            | Event::End(TagEnd::Link | TagEnd::Image) => None,
+            e => Some(e),
         });
         let mut body = String::new();
         html::push_html(&mut body, events);
@@ -259,6 +263,11 @@ mod tests {
         let mut r = aggregate(&[dir], &ReportOptions::default()).unwrap();
         r.setup
             .push(("host".into(), "<script>alert(1)</script> a|b".into()));
+        r.setup.push((
+            "data".into(),
+            "[x](javascript:alert(1)) ![i](http://example.invalid/t.png) <http://example.invalid>"
+                .into(),
+        ));
         let html = r.to_html(&[("ladder <1>".into(), "<svg></svg>".into())]);
         let tables = tables(&html);
         // The setup block and the results table.
@@ -290,6 +299,7 @@ mod tests {
         assert!(html.contains("<strong>"));
         assert!(tables[0].iter().any(|row| row[1].contains("a|b")));
         assert!(!html.contains("<script>") && html.contains("&lt;script&gt;"));
+        assert!(!html.contains("<a ") && !html.contains("<img"), "{html}");
         assert!(html.contains("<h2>ladder &lt;1&gt;</h2>"));
     }
 }

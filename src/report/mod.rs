@@ -9,7 +9,9 @@ pub mod delta;
 mod format;
 pub mod history;
 
-pub use compare::{Comparison, Diff, Rel, Thresholds, TimeModel, Verdict, compare, drift, welch};
+pub use compare::{
+    Comparison, Diff, Rel, Thresholds, TimeModel, Verdict, compare, control, drift, welch,
+};
 
 use crate::util::stats::t95;
 use anyhow::{Context, Result, bail};
@@ -129,6 +131,9 @@ pub struct Report {
     pub clock: Option<Clock>,
     pub dirs: Vec<PathBuf>,
     pub rows: Vec<VariantStats>,
+    /// Noisy runs were left out (`--drop-noisy`): the charts that read runs
+    /// themselves leave them out too.
+    pub dropped_noisy: bool,
 }
 
 fn runs_file(dir: &Path) -> Result<PathBuf> {
@@ -530,6 +535,7 @@ pub fn aggregate(dirs: &[PathBuf], opts: &ReportOptions) -> Result<Report> {
         clock,
         dirs: dirs.to_vec(),
         rows,
+        dropped_noisy: opts.drop_noisy,
     })
 }
 

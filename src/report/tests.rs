@@ -401,6 +401,24 @@ fn compare_pairs_accuracy_by_seed_where_the_seeds_match() {
     let r = &b.rows[1];
     let d = r.delta_acc.unwrap();
     assert!(d.paired, "{d:?}");
+    // The candidate ran seeds 0 and 1 of the base's 0, 1, 2: paired over
+    // those two, and the means shown are theirs, so that their difference is
+    // the Δ printed beside them (seed 2's accuracy is not in either mean).
+    let mut c2 = c.clone();
+    for row in &mut c2.rows {
+        row.acc_by_seed.retain(|x| x.0 < 2);
+    }
+    let rows = compare(&b, &c2, &th, TimeModel::Absolute);
+    let first = rows.iter().find(|r| r.n.0 >= 3).unwrap();
+    let a = first.acc.unwrap();
+    assert!((a.cand - a.base - a.delta).abs() < 1e-12, "{a:?}");
+    let b0 = &b.rows[first_index(&b, &first.variant)].acc_by_seed;
+    let base_01 = b0.iter().filter(|x| x.0 < 2).map(|x| x.1).sum::<f64>() / 2.0;
+    assert!((a.base - base_01).abs() < 1e-12, "{a:?} {b0:?}");
+}
+
+fn first_index(r: &Report, variant: &str) -> usize {
+    r.rows.iter().position(|x| x.variant == variant).unwrap()
 }
 
 /// Both end-time shapes give the day; a table with no recorded time gives none.
@@ -425,5 +443,30 @@ fn the_day_a_variant_last_finished_reads_from_either_schema() {
     assert_eq!(
         finished_days(&micros).unwrap(),
         [Some("2026-11-18".into()), None]
+    );
+}
+
+/// With the control's runs left out (`--drop-noisy` on a session whose first
+/// variant ran noisy), no other variant is taken for the control: no drift.
+#[test]
+fn a_control_left_out_is_not_replaced_by_the_next_variant() {
+    let root = tempfile::tempdir().unwrap();
+    let o = ReportOptions::default();
+    let b = aggregate(&[fixture(root.path(), "a", 1.0)], &o).unwrap();
+    let c = aggregate(&[fixture(root.path(), "b", 1.3)], &o).unwrap();
+    assert_eq!(control(&b).map(|r| r.index), Some(0));
+    assert!(drift(&b, &c).is_some());
+    let mut without = b.clone();
+    without.rows.remove(0);
+    assert!(control(&without).is_none());
+    assert!(drift(&without, &c).is_none());
+    let th = Thresholds {
+        max_slowdown: 0.05,
+        max_acc_drop: 0.002,
+    };
+    let rows = compare(&without, &c, &th, TimeModel::NetOfDrift);
+    assert!(
+        rows.iter().all(|r| r.verdict != Verdict::Control),
+        "{rows:?}"
     );
 }

@@ -528,7 +528,7 @@ pub fn read_parquet(path: &Path, columns: Option<&[&str]>) -> Result<DataFrame> 
 }
 
 /// A numeric column as `f64`s (absent or null: `None`).
-fn f64_column(df: &DataFrame, name: &str) -> Result<Vec<Option<f64>>> {
+pub fn f64_column(df: &DataFrame, name: &str) -> Result<Vec<Option<f64>>> {
     let Ok(c) = df.column(name) else {
         return Ok(vec![None; df.height()]);
     };

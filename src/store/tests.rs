@@ -500,3 +500,17 @@ fn a_runs_curves_read_back_as_written() {
     other.variant = "never ran".into();
     assert_eq!(read_curves(&dir, &other).unwrap(), (Vec::new(), Vec::new()));
 }
+
+/// Here rather than in events (which sits below the store, whose fixture
+/// summary it uses).
+#[test]
+fn tta_is_named_only_for_runs_that_used_it() {
+    use crate::events::uses_tta;
+    let s = summary(0.447, 10.0, None);
+    let off = serde_json::json!({"resolved": {"tta_level": 0}});
+    let on = serde_json::json!({"resolved": {"tta_level": 2}});
+    assert!(!uses_tta(&off) && uses_tta(&on));
+    assert!(!uses_tta(&serde_json::json!({})));
+    assert_eq!(s.acc_words(uses_tta(&off)), "acc 45.70%");
+    assert_eq!(s.acc_words(uses_tta(&on)), "acc 45.70% (TTA)");
+}

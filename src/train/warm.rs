@@ -90,7 +90,7 @@ impl TchTrainer {
         // net that takes a minute a step here (fp16 on a CPU) is priced
         // from the one step already timed rather than five more minutes.
         let started = Instant::now();
-        let mut last = 0.0;
+        let mut last = times.last().copied().unwrap_or(0.0);
         while times.len() < Self::PROBE_STEPS
             && (times.is_empty()
                 || started.elapsed().as_secs_f64() + last <= Self::PROBE_TIME_BUDGET_S)

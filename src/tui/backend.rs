@@ -99,7 +99,7 @@ fn admit(path: &Path, rules: &Rules) -> Result<crate::matrix::Matrix> {
     let cpu_only = rules.devices.iter().all(|d| d.starts_with("cpu"));
     if cpu_only && full_size && !rules.insist {
         anyhow::bail!(
-            "{}: {} runs of the full-size recipe `{}` on the CPU would take hours each: restart with --tiny to rehearse it, or `tricklab run {} --headless --insist`",
+            "{}: {} runs of the full-size recipe `{}` on the CPU would take hours each: rehearse its --tiny form, or `tricklab run {} --headless --insist`",
             path.display(),
             m.runs().len(),
             m.recipe,
@@ -156,11 +156,21 @@ pub fn picker_entry(
                 about: format!(
                     "refused: {}{}",
                     why.strip_prefix(&format!("{shown}: ")).unwrap_or(&why),
-                    // --tiny can be switched on here, not only at the start.
-                    if tiny {
-                        ""
-                    } else {
+                    // Only where its --tiny form, which t switches to here,
+                    // would be queued: not after a parse error.
+                    if !tiny
+                        && admit(
+                            path,
+                            &Rules {
+                                tiny: true,
+                                ..rules.clone()
+                            }
+                        )
+                        .is_ok()
+                    {
                         " (t here: rehearse its --tiny form)"
+                    } else {
+                        ""
                     }
                 ),
                 path: shown,

@@ -609,6 +609,23 @@ fn t_in_the_picker_switches_the_tiny_form_and_enter_queues_it() {
         text.contains("t tiny (off)") && text.contains("(t here: rehearse its --tiny"),
         "{text}"
     );
+    // A file that does not parse is not offered t: its tiny form fails too.
+    let dir = tempfile::tempdir().unwrap();
+    let broken = dir.path().join("broken.toml");
+    std::fs::write(
+        &broken,
+        "name = 'b'\nrecipe = 'tiny-page-resnet9'\nkind = 'ladder\n",
+    )
+    .unwrap();
+    let b = picker_entry(
+        &broken,
+        &Rules {
+            devices: vec!["cpu".into()],
+            ..Default::default()
+        },
+        None,
+    );
+    assert!(b.refused && !b.about.contains("t here"), "{}", b.about);
     assert_eq!(
         on_key(&mut s, key(KeyCode::Char('t'))),
         vec![Action::OpenPicker]
