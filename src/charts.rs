@@ -144,6 +144,27 @@ fn rung_label(names: &[String], y: f64) -> String {
 }
 
 /// The vertical target-accuracy line (x in %) across `n` rungs, with its legend entry.
+/// The arrowhead that ends a time whisker cut at 0 (`CUT_NOTE` says so), at
+/// `at`, its three pixel offsets pointing at the cut: [`CUT_LEFT`] on a
+/// horizontal time axis, [`CUT_DOWN`] on a vertical one.
+fn cut_arrow<DB: DrawingBackend>(
+    c: &mut Chart2d<'_, DB>,
+    at: (f64, f64),
+    points: [(i32, i32); 3],
+    style: ShapeStyle,
+) -> Res
+where
+    DB::ErrorType: 'static,
+{
+    c.draw_series(std::iter::once(
+        EmptyElement::at(at) + PathElement::new(points.to_vec(), style),
+    ))?;
+    Ok(())
+}
+
+const CUT_LEFT: [(i32, i32); 3] = [(8, -7), (0, 0), (8, 7)];
+const CUT_DOWN: [(i32, i32); 3] = [(-6, -8), (0, 0), (6, -8)];
+
 fn target_line<DB: DrawingBackend>(c: &mut Chart2d<'_, DB>, target: f64, n: usize) -> Res
 where
     DB::ErrorType: 'static,
@@ -472,10 +493,7 @@ where
                 t.fg.stroke_width(2),
             )))?;
             if clipped {
-                c.draw_series(std::iter::once(
-                    EmptyElement::at((a, y))
-                        + PathElement::new(vec![(8, -7), (0, 0), (8, 7)], t.fg.stroke_width(2)),
-                ))?;
+                cut_arrow(&mut c, (a, y), CUT_LEFT, t.fg.stroke_width(2))?;
             } else {
                 c.draw_series(std::iter::once(PathElement::new(
                     vec![(a, y - 0.15), (a, y + 0.15)],
@@ -927,10 +945,7 @@ where
                 bar,
             )))?;
             if clipped {
-                c.draw_series(std::iter::once(
-                    EmptyElement::at((a, p.acc))
-                        + PathElement::new(vec![(8, -7), (0, 0), (8, 7)], bar),
-                ))?;
+                cut_arrow(&mut c, (a, p.acc), CUT_LEFT, bar)?;
             }
         }
         if p.acc_ci.is_finite() {
@@ -1287,12 +1302,7 @@ where
         .max(1e-3)
         * 1.1;
     let last = (dates.len().max(2) - 1) as f64;
-    let mut rungs: Vec<(usize, &str)> = nights
-        .iter()
-        .map(|n| (n.index, n.variant.as_str()))
-        .collect();
-    rungs.sort();
-    rungs.dedup();
+    let rungs = crate::report::history::rungs(nights);
     let cut = nights
         .iter()
         .any(|n| n.time_ci95.is_finite() && time_whisker(n.time_s, n.time_ci95).2);
@@ -1348,10 +1358,7 @@ where
                 col.stroke_width(1),
             )))?;
             if clipped {
-                c.draw_series(std::iter::once(
-                    EmptyElement::at((p.0, a))
-                        + PathElement::new(vec![(-6, -8), (0, 0), (6, -8)], col.stroke_width(2)),
-                ))?;
+                cut_arrow(&mut c, (p.0, a), CUT_DOWN, col.stroke_width(2))?;
             }
         }
     }

@@ -258,16 +258,22 @@ pub fn to_json(nights: &[Night]) -> serde_json::Value {
         .collect()
 }
 
-pub fn to_markdown(nights: &[Night]) -> String {
-    let mut out = String::from(
-        "# tricklab history\n\nEach rung's full-run time (its recipe's clock, mean ± 95% CI) and accuracy (TTA, mean ± 95% CI) night by night, with the commit and data of the night and the verdict against that night's baseline.\n\n",
-    );
+/// The rungs the history holds, in matrix order, each once.
+pub fn rungs(nights: &[Night]) -> Vec<(usize, &str)> {
     let mut rungs: Vec<(usize, &str)> = nights
         .iter()
         .map(|n| (n.index, n.variant.as_str()))
         .collect();
     rungs.sort();
     rungs.dedup();
+    rungs
+}
+
+pub fn to_markdown(nights: &[Night]) -> String {
+    let mut out = String::from(
+        "# tricklab history\n\nEach rung's full-run time (its recipe's clock, mean ± 95% CI) and accuracy (TTA, mean ± 95% CI) night by night, with the commit and data of the night and the verdict against that night's baseline.\n\n",
+    );
+    let rungs = rungs(nights);
     let pm = |m: f64, ci: f64, scale: f64, digits: usize| {
         if ci.is_finite() {
             format!("{:.digits$} ± {:.digits$}", scale * m, scale * ci)

@@ -228,18 +228,23 @@ fn headless_run_report_and_compare() {
             && err.contains("--drop-noisy"),
         "{err}"
     );
-    let dropped = run(
-        &[
-            "compare",
-            dir.to_str().unwrap(),
-            cand.to_str().unwrap(),
-            "--drop-noisy",
-            "--format",
-            "json",
-        ],
-        tmp.path(),
-    );
-    let doc: serde_json::Value = serde_json::from_str(&text(&dropped).0).unwrap();
+    // compare --drop-noisy --format json: its exit code and its document.
+    let dropping = || {
+        let o = run(
+            &[
+                "compare",
+                dir.to_str().unwrap(),
+                cand.to_str().unwrap(),
+                "--drop-noisy",
+                "--format",
+                "json",
+            ],
+            tmp.path(),
+        );
+        let doc: serde_json::Value = serde_json::from_str(&text(&o).0).unwrap();
+        (o.status.code(), doc)
+    };
+    let (_, doc) = dropping();
     assert_eq!(doc["noisy_runs"]["dropped"], true, "{doc}");
     let n = |side: &str| -> u64 {
         doc["variants"]
@@ -257,19 +262,8 @@ fn headless_run_report_and_compare() {
         .filter(|&i| rows[i].variant == rows[0].variant)
         .collect();
     set_noisy(&cand, &first);
-    let dropped = run(
-        &[
-            "compare",
-            dir.to_str().unwrap(),
-            cand.to_str().unwrap(),
-            "--drop-noisy",
-            "--format",
-            "json",
-        ],
-        tmp.path(),
-    );
-    let doc: serde_json::Value = serde_json::from_str(&text(&dropped).0).unwrap();
-    assert_eq!(dropped.status.code(), Some(0), "{doc}");
+    let (code, doc) = dropping();
+    assert_eq!(code, Some(0), "{doc}");
     let gone = doc["variants"]
         .as_array()
         .unwrap()
@@ -280,19 +274,8 @@ fn headless_run_report_and_compare() {
     // Every candidate run noisy (a busy night): compared, each variant
     // inconclusive and exit 0, not refused as bad input.
     set_noisy(&cand, &(0..rows.len()).collect::<Vec<_>>());
-    let busy = run(
-        &[
-            "compare",
-            dir.to_str().unwrap(),
-            cand.to_str().unwrap(),
-            "--drop-noisy",
-            "--format",
-            "json",
-        ],
-        tmp.path(),
-    );
-    let doc: serde_json::Value = serde_json::from_str(&text(&busy).0).unwrap();
-    assert_eq!(busy.status.code(), Some(0), "{doc}");
+    let (code, doc) = dropping();
+    assert_eq!(code, Some(0), "{doc}");
     assert!(
         doc["variants"]
             .as_array()
