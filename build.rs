@@ -32,14 +32,67 @@ fn main() {
     let root = lib.parent().expect("libtorch's lib folder has a parent");
     // PyTorch wheels since 2.6 (and libtorch 2.11's cxx11 builds) use the new ABI.
     let abi = std::env::var("LIBTORCH_CXX11_ABI").unwrap_or_else(|_| "1".into());
-    cc::Build::new()
+    let mut build = cc::Build::new();
+    for (define, value) in collectives(root, &mut build) {
+        build.define(define, value);
+    }
+    build
         .cpp(true)
         .file("src/util/native.cpp")
         .include(root.join("include"))
+        // c10d's headers reach into the C++ frontend's (torch/types.h).
+        .include(root.join("include/torch/csrc/api/include"))
         .flag("-std=c++17")
         .flag(format!("-D_GLIBCXX_USE_CXX11_ABI={abi}"))
         .flag("-DGLOG_USE_GLOG_EXPORT")
         .flag_if_supported("-Wno-unused-parameter")
         .warnings(false)
         .compile("tricklab_native");
+}
+
+/// c10d's process groups compiled in where their headers are found: Gloo
+/// needs gloo's own headers, which the torch wheel does not ship (Debian's
+/// libgloo-dev, installed by scripts/system-deps.sh; only pointers to gloo
+/// types cross into our code, so its commit need not be torch's); NCCL needs
+/// the CUDA runtime headers and nccl.h (the wheel's nvidia-* packages, or a
+/// CUDA toolkit). A build without them is a CPU-only build whose `doctor`
+/// says which collectives it has.
+fn collectives(
+    torch: &std::path::Path,
+    build: &mut cc::Build,
+) -> Vec<(&'static str, &'static str)> {
+    use std::path::PathBuf;
+    println!("cargo:rerun-if-env-changed=TRICKLAB_GLOO_INCLUDE");
+    println!("cargo:rerun-if-env-changed=TRICKLAB_CUDA_INCLUDE");
+    let mut defines = Vec::new();
+    let gloo = std::env::var("TRICKLAB_GLOO_INCLUDE")
+        .map_or_else(|_| PathBuf::from("/usr/include"), PathBuf::from);
+    let gloo_header = gloo.join("gloo/context.h");
+    if gloo_header.exists() {
+        println!("cargo:rerun-if-changed={}", gloo_header.display());
+        build.include(&gloo);
+        defines.extend([("USE_C10D_GLOO", "1"), ("TRICKLAB_C10D_GLOO", "1")]);
+    } else {
+        println!(
+            "cargo:warning=no gloo headers at {}: this build has no CPU collectives (install libgloo-dev: scripts/system-deps.sh)",
+            gloo.display()
+        );
+    }
+    // site-packages/torch → site-packages/nvidia/{cu13,nccl}/include
+    let nvidia = torch.parent().map(|p| p.join("nvidia")).unwrap_or_default();
+    let cuda = std::env::var("TRICKLAB_CUDA_INCLUDE")
+        .map_or_else(|_| nvidia.join("cu13/include"), PathBuf::from);
+    let nccl = nvidia.join("nccl/include");
+    let found = cuda.join("cuda_runtime.h").exists()
+        && cuda.join("crt/host_config.h").exists()
+        && nccl.join("nccl.h").exists();
+    if found {
+        build.include(&cuda).include(&nccl);
+        defines.extend([
+            ("USE_C10D_NCCL", "1"),
+            ("USE_CUDA", "1"),
+            ("TRICKLAB_C10D_NCCL", "1"),
+        ]);
+    }
+    defines
 }

@@ -303,9 +303,16 @@ pub struct RunConfig {
     pub eval_batch: usize,
     /// Steps between device read-backs of the step metrics.
     pub metrics_every: usize,
+    /// Ranks (processes, one device each) the run is spread over.
+    #[serde(default = "one")]
+    pub world_size: usize,
     pub tricks: BTreeMap<String, TrickState>,
     /// The overrides as written, in order.
     pub overrides: Vec<String>,
+}
+
+fn one() -> usize {
+    1
 }
 
 fn default_eval_batch() -> usize {
@@ -378,6 +385,10 @@ pub const SETTINGS: &[(&str, &str)] = &[
     (
         "metrics_every",
         "steps between device read-backs of step metrics (0: once per epoch)",
+    ),
+    (
+        "world_size",
+        "ranks (processes, one device each) one run is spread over; the batch is the global batch",
     ),
 ];
 

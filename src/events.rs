@@ -133,6 +133,29 @@ pub struct RunSummary {
     /// throttled GPU, a ragged throughput), or `None`.
     #[serde(default)]
     pub noise: Option<String>,
+    /// Every rank of a run spread over several (empty for one process).
+    #[serde(default)]
+    pub ranks: Vec<RankEnd>,
+}
+
+impl RunSummary {
+    /// Ranks the run was spread over.
+    pub fn world_size(&self) -> usize {
+        self.ranks.len().max(1)
+    }
+}
+
+/// One rank of a multi-rank run, as it ended.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RankEnd {
+    pub rank: usize,
+    pub host: String,
+    pub device: String,
+    /// Seconds in gradient all-reduces (Gloo: the transfers, which the host
+    /// waits for; NCCL: the host's side only, as the stream runs on).
+    pub allreduce_s: f64,
+    pub throughput_cv: Option<f64>,
+    pub machine: crate::util::machine::MachineState,
 }
 
 /// What happened to a run in the queue.
@@ -165,8 +188,8 @@ impl LogLevel {
     }
 }
 
-/// Worker → consumers.
-#[derive(Clone, Debug)]
+/// Worker → consumers (and rank 0 of a gang → its worker, as JSON lines).
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub enum Event {
     RunStarted {
         run: RunId,

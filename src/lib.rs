@@ -11,6 +11,7 @@ pub mod data;
 pub mod doctor;
 pub mod events;
 pub mod export;
+pub mod gang;
 pub mod headless;
 pub mod matrix;
 pub mod model;

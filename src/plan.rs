@@ -49,6 +49,9 @@ pub struct RunPlan {
     /// Steps between device read-backs of the step metrics (0: once per
     /// epoch, at the epoch's own sync: no host sync inside the clocks).
     pub metrics_every: u64,
+    /// Ranks the run is spread over: each trains 1/world_size of every
+    /// batch on its own device, gradients averaged through c10d.
+    pub world_size: usize,
     /// The timing convention the recipe was published with: time to target
     /// is read on it.
     pub clock: Clock,
@@ -661,6 +664,7 @@ impl RunPlan {
             "whitening": whitening,
             "tta_level": self.eval.tta_level,
             "clock": self.clock,
+            "world_size": self.world_size,
         })
     }
 
@@ -743,6 +747,7 @@ impl RunPlan {
                 tta_fraction: None,
             },
             metrics_every: s.metrics_every as u64,
+            world_size: s.world_size.max(1),
             clock: s.clock,
         }
     }
@@ -786,11 +791,19 @@ impl RunPlan {
                 self.batch_size
             );
         }
-        let micro = self.batch_size / accum;
+        let world = self.world_size.max(1);
+        if !self.batch_size.is_multiple_of(world * accum) {
+            bail!(
+                "batch_size {} is not divisible by world_size {world} × {accum} accumulation micro-batches: every rank takes an equal share of the global batch; pick a multiple of {}",
+                self.batch_size,
+                world * accum
+            );
+        }
+        let micro = self.batch_size / world / accum;
         let splits = self.net.bn.ghost_splits.max(1) as usize;
         if !micro.is_multiple_of(splits) {
             bail!(
-                "batch_size {} (per micro-batch {micro}) is not divisible by the {splits} ghost BN splits: pick a batch that is a multiple of it",
+                "batch_size {} (per rank and micro-batch {micro}) is not divisible by the {splits} ghost BN splits: pick a batch that is a multiple of it",
                 self.batch_size
             );
         }

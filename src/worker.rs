@@ -283,19 +283,20 @@ impl Control for WorkerControl<'_> {
     }
 }
 
-/// Starts one worker per device. When the last one exits, the event queue
-/// gets `Drained` and is closed.
-pub fn spawn(devices: &[String], shared: Arc<Shared>, factory: Factory) -> Vec<JoinHandle<()>> {
-    let alive = Arc::new(AtomicUsize::new(devices.len()));
-    devices
+/// Starts one worker per gang of devices (one device each for runs of
+/// world size 1). When the last one exits, the event queue gets `Drained`
+/// and is closed.
+pub fn spawn(gangs: &[Vec<String>], shared: Arc<Shared>, factory: Factory) -> Vec<JoinHandle<()>> {
+    let alive = Arc::new(AtomicUsize::new(gangs.len()));
+    gangs
         .iter()
-        .map(|dev| {
-            let (dev, shared, factory, alive) =
-                (dev.clone(), shared.clone(), factory.clone(), alive.clone());
+        .map(|gang| {
+            let (gang, shared, factory, alive) =
+                (gang.clone(), shared.clone(), factory.clone(), alive.clone());
             std::thread::Builder::new()
-                .name(format!("worker-{dev}"))
+                .name(format!("worker-{}", gang.join(",")))
                 .spawn(move || {
-                    worker_loop(&dev, &shared, &factory);
+                    worker_loop(&gang, &shared, &factory);
                     if alive.fetch_sub(1, Ordering::SeqCst) == 1 {
                         shared.snapshot();
                         shared.events.push(Event::Drained);
@@ -307,9 +308,10 @@ pub fn spawn(devices: &[String], shared: Arc<Shared>, factory: Factory) -> Vec<J
         .collect()
 }
 
-fn worker_loop(dev: &str, shared: &Shared, factory: &Factory) {
-    let mut trainer = match factory(dev) {
-        Ok(t) => t,
+fn worker_loop(gang: &[String], shared: &Shared, factory: &Factory) {
+    let dev = &gang[0];
+    let mut trainer: Box<dyn Trainer> = match factory(dev) {
+        Ok(t) => Box::new(crate::gang::Gang::new(t, gang.to_vec())),
         Err(e) => {
             shared.events.push(Event::Log {
                 level: LogLevel::Error,

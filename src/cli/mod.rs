@@ -4,6 +4,7 @@
 mod cluster;
 mod nightly;
 mod parity;
+mod rank;
 mod report;
 mod run;
 mod train;
@@ -44,6 +45,10 @@ pub enum Command {
     Matrix(crate::matrix::MatrixArgs),
     /// Train one run and print an epoch table and a summary.
     Train(train::TrainArgs),
+    /// One rank of a run spread over several processes: started by `run`'s
+    /// workers, srun or torchrun, which set RANK/WORLD_SIZE/MASTER_* (or SLURM_*).
+    #[command(hide = true)]
+    Rank(rank::RankArgs),
     /// Train recipes beside the published scripts they reproduce, on the same
     /// images and steps, and write the side-by-side report (`make parity`).
     Parity(parity::ParityArgs),
@@ -107,6 +112,7 @@ pub fn main() -> i32 {
         Some(Command::Slurm(a)) => cluster::cmd_slurm(a),
         Some(Command::Matrix(a)) => crate::matrix::cmd_matrix(a),
         Some(Command::Train(a)) => train::cmd_train(a),
+        Some(Command::Rank(a)) => rank::cmd_rank(a),
         Some(Command::Parity(a)) => parity::cmd_parity(a),
         Some(Command::Tricks(a)) => crate::tricks::cmd_tricks(a),
         Some(Command::Recipes(a)) => crate::recipe::cmd_recipes(a),

@@ -204,6 +204,7 @@ fn set_hyper(cfg: &mut RunConfig, key: &str, value: &str) -> Result<()> {
         "eval_every" => cfg.eval_every = count(pos(parse_num(key, value)?)?)?,
         "eval_batch" => cfg.eval_batch = count(pos(parse_num(key, value)?)?)?,
         "metrics_every" => cfg.metrics_every = count(parse_num(key, value)?)?,
+        "world_size" => cfg.world_size = count(pos(parse_num(key, value)?)?)?,
         _ => unreachable!("checked by is_hyper"),
     }
     Ok(())

@@ -87,6 +87,7 @@ pub(super) fn blank() -> RunConfig {
         eval_every: 1,
         eval_batch: 1,
         metrics_every: 1,
+        world_size: 1,
         tricks: BTreeMap::new(),
         overrides: Vec::new(),
     }

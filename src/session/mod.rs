@@ -152,6 +152,7 @@ pub fn preflight(matrices: &[Matrix], devices: &[String]) -> Result<()> {
     for d in devices {
         crate::util::device::parse_device(d).map_err(|e| anyhow::anyhow!("--devices: {e}"))?;
     }
+    gangs(matrices, devices)?;
     for m in matrices {
         let origin = m.origin();
         if let Some(d) = &m.device {
@@ -246,6 +247,34 @@ pub fn scale_guard(matrices: &[Matrix], devices: &[String], insist: bool) -> Res
     Ok(notes)
 }
 
+/// The session's devices in gangs as large as the largest world size any
+/// queued run asks for (`cuda:0-7` and world_size 4: two gangs, two runs at
+/// a time). A run asking for more devices than the session has is refused
+/// here, before any folder is made.
+pub fn gangs(matrices: &[Matrix], devices: &[String]) -> Result<Vec<Vec<String>>> {
+    let mut size = 1;
+    for m in matrices {
+        for spec in m.runs() {
+            let Ok(p) = crate::recipe::plan_run(&spec) else {
+                continue;
+            };
+            let world = p.plan.world_size;
+            if world > devices.len() {
+                anyhow::bail!(
+                    "{}: run `{}` asks for world_size {world} but the session has {} device(s) ({}): pass --devices with at least {world} (e.g. --devices cpu:{world} or cuda:0-{}), or lower world_size",
+                    m.origin(),
+                    spec.id,
+                    devices.len(),
+                    devices.join(","),
+                    world - 1
+                );
+            }
+            size = size.max(world);
+        }
+    }
+    Ok(devices.chunks_exact(size).map(<[String]>::to_vec).collect())
+}
+
 impl Session {
     #[allow(
         clippy::too_many_lines,
@@ -257,6 +286,7 @@ impl Session {
         } else {
             opts.devices.clone()
         };
+        let gangs = gangs(&matrices, &devices)?;
         // Before any manifest records the thread count.
         crate::util::device::share_cpu_threads(&devices, opts.cpu_threads);
         let events = Arc::new(EventQueue::default());
@@ -334,7 +364,7 @@ impl Session {
                 None => Ok(()),
             }
         }));
-        let workers = crate::worker::spawn(&devices, shared.clone(), factory);
+        let workers = crate::worker::spawn(&gangs, shared.clone(), factory);
         Ok(Session {
             shared: shared.clone(),
             pump: Pump {

@@ -86,6 +86,7 @@ impl Trainer for Fake {
             machine: None,
             throughput_cv: None,
             noise: None,
+            ranks: Vec::new(),
         }))
     }
 

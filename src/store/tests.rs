@@ -36,6 +36,7 @@ pub fn summary(acc: f64, dawn: f64, ttt: Option<f64>) -> RunSummary {
         machine: None,
         throughput_cv: None,
         noise: None,
+        ranks: Vec::new(),
     }
 }
 

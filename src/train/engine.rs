@@ -10,6 +10,12 @@
 //! - eval_s: every evaluation pass;
 //! - dawn_s = prep_s + whiten_s + hlb_s (DAWNBench, as Page times it);
 //! - airbench_s = whiten_s + hlb_s + the final (TTA) evaluation.
+//!
+//! A run of world size N is one of N rank processes, each with its own
+//! device and this same loop (data-parallel, as DDP runs it): every rank
+//! draws the same global batch and trains its 1/N slice of it, the
+//! gradients are averaged through c10d before the optimiser, and each stage
+//! boundary is a barrier, so rank 0's clocks time the whole gang.
 
 use super::build::{Averager, Optimisers, build_net, warm_kernels};
 use super::eval::{evaluate, time_on};
@@ -21,13 +27,14 @@ use crate::data::Dataset;
 use crate::events::{Clocks, EpochRow, Event, RunSummary};
 use crate::model::{Net, NetConfig};
 use crate::plan::{PlannedRun, RunPlan, StepRates};
+use crate::util::collective::Collective;
 use crate::util::device::{device_label, parse_device};
 use crate::util::native::{self, Rng};
-use anyhow::{Result, bail};
+use anyhow::{Context, Result, bail};
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Instant;
-use tch::{Device, nn};
+use tch::{Device, Tensor, nn};
 
 pub struct TchTrainer {
     pub(super) device: Device,
@@ -35,6 +42,8 @@ pub struct TchTrainer {
     data: HashMap<String, Arc<Dataset>>,
     /// Loads a data set from its spec; tests swap in synthetic data.
     loader: fn(&str) -> Result<Dataset>,
+    /// Where a finished run's weights go (safetensors), if anywhere.
+    pub save_weights: Option<std::path::PathBuf>,
 }
 
 impl TchTrainer {
@@ -44,6 +53,7 @@ impl TchTrainer {
             label: device_label(device),
             data: HashMap::new(),
             loader: crate::data::load,
+            save_weights: None,
         })
     }
 
@@ -88,6 +98,47 @@ impl Trainer for TchTrainer {
         ctl: &dyn Control,
         emit: &mut dyn FnMut(Event),
     ) -> Result<Outcome> {
+        self.run_in(run, None, ctl, emit)
+    }
+
+    fn warm_up(&mut self, run: &PlannedRun, ctl: &dyn Control) -> Option<String> {
+        self.warm_up_in(run, None, ctl).ok()
+    }
+}
+
+impl TchTrainer {
+    /// The run as one rank of its gang: `dist` joined with the other ranks.
+    pub fn run_rank(
+        &mut self,
+        run: &PlannedRun,
+        dist: &Collective,
+        ctl: &dyn Control,
+        emit: &mut dyn FnMut(Event),
+    ) -> Result<Outcome> {
+        self.run_in(run, Some(dist), ctl, emit)
+    }
+
+    /// The untimed, discarded warm-up of a rank: the gang warms together
+    /// (its kernels and its connections).
+    pub fn warm_up_rank(&mut self, run: &PlannedRun, dist: &Collective) -> Result<String> {
+        self.warm_up_in(run, Some(dist), &super::NeverStop)
+    }
+
+    fn run_in(
+        &mut self,
+        run: &PlannedRun,
+        dist: Option<&Collective>,
+        ctl: &dyn Control,
+        emit: &mut dyn FnMut(Event),
+    ) -> Result<Outcome> {
+        let world = dist.map_or(1, |d| d.world);
+        if run.plan.world_size != world {
+            bail!(
+                "the run asks for world_size {} but this process is one of {world} rank(s): start it with `tricklab run` (which launches the ranks) or under a launcher with WORLD_SIZE={}",
+                run.plan.world_size,
+                run.plan.world_size
+            );
+        }
         let data = self.data_of(run)?;
         let device = match &run.spec.device {
             Some(d) => parse_device(d)?,
@@ -110,16 +161,23 @@ impl Trainer for TchTrainer {
             layout: Layout::of(&run.plan),
             rng: Rng::new(device, run.spec.seed),
             rates: run.plan.rates(n as u64),
+            dist,
+            save: self.save_weights.as_deref(),
         }
         .train(run.config_json(&data.name, &data.hash), ctl, emit)
     }
 
-    fn warm_up(&mut self, run: &PlannedRun, ctl: &dyn Control) -> Option<String> {
-        let warm = warm_up_run(run, self.dataset(&run.spec.data).ok()?.classes.len());
+    fn warm_up_in(
+        &mut self,
+        run: &PlannedRun,
+        dist: Option<&Collective>,
+        ctl: &dyn Control,
+    ) -> Result<String> {
+        let warm = warm_up_run(run, self.dataset(&run.spec.data)?.classes.len());
         let t = Instant::now();
         // A run that cannot start says why itself; its warm-up stays quiet.
-        self.run(&warm, ctl, &mut |_| {}).ok()?;
-        Some(format!(
+        self.run_in(&warm, dist, ctl, &mut |_| {})?;
+        Ok(format!(
             "warm-up on {}: one training step of {} images and one eval batch of `{}`, {:.2} s, untimed and discarded",
             self.label,
             warm.plan.batch_size,
@@ -141,15 +199,74 @@ struct Run<'a> {
     rng: Rng,
     /// Every step's learning rates.
     rates: StepRates,
+    /// The gang, when the run is one rank of several.
+    dist: Option<&'a Collective>,
+    /// Where the trained weights go.
+    save: Option<&'a std::path::Path>,
 }
 
-/// Seconds of a stage, device-synchronised at both ends.
-fn timed<T>(dev: Device, f: impl FnOnce() -> T) -> (T, f64) {
-    sync(dev);
-    let t = Instant::now();
-    let out = f();
-    sync(dev);
-    (out, t.elapsed().as_secs_f64())
+impl Run<'_> {
+    /// A stage boundary: this device is done, and in a gang every rank is
+    /// (a barrier), so rank 0's clock times the slowest rank.
+    fn boundary(&self) -> Result<()> {
+        sync(self.device);
+        match self.dist {
+            Some(d) => d.barrier(),
+            None => Ok(()),
+        }
+    }
+
+    /// Seconds of a stage between two boundaries.
+    fn timed<T>(&self, f: impl FnOnce() -> T) -> Result<(T, f64)> {
+        self.boundary()?;
+        let t = Instant::now();
+        let out = f();
+        self.boundary()?;
+        Ok((out, t.elapsed().as_secs_f64()))
+    }
+
+    fn rank(&self) -> usize {
+        self.dist.map_or(0, |d| d.rank)
+    }
+
+    /// This rank's slice of the global batch: contiguous and disjoint, so
+    /// the ranks together train on exactly the images of a one-process step.
+    fn shard(&self, x: Tensor, y: Tensor) -> (Tensor, Tensor) {
+        match self.dist {
+            Some(d) if d.world > 1 => {
+                let per = self.plan.batch_size as i64 / d.world as i64;
+                let at = d.rank as i64 * per;
+                (x.narrow(0, at, per), y.narrow(0, at, per))
+            }
+            _ => (x, y),
+        }
+    }
+
+    /// Averages the step's gradients (and its loss and correct count, in
+    /// the same buckets) over the ranks; returns the global loss and count.
+    fn reduce(&self, m: &Model, out: (Tensor, Tensor), lp: &mut Loop) -> Result<(Tensor, Tensor)> {
+        let Some(d) = self.dist else { return Ok(out) };
+        let t = Instant::now();
+        let mut ts: Vec<Tensor> = m
+            .net
+            .param_groups()
+            .all_trainable()
+            .iter()
+            .filter(|p| p.requires_grad())
+            .map(Tensor::grad)
+            .filter(Tensor::defined)
+            .collect();
+        let pack = crate::util::collective::scalar_pack(&[&out.0, &out.1]);
+        ts.push(pack.shallow_clone());
+        d.allreduce_mean(&ts)?;
+        lp.allreduce_s += t.elapsed().as_secs_f64();
+        let loss = pack.get(0);
+        // The mean of the counts, times the ranks: the gang's count.
+        let correct = (pack.get(1) * d.world as f64)
+            .round()
+            .to_kind(tch::Kind::Int64);
+        Ok((loss, correct))
+    }
 }
 
 pub(super) fn sync(device: Device) {
@@ -207,6 +324,8 @@ struct Loop<'a> {
     machine: crate::util::machine::Probe,
     /// On a GPU, its extremes while the run trains.
     gpu_watch: Option<crate::util::machine::GpuWatch>,
+    /// Seconds this rank spent in gradient all-reduces.
+    allreduce_s: f64,
 }
 
 impl Loop<'_> {
@@ -251,14 +370,21 @@ impl Run<'_> {
         let (plan, dev) = (self.plan, self.device);
         let wall = Instant::now();
         self.announce(config, emit);
-        let (data, prep_s) = timed(dev, || prepare(plan, self.src, dev));
+        let (data, prep_s) = self.timed(|| prepare(plan, self.src, dev))?;
         let vs = nn::VarStore::new(dev);
-        let (built, whiten_s) = timed(dev, || {
+        let (built, whiten_s) = self.timed(|| {
             native::with_seeded_inits(dev, self.run.spec.seed, || {
                 build_net(plan, self.src, &vs, self.layout, &self.rng)
             })
-        });
+        })?;
         let (net, nc) = built?;
+        if let Some(d) = self.dist {
+            // Every rank built the same seeded net, but a GPU's whitening
+            // basis (an eigendecomposition) need not agree to the last bit
+            // across devices: rank 0's weights are everyone's, as DDP does.
+            let vars: Vec<Tensor> = vs.variables().into_values().collect();
+            tch::no_grad(|| d.broadcast(&vars, 0))?;
+        }
         let mut m = self.model(net, &nc, &vs)?;
         let batches = Batches::new(
             plan,
@@ -287,6 +413,7 @@ impl Run<'_> {
             gpu_watch: self
                 .gpu_index()
                 .map(crate::util::machine::GpuWatch::nvidia_smi),
+            allreduce_s: 0.0,
         };
         let epochs = plan.epochs.ceil() as usize;
         for epoch in 0..epochs {
@@ -300,12 +427,16 @@ impl Run<'_> {
             if last {
                 m.avg.finish();
             }
-            self.evaluate_epoch(epoch, last, &tr, &data, &m, &mut lp, emit);
+            self.evaluate_epoch(epoch, last, &tr, &data, &m, &mut lp, emit)?;
             if last {
                 break;
             }
         }
-        Ok(Outcome::Finished(self.summary(lp)))
+        if let Some(path) = self.save {
+            vs.save(path)
+                .with_context(|| format!("cannot save the weights to {}", path.display()))?;
+        }
+        Ok(Outcome::Finished(self.summary(lp)?))
     }
 
     /// Sets the device up for the plan and tells the listeners the run started.
@@ -338,9 +469,9 @@ impl Run<'_> {
         if plan.precision.cudnn_benchmark {
             let shape = [plan.batch_size as i64, 3, self.src.h, self.src.w];
             let (rng, classes, layout) = (&self.rng, self.src.classes, self.layout);
-            timed(self.device, || {
+            self.timed(|| {
                 warm_kernels(rng, &m.net, &mut m.opt, &m.avg.live, shape, classes, layout)
-            });
+            })?;
         }
         Ok(m)
     }
@@ -356,7 +487,7 @@ impl Run<'_> {
     ) -> Result<Option<EpochTrain>> {
         let (plan, r) = (self.plan, &self.rates);
         // The epoch's augmentation is part of its training time, as in the references.
-        sync(self.device);
+        self.boundary()?;
         let start = Instant::now();
         lp.batches.begin_epoch(epoch)?;
         let steps = (r.total - lp.step).min(r.per_epoch);
@@ -396,7 +527,9 @@ impl Run<'_> {
             }
             let (x, y, secs) = lp.batches.batch(i as i64);
             loader_s += secs;
+            let (x, y) = self.shard(x, y);
             let out = trainee.forward_backward(&x, &y, cutmix);
+            let out = self.reduce(m, out, lp)?;
             if let Some(max_norm) = plan.step.clip_norm {
                 // The gradients carry the loss scale; the limit is in mean-loss units.
                 let params = m.net.param_groups().all_trainable();
@@ -419,7 +552,7 @@ impl Run<'_> {
                 });
             }
         }
-        sync(self.device);
+        self.boundary()?;
         Ok(Some(lp.end_epoch(
             steps,
             self.plan.batch_size,
@@ -440,7 +573,7 @@ impl Run<'_> {
         m: &Model,
         lp: &mut Loop,
         emit: &mut dyn FnMut(Event),
-    ) {
+    ) -> Result<()> {
         let (plan, spec) = (self.plan, &self.run.spec);
         let due = last || (epoch + 1).is_multiple_of(plan.eval.every);
         let (accs, eval_s) = if due {
@@ -450,7 +583,12 @@ impl Run<'_> {
                 .and(plan.data.progressive.as_ref())
                 .and_then(|p| p.eval_size());
             let net = m.avg.eval_net(&m.net);
-            timed(self.device, || {
+            // Rank 0 evaluates its replica (its own BN statistics); the
+            // other ranks wait at the stage's closing barrier.
+            self.timed(|| {
+                if self.rank() > 0 {
+                    return (f64::NAN, f64::NAN);
+                }
                 evaluate(
                     net,
                     &data.test_x,
@@ -459,7 +597,7 @@ impl Run<'_> {
                     self.layout,
                     size,
                 )
-            })
+            })?
         } else {
             ((f64::NAN, f64::NAN), 0.0)
         };
@@ -497,6 +635,7 @@ impl Run<'_> {
                 peak_mem_bytes: peak_rss(),
             },
         });
+        Ok(())
     }
 
     /// The CUDA index the run trains on, if any.
@@ -507,17 +646,40 @@ impl Run<'_> {
         }
     }
 
-    fn summary(&self, lp: Loop) -> RunSummary {
+    fn summary(&self, lp: Loop) -> Result<RunSummary> {
         use crate::util::machine;
         let plan = self.plan;
         let wall_s = lp.wall_s();
         let peak = lp.gpu_watch.and_then(machine::GpuWatch::finish);
         let machine = machine::between(&lp.machine, &machine::probe(self.gpu_index()), peak);
         let throughput_cv = machine::throughput_cv(&lp.images_per_s);
+        let mut noise = machine::noise_reason(&machine, throughput_cv);
+        let ranks = match self.dist {
+            Some(d) => {
+                let mine = crate::events::RankEnd {
+                    rank: d.rank,
+                    host: crate::util::machine::hostname(),
+                    device: self.label.clone(),
+                    allreduce_s: lp.allreduce_s,
+                    throughput_cv,
+                    machine: machine.clone(),
+                };
+                let ranks = d.gather("end", &mine)?;
+                // The gang's seconds are as trustworthy as its noisiest rank's.
+                for r in ranks.iter().skip(1) {
+                    if noise.is_none() {
+                        noise = machine::noise_reason(&r.machine, r.throughput_cv)
+                            .map(|why| format!("rank {}: {why}", r.rank));
+                    }
+                }
+                ranks
+            }
+            None => Vec::new(),
+        };
         let mut clocks = lp.clocks;
         clocks.dawn_s = clocks.prep_s + clocks.whiten_s + clocks.hlb_s;
         clocks.wall_s = wall_s;
-        RunSummary {
+        Ok(RunSummary {
             acc: lp.acc.0,
             acc_tta: if plan.eval.tta_level > 0 {
                 lp.acc.1
@@ -532,9 +694,10 @@ impl Run<'_> {
             peak_mem_bytes: peak_rss(),
             final_train_loss: lp.final_train_loss,
             device: self.label.clone(),
-            noise: machine::noise_reason(&machine, throughput_cv),
+            noise,
             machine: Some(Box::new(machine)),
             throughput_cv,
-        }
+            ranks,
+        })
     }
 }

@@ -205,8 +205,10 @@ pub fn warm_up_run(run: &PlannedRun, classes: usize) -> PlannedRun {
     let p: &mut RunPlan = &mut w.plan;
     let per = WARM_UP_PER_CLASS;
     let images = per * classes.max(1);
-    let splits = p.net.bn.ghost_splits.max(1) as usize * p.step.accum.max(1) as usize;
-    // The largest multiple of the ghost-BN splits that fits the images.
+    let splits =
+        p.net.bn.ghost_splits.max(1) as usize * p.step.accum.max(1) as usize * p.world_size.max(1);
+    // The largest multiple of the ghost-BN splits (of every rank's share)
+    // that fits the images.
     p.batch_size = (images / splits).max(1) * splits;
     p.epochs = 1.0;
     p.data.train_per_class = per.max(p.batch_size.div_ceil(classes.max(1)));

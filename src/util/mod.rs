@@ -1,6 +1,7 @@
 //! Small helpers at the bottom of the crate, used by every layer above:
 //! atomic writes, one-line errors, devices, statistics.
 
+pub mod collective;
 pub mod device;
 pub mod lock;
 pub mod machine;

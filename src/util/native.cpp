@@ -6,6 +6,17 @@
 #include <ATen/autocast_mode.h>
 #include <ATen/detail/CUDAHooksInterface.h>
 
+#ifdef TRICKLAB_C10D_GLOO
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#endif
+#ifdef TRICKLAB_C10D_NCCL
+#include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
+#endif
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
 #include <exception>
 #include <mutex>
 #include <string>
@@ -184,5 +195,141 @@ void tricklab_grads_to_none(const at::Tensor *const *ts, int n) {
   for (int i = 0; i < n; ++i) {
     const_cast<at::Tensor *>(ts[i])->mutable_grad().reset();
   }
+}
+
+// c10d: the TCPStore rendezvous and the process groups of PyTorch's own
+// distributed engine (libtorch_cpu exports Gloo's, libtorch_cuda NCCL's).
+// Handles are heap intrusive_ptrs; every call turns an exception into 0 or
+// nullptr with the message in tricklab_last_error().
+
+// Which collectives this binary was built with: "gloo", "gloo,nccl" or "".
+const char *tricklab_collectives() {
+  return ""
+#ifdef TRICKLAB_C10D_GLOO
+         "gloo"
+#endif
+#if defined(TRICKLAB_C10D_GLOO) && defined(TRICKLAB_C10D_NCCL)
+         ","
+#endif
+#ifdef TRICKLAB_C10D_NCCL
+         "nccl"
+#endif
+      ;
+}
+
+using StorePtr = c10::intrusive_ptr<c10d::Store>;
+using GroupPtr = c10::intrusive_ptr<c10d::Backend>;
+
+// Rank 0 serves the store and waits (up to the timeout) for the others.
+StorePtr *tricklab_store_new(const char *host, int port, int is_server,
+                             int world, int64_t timeout_ms) {
+  try {
+    c10d::TCPStoreOptions o;
+    o.port = static_cast<std::uint16_t>(port);
+    o.isServer = is_server != 0;
+    o.numWorkers = static_cast<std::size_t>(world);
+    o.waitWorkers = true;
+    o.timeout = std::chrono::milliseconds(timeout_ms);
+    return new StorePtr(c10::make_intrusive<c10d::TCPStore>(host, o));
+  } catch (const std::exception &e) {
+    last_error = e.what();
+    return nullptr;
+  }
+}
+
+void tricklab_store_free(StorePtr *s) { delete s; }
+
+int tricklab_store_set(StorePtr *s, const char *key, const char *value,
+                       int64_t len) {
+  return status([&] {
+    std::vector<uint8_t> v(value, value + len);
+    (*s)->set(key, v);
+  });
+}
+
+// The value under `key`, waiting up to the store's timeout; malloc'ed, freed
+// by tricklab_buf_free.
+char *tricklab_store_get(StorePtr *s, const char *key, int64_t *len) {
+  try {
+    auto v = (*s)->get(key);
+    char *out = static_cast<char *>(std::malloc(v.size() + 1));
+    if (!v.empty()) std::memcpy(out, v.data(), v.size());
+    *len = static_cast<int64_t>(v.size());
+    return out;
+  } catch (const std::exception &e) {
+    last_error = e.what();
+    return nullptr;
+  }
+}
+
+void tricklab_buf_free(char *b) { std::free(b); }
+
+// A process group of `size` ranks over the store: NCCL (nccl != 0, CUDA
+// tensors) or Gloo (CPU tensors). `iface`: the network interface Gloo binds
+// ("" = this host's name, or the loopback when `loopback`).
+GroupPtr *tricklab_pg_new(StorePtr *s, int nccl, int rank, int size,
+                          int64_t timeout_ms, const char *iface,
+                          int loopback) {
+  try {
+    const auto timeout = std::chrono::milliseconds(timeout_ms);
+    if (nccl) {
+#ifdef TRICKLAB_C10D_NCCL
+      auto opts = c10d::ProcessGroupNCCL::Options::create();
+      opts->timeout = timeout;
+      return new GroupPtr(
+          c10::make_intrusive<c10d::ProcessGroupNCCL>(*s, rank, size, opts));
+#else
+      throw std::runtime_error(
+          "this binary was built without NCCL (no CUDA headers at build "
+          "time): rebuild with them (README, On a GPU) or run on the CPU");
+#endif
+    }
+#ifdef TRICKLAB_C10D_GLOO
+    auto opts = c10d::ProcessGroupGloo::Options::create(timeout);
+    if (iface && *iface) {
+      opts->devices.push_back(
+          c10d::ProcessGroupGloo::createDeviceForInterface(iface));
+    } else if (loopback) {
+      opts->devices.push_back(
+          c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));
+    } else {
+      opts->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
+    }
+    return new GroupPtr(
+        c10::make_intrusive<c10d::ProcessGroupGloo>(*s, rank, size, opts));
+#else
+    throw std::runtime_error(
+        "this binary was built without Gloo (no gloo headers at build time): "
+        "install libgloo-dev (scripts/system-deps.sh) and rebuild");
+#endif
+  } catch (const std::exception &e) {
+    last_error = e.what();
+    return nullptr;
+  }
+}
+
+void tricklab_pg_free(GroupPtr *g) { delete g; }
+
+// Sums each tensor across the ranks, in place, and waits for it (on a GPU
+// the wait orders the current stream after NCCL's; the host goes on).
+int tricklab_pg_allreduce(GroupPtr *g, const at::Tensor *const *ts, int n) {
+  return status([&] {
+    auto v = list(ts, n);
+    (*g)->allreduce(v)->wait();
+  });
+}
+
+int tricklab_pg_broadcast(GroupPtr *g, const at::Tensor *const *ts, int n,
+                          int root) {
+  return status([&] {
+    auto v = list(ts, n);
+    c10d::BroadcastOptions o;
+    o.rootRank = root;
+    (*g)->broadcast(v, o)->wait();
+  });
+}
+
+int tricklab_pg_barrier(GroupPtr *g) {
+  return status([&] { (*g)->barrier()->wait(); });
 }
 }

@@ -1,0 +1,458 @@
+//! A run of world size N is a gang of N rank processes (`tricklab rank`),
+//! one device each, started the way torchrun starts them: the launcher only
+//! sets the environment (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR,
+//! MASTER_PORT) and watches the processes; inside a Slurm allocation, srun
+//! starts them instead and sets its own variables. The ranks rendezvous and
+//! reduce through c10d (util::collective).
+//!
+//! Rank 0 alone reports: its events come back as JSON lines on its stdout,
+//! and the worker forwards them, so the queue, the store and the TUI see one
+//! run whatever its world size. A rank that dies fails the run with its
+//! name; the others are killed, never left behind.
+
+use crate::events::{Event, RunSummary};
+use crate::plan::PlannedRun;
+use crate::train::{Control, Flow, Outcome, Trainer};
+use anyhow::{Context, Result, bail};
+use serde::{Deserialize, Serialize};
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::{Arc, Mutex, mpsc};
+use std::time::{Duration, Instant};
+
+/// What rank 0 says on its stdout, one JSON object a line after [`TAG`].
+#[derive(Debug, Serialize, Deserialize)]
+pub enum Msg {
+    Event(Event),
+    /// A line for the log (the warm-up's).
+    Log(String),
+    Finished(RunSummary),
+}
+
+/// Marks rank 0's protocol lines (srun's `--label` puts `0: ` before it,
+/// and a library may print lines of its own).
+pub const TAG: &str = "tricklab-rank0 ";
+
+/// Rank 0 writes `m` to its stdout, flushed (its worker is reading).
+pub fn say(m: &Msg) -> Result<()> {
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "{TAG}{}", serde_json::to_string(m)?)?;
+    out.flush()?;
+    Ok(())
+}
+
+/// The seconds a rank waits for the others at the rendezvous and at each
+/// collective before it fails (TRICKLAB_DIST_TIMEOUT, default 300: an
+/// evaluation on rank 0 must fit in it).
+pub fn timeout() -> Duration {
+    let s = std::env::var("TRICKLAB_DIST_TIMEOUT")
+        .ok()
+        .and_then(|v| v.parse::<f64>().ok())
+        .filter(|s| *s > 0.0)
+        .unwrap_or(300.0);
+    Duration::from_secs_f64(s)
+}
+
+/// A worker's devices: runs of world size 1 train in this process on the
+/// first; a run of world size N ≤ the gang's devices is launched on the
+/// first N as rank processes.
+pub struct Gang {
+    inner: Box<dyn Trainer>,
+    devices: Vec<String>,
+}
+
+impl Gang {
+    pub fn new(inner: Box<dyn Trainer>, devices: Vec<String>) -> Gang {
+        Gang { inner, devices }
+    }
+}
+
+impl Trainer for Gang {
+    fn device_name(&self) -> String {
+        match self.devices.len() {
+            1 => self.inner.device_name(),
+            n => format!("{} ({n} devices)", self.devices.join(",")),
+        }
+    }
+
+    fn run(
+        &mut self,
+        run: &PlannedRun,
+        ctl: &dyn Control,
+        emit: &mut dyn FnMut(Event),
+    ) -> Result<Outcome> {
+        let world = run.plan.world_size;
+        if world <= 1 {
+            return self.inner.run(run, ctl, emit);
+        }
+        if world > self.devices.len() {
+            bail!(
+                "world_size {world} needs {world} devices but this worker holds {} ({}): start the session with at least {world} devices (e.g. --devices cpu:{world} or cuda:0-{})",
+                self.devices.len(),
+                self.devices.join(","),
+                world - 1
+            );
+        }
+        Launched::start(run, &self.devices[..world])?.follow(ctl, emit)
+    }
+
+    fn warm_up(&mut self, run: &PlannedRun, ctl: &dyn Control) -> Option<String> {
+        // A gang's ranks warm up together, in their own processes.
+        (run.plan.world_size <= 1)
+            .then(|| self.inner.warm_up(run, ctl))
+            .flatten()
+    }
+}
+
+/// srun starts the ranks when the session itself runs inside a Slurm
+/// allocation with enough tasks (TRICKLAB_LAUNCHER=local|srun decides).
+fn use_srun(world: usize) -> bool {
+    match std::env::var("TRICKLAB_LAUNCHER").as_deref() {
+        Ok("srun") => true,
+        Ok("local") => false,
+        _ => {
+            std::env::var("SLURM_JOB_ID").is_ok()
+                && std::env::var("SLURM_NTASKS")
+                    .ok()
+                    .and_then(|n| n.parse::<usize>().ok())
+                    .is_some_and(|n| n >= world)
+        }
+    }
+}
+
+/// A free TCP port for the rendezvous (the kernel's choice, released just
+/// before rank 0 binds it, as torchrun's standalone mode does).
+fn free_port() -> Result<u16> {
+    let l =
+        std::net::TcpListener::bind("127.0.0.1:0").context("no free port for the rendezvous")?;
+    Ok(l.local_addr()?.port())
+}
+
+/// The rank processes of one run (or the one srun that started them).
+struct Launched {
+    children: Vec<(String, Child)>,
+    devices: Vec<String>,
+    world: usize,
+    srun: bool,
+    msgs: mpsc::Receiver<Msg>,
+    /// Each child's last lines on stderr (srun's: every rank's, labelled).
+    stderr: Vec<Arc<Mutex<Vec<String>>>>,
+}
+
+impl Launched {
+    fn start(run: &PlannedRun, devices: &[String]) -> Result<Launched> {
+        let world = devices.len();
+        let exe = std::env::current_exe().context("cannot find this binary to start the ranks")?;
+        let spec = serde_json::to_string(&run.spec)?;
+        let port = match std::env::var("MASTER_PORT") {
+            Ok(p) => p,
+            Err(_) => free_port()?.to_string(),
+        };
+        let cpus = devices
+            .iter()
+            .filter(|d| d.starts_with("cpu"))
+            .count()
+            .max(1);
+        let threads = (crate::util::machine::cpu_cores() / cpus)
+            .max(1)
+            .to_string();
+        let srun = use_srun(world);
+        let commands: Vec<(String, Command)> = if srun {
+            let mut c = Command::new("srun");
+            c.args([
+                "--ntasks",
+                &world.to_string(),
+                "--kill-on-bad-exit=1",
+                "--label",
+            ])
+            .arg(&exe)
+            .args(["rank", "--spec", &spec, "--device", "local"])
+            .env("MASTER_PORT", &port);
+            vec![("srun".into(), c)]
+        } else {
+            devices
+                .iter()
+                .enumerate()
+                .map(|(rank, dev)| {
+                    let mut c = Command::new(&exe);
+                    c.args(["rank", "--spec", &spec, "--device", dev]);
+                    if dev.starts_with("cpu") {
+                        c.args(["--threads", &threads]);
+                    }
+                    c.env("RANK", rank.to_string())
+                        .env("WORLD_SIZE", world.to_string())
+                        .env("LOCAL_RANK", rank.to_string())
+                        .env("LOCAL_WORLD_SIZE", world.to_string())
+                        .env("MASTER_ADDR", "127.0.0.1")
+                        .env("MASTER_PORT", &port);
+                    (format!("rank {rank}"), c)
+                })
+                .collect()
+        };
+        let (tx, msgs) = mpsc::channel();
+        let mut children = Vec::new();
+        let mut stderr = Vec::new();
+        for (i, (name, mut c)) in commands.into_iter().enumerate() {
+            c.stdin(Stdio::null())
+                .stdout(if i == 0 {
+                    Stdio::piped()
+                } else {
+                    Stdio::null()
+                })
+                .stderr(Stdio::piped());
+            // SAFETY: prctl only, between fork and exec: a rank dies with
+            // the worker that started it, even on kill -9.
+            unsafe {
+                c.pre_exec(|| {
+                    libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+                    Ok(())
+                });
+            }
+            let mut child = c.spawn().with_context(|| {
+                if srun {
+                    "cannot start srun for the ranks: run inside a Slurm allocation, or TRICKLAB_LAUNCHER=local".to_string()
+                } else {
+                    format!("cannot start {name} ({})", exe.display())
+                }
+            })?;
+            if let Some(out) = child.stdout.take() {
+                let tx = tx.clone();
+                std::thread::spawn(move || {
+                    for line in BufReader::new(out).lines().map_while(Result::ok) {
+                        let Some(at) = line.find(TAG) else { continue };
+                        if let Ok(m) = serde_json::from_str::<Msg>(&line[at + TAG.len()..]) {
+                            let _ = tx.send(m);
+                        }
+                    }
+                });
+            }
+            let tail = Arc::new(Mutex::new(Vec::new()));
+            if let Some(err) = child.stderr.take() {
+                let tail = tail.clone();
+                std::thread::spawn(move || {
+                    for line in BufReader::new(err).lines().map_while(Result::ok) {
+                        let mut t = tail.lock().expect("stderr tail");
+                        if !line.trim().is_empty() {
+                            t.push(line);
+                        }
+                        let n = t.len();
+                        if n > 40 {
+                            t.drain(..n - 40);
+                        }
+                    }
+                });
+            }
+            children.push((name, child));
+            stderr.push(tail);
+        }
+        Ok(Launched {
+            children,
+            devices: devices.to_vec(),
+            world,
+            srun,
+            msgs,
+            stderr,
+        })
+    }
+
+    /// Forwards rank 0's events until every rank has exited; the first rank
+    /// to fail fails the run and the others are killed.
+    fn follow(mut self, ctl: &dyn Control, emit: &mut dyn FnMut(Event)) -> Result<Outcome> {
+        let mut summary = None;
+        let mut exits: Vec<Option<ExitStatus>> = vec![None; self.children.len()];
+        loop {
+            while let Ok(m) = self.msgs.try_recv() {
+                match m {
+                    Msg::Event(ev) => emit(self.relabel(ev)),
+                    Msg::Log(line) => emit(Event::Log {
+                        level: crate::events::LogLevel::Info,
+                        message: line,
+                    }),
+                    Msg::Finished(s) => summary = Some(s),
+                }
+            }
+            let mut failed = Vec::new();
+            for (i, (_, c)) in self.children.iter_mut().enumerate() {
+                if exits[i].is_none()
+                    && let Some(st) = c.try_wait()?
+                {
+                    exits[i] = Some(st);
+                    if !st.success() {
+                        failed.push(i);
+                    }
+                }
+            }
+            if !failed.is_empty() {
+                let why = self.failure(&failed, &exits);
+                self.kill_all();
+                bail!("{why}");
+            }
+            if exits.iter().all(Option::is_some) {
+                // The reader may still hold rank 0's last line.
+                let deadline = Instant::now() + Duration::from_secs(5);
+                while summary.is_none() && Instant::now() < deadline {
+                    match self.msgs.recv_timeout(Duration::from_millis(50)) {
+                        Ok(Msg::Finished(s)) => summary = Some(s),
+                        Ok(Msg::Event(ev)) => emit(self.relabel(ev)),
+                        Ok(Msg::Log(_)) => {}
+                        Err(mpsc::RecvTimeoutError::Disconnected) => break,
+                        Err(mpsc::RecvTimeoutError::Timeout) => {}
+                    }
+                }
+                return match summary {
+                    Some(s) => Ok(Outcome::Finished(s)),
+                    None => bail!(
+                        "rank 0 of {} exited without a summary: see its log",
+                        self.world
+                    ),
+                };
+            }
+            // A pause takes effect between runs: the gang is not stopped mid-step.
+            if !ctl.pausing() && ctl.poll() == Flow::Cancel {
+                self.kill_all();
+                return Ok(Outcome::Cancelled);
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// The run's device in events: the gang's.
+    fn relabel(&self, ev: Event) -> Event {
+        match ev {
+            Event::RunStarted {
+                run,
+                seed,
+                config,
+                total_steps,
+                total_epochs,
+                target_acc,
+                device,
+                reference,
+            } => Event::RunStarted {
+                run,
+                seed,
+                config,
+                total_steps,
+                total_epochs,
+                target_acc,
+                device: if self.srun {
+                    format!("{device} (rank 0 of {}, srun)", self.world)
+                } else {
+                    format!("{} ({} ranks)", self.devices.join(","), self.world)
+                },
+                reference,
+            },
+            other => other,
+        }
+    }
+
+    /// One line naming the rank that failed first: a rank killed by a
+    /// signal before one that exited on its own (which is usually a peer
+    /// reporting the loss), and that one's own last error line.
+    fn failure(&self, failed: &[usize], exits: &[Option<ExitStatus>]) -> String {
+        let last = |i: usize| -> Option<String> {
+            let t = self.stderr[i].lock().expect("stderr tail");
+            t.iter()
+                .rev()
+                .find(|l| l.contains("error"))
+                .or_else(|| t.last())
+                .map(|l| l.trim().to_string())
+        };
+        if self.srun {
+            // srun names the task: "srun: error: host: task 1: Killed".
+            let lines = self.stderr[0].lock().expect("stderr tail").clone();
+            let task = lines.iter().find_map(|l| {
+                let at = l.find("task ")?;
+                let rest = &l[at + 5..];
+                let n: String = rest.chars().take_while(char::is_ascii_digit).collect();
+                let what = rest.split_once(": ").map(|x| x.1.trim().to_string());
+                Some((n.parse::<usize>().ok()?, what.unwrap_or_default()))
+            });
+            let own = |r: usize| {
+                lines
+                    .iter()
+                    .rev()
+                    .find(|l| l.starts_with(&format!("{r}: ")) && l.contains("error"))
+                    .cloned()
+            };
+            return match task {
+                Some((r, what)) => format!(
+                    "rank {r} of {} (srun task {r}) failed: {}: the run failed; requeue it",
+                    self.world,
+                    own(r).unwrap_or(what)
+                ),
+                None => format!(
+                    "srun exited {}: {}",
+                    exits[0].map(describe).unwrap_or_default(),
+                    last(0).unwrap_or_default()
+                ),
+            };
+        }
+        let peer_loss = |i: usize| {
+            last(i).is_some_and(|l| {
+                l.contains("closed by peer")
+                    || l.contains("Connection reset")
+                    || l.contains("Broken pipe")
+            })
+        };
+        let culprit = failed
+            .iter()
+            .copied()
+            .find(|&i| exits[i].is_some_and(|s| s.signal().is_some()))
+            .or_else(|| failed.iter().copied().find(|&i| !peer_loss(i)))
+            .unwrap_or(failed[0]);
+        let st = exits[culprit].map(describe).unwrap_or_default();
+        let pid = self.children[culprit].1.id();
+        let dev = &self.devices[culprit];
+        match last(culprit) {
+            Some(l) if exits[culprit].is_some_and(|s| s.signal().is_none()) => {
+                format!(
+                    "rank {culprit} of {} ({dev}, pid {pid}) {st}: {l}",
+                    self.world
+                )
+            }
+            _ => format!(
+                "rank {culprit} of {} ({dev}, pid {pid}) {st}: the run failed; requeue it",
+                self.world
+            ),
+        }
+    }
+
+    /// SIGKILL to every rank still running, and reaped: none is left behind.
+    fn kill_all(&mut self) {
+        for (_, c) in &mut self.children {
+            if self.srun {
+                // srun forwards a SIGTERM to its tasks and cancels the step.
+                // SAFETY: a plain kill(2) of our own child.
+                unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
+                let deadline = Instant::now() + Duration::from_secs(10);
+                while Instant::now() < deadline && matches!(c.try_wait(), Ok(None)) {
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+            }
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+impl Drop for Launched {
+    fn drop(&mut self) {
+        for (_, c) in &mut self.children {
+            if matches!(c.try_wait(), Ok(None)) {
+                let _ = c.kill();
+                let _ = c.wait();
+            }
+        }
+    }
+}
+
+fn describe(s: ExitStatus) -> String {
+    match (s.code(), s.signal()) {
+        (_, Some(9)) => "was killed by signal 9 (SIGKILL)".into(),
+        (_, Some(sig)) => format!("was killed by signal {sig}"),
+        (Some(c), None) => format!("exited with status {c}"),
+        _ => "ended".into(),
+    }
+}

@@ -1,0 +1,556 @@
+//! One rank's handle on PyTorch's own distributed engine (c10d, through
+//! src/util/native.cpp): the TCPStore rendezvous, then a process group,
+//! ProcessGroupNCCL for CUDA tensors and ProcessGroupGloo for CPU tensors.
+//! Nothing here moves bytes itself: every collective is c10d's.
+//!
+//! Where a rank is and who its peers are comes from the launcher's own
+//! variables, as `torch.distributed.init_process_group("env://")` reads them:
+//! torchrun's RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT, or
+//! srun's SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID and the first host of
+//! SLURM_JOB_NODELIST (srun sets no MASTER_*).
+
+use anyhow::{Context, Result, bail};
+use std::ffi::{CStr, CString, c_char, c_int, c_void};
+use std::time::Duration;
+use tch::{Kind, Tensor};
+
+unsafe extern "C" {
+    fn tricklab_last_error() -> *const c_char;
+    fn tricklab_collectives() -> *const c_char;
+    fn tricklab_store_new(
+        host: *const c_char,
+        port: c_int,
+        is_server: c_int,
+        world: c_int,
+        timeout_ms: i64,
+    ) -> *mut c_void;
+    fn tricklab_store_free(s: *mut c_void);
+    fn tricklab_store_set(s: *mut c_void, key: *const c_char, v: *const c_char, len: i64) -> c_int;
+    fn tricklab_store_get(s: *mut c_void, key: *const c_char, len: *mut i64) -> *mut c_char;
+    fn tricklab_buf_free(b: *mut c_char);
+    fn tricklab_pg_new(
+        s: *mut c_void,
+        nccl: c_int,
+        rank: c_int,
+        size: c_int,
+        timeout_ms: i64,
+        iface: *const c_char,
+        loopback: c_int,
+    ) -> *mut c_void;
+    fn tricklab_pg_free(g: *mut c_void);
+    fn tricklab_pg_allreduce(
+        g: *mut c_void,
+        ts: *const *const torch_sys::C_tensor,
+        n: c_int,
+    ) -> c_int;
+    fn tricklab_pg_broadcast(
+        g: *mut c_void,
+        ts: *const *const torch_sys::C_tensor,
+        n: c_int,
+        root: c_int,
+    ) -> c_int;
+    fn tricklab_pg_barrier(g: *mut c_void) -> c_int;
+}
+
+/// The collectives this binary has: `gloo`, `gloo,nccl`, or empty.
+pub fn available() -> String {
+    // SAFETY: a static C string.
+    unsafe { CStr::from_ptr(tricklab_collectives()) }
+        .to_string_lossy()
+        .into_owned()
+}
+
+fn last_error() -> String {
+    // SAFETY: a thread-local string the shim keeps alive.
+    let e = unsafe { CStr::from_ptr(tricklab_last_error()) }.to_string_lossy();
+    // c10d's messages carry a C++ stack after the first line.
+    e.lines().next().unwrap_or("").trim().to_string()
+}
+
+/// Who this process is in a gang, from the launcher's environment.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Launch {
+    pub rank: usize,
+    pub world: usize,
+    /// This rank's index on its own machine: its GPU is `cuda:LOCAL_RANK`.
+    pub local_rank: usize,
+    pub master_addr: String,
+    pub master_port: u16,
+    /// `torchrun` (the standard variables) or `srun`.
+    pub launcher: &'static str,
+}
+
+/// MASTER_PORT under srun when none is set: torchrun's default.
+pub const DEFAULT_PORT: u16 = 29500;
+
+impl Launch {
+    /// The gang this process belongs to, from `env` (a variable lookup):
+    /// torchrun's variables first, then srun's; `None` when neither is set.
+    pub fn from_env(env: &dyn Fn(&str) -> Option<String>) -> Result<Option<Launch>> {
+        let num = |k: &str| -> Result<Option<usize>> {
+            env(k)
+                .map(|v| {
+                    v.trim()
+                        .parse::<usize>()
+                        .with_context(|| format!("{k}={v} is not a whole number"))
+                })
+                .transpose()
+        };
+        let port = || -> Result<u16> {
+            match env("MASTER_PORT") {
+                Some(p) => p
+                    .trim()
+                    .parse()
+                    .with_context(|| format!("MASTER_PORT={p} is not a port number")),
+                None => Ok(DEFAULT_PORT),
+            }
+        };
+        let launch = if let (Some(rank), Some(world)) = (num("RANK")?, num("WORLD_SIZE")?) {
+            let Some(addr) = env("MASTER_ADDR") else {
+                bail!(
+                    "RANK and WORLD_SIZE are set but MASTER_ADDR is not: set it to rank 0's host (torchrun sets all three)"
+                );
+            };
+            Launch {
+                rank,
+                world,
+                local_rank: num("LOCAL_RANK")?.unwrap_or(rank),
+                master_addr: addr,
+                master_port: port()?,
+                launcher: "torchrun",
+            }
+        } else if let (Some(rank), Some(world)) = (num("SLURM_PROCID")?, num("SLURM_NTASKS")?) {
+            let addr = match env("MASTER_ADDR") {
+                Some(a) => a,
+                None => {
+                    let list = env("SLURM_JOB_NODELIST")
+                        .or_else(|| env("SLURM_NODELIST"))
+                        .context("srun set SLURM_PROCID but no SLURM_JOB_NODELIST: set MASTER_ADDR to rank 0's host")?;
+                    first_host(&list)?
+                }
+            };
+            Launch {
+                rank,
+                world,
+                local_rank: num("SLURM_LOCALID")?.unwrap_or(0),
+                master_addr: addr,
+                master_port: port()?,
+                launcher: "srun",
+            }
+        } else {
+            return Ok(None);
+        };
+        if launch.world == 0 || launch.rank >= launch.world {
+            bail!(
+                "rank {} is not within the world size {}: check RANK/WORLD_SIZE (or SLURM_PROCID/SLURM_NTASKS)",
+                launch.rank,
+                launch.world
+            );
+        }
+        Ok(Some(launch))
+    }
+
+    /// A loopback rendezvous: Gloo then binds the loopback too, which is
+    /// all one box needs and works where the host name does not resolve.
+    pub fn is_loopback(&self) -> bool {
+        self.master_addr == "localhost" || self.master_addr.starts_with("127.")
+    }
+}
+
+/// The first host of a Slurm node list, as `scontrol show hostnames` expands
+/// it (`node[03-04,07]` → `node03`).
+pub fn first_host(nodelist: &str) -> Result<String> {
+    let out = std::process::Command::new("scontrol")
+        .args(["show", "hostnames", nodelist])
+        .output()
+        .with_context(|| {
+            format!("cannot run scontrol to expand the node list `{nodelist}`: set MASTER_ADDR to rank 0's host")
+        })?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    match text.lines().next().map(str::trim).filter(|h| !h.is_empty()) {
+        Some(h) if out.status.success() => Ok(h.to_string()),
+        _ => bail!(
+            "scontrol could not expand the node list `{nodelist}`: set MASTER_ADDR to rank 0's host"
+        ),
+    }
+}
+
+/// A joined process group. Collectives fail (never hang) after `timeout`.
+pub struct Collective {
+    store: *mut c_void,
+    group: *mut c_void,
+    pub rank: usize,
+    pub world: usize,
+    /// NCCL (CUDA tensors) rather than Gloo (CPU tensors).
+    pub nccl: bool,
+    pub timeout: Duration,
+    /// Gathers made so far: each gets its own keys, since the store lives
+    /// as long as the gang (a warm-up's keys must not answer the run's).
+    gathers: std::cell::Cell<u64>,
+}
+
+impl Drop for Collective {
+    fn drop(&mut self) {
+        // SAFETY: both handles came from the shim and are freed once.
+        unsafe {
+            tricklab_pg_free(self.group);
+            tricklab_store_free(self.store);
+        }
+    }
+}
+
+/// Gradients are reduced in flat buckets of at most this size (DDP's default
+/// bucket_cap_mb = 25).
+pub const BUCKET_BYTES: usize = 25 << 20;
+
+impl Collective {
+    /// Rendezvous at MASTER_ADDR:MASTER_PORT (rank 0 serves the store and
+    /// waits for every rank), then compares each rank's `fingerprint` (its
+    /// binary and its plan) with rank 0's, then builds the process group.
+    pub fn join(
+        l: &Launch,
+        nccl: bool,
+        fingerprint: &str,
+        timeout: Duration,
+    ) -> Result<Collective> {
+        let who = format!("rank {} of {}", l.rank, l.world);
+        let host = CString::new(l.master_addr.clone())?;
+        let ms = timeout.as_millis() as i64;
+        // SAFETY: the shim copies the host string.
+        let store = unsafe {
+            tricklab_store_new(
+                host.as_ptr(),
+                l.master_port.into(),
+                (l.rank == 0).into(),
+                l.world as c_int,
+                ms,
+            )
+        };
+        if store.is_null() {
+            let e = last_error();
+            let at = format!("{}:{}", l.master_addr, l.master_port);
+            if e.contains("EADDRINUSE") || e.contains("address already in use") {
+                bail!(
+                    "{who}: port {} on {} is in use (MASTER_PORT): pick a free port",
+                    l.master_port,
+                    l.master_addr
+                );
+            }
+            if l.rank == 0 && (e.contains("Timed out") || e.contains("timed out")) {
+                bail!(
+                    "{who}: not every rank arrived at {at} within {} s ({e}): a rank failed to start or cannot reach MASTER_ADDR",
+                    timeout.as_secs()
+                );
+            }
+            bail!(
+                "{who}: no rendezvous at {at} within {} s ({e}): is rank 0 running, and is MASTER_ADDR reachable from this host?",
+                timeout.as_secs()
+            );
+        }
+        let mut c = Collective {
+            store,
+            group: std::ptr::null_mut(),
+            rank: l.rank,
+            world: l.world,
+            nccl,
+            timeout,
+            gathers: std::cell::Cell::new(0),
+        };
+        c.check_fingerprints(fingerprint)
+            .map_err(|e| anyhow::anyhow!("{who}: {e}"))?;
+        let iface = CString::new(std::env::var("GLOO_SOCKET_IFNAME").unwrap_or_default())?;
+        // SAFETY: the store handle is live; the shim copies the interface name.
+        c.group = unsafe {
+            tricklab_pg_new(
+                c.store,
+                nccl.into(),
+                l.rank as c_int,
+                l.world as c_int,
+                ms,
+                iface.as_ptr(),
+                l.is_loopback().into(),
+            )
+        };
+        if c.group.is_null() {
+            let e = last_error();
+            // Dropping `c` frees the store; the group is null.
+            c.group = std::ptr::null_mut();
+            bail!(
+                "{who}: the {} process group did not form: {e}",
+                if nccl { "NCCL" } else { "Gloo" }
+            );
+        }
+        Ok(c)
+    }
+
+    /// Every rank publishes its fingerprint; rank 0 compares them and
+    /// publishes the verdict, so every rank stops with the same reason.
+    fn check_fingerprints(&self, mine: &str) -> Result<()> {
+        self.put(
+            &format!("tricklab/fingerprint/{}", self.rank),
+            mine.as_bytes(),
+        )?;
+        if self.rank == 0 {
+            let mut verdict = String::from("ok");
+            for r in 1..self.world {
+                let theirs = self.get(&format!("tricklab/fingerprint/{r}"))?;
+                if theirs != mine.as_bytes() {
+                    let theirs = String::from_utf8_lossy(&theirs);
+                    verdict = format!(
+                        "rank {r} runs a different binary or plan than rank 0 ({} ≠ {}): start every rank from the same build with the same run",
+                        short(&theirs),
+                        short(mine)
+                    );
+                    break;
+                }
+            }
+            self.put("tricklab/verdict", verdict.as_bytes())?;
+            if verdict != "ok" {
+                bail!("{verdict}");
+            }
+        } else {
+            let verdict = self.get("tricklab/verdict")?;
+            if verdict != b"ok" {
+                bail!("{}", String::from_utf8_lossy(&verdict));
+            }
+        }
+        Ok(())
+    }
+
+    /// Sets `key` in the rendezvous store.
+    pub fn put(&self, key: &str, value: &[u8]) -> Result<()> {
+        let k = CString::new(key)?;
+        // SAFETY: live store; the shim copies key and value.
+        let ok = unsafe {
+            tricklab_store_set(
+                self.store,
+                k.as_ptr(),
+                value.as_ptr().cast(),
+                value.len() as i64,
+            )
+        };
+        if ok == 0 {
+            bail!("the rendezvous store refused `{key}`: {}", last_error());
+        }
+        Ok(())
+    }
+
+    /// The value of `key`, waiting for it up to the timeout.
+    pub fn get(&self, key: &str) -> Result<Vec<u8>> {
+        let k = CString::new(key)?;
+        let mut len = 0i64;
+        // SAFETY: live store; the returned buffer is ours to free.
+        let p = unsafe { tricklab_store_get(self.store, k.as_ptr(), &raw mut len) };
+        if p.is_null() {
+            bail!(
+                "`{key}` did not arrive in the rendezvous store: {}",
+                last_error()
+            );
+        }
+        // SAFETY: the shim wrote `len` bytes at `p`.
+        let v = unsafe { std::slice::from_raw_parts(p.cast::<u8>(), len as usize) }.to_vec();
+        // SAFETY: allocated by the shim's malloc.
+        unsafe { tricklab_buf_free(p) };
+        Ok(v)
+    }
+
+    /// Every rank's `value` on rank 0, in rank order (through the store:
+    /// small values, once a run); the other ranks get only their own.
+    pub fn gather<T: serde::Serialize + serde::de::DeserializeOwned + Clone>(
+        &self,
+        name: &str,
+        value: &T,
+    ) -> Result<Vec<T>> {
+        let n = self.gathers.get();
+        self.gathers.set(n + 1);
+        let key = |r: usize| format!("tricklab/{name}/{n}/{r}");
+        if self.rank != 0 {
+            self.put(&key(self.rank), &serde_json::to_vec(value)?)?;
+            return Ok(vec![value.clone()]);
+        }
+        let mut all = vec![value.clone()];
+        for r in 1..self.world {
+            let bytes = self
+                .get(&key(r))
+                .map_err(|e| anyhow::anyhow!("rank {r} of {}: {e}", self.world))?;
+            all.push(serde_json::from_slice(&bytes).with_context(|| {
+                format!("rank {r}'s `{name}` is not readable: are all ranks the same build?")
+            })?);
+        }
+        Ok(all)
+    }
+
+    fn call(&self, what: &str, f: impl FnOnce() -> c_int) -> Result<()> {
+        if f() == 0 {
+            bail!(
+                "rank {} of {}: {what} failed: {}",
+                self.rank,
+                self.world,
+                last_error()
+            );
+        }
+        Ok(())
+    }
+
+    /// Sums each tensor over the ranks, in place.
+    pub fn allreduce_sum(&self, ts: &[Tensor]) -> Result<()> {
+        let ptrs: Vec<*const torch_sys::C_tensor> = ts.iter().map(|t| t.as_ptr()).collect();
+        // SAFETY: the tensors outlive the call; the group is live.
+        self.call("all-reduce", || unsafe {
+            tricklab_pg_allreduce(self.group, ptrs.as_ptr(), ptrs.len() as c_int)
+        })
+    }
+
+    /// Every rank's `ts` become rank `root`'s, in flat buckets (a c10d
+    /// broadcast of several tensors wants them of one shape).
+    pub fn broadcast(&self, ts: &[Tensor], root: usize) -> Result<()> {
+        for bucket in buckets(ts, BUCKET_BYTES) {
+            let views: Vec<Tensor> = bucket.iter().map(|t| t.reshape([-1])).collect();
+            let flat = Tensor::cat(&views, 0);
+            let ptr = [flat.as_ptr()];
+            // SAFETY: the bucket outlives the call; the group is live.
+            self.call("broadcast", || unsafe {
+                tricklab_pg_broadcast(self.group, ptr.as_ptr(), 1, root as c_int)
+            })?;
+            unflatten(&flat, &bucket);
+        }
+        Ok(())
+    }
+
+    pub fn barrier(&self) -> Result<()> {
+        // SAFETY: live group.
+        self.call("barrier", || unsafe { tricklab_pg_barrier(self.group) })
+    }
+
+    /// Averages `ts` over the ranks through flat buckets of at most
+    /// [`BUCKET_BYTES`] (one kind and device each): one copy in, one
+    /// all-reduce, one scale and one copy out per bucket instead of one
+    /// collective per tensor. In place.
+    pub fn allreduce_mean(&self, ts: &[Tensor]) -> Result<()> {
+        for bucket in buckets(ts, BUCKET_BYTES) {
+            let views: Vec<Tensor> = bucket.iter().map(|t| t.reshape([-1])).collect();
+            let mut flat = Tensor::cat(&views, 0);
+            self.allreduce_sum(std::slice::from_ref(&flat))?;
+            let _ = flat.g_mul_scalar_(1.0 / self.world as f64);
+            unflatten(&flat, &bucket);
+        }
+        Ok(())
+    }
+}
+
+/// Copies a flat bucket back into the tensors it was made of.
+fn unflatten(flat: &Tensor, bucket: &[&Tensor]) {
+    let mut off = 0;
+    for t in bucket {
+        let n = t.numel() as i64;
+        t.shallow_clone().copy_(&flat.narrow(0, off, n).view_as(t));
+        off += n;
+    }
+}
+
+fn short(s: &str) -> &str {
+    &s[..s.len().min(12)]
+}
+
+/// Consecutive tensors of one kind and device, at most `cap` bytes a bucket
+/// (a tensor larger than `cap` is a bucket of its own).
+fn buckets(ts: &[Tensor], cap: usize) -> Vec<Vec<&Tensor>> {
+    let mut out: Vec<Vec<&Tensor>> = Vec::new();
+    let mut bytes = 0;
+    for t in ts {
+        let size = t.numel() * t.kind().elt_size_in_bytes();
+        let fits = out.last().is_some_and(|b| {
+            let head = b[0];
+            head.kind() == t.kind() && head.device() == t.device() && bytes + size <= cap
+        });
+        if fits {
+            out.last_mut().expect("a bucket").push(t);
+            bytes += size;
+        } else {
+            out.push(vec![t]);
+            bytes = size;
+        }
+    }
+    out
+}
+
+/// The one float tensor a step's metrics travel in beside its gradients.
+pub fn scalar_pack(values: &[&Tensor]) -> Tensor {
+    let v: Vec<Tensor> = values
+        .iter()
+        .map(|t| t.to_kind(Kind::Float).reshape([1]))
+        .collect();
+    Tensor::cat(&v, 0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env<'a>(vars: &'a [(&'a str, &'a str)]) -> impl Fn(&str) -> Option<String> + 'a {
+        move |k| {
+            vars.iter()
+                .find(|(n, _)| *n == k)
+                .map(|(_, v)| v.to_string())
+        }
+    }
+
+    #[test]
+    fn torchrun_variables_then_sruns() {
+        let t = Launch::from_env(&env(&[
+            ("RANK", "3"),
+            ("WORLD_SIZE", "8"),
+            ("LOCAL_RANK", "1"),
+            ("MASTER_ADDR", "10.0.0.2"),
+            ("MASTER_PORT", "29501"),
+            ("SLURM_PROCID", "0"),
+            ("SLURM_NTASKS", "2"),
+        ]))
+        .unwrap()
+        .unwrap();
+        assert_eq!(
+            (t.rank, t.world, t.local_rank, t.master_port, t.launcher),
+            (3, 8, 1, 29501, "torchrun")
+        );
+        assert!(!t.is_loopback());
+        let s = Launch::from_env(&env(&[
+            ("SLURM_PROCID", "1"),
+            ("SLURM_NTASKS", "2"),
+            ("SLURM_LOCALID", "1"),
+            ("MASTER_ADDR", "127.0.0.1"),
+        ]))
+        .unwrap()
+        .unwrap();
+        assert_eq!(
+            (s.rank, s.world, s.local_rank, s.master_port, s.launcher),
+            (1, 2, 1, DEFAULT_PORT, "srun")
+        );
+        assert!(s.is_loopback());
+        assert_eq!(Launch::from_env(&env(&[])).unwrap(), None);
+        let bad = Launch::from_env(&env(&[
+            ("RANK", "2"),
+            ("WORLD_SIZE", "2"),
+            ("MASTER_ADDR", "h"),
+        ]));
+        assert!(
+            bad.unwrap_err()
+                .to_string()
+                .contains("not within the world size 2")
+        );
+        let no_addr = Launch::from_env(&env(&[("RANK", "0"), ("WORLD_SIZE", "2")]));
+        assert!(no_addr.unwrap_err().to_string().contains("MASTER_ADDR"));
+    }
+
+    #[test]
+    fn buckets_keep_kinds_apart_and_respect_the_cap() {
+        let f = |n: i64| Tensor::zeros([n], (Kind::Float, tch::Device::Cpu));
+        let d = Tensor::zeros([4], (Kind::Double, tch::Device::Cpu));
+        let ts = [f(10), f(10), d, f(30), f(1)];
+        // 10 floats = 40 bytes; a cap of 100 bytes holds two of them.
+        let sizes: Vec<Vec<i64>> = buckets(&ts, 100)
+            .iter()
+            .map(|b| b.iter().map(|t| t.numel() as i64).collect())
+            .collect();
+        assert_eq!(sizes, vec![vec![10, 10], vec![4], vec![30], vec![1]]);
+    }
+}
