@@ -31,6 +31,9 @@ pub struct TrainArgs {
     /// costs in its clocks (a cold start, as a first run without it would).
     #[arg(long)]
     pub no_warm_up: bool,
+    /// Save the trained weights here (safetensors).
+    #[arg(long)]
+    pub save_weights: Option<std::path::PathBuf>,
 }
 
 #[allow(
@@ -111,6 +114,7 @@ pub fn cmd_train(args: TrainArgs) -> Result<i32> {
     {
         println!("{msg}");
     }
+    trainer.save_weights = args.save_weights.clone();
     match trainer.run(&planned, &NeverStop, &mut print)? {
         Outcome::Finished(s) => {
             let c = &s.clocks;

@@ -380,6 +380,11 @@ runs_table! {
         pub throughput_cv: Option<f64>,
         pub noisy: Option<bool>,
         pub noise: Option<String>,
+        // A run spread over ranks: how many, each rank's device (rank
+        // order, `;`-separated) and rank 0's seconds in gradient all-reduces.
+        pub world_size: Option<u32>,
+        pub rank_devices: Option<String>,
+        pub allreduce_s: Option<f64>,
     }
 }
 
@@ -497,6 +502,15 @@ impl RunRow {
             throughput_cv: s.and_then(|s| s.throughput_cv),
             noisy: s.map(|s| s.noise.is_some()),
             noise: s.and_then(|s| s.noise.clone()),
+            world_size: s.map(|s| s.world_size() as u32),
+            rank_devices: s.filter(|s| !s.ranks.is_empty()).map(|s| {
+                s.ranks
+                    .iter()
+                    .map(|r| r.device.as_str())
+                    .collect::<Vec<_>>()
+                    .join(";")
+            }),
+            allreduce_s: s.and_then(|s| s.ranks.first()).map(|r| r.allreduce_s),
         }
     }
 }

@@ -229,14 +229,16 @@ impl Run<'_> {
         self.dist.map_or(0, |d| d.rank)
     }
 
-    /// This rank's slice of the global batch: contiguous and disjoint, so
-    /// the ranks together train on exactly the images of a one-process step.
+    /// This rank's share of the global batch: every world-th image from
+    /// its rank on, as torch's DistributedSampler deals them. The shares are
+    /// disjoint and together the one-process batch, and a rank's share is
+    /// exactly the sub-batch ghost BN with world_size splits normalises
+    /// together (it interleaves the same way).
     fn shard(&self, x: Tensor, y: Tensor) -> (Tensor, Tensor) {
         match self.dist {
             Some(d) if d.world > 1 => {
-                let per = self.plan.batch_size as i64 / d.world as i64;
-                let at = d.rank as i64 * per;
-                (x.narrow(0, at, per), y.narrow(0, at, per))
+                let (n, r, w) = (x.size()[0], d.rank as i64, d.world as i64);
+                (x.slice(0, r, n, w), y.slice(0, r, n, w))
             }
             _ => (x, y),
         }
@@ -382,7 +384,11 @@ impl Run<'_> {
             // Every rank built the same seeded net, but a GPU's whitening
             // basis (an eigendecomposition) need not agree to the last bit
             // across devices: rank 0's weights are everyone's, as DDP does.
-            let vars: Vec<Tensor> = vs.variables().into_values().collect();
+            // By name: a VarStore's map iterates in a per-process order,
+            // and the flat buckets must line up rank to rank.
+            let mut named: Vec<(String, Tensor)> = vs.variables().into_iter().collect();
+            named.sort_by(|a, b| a.0.cmp(&b.0));
+            let vars: Vec<Tensor> = named.into_iter().map(|(_, t)| t).collect();
             tch::no_grad(|| d.broadcast(&vars, 0))?;
         }
         let mut m = self.model(net, &nc, &vs)?;

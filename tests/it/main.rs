@@ -7,6 +7,7 @@
 
 mod cli;
 mod demo_ladder;
+mod distributed;
 mod fuzz;
 mod interop;
 mod layers;

@@ -1,0 +1,336 @@
+//! One run over several processes through c10d (Gloo on the CPU): the gang
+//! trains what one process trains, and every way a gang can break ends in
+//! bounded time with one line naming the rank.
+
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+fn bin() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_tricklab"));
+    c.env("NO_COLOR", "1").env("TRICKLAB_DIST_TIMEOUT", "20");
+    c
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A run as the queue holds it, with `sets` (KEY, VALUE) and `tricks` on.
+fn spec(tricks: &[&str], sets: &[(&str, &str)]) -> String {
+    let mut o: Vec<serde_json::Value> = tricks
+        .iter()
+        .map(|t| serde_json::json!({"Trick": {"key": t, "on": true}}))
+        .collect();
+    o.extend(
+        sets.iter()
+            .map(|(k, v)| serde_json::json!({"Set": {"key": k, "value": v}})),
+    );
+    serde_json::json!({
+        "id": {"matrix": "dp", "index": 0, "variant": "v", "repeat": 0},
+        "seed": 3, "recipe": "tiny-page-resnet9", "overrides": o,
+        "data": "synthetic:64", "target_acc": 0.9, "device": null, "reference": null
+    })
+    .to_string()
+}
+
+/// `tricklab rank` as torchrun would start rank `rank` of `world`.
+fn rank(
+    exe: &Path,
+    rank: usize,
+    world: usize,
+    port: u16,
+    spec: &str,
+    extra: &[&str],
+) -> std::process::Child {
+    let mut c = Command::new(exe);
+    c.env("NO_COLOR", "1")
+        .env("TRICKLAB_DIST_TIMEOUT", "5")
+        .env("RANK", rank.to_string())
+        .env("WORLD_SIZE", world.to_string())
+        .env("MASTER_ADDR", "127.0.0.1")
+        .env("MASTER_PORT", port.to_string())
+        .args(["rank", "--spec", spec, "--device", "cpu", "--no-warm-up"])
+        .args(extra)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    c.spawn().expect("starting a rank")
+}
+
+fn finish(c: std::process::Child, secs: u64) -> Output {
+    let start = Instant::now();
+    let mut c = c;
+    while c.try_wait().unwrap().is_none() {
+        if start.elapsed() > Duration::from_secs(secs) {
+            let _ = c.kill();
+            panic!("a rank still ran after {secs} s");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    c.wait_with_output().unwrap()
+}
+
+fn err(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn weights(p: &Path) -> Vec<(String, tch::Tensor)> {
+    let mut w = tch::Tensor::read_safetensors(p).unwrap();
+    w.sort_by(|a, b| a.0.cmp(&b.0));
+    w
+}
+
+/// Two Gloo ranks at global batch 16 against one process at batch 16 whose
+/// BN normalises the same two sub-batches (ghost BN, 2 splits, which deals
+/// images to splits as the ranks' shards do): after 8 steps every trained
+/// tensor agrees within 1e-4 of its largest value (float32 sums in another
+/// order: measured ~3e-6), for each optimiser family and warm-up.
+#[test]
+fn two_ranks_train_the_weights_one_process_trains() {
+    let dir = tempfile::tempdir().unwrap();
+    let exe = Path::new(env!("CARGO_BIN_EXE_tricklab"));
+    let cases: &[(&str, &[&str])] = &[
+        ("sgd-nesterov", &[]),
+        ("lars", &["lars"]),
+        ("lamb", &["lamb"]),
+        ("muon", &["muon"]),
+        ("warmup", &["warmup"]),
+    ];
+    for (name, tricks) in cases {
+        let sets = [("epochs", "2"), ("batch_size", "16")];
+        let mut gang_sets = sets.to_vec();
+        gang_sets.push(("world_size", "2"));
+        let gang_w = dir.path().join(format!("{name}-2.safetensors"));
+        let port = free_port();
+        let s = spec(tricks, &gang_sets);
+        let save = gang_w.to_str().unwrap();
+        let r0 = rank(exe, 0, 2, port, &s, &["--save-weights", save]);
+        let r1 = rank(exe, 1, 2, port, &s, &["--save-weights", save]);
+        let (o0, o1) = (finish(r0, 120), finish(r1, 120));
+        assert!(
+            o0.status.success() && o1.status.success(),
+            "{name}: {}{}",
+            err(&o0),
+            err(&o1)
+        );
+        let one_w = dir.path().join(format!("{name}-1.safetensors"));
+        let mut c = bin();
+        c.args([
+            "train",
+            "--recipe",
+            "tiny-page-resnet9",
+            "--data",
+            "synthetic:64",
+            "--seed",
+            "3",
+        ]);
+        for t in *tricks {
+            c.args(["--trick", t]);
+        }
+        c.args(["--trick", "ghost_bn", "--set", "ghost_bn.splits=2"]);
+        for (k, v) in sets {
+            c.args(["--set", &format!("{k}={v}")]);
+        }
+        let o = c
+            .args(["--no-warm-up", "--save-weights", one_w.to_str().unwrap()])
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{name}: {}", err(&o));
+        let (a, b) = (weights(&one_w), weights(&gang_w));
+        let mut compared = 0;
+        for ((ka, ta), (kb, tb)) in a.iter().zip(&b) {
+            assert_eq!(ka, kb, "{name}: the two nets differ in layout");
+            // BN running statistics: ghost BN keeps one set a split, a rank its own.
+            if ka.contains("running") {
+                continue;
+            }
+            let scale = f64::try_from(ta.abs().max()).unwrap().max(1e-6);
+            let diff = f64::try_from((ta - tb).abs().max()).unwrap();
+            assert!(
+                diff / scale < 1e-4,
+                "{name}: {ka} differs by {diff} (largest value {scale})"
+            );
+            compared += 1;
+        }
+        assert!(compared >= 20, "{name}: only {compared} tensors compared");
+    }
+}
+
+#[test]
+fn a_rank_that_never_arrives_a_port_in_use_and_a_different_binary_fail_in_bounded_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let exe = Path::new(env!("CARGO_BIN_EXE_tricklab"));
+    let s = spec(
+        &[],
+        &[("epochs", "1"), ("batch_size", "16"), ("world_size", "2")],
+    );
+
+    // Rank 1 never starts: rank 0 gives up at the rendezvous timeout (5 s).
+    let t = Instant::now();
+    let o = finish(rank(exe, 0, 2, free_port(), &s, &[]), 60);
+    assert!(!o.status.success());
+    let e = err(&o);
+    assert!(e.contains("rank 0 of 2") && e.contains("arrive"), "{e}");
+    assert_eq!(e.trim().lines().count(), 1, "one line: {e}");
+    assert!(t.elapsed() < Duration::from_secs(30));
+
+    // Rank 0's port is taken by another program.
+    let held = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = held.local_addr().unwrap().port();
+    let o = finish(rank(exe, 0, 2, port, &s, &[]), 60);
+    let e = err(&o);
+    assert!(
+        !o.status.success() && e.contains("rank 0 of 2") && e.contains("in use"),
+        "{e}"
+    );
+    drop(held);
+
+    // Rank 1 runs another build (one byte more): both stop, naming rank 1.
+    let other = dir.path().join("tricklab-other");
+    let mut bytes = std::fs::read(exe).unwrap();
+    bytes.push(0);
+    std::fs::write(&other, bytes).unwrap();
+    std::fs::set_permissions(&other, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let port = free_port();
+    let r0 = rank(exe, 0, 2, port, &s, &[]);
+    let r1 = rank(&other, 1, 2, port, &s, &[]);
+    let (o0, o1) = (finish(r0, 60), finish(r1, 60));
+    for o in [&o0, &o1] {
+        let e = err(o);
+        assert!(
+            !o.status.success() && e.contains("rank 1 runs a different binary or plan"),
+            "{e}"
+        );
+    }
+}
+
+/// The pids of `tricklab rank` processes whose parent is `parent`.
+fn ranks_of(parent: u32) -> Vec<i32> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let stat = std::fs::read_to_string(e.path().join("stat")).unwrap_or_default();
+        let cmd = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
+        // ppid is the 4th field after the parenthesised name.
+        let ppid = stat
+            .rsplit_once(')')
+            .and_then(|(_, r)| r.split_whitespace().nth(1)?.parse::<u32>().ok());
+        if ppid == Some(parent) && cmd.split(|b| *b == 0).nth(1) == Some(b"rank".as_slice()) {
+            out.push(pid);
+        }
+    }
+    out
+}
+
+/// Whether any `tricklab rank` of matrix `matrix` is still running.
+fn gang_ranks_alive(matrix: &str) -> bool {
+    let needle = format!("\"matrix\":\"{matrix}\"");
+    std::fs::read_dir("/proc").unwrap().flatten().any(|e| {
+        let cmd = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
+        let args: Vec<String> = cmd
+            .split(|b| *b == 0)
+            .map(|a| String::from_utf8_lossy(a).into_owned())
+            .collect();
+        args.get(1).is_some_and(|a| a == "rank") && args.iter().any(|a| a.contains(&needle))
+    })
+}
+
+#[test]
+fn a_rank_killed_mid_run_fails_that_run_by_name_and_the_queue_goes_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = dir.path().join("gang.toml");
+    std::fs::write(
+        &m,
+        "name = \"gang\"\nrecipe = \"tiny-page-resnet9\"\nkind = \"list\"\ndata = \"synthetic:200\"\nrepeats = 1\nset = { batch_size = 20, world_size = 2, train_per_class = 0, test_per_class = 0 }\n[[variant]]\nname = \"long\"\nset = { epochs = 9999 }\n[[variant]]\nname = \"short\"\nset = { epochs = 1 }\n",
+    )
+    .unwrap();
+    let child = bin()
+        .args([
+            "run",
+            "--headless",
+            m.to_str().unwrap(),
+            "--devices",
+            "cpu:2",
+            "--results",
+        ])
+        .arg(dir.path().join("results"))
+        .current_dir(dir.path())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Both ranks up and training (a few seconds in).
+    let start = Instant::now();
+    let victim = loop {
+        let r = ranks_of(child.id());
+        if r.len() == 2 && start.elapsed() > Duration::from_secs(4) {
+            // The higher pid: rank 1, started second.
+            break *r.iter().max().unwrap();
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "the ranks did not start"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    // SAFETY: killing a process this test's child started.
+    unsafe { libc::kill(victim, libc::SIGKILL) };
+    let o = finish(child, 180);
+    let text = format!("{}{}", String::from_utf8_lossy(&o.stdout), err(&o));
+    assert!(
+        text.contains("rank 1 of 2") && text.contains("SIGKILL"),
+        "the failure names the rank: {text}"
+    );
+    assert!(
+        text.contains("done  gang/short"),
+        "the next run trained: {text}"
+    );
+    assert!(!gang_ranks_alive("gang"), "a rank was left behind");
+    let folder = std::fs::read_dir(dir.path().join("results/gang"))
+        .unwrap()
+        .flatten()
+        .next()
+        .unwrap()
+        .path();
+    let rows = tricklab::store::read_runs(&folder.join("runs.parquet")).unwrap();
+    assert_eq!(rows.len(), 2, "one row a run, whatever its world size");
+    let short = rows.iter().find(|r| r.variant == "short").unwrap();
+    assert_eq!(short.world_size, Some(2));
+    assert_eq!(short.rank_devices.as_deref(), Some("cpu;cpu"));
+    assert!(short.allreduce_s.is_some_and(|s| s > 0.0));
+}
+
+#[test]
+fn a_run_asking_for_more_devices_than_the_session_has_is_refused_before_it_starts() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = dir.path().join("big.toml");
+    std::fs::write(
+        &m,
+        "name = \"big\"\nrecipe = \"tiny-page-resnet9\"\nkind = \"list\"\ndata = \"synthetic:64\"\nset = { world_size = 4, batch_size = 16, epochs = 1 }\n[[variant]]\nname = \"four\"\n",
+    )
+    .unwrap();
+    let o = bin()
+        .args([
+            "run",
+            "--headless",
+            m.to_str().unwrap(),
+            "--devices",
+            "cpu:2",
+            "--results",
+        ])
+        .arg(dir.path().join("results"))
+        .output()
+        .unwrap();
+    let e = err(&o);
+    assert!(
+        !o.status.success() && e.contains("world_size 4") && e.contains("2 device(s)"),
+        "{e}"
+    );
+    assert!(!dir.path().join("results/big").exists(), "nothing started");
+}
