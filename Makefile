@@ -16,13 +16,17 @@ TORCH_DEP := $(STAMP)
 CARGO_ENV = LIBTORCH="$$(ls -d $(CURDIR)/$(VENV)/lib/python3*/site-packages/torch)"
 endif
 
-.PHONY: run build docs test fuzz test-slurm test-html test-export lint bench clean gpu-bundle gpu-rehearse golden parity
+.PHONY: run build system-deps docs test fuzz test-slurm test-html test-export lint bench clean gpu-bundle gpu-rehearse golden parity
 
 run: build
 	./target/release/tricklab
 
-build: $(TORCH_DEP)
+build: $(TORCH_DEP) system-deps
 	$(CARGO_ENV) cargo build --release
+
+# gloo's headers for c10d's CPU collectives (scripts/system-deps.sh).
+system-deps:
+	bash scripts/system-deps.sh
 
 # docs/TRICKS.md from the catalog (make test checks it is current).
 docs: $(TORCH_DEP)
@@ -31,7 +35,7 @@ docs: $(TORCH_DEP)
 # The integration tests (one binary, tests/it) each drive the real binary on
 # both cores: run one at a time, or they starve each other into timeouts.
 # pyarrow and tensorboard read the results back (tests/it/interop.rs).
-test: $(TORCH_DEP) $(VENV)/.py-readers
+test: $(TORCH_DEP) $(VENV)/.py-readers system-deps
 	cargo fmt --check
 	status=0; \
 	$(CARGO_ENV) cargo test --no-fail-fast --lib --bins || status=1; \
@@ -58,22 +62,22 @@ test-export: build
 # a tiny matrix as a 4-task array, merged, every run once. ~15 s once installed.
 # The binary comes from the test build (same features as make test's, so a
 # fresh clone does not compile polars a second time for a plain `cargo build`).
-test-slurm: $(TORCH_DEP)
+test-slurm: $(TORCH_DEP) system-deps
 	$(CARGO_ENV) cargo test --no-run --test it
 	bash scripts/test-slurm.sh target/debug/tricklab
 
 # report.html in headless Chromium (Debian's package, installed if missing; needs
 # root): the DOM the browser builds has a head row in every table, no divider
 # row read as data, emphasis rendered and the charts inline. ~1 min once installed.
-test-html: $(TORCH_DEP)
+test-html: $(TORCH_DEP) system-deps
 	$(CARGO_ENV) cargo test --no-run --test it
 	bash scripts/test-html.sh target/debug/tricklab
 
-lint: $(TORCH_DEP)
+lint: $(TORCH_DEP) system-deps
 	cargo fmt --check
 	$(CARGO_ENV) cargo clippy --all-targets -- -D warnings
 
-bench: $(TORCH_DEP)
+bench: $(TORCH_DEP) system-deps
 	$(CARGO_ENV) cargo bench --benches
 
 # The GPU path (README, "On a GPU"): a folder under .device/ that fits the 64 MiB

@@ -141,6 +141,10 @@ struct Launched {
 }
 
 impl Launched {
+    #[allow(
+        clippy::too_many_lines,
+        reason = "the launch in order: the environment, each rank's command, its pipes"
+    )]
     fn start(run: &PlannedRun, devices: &[String]) -> Result<Launched> {
         let world = devices.len();
         let exe = std::env::current_exe().context("cannot find this binary to start the ranks")?;
@@ -217,32 +221,9 @@ impl Launched {
                 }
             })?;
             if let Some(out) = child.stdout.take() {
-                let tx = tx.clone();
-                std::thread::spawn(move || {
-                    for line in BufReader::new(out).lines().map_while(Result::ok) {
-                        let Some(at) = line.find(TAG) else { continue };
-                        if let Ok(m) = serde_json::from_str::<Msg>(&line[at + TAG.len()..]) {
-                            let _ = tx.send(m);
-                        }
-                    }
-                });
+                read_messages(out, tx.clone());
             }
-            let tail = Arc::new(Mutex::new(Vec::new()));
-            if let Some(err) = child.stderr.take() {
-                let tail = tail.clone();
-                std::thread::spawn(move || {
-                    for line in BufReader::new(err).lines().map_while(Result::ok) {
-                        let mut t = tail.lock().expect("stderr tail");
-                        if !line.trim().is_empty() {
-                            t.push(line);
-                        }
-                        let n = t.len();
-                        if n > 40 {
-                            t.drain(..n - 40);
-                        }
-                    }
-                });
-            }
+            let tail = child.stderr.take().map(tail_lines).unwrap_or_default();
             children.push((name, child));
             stderr.push(tail);
         }
@@ -446,6 +427,37 @@ impl Drop for Launched {
             }
         }
     }
+}
+
+/// Rank 0's protocol lines, parsed on a thread of their own.
+fn read_messages(out: std::process::ChildStdout, tx: mpsc::Sender<Msg>) {
+    std::thread::spawn(move || {
+        for line in BufReader::new(out).lines().map_while(Result::ok) {
+            let Some(at) = line.find(TAG) else { continue };
+            if let Ok(m) = serde_json::from_str::<Msg>(&line[at + TAG.len()..]) {
+                let _ = tx.send(m);
+            }
+        }
+    });
+}
+
+/// The last 40 non-empty lines a rank wrote on stderr, kept as it writes.
+fn tail_lines(err: std::process::ChildStderr) -> Arc<Mutex<Vec<String>>> {
+    let tail = Arc::new(Mutex::new(Vec::new()));
+    let keep = tail.clone();
+    std::thread::spawn(move || {
+        for line in BufReader::new(err).lines().map_while(Result::ok) {
+            let mut t = keep.lock().expect("stderr tail");
+            if !line.trim().is_empty() {
+                t.push(line);
+            }
+            let n = t.len();
+            if n > 40 {
+                t.drain(..n - 40);
+            }
+        }
+    });
+    tail
 }
 
 fn describe(s: ExitStatus) -> String {

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# System packages the build needs beyond libtorch: gloo's headers, which the
+# torch wheel does not ship and c10d's ProcessGroupGloo (the CPU collectives
+# of a run with world_size > 1) is compiled against (build.rs). Installs
+# Debian's libgloo-dev where it is missing and this is root; otherwise says
+# what to do and lets the build go on without CPU collectives.
+set -euo pipefail
+[ -f "${TRICKLAB_GLOO_INCLUDE:-/usr/include}/gloo/context.h" ] && exit 0
+if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+  echo "system-deps: installing libgloo-dev (gloo headers for c10d's ProcessGroupGloo)"
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libgloo-dev >/dev/null \
+    || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libgloo-dev >/dev/null; }
+  # A build made before the headers were there has no Gloo: rebuild the shim.
+  touch src/util/native.cpp
+else
+  echo "system-deps: no gloo headers: install libgloo-dev (sudo apt-get install libgloo-dev) for runs with world_size > 1" >&2
+fi
