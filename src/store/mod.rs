@@ -521,10 +521,14 @@ pub fn run_file(dir: &Path, sub: &str, row: &RunRow) -> Option<PathBuf> {
 /// A Parquet file read whole (only `columns`, when named).
 pub fn read_parquet(path: &Path, columns: Option<&[&str]>) -> Result<DataFrame> {
     let f = std::fs::File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
-    ParquetReader::new(f)
-        .with_columns(columns.map(|c| c.iter().map(|s| s.to_string()).collect()))
-        .finish()
-        .map_err(anyhow::Error::from)
+    let columns = columns.map(|c| c.iter().map(|s| s.to_string()).collect());
+    // polars-parquet 0.55 unwraps some fields of a damaged file's metadata
+    // (column_chunk_metadata.rs): a damaged file is an error, not a crash.
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        ParquetReader::new(f).with_columns(columns).finish()
+    }))
+    .map_err(|_| anyhow::anyhow!("the parquet reader failed on its metadata"))?
+    .map_err(anyhow::Error::from)
 }
 
 /// A numeric column as `f64`s (absent or null: `None`).

@@ -3,8 +3,8 @@
 
 const LAYERS: &[&str] = &[
     "util", "config", "optim", "data", "model", "plan", "tricks", "recipe", "events", "train",
-    "matrix", "queue", "worker", "store", "session", "report", "charts", "export", "writeup",
-    "headless", "tui", "doctor", "cli",
+    "matrix", "queue", "gang", "worker", "store", "session", "report", "charts", "export",
+    "writeup", "headless", "tui", "doctor", "cli",
 ];
 
 fn sources(path: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
