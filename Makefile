@@ -7,12 +7,16 @@ PYTHON ?= python3
 VENV ?= .venv
 TORCH_VERSION := 2.11.0
 STAMP := $(VENV)/.torch-$(TORCH_VERSION)
+# The CUDA runtime's remaining headers (crt/, nv/) beside the wheel's, so that
+# build.rs compiles c10d's ProcessGroupNCCL in: header-only packages, matched
+# to the wheel's nvidia-cuda-runtime 13.0.
+CUDA_HEADERS := $(VENV)/.cuda-headers-13.0
 
 ifdef LIBTORCH
 TORCH_DEP :=
 CARGO_ENV := LIBTORCH="$(LIBTORCH)"
 else
-TORCH_DEP := $(STAMP)
+TORCH_DEP := $(STAMP) $(CUDA_HEADERS)
 CARGO_ENV = LIBTORCH="$$(ls -d $(CURDIR)/$(VENV)/lib/python3*/site-packages/torch)"
 endif
 
@@ -114,4 +118,9 @@ clean:
 $(STAMP):
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install --quiet --disable-pip-version-check torch==$(TORCH_VERSION)
+	touch $@
+
+$(CUDA_HEADERS): $(STAMP)
+	$(VENV)/bin/pip install --quiet --disable-pip-version-check --no-deps nvidia-cuda-crt==13.0.88 nvidia-cuda-cccl==13.0.85
+	touch src/util/native.cpp
 	touch $@

@@ -42,6 +42,7 @@ pub fn cmd_doctor(args: DoctorArgs) -> Result<i32> {
             "results": args.results,
             "results_writable": writable.is_ok(),
             "run_devices": crate::util::device::resolve_devices(&["auto".to_string()]).ok(),
+            "collectives": crate::util::collective::available(),
             "problems": problems,
         });
         println!("{}", serde_json::to_string_pretty(&v)?);
@@ -69,6 +70,7 @@ pub fn cmd_doctor(args: DoctorArgs) -> Result<i32> {
         if let Ok(d) = crate::util::device::resolve_devices(&["auto".to_string()]) {
             println!("runs would use  {} (--devices auto)", d.join(", "));
         }
+        println!("collectives     {}", collectives_line());
         println!("data folder     {}", data.display());
         println!(
             "results folder  {} ({})",
@@ -104,4 +106,22 @@ fn check_writable(dir: &Path) -> Result<()> {
     })?;
     let _ = std::fs::remove_file(probe);
     Ok(())
+}
+
+/// Which c10d process groups this binary was built with, for runs of
+/// world_size > 1, and what to do where one is missing.
+fn collectives_line() -> String {
+    let have = crate::util::collective::available();
+    let gloo = have.contains("gloo");
+    let nccl = have.contains("nccl");
+    match (gloo, nccl) {
+        (true, true) => "Gloo (CPU) and NCCL (GPU)".into(),
+        (true, false) => {
+            "Gloo (CPU) only: no NCCL (the build found no CUDA runtime headers)".into()
+        }
+        (false, true) => "NCCL (GPU) only: no Gloo (install libgloo-dev and rebuild)".into(),
+        (false, false) => {
+            "none: world_size > 1 cannot run (install libgloo-dev and rebuild)".into()
+        }
+    }
 }

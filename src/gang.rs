@@ -153,14 +153,9 @@ impl Launched {
             Ok(p) => p,
             Err(_) => free_port()?.to_string(),
         };
-        let cpus = devices
-            .iter()
-            .filter(|d| d.starts_with("cpu"))
-            .count()
-            .max(1);
-        let threads = (crate::util::machine::cpu_cores() / cpus)
-            .max(1)
-            .to_string();
+        // A CPU rank gets this worker's share of the cores: the session's
+        // `--cpu-threads`, or the cores split among its CPU devices.
+        let threads = tch::get_num_threads().max(1).to_string();
         let srun = use_srun(world);
         let commands: Vec<(String, Command)> = if srun {
             let mut c = Command::new("srun");
@@ -299,33 +294,15 @@ impl Launched {
     }
 
     /// The run's device in events: the gang's.
-    fn relabel(&self, ev: Event) -> Event {
-        match ev {
-            Event::RunStarted {
-                run,
-                seed,
-                config,
-                total_steps,
-                total_epochs,
-                target_acc,
-                device,
-                reference,
-            } => Event::RunStarted {
-                run,
-                seed,
-                config,
-                total_steps,
-                total_epochs,
-                target_acc,
-                device: if self.srun {
-                    format!("{device} (rank 0 of {}, srun)", self.world)
-                } else {
-                    format!("{} ({} ranks)", self.devices.join(","), self.world)
-                },
-                reference,
-            },
-            other => other,
+    fn relabel(&self, mut ev: Event) -> Event {
+        if let Event::RunStarted { device, .. } = &mut ev {
+            *device = if self.srun {
+                format!("{device} (rank 0 of {}, srun)", self.world)
+            } else {
+                format!("{} ({} ranks)", self.devices.join(","), self.world)
+            };
         }
+        ev
     }
 
     /// One line naming the rank that failed first: a rank killed by a

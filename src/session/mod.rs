@@ -152,7 +152,6 @@ pub fn preflight(matrices: &[Matrix], devices: &[String]) -> Result<()> {
     for d in devices {
         crate::util::device::parse_device(d).map_err(|e| anyhow::anyhow!("--devices: {e}"))?;
     }
-    gangs(matrices, devices)?;
     for m in matrices {
         let origin = m.origin();
         if let Some(d) = &m.device {
@@ -286,7 +285,6 @@ impl Session {
         } else {
             opts.devices.clone()
         };
-        let gangs = gangs(&matrices, &devices)?;
         // Before any manifest records the thread count.
         crate::util::device::share_cpu_threads(&devices, opts.cpu_threads);
         let events = Arc::new(EventQueue::default());
@@ -306,6 +304,8 @@ impl Session {
             all.insert(0, m);
             stores.insert(all[0].name.clone(), w);
         }
+        // Before any new folder is made; a resumed matrix's runs count too.
+        let gangs = gangs(&all, &devices)?;
         for m in all {
             if stores.contains_key(&m.name) && resumed.as_deref() != Some(m.name.as_str()) {
                 anyhow::bail!(

@@ -306,11 +306,17 @@ impl Collective {
             }
             self.put("tricklab/verdict", verdict.as_bytes())?;
             if verdict != "ok" {
+                // Rank 0 serves the store: it stays until every rank has
+                // read why, or a rank would only see the store vanish.
+                for r in 1..self.world {
+                    let _ = self.get(&format!("tricklab/verdict-read/{r}"));
+                }
                 bail!("{verdict}");
             }
         } else {
             let verdict = self.get("tricklab/verdict")?;
             if verdict != b"ok" {
+                self.put(&format!("tricklab/verdict-read/{}", self.rank), b"1")?;
                 bail!("{}", String::from_utf8_lossy(&verdict));
             }
         }

@@ -623,6 +623,13 @@ fn catalog_recipes_doctor_and_data_commands() {
         would.ends_with("(--devices auto)") && would.contains(if cuda { "cuda:0" } else { "cpu" }),
         "{would}"
     );
+    // make test builds with gloo's headers (scripts/system-deps.sh): the CPU
+    // collectives of world_size > 1 are there, and doctor says so.
+    assert!(
+        text(&o).0.contains("collectives     Gloo (CPU)"),
+        "{}",
+        text(&o).0
+    );
     let (out, _) = text(&run(&["data", "list"], tmp.path()));
     assert!(out.contains("embedded-cifar10-jpeg-q75") && out.contains("4000"));
     let o = run(&["data", "check"], tmp.path());
