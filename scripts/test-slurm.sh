@@ -121,4 +121,18 @@ grep -q "(4 runs, 0 duplicates, 0 missing)" <<<"$merged" || { echo "test-slurm: 
 numbers() { "$BIN" report "$1" --format csv | cut -d, -f1-6,8-11; }
 [ "$(numbers "$jobdir/merged")" = "$(numbers "$D/single/tiny-test")" ] \
   || { echo "test-slurm: the merged table differs from one worker's:"; numbers "$jobdir/merged"; numbers "$D/single/tiny-test"; exit 1; }
+# One run over two ranks: the array task holds 2 Slurm tasks and its session
+# starts the ranks with srun (SLURM_PROCID/NTASKS/LOCALID, the node list's first host).
+out="$("$BIN" slurm submit tests/fixtures/tiny-gang.toml --shards 1 --gpus-per-task 0 --cpus-per-task 1 --time 10:00 --results "$D/results")"
+echo "$out"
+gjob="$(sed -n 's/^submitted job \([0-9]*\):.*/\1/p' <<<"$out")"
+[ -n "$gjob" ] || { echo "test-slurm: no job id in: $out"; exit 1; }
+wait_job "$gjob"
+gdir="$(ls -d "$D"/results/tiny-gang/slurm-*/shard-1/*/*)"
+"$BIN" report "$gdir" --format csv | grep -q '"tiny-gang",0,"two ranks",dawn,1,0' \
+  || { echo "test-slurm: the 2-rank run did not finish:"; cat "$D"/results/tiny-gang/slurm-*/logs/*; exit 1; }
+grep -q 'rank 0 of 2, srun' "$gdir/manifest.json" \
+  || { echo "test-slurm: the run was not trained by 2 srun ranks:"; grep -A2 '"devices"' "$gdir/manifest.json"; exit 1; }
+echo "test-slurm: one 2-rank run as 2 srun tasks"
+
 echo "test-slurm: 4-task array on a real Slurm, one task re-submitted, merged, every run once, the table of one worker ($(( $(date +%s) - t0 )) s from submit to merge)"

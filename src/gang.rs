@@ -30,8 +30,7 @@ pub enum Msg {
     Finished(RunSummary),
 }
 
-/// Marks rank 0's protocol lines (srun's `--label` puts `0: ` before it,
-/// and a library may print lines of its own).
+/// Marks rank 0's protocol lines (a library may print lines of its own).
 pub const TAG: &str = "tricklab-rank0 ";
 
 /// Rank 0 writes `m` to its stdout, flushed (its worker is reading).
@@ -136,7 +135,7 @@ struct Launched {
     world: usize,
     srun: bool,
     msgs: mpsc::Receiver<Msg>,
-    /// Each child's last lines on stderr (srun's: every rank's, labelled).
+    /// Each child's last lines on stderr (srun's: every rank's).
     stderr: Vec<Arc<Mutex<Vec<String>>>>,
 }
 
@@ -162,12 +161,18 @@ impl Launched {
             c.args([
                 "--ntasks",
                 &world.to_string(),
+                // No --label: srun labels each chunk it forwards, which
+                // splits rank 0's long lines; the ranks name themselves.
                 "--kill-on-bad-exit=1",
-                "--label",
-            ])
-            .arg(&exe)
-            .args(["rank", "--spec", &spec, "--device", "local"])
-            .env("MASTER_PORT", &port);
+            ]);
+            // srun (Slurm ≥ 22.05) does not take the job's --cpus-per-task.
+            if let Ok(cpus) = std::env::var("SLURM_CPUS_PER_TASK") {
+                c.args(["--cpus-per-task", &cpus]);
+            }
+            c.arg(&exe)
+                .args(["rank", "--spec", &spec, "--device", "local"])
+                .args(["--threads", &threads])
+                .env("MASTER_PORT", &port);
             vec![("srun".into(), c)]
         } else {
             devices
@@ -278,10 +283,15 @@ impl Launched {
                 }
                 return match summary {
                     Some(s) => Ok(Outcome::Finished(s)),
-                    None => bail!(
-                        "rank 0 of {} exited without a summary: see its log",
-                        self.world
-                    ),
+                    None => {
+                        let said = self.stderr[0].lock().expect("stderr tail").last().cloned();
+                        bail!(
+                            "rank 0 of {} exited without a summary{}",
+                            self.world,
+                            said.map(|l| format!(": its last line: {}", l.trim()))
+                                .unwrap_or_default()
+                        )
+                    }
                 };
             }
             // A pause takes effect between runs: the gang is not stopped mid-step.
@@ -327,12 +337,10 @@ impl Launched {
                 let what = rest.split_once(": ").map(|x| x.1.trim().to_string());
                 Some((n.parse::<usize>().ok()?, what.unwrap_or_default()))
             });
+            // A rank's own line: "error: rank 1 of 2: …".
             let own = |r: usize| {
-                lines
-                    .iter()
-                    .rev()
-                    .find(|l| l.starts_with(&format!("{r}: ")) && l.contains("error"))
-                    .cloned()
+                let me = format!("rank {r} of {}", self.world);
+                lines.iter().rev().find(|l| l.contains(&me)).cloned()
             };
             return match task {
                 Some((r, what)) => format!(

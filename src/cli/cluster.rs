@@ -129,7 +129,7 @@ pub fn sbatch_script(
     dir: &Path,
     matrix: &Path,
     bin: &Path,
-    shards: usize,
+    (shards, world): (usize, usize),
 ) -> Result<String> {
     crate::config::check_matrix_name(name).map_err(anyhow::Error::msg)?;
     let out = directive("the job folder", &dir.display().to_string())?;
@@ -142,6 +142,11 @@ pub fn sbatch_script(
     };
     s += &format!("#SBATCH --output={out}/logs/%A_%a.out\n");
     s += &format!("#SBATCH --time={time}\n");
+    if world > 1 {
+        // A task is a gang: the session in the batch step starts the ranks
+        // with srun, one task (and its CPUs or GPU) each.
+        s += &format!("#SBATCH --ntasks={world}\n");
+    }
     s += &format!("#SBATCH --cpus-per-task={}\n", a.cpus_per_task);
     if a.gpus_per_task > 0 {
         s += &format!("#SBATCH --gpus-per-task={}\n", a.gpus_per_task);
@@ -150,9 +155,15 @@ pub fn sbatch_script(
         s += &format!("#SBATCH --partition={}\n", directive("--partition", p)?);
     }
     // The CPUs Slurm allotted, not the node's cores (which other tasks share).
+    // A gang's ranks take their devices from srun (cuda:SLURM_LOCALID or
+    // the CPU); the session only needs as many as the largest world size.
     let devices = format!(
         "--devices {} --cpu-threads {}",
-        if a.gpus_per_task > 0 { "auto" } else { "cpu" },
+        match (world, a.gpus_per_task) {
+            (w, _) if w > 1 => format!("cpu:{w}"),
+            (_, 0) => "cpu".into(),
+            _ => "auto".into(),
+        },
         a.cpus_per_task
     );
     s += &format!(
@@ -193,7 +204,14 @@ fn submit(a: SubmitArgs) -> Result<i32> {
     let dir = results.join(&m.name).join(format!("slurm-{stamp}"));
     let bin = std::env::current_exe().context("where is this binary?")?;
     let matrix = dir.join("matrix.toml");
-    let script = sbatch_script(&a, &m.name, &dir, &matrix, &bin, shards)?;
+    let world = m
+        .runs()
+        .iter()
+        .filter_map(|s| crate::recipe::plan_run(s).ok())
+        .map(|p| p.plan.world_size)
+        .max()
+        .unwrap_or(1);
+    let script = sbatch_script(&a, &m.name, &dir, &matrix, &bin, (shards, world))?;
     if a.dry_run {
         println!("{script}");
         eprintln!(
@@ -432,7 +450,7 @@ mod tests {
             Path::new("/r/m/slurm-1"),
             Path::new("/r/m/slurm-1/matrix.toml"),
             Path::new("/bin/tricklab"),
-            4,
+            (4, 1),
         )
         .unwrap();
         for want in [
@@ -453,7 +471,14 @@ mod tests {
                 ..a.clone()
             };
             let p = Path::new(dir);
-            sbatch_script(&a, name, p, &p.join("matrix.toml"), Path::new("/bin/t"), 2)
+            sbatch_script(
+                &a,
+                name,
+                p,
+                &p.join("matrix.toml"),
+                Path::new("/bin/t"),
+                (2, 1),
+            )
         };
         for (name, dir, part) in [
             ("x\ntouch /tmp/pwned", "/r", None),
@@ -466,5 +491,21 @@ mod tests {
             assert!(!e.is_empty());
         }
         assert!(script("m", "/r", Some("gpu")).is_ok());
+        // A matrix of 2-rank runs: each task is a gang of two srun tasks.
+        let gang = sbatch_script(
+            &a,
+            "m",
+            Path::new("/r"),
+            Path::new("/r/m.toml"),
+            Path::new("/b"),
+            (3, 2),
+        )
+        .unwrap();
+        assert!(
+            gang.contains("#SBATCH --ntasks=2\n")
+                && gang.contains("--devices cpu:2 --cpu-threads 4"),
+            "{gang}"
+        );
+        assert!(!s.contains("--ntasks"));
     }
 }

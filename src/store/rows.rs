@@ -381,10 +381,12 @@ runs_table! {
         pub noisy: Option<bool>,
         pub noise: Option<String>,
         // A run spread over ranks: how many, each rank's device (rank
-        // order, `;`-separated) and rank 0's seconds in gradient all-reduces.
+        // order, `;`-separated), rank 0's seconds in gradient all-reduces,
+        // and every rank as it ended (host, device, machine state: JSON).
         pub world_size: Option<u32>,
         pub rank_devices: Option<String>,
         pub allreduce_s: Option<f64>,
+        pub ranks: Option<String>,
     }
 }
 
@@ -511,6 +513,9 @@ impl RunRow {
                     .join(";")
             }),
             allreduce_s: s.and_then(|s| s.ranks.first()).map(|r| r.allreduce_s),
+            ranks: s
+                .filter(|s| !s.ranks.is_empty())
+                .and_then(|s| serde_json::to_string(&s.ranks).ok()),
         }
     }
 }

@@ -316,6 +316,17 @@ fn a_rank_killed_mid_run_fails_that_run_by_name_and_the_queue_goes_on() {
     assert_eq!(short.world_size, Some(2));
     assert_eq!(short.rank_devices.as_deref(), Some("cpu;cpu"));
     assert!(short.allreduce_s.is_some_and(|s| s > 0.0));
+    // Every rank's machine, as it ended.
+    let ranks: serde_json::Value = serde_json::from_str(short.ranks.as_deref().unwrap()).unwrap();
+    let ranks = ranks.as_array().unwrap();
+    assert_eq!(ranks.len(), 2);
+    for (i, r) in ranks.iter().enumerate() {
+        assert_eq!(r["rank"], i);
+        assert!(
+            r["machine"]["cpu_cores"].as_u64().is_some_and(|c| c > 0),
+            "{r}"
+        );
+    }
 }
 
 #[test]
