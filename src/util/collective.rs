@@ -187,6 +187,8 @@ pub struct Collective {
     /// Gathers made so far: each gets its own keys, since the store lives
     /// as long as the gang (a warm-up's keys must not answer the run's).
     gathers: std::cell::Cell<u64>,
+    /// The flat buckets of the last all-reduce, reused while they fit.
+    flat: std::cell::RefCell<Vec<Tensor>>,
 }
 
 impl Drop for Collective {
@@ -255,6 +257,7 @@ impl Collective {
             nccl,
             timeout,
             gathers: std::cell::Cell::new(0),
+            flat: std::cell::RefCell::new(Vec::new()),
         };
         c.check_fingerprints(fingerprint)
             .map_err(|e| anyhow::anyhow!("{who}: {e}"))?;
@@ -431,11 +434,23 @@ impl Collective {
     /// Averages `ts` over the ranks through flat buckets of at most
     /// [`BUCKET_BYTES`] (one kind and device each): one copy in, one
     /// all-reduce, one scale and one copy out per bucket instead of one
-    /// collective per tensor. In place.
+    /// collective per tensor. In place. The buckets' buffers are kept from
+    /// one step to the next (a step's gradients have the last step's shapes).
     pub fn allreduce_mean(&self, ts: &[Tensor]) -> Result<()> {
-        for bucket in buckets(ts, BUCKET_BYTES) {
+        let mut kept = self.flat.borrow_mut();
+        for (i, bucket) in buckets(ts, BUCKET_BYTES).into_iter().enumerate() {
             let views: Vec<Tensor> = bucket.iter().map(|t| t.reshape([-1])).collect();
-            let mut flat = Tensor::cat(&views, 0);
+            let numel: i64 = views.iter().map(|v| v.size()[0]).sum();
+            let (kind, device) = (bucket[0].kind(), bucket[0].device());
+            let fits = kept
+                .get(i)
+                .is_some_and(|f| f.size()[0] == numel && f.kind() == kind && f.device() == device);
+            if !fits {
+                kept.truncate(i);
+                kept.push(Tensor::empty([numel], (kind, device)));
+            }
+            let mut flat = kept[i].shallow_clone();
+            let _ = Tensor::cat_out(&flat, &views, 0);
             self.allreduce_sum(std::slice::from_ref(&flat))?;
             let _ = flat.g_mul_scalar_(1.0 / self.world as f64);
             unflatten(&flat, &bucket);

@@ -253,16 +253,12 @@ fn gang_ranks_alive(matrix: &str) -> bool {
     })
 }
 
-#[test]
-fn a_rank_killed_mid_run_fails_that_run_by_name_and_the_queue_goes_on() {
-    let dir = tempfile::tempdir().unwrap();
-    let m = dir.path().join("gang.toml");
-    std::fs::write(
-        &m,
-        "name = \"gang\"\nrecipe = \"tiny-page-resnet9\"\nkind = \"list\"\ndata = \"synthetic:200\"\nrepeats = 1\nset = { batch_size = 20, world_size = 2, train_per_class = 0, test_per_class = 0 }\n[[variant]]\nname = \"long\"\nset = { epochs = 9999 }\n[[variant]]\nname = \"short\"\nset = { epochs = 1 }\n",
-    )
-    .unwrap();
-    let child = bin()
+/// `tricklab run --headless` of the matrix `toml` on `--devices cpu:2`,
+/// results under `dir/results`.
+fn run_on_two_cpus(dir: &Path, toml: &str) -> std::process::Child {
+    let m = dir.join("matrix.toml");
+    std::fs::write(&m, toml).unwrap();
+    bin()
         .args([
             "run",
             "--headless",
@@ -271,12 +267,21 @@ fn a_rank_killed_mid_run_fails_that_run_by_name_and_the_queue_goes_on() {
             "cpu:2",
             "--results",
         ])
-        .arg(dir.path().join("results"))
-        .current_dir(dir.path())
+        .arg(dir.join("results"))
+        .current_dir(dir)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .unwrap();
+        .unwrap()
+}
+
+#[test]
+fn a_rank_killed_mid_run_fails_that_run_by_name_and_the_queue_goes_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let child = run_on_two_cpus(
+        dir.path(),
+        "name = \"gang\"\nrecipe = \"tiny-page-resnet9\"\nkind = \"list\"\ndata = \"synthetic:200\"\nrepeats = 1\nset = { batch_size = 20, world_size = 2, train_per_class = 0, test_per_class = 0 }\n[[variant]]\nname = \"long\"\nset = { epochs = 9999 }\n[[variant]]\nname = \"short\"\nset = { epochs = 1 }\n",
+    );
     // Both ranks up and training (a few seconds in).
     let start = Instant::now();
     let victim = loop {
@@ -332,24 +337,12 @@ fn a_rank_killed_mid_run_fails_that_run_by_name_and_the_queue_goes_on() {
 #[test]
 fn a_run_asking_for_more_devices_than_the_session_has_is_refused_before_it_starts() {
     let dir = tempfile::tempdir().unwrap();
-    let m = dir.path().join("big.toml");
-    std::fs::write(
-        &m,
+    let o = run_on_two_cpus(
+        dir.path(),
         "name = \"big\"\nrecipe = \"tiny-page-resnet9\"\nkind = \"list\"\ndata = \"synthetic:64\"\nset = { world_size = 4, batch_size = 16, epochs = 1 }\n[[variant]]\nname = \"four\"\n",
     )
+    .wait_with_output()
     .unwrap();
-    let o = bin()
-        .args([
-            "run",
-            "--headless",
-            m.to_str().unwrap(),
-            "--devices",
-            "cpu:2",
-            "--results",
-        ])
-        .arg(dir.path().join("results"))
-        .output()
-        .unwrap();
     let e = err(&o);
     assert!(
         !o.status.success() && e.contains("world_size 4") && e.contains("2 device(s)"),
