@@ -131,7 +131,7 @@ wait_job "$gjob"
 gdir="$(ls -d "$D"/results/tiny-gang/slurm-*/shard-1/*/*)"
 "$BIN" report "$gdir" --format csv | grep -q '"tiny-gang",0,"two ranks",dawn,1,0' \
   || { echo "test-slurm: the 2-rank run did not finish:"; cat "$D"/results/tiny-gang/slurm-*/logs/*; exit 1; }
-grep -q 'rank 0 of 2, srun' "$gdir/manifest.json" \
+grep -q 'cpu ×2 (srun)' "$gdir/manifest.json" \
   || { echo "test-slurm: the run was not trained by 2 srun ranks:"; grep -A2 '"devices"' "$gdir/manifest.json"; exit 1; }
 echo "test-slurm: one 2-rank run as 2 srun tasks"
 

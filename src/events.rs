@@ -156,6 +156,68 @@ pub struct RankEnd {
     pub allreduce_s: f64,
     pub throughput_cv: Option<f64>,
     pub machine: crate::util::machine::MachineState,
+    /// This rank's CPU seconds and wall seconds over the run.
+    #[serde(default)]
+    pub cpu_s: f64,
+    #[serde(default)]
+    pub wall_s: f64,
+}
+
+impl RankEnd {
+    /// Each rank's machine with the CPU of the gang's other ranks on its host
+    /// counted as the run's own: ranks sharing a box are not each other's noise.
+    pub fn own_gang(ranks: &mut [RankEnd]) {
+        let peers: Vec<f64> = ranks
+            .iter()
+            .map(|r| {
+                ranks
+                    .iter()
+                    .filter(|o| o.rank != r.rank && o.host == r.host)
+                    .map(|o| o.cpu_s)
+                    .sum()
+            })
+            .collect();
+        for (r, cpu_s) in ranks.iter_mut().zip(peers) {
+            crate::util::machine::discount_own(&mut r.machine, cpu_s, r.wall_s);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::RankEnd;
+    use crate::util::machine::MachineState;
+
+    #[test]
+    fn a_ranks_peers_on_its_host_are_not_other_processes() {
+        // Two ranks on host a, each busy 1 core of 4 for 10 s, each seeing the
+        // other as 25% "others" plus 10% of a stranger; one rank on host b.
+        let rank = |rank, host: &str, other| RankEnd {
+            rank,
+            host: host.into(),
+            device: "cpu".into(),
+            allreduce_s: 0.0,
+            throughput_cv: None,
+            machine: MachineState {
+                cpu_cores: 4,
+                other_cpu: Some(other),
+                ..MachineState::default()
+            },
+            cpu_s: 10.0,
+            wall_s: 10.0,
+        };
+        let mut ranks = [rank(0, "a", 0.35), rank(1, "a", 0.35), rank(2, "b", 0.1)];
+        RankEnd::own_gang(&mut ranks);
+        let left: Vec<f64> = ranks.iter().map(|r| r.machine.other_cpu.unwrap()).collect();
+        assert!(
+            (left[0] - 0.1).abs() < 1e-12 && (left[1] - 0.1).abs() < 1e-12,
+            "{left:?}"
+        );
+        assert!(
+            (left[2] - 0.1).abs() < 1e-12,
+            "host b has no peers: {left:?}"
+        );
+    }
 }
 
 /// What happened to a run in the queue.

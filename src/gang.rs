@@ -282,7 +282,10 @@ impl Launched {
                     }
                 }
                 return match summary {
-                    Some(s) => Ok(Outcome::Finished(s)),
+                    Some(mut s) => {
+                        s.device = self.label(&s.device);
+                        Ok(Outcome::Finished(s))
+                    }
                     None => {
                         let said = self.stderr[0].lock().expect("stderr tail").last().cloned();
                         bail!(
@@ -303,14 +306,21 @@ impl Launched {
         }
     }
 
-    /// The run's device in events: the gang's.
+    /// The run's device in events and its row: the gang's (`cpu ×2`,
+    /// `cuda:0+cuda:1`, `cuda:0 ×8 (srun)`); `rank_devices` has each rank's.
+    fn label(&self, rank0: &str) -> String {
+        if self.srun {
+            format!("{rank0} ×{} (srun)", self.world)
+        } else if self.devices.iter().all(|d| *d == self.devices[0]) {
+            format!("{} ×{}", self.devices[0], self.world)
+        } else {
+            self.devices.join("+")
+        }
+    }
+
     fn relabel(&self, mut ev: Event) -> Event {
         if let Event::RunStarted { device, .. } = &mut ev {
-            *device = if self.srun {
-                format!("{device} (rank 0 of {}, srun)", self.world)
-            } else {
-                format!("{} ({} ranks)", self.devices.join(","), self.world)
-            };
+            *device = self.label(device);
         }
         ev
     }

@@ -660,8 +660,10 @@ impl Run<'_> {
         let machine = machine::between(&lp.machine, &machine::probe(self.gpu_index()), peak);
         let throughput_cv = machine::throughput_cv(&lp.images_per_s);
         let mut noise = machine::noise_reason(&machine, throughput_cv);
+        let mut machine = machine;
         let ranks = match self.dist {
             Some(d) => {
+                let (cpu_s, wall_s) = lp.machine.since();
                 let mine = crate::events::RankEnd {
                     rank: d.rank,
                     host: crate::util::machine::hostname(),
@@ -669,15 +671,21 @@ impl Run<'_> {
                     allreduce_s: lp.allreduce_s,
                     throughput_cv,
                     machine: machine.clone(),
+                    cpu_s,
+                    wall_s,
                 };
-                let ranks = d.gather("end", &mine)?;
+                let mut ranks = d.gather("end", &mine)?;
+                crate::events::RankEnd::own_gang(&mut ranks);
                 // The gang's seconds are as trustworthy as its noisiest rank's.
-                for r in ranks.iter().skip(1) {
-                    if noise.is_none() {
-                        noise = machine::noise_reason(&r.machine, r.throughput_cv)
-                            .map(|why| format!("rank {}: {why}", r.rank));
-                    }
-                }
+                noise = ranks.iter().find_map(|r| {
+                    let why = machine::noise_reason(&r.machine, r.throughput_cv)?;
+                    Some(if r.rank == 0 {
+                        why
+                    } else {
+                        format!("rank {}: {why}", r.rank)
+                    })
+                });
+                machine = ranks[0].machine.clone();
                 ranks
             }
             None => Vec::new(),

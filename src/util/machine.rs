@@ -256,6 +256,25 @@ pub fn gpu_sample(index: usize) -> Option<GpuSample> {
     parse_gpu_line(String::from_utf8_lossy(&o.stdout).lines().next()?)
 }
 
+impl Probe {
+    /// This process's CPU seconds, and the wall seconds, since the reading.
+    pub fn since(&self) -> (f64, f64) {
+        (self_cpu_s() - self.self_s, self.at.elapsed().as_secs_f64())
+    }
+}
+
+/// Counts `cpu_s` CPU seconds over `wall_s` as the run's own rather than
+/// other processes' (its other ranks on the same machine, which are not a
+/// disturbance of the run but the run).
+pub fn discount_own(m: &mut MachineState, cpu_s: f64, wall_s: f64) {
+    if let Some(o) = m.other_cpu.as_mut()
+        && wall_s > 0.0
+        && m.cpu_cores > 0
+    {
+        *o = (*o - cpu_s / (wall_s * m.cpu_cores as f64)).clamp(0.0, 1.0);
+    }
+}
+
 /// A reading now; `gpu`: the CUDA index the run uses, if any.
 pub fn probe(gpu: Option<usize>) -> Probe {
     Probe {

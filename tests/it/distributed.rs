@@ -320,6 +320,7 @@ fn a_rank_killed_mid_run_fails_that_run_by_name_and_the_queue_goes_on() {
     let short = rows.iter().find(|r| r.variant == "short").unwrap();
     assert_eq!(short.world_size, Some(2));
     assert_eq!(short.rank_devices.as_deref(), Some("cpu;cpu"));
+    assert_eq!(short.device, "cpu ×2", "the run's device is the gang's");
     assert!(short.allreduce_s.is_some_and(|s| s > 0.0));
     // Every rank's machine, as it ended.
     let ranks: serde_json::Value = serde_json::from_str(short.ranks.as_deref().unwrap()).unwrap();
