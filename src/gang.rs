@@ -130,7 +130,7 @@ fn free_port() -> Result<u16> {
 
 /// The rank processes of one run (or the one srun that started them).
 struct Launched {
-    children: Vec<(String, Child)>,
+    children: Vec<Child>,
     devices: Vec<String>,
     world: usize,
     srun: bool,
@@ -224,7 +224,7 @@ impl Launched {
                 read_messages(out, tx.clone());
             }
             let tail = child.stderr.take().map(tail_lines).unwrap_or_default();
-            children.push((name, child));
+            children.push(child);
             stderr.push(tail);
         }
         Ok(Launched {
@@ -244,17 +244,10 @@ impl Launched {
         let mut exits: Vec<Option<ExitStatus>> = vec![None; self.children.len()];
         loop {
             while let Ok(m) = self.msgs.try_recv() {
-                match m {
-                    Msg::Event(ev) => emit(self.relabel(ev)),
-                    Msg::Log(line) => emit(Event::Log {
-                        level: crate::events::LogLevel::Info,
-                        message: line,
-                    }),
-                    Msg::Finished(s) => summary = Some(s),
-                }
+                self.take(m, emit, &mut summary);
             }
             let mut failed = Vec::new();
-            for (i, (_, c)) in self.children.iter_mut().enumerate() {
+            for (i, c) in self.children.iter_mut().enumerate() {
                 if exits[i].is_none()
                     && let Some(st) = c.try_wait()?
                 {
@@ -274,9 +267,7 @@ impl Launched {
                 let deadline = Instant::now() + Duration::from_secs(5);
                 while summary.is_none() && Instant::now() < deadline {
                     match self.msgs.recv_timeout(Duration::from_millis(50)) {
-                        Ok(Msg::Finished(s)) => summary = Some(s),
-                        Ok(Msg::Event(ev)) => emit(self.relabel(ev)),
-                        Ok(Msg::Log(_)) => {}
+                        Ok(m) => self.take(m, emit, &mut summary),
                         Err(mpsc::RecvTimeoutError::Disconnected) => break,
                         Err(mpsc::RecvTimeoutError::Timeout) => {}
                     }
@@ -318,35 +309,58 @@ impl Launched {
         }
     }
 
-    fn relabel(&self, mut ev: Event) -> Event {
-        if let Event::RunStarted { device, .. } = &mut ev {
-            *device = self.label(device);
+    /// One message of rank 0: an event forwarded (with the gang's device),
+    /// a log line, or the summary kept for the end.
+    fn take(&self, m: Msg, emit: &mut dyn FnMut(Event), summary: &mut Option<RunSummary>) {
+        match m {
+            Msg::Event(mut ev) => {
+                if let Event::RunStarted { device, .. } = &mut ev {
+                    *device = self.label(device);
+                }
+                emit(ev);
+            }
+            Msg::Log(message) => emit(Event::Log {
+                level: crate::events::LogLevel::Info,
+                message,
+            }),
+            Msg::Finished(s) => *summary = Some(s),
         }
-        ev
     }
 
     /// One line naming the rank that failed first: a rank killed by a
     /// signal before one that exited on its own (which is usually a peer
     /// reporting the loss), and that one's own last error line.
     fn failure(&self, failed: &[usize], exits: &[Option<ExitStatus>]) -> String {
+        // A rank's last error line, without the "error: rank r of n: " it
+        // starts with (the message names the rank already).
         let last = |i: usize| -> Option<String> {
             let t = self.stderr[i].lock().expect("stderr tail");
-            t.iter()
+            let l = t
+                .iter()
                 .rev()
                 .find(|l| l.contains("error"))
-                .or_else(|| t.last())
-                .map(|l| l.trim().to_string())
+                .or_else(|| t.last())?;
+            let own = format!("rank {i} of {}: ", self.world);
+            Some(
+                l.split_once(&own)
+                    .map_or(l.as_str(), |(_, rest)| rest)
+                    .trim()
+                    .to_string(),
+            )
         };
         if self.srun {
             // srun names the task: "srun: error: host: task 1: Killed".
             let lines = self.stderr[0].lock().expect("stderr tail").clone();
-            let task = lines.iter().find_map(|l| {
-                let at = l.find("task ")?;
-                let rest = &l[at + 5..];
-                let n: String = rest.chars().take_while(char::is_ascii_digit).collect();
-                let what = rest.split_once(": ").map(|x| x.1.trim().to_string());
-                Some((n.parse::<usize>().ok()?, what.unwrap_or_default()))
-            });
+            let task = lines
+                .iter()
+                .filter(|l| l.starts_with("srun: "))
+                .find_map(|l| {
+                    let at = l.find("task ")?;
+                    let rest = &l[at + 5..];
+                    let n: String = rest.chars().take_while(char::is_ascii_digit).collect();
+                    let what = rest.split_once(": ").map(|x| x.1.trim().to_string());
+                    Some((n.parse::<usize>().ok()?, what.unwrap_or_default()))
+                });
             // A rank's own line: "error: rank 1 of 2: …".
             let own = |r: usize| {
                 let me = format!("rank {r} of {}", self.world);
@@ -379,7 +393,7 @@ impl Launched {
             .or_else(|| failed.iter().copied().find(|&i| !peer_loss(i)))
             .unwrap_or(failed[0]);
         let st = exits[culprit].map(describe).unwrap_or_default();
-        let pid = self.children[culprit].1.id();
+        let pid = self.children[culprit].id();
         let dev = &self.devices[culprit];
         match last(culprit) {
             Some(l) if exits[culprit].is_some_and(|s| s.signal().is_none()) => {
@@ -397,7 +411,7 @@ impl Launched {
 
     /// SIGKILL to every rank still running, and reaped: none is left behind.
     fn kill_all(&mut self) {
-        for (_, c) in &mut self.children {
+        for c in &mut self.children {
             if self.srun {
                 // srun forwards a SIGTERM to its tasks and cancels the step.
                 // SAFETY: a plain kill(2) of our own child.
@@ -415,12 +429,7 @@ impl Launched {
 
 impl Drop for Launched {
     fn drop(&mut self) {
-        for (_, c) in &mut self.children {
-            if matches!(c.try_wait(), Ok(None)) {
-                let _ = c.kill();
-                let _ = c.wait();
-            }
-        }
+        self.kill_all();
     }
 }
 

@@ -107,10 +107,17 @@ fn train(args: &RankArgs, launch: &Launch) -> Result<i32> {
 /// spec and the plan this binary decided for it).
 fn fingerprint(spec: &RunSpec, plan: &crate::plan::RunPlan) -> Result<String> {
     let exe = std::env::current_exe()?;
-    let bytes = std::fs::read(&exe)
-        .with_context(|| format!("cannot read {} to fingerprint it", exe.display()))?;
     let mut h = sha2::Sha256::new();
-    h.update(&bytes);
+    let mut f = std::fs::File::open(&exe)
+        .with_context(|| format!("cannot read {} to fingerprint it", exe.display()))?;
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        let n = std::io::Read::read(&mut f, &mut buf)?;
+        if n == 0 {
+            break;
+        }
+        h.update(&buf[..n]);
+    }
     h.update(serde_json::to_vec(spec)?);
     h.update(format!("{plan:?}").as_bytes());
     Ok(hex::encode(h.finalize()))
