@@ -672,12 +672,10 @@ impl RunPlan {
     pub fn base(s: &RunConfig) -> RunPlan {
         let net = NetConfig {
             act: Activation::Relu,
+            // BnConfig's defaults, but the PyTorch ≤0.4 scale init.
             bn: BnConfig {
-                ghost_splits: 1,
-                frozen_scale: false,
-                momentum: 0.1,
-                eps: 1e-5,
                 weight_init_one: false,
+                ..BnConfig::default()
             },
             pool_before_act: false,
             pool_before_bn: false,
@@ -757,6 +755,10 @@ impl RunPlan {
     /// matrix warnings use it to find variants that change nothing.
     pub fn effective(&self) -> RunPlan {
         let mut p = self.clone();
+        // One process's batch is whole already: SyncBN is plain BN there.
+        if p.world_size <= 1 {
+            p.net.bn.sync = false;
+        }
         let half = p.precision.half;
         if let Some(m) = p.optim.muon.as_mut() {
             // An fp16 net's Muon buffers are fp16 already.

@@ -60,6 +60,21 @@ impl GhostBn {
         (!self.cfg.frozen_scale).then_some(&self.weight)
     }
 
+    /// Training-mode SyncBN over the installed group, where on and installed.
+    fn synced(&self, x: &Tensor) -> Option<Tensor> {
+        if !self.cfg.sync {
+            return None;
+        }
+        crate::util::collective::sync_batch_norm(
+            x,
+            self.scale(),
+            &self.bias,
+            (&self.running_mean, &self.running_var),
+            self.cfg.momentum,
+            self.cfg.eps,
+        )
+    }
+
     /// Half input goes in as it is, with fp32 parameters and statistics (as
     /// cuDNN takes it in Page's and airbench's nets): no cast either way.
     pub fn forward_t(&self, x: &Tensor, train: bool) -> Tensor {
@@ -90,6 +105,9 @@ impl GhostBn {
                 eps,
                 true,
             )
+        } else if let Some(y) = self.synced(xf) {
+            // SyncBN: the whole global batch's statistics, across the ranks.
+            y
         } else if k == 1 {
             xf.batch_norm(
                 self.scale(),

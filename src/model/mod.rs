@@ -52,6 +52,10 @@ pub struct BnConfig {
     pub eps: f64,
     /// false = U[0,1] (PyTorch ≤0.4 default, Page parts 1–3).
     pub weight_init_one: bool,
+    /// Batch statistics over every rank's share of the global batch
+    /// (SyncBN) rather than each rank's own (ghost BN of world_size splits).
+    #[serde(default)]
+    pub sync: bool,
 }
 
 impl Default for BnConfig {
@@ -62,6 +66,7 @@ impl Default for BnConfig {
             momentum: 0.1,
             eps: 1e-5,
             weight_init_one: true,
+            sync: false,
         }
     }
 }
@@ -228,11 +233,10 @@ impl NetConfig {
                 widths: vec![64, 256, 256],
                 act: Activation::Gelu,
                 bn: BnConfig {
-                    ghost_splits: 1,
                     frozen_scale: true,
                     momentum: 0.4,
                     eps: 1e-12,
-                    weight_init_one: true,
+                    ..BnConfig::default()
                 },
                 pool_before_bn: true,
                 logit_scale: 1.0 / 9.0,

@@ -798,3 +798,95 @@ fn part4_backbones_are_pages_rungs() {
     assert!(!NetConfig::default_for(Arch::P4aPath).prep_bn_relu);
     assert!(NetConfig::default_for(Arch::P4bConv1x1).prep_bn_relu);
 }
+
+/// One BN pass in training mode with a fixed upstream gradient: the output,
+/// the input's gradient, the scale's and bias's gradients, the running mean.
+fn bn_pass(cfg: &BnConfig, x: &Tensor, dy: &Tensor) -> [Tensor; 5] {
+    let vs = nn::VarStore::new(Device::Cpu);
+    let bn = GhostBn::new(&vs.root(), x.size()[1], cfg);
+    tch::no_grad(|| {
+        bn.weight
+            .shallow_clone()
+            .copy_(&Tensor::from_slice(&[0.5f32, 2.0, 1.5]));
+    });
+    let x = x.detach().set_requires_grad(true);
+    let y = bn.forward_t(&x, true);
+    (&y * dy).sum(Kind::Float).backward();
+    [
+        y.detach(),
+        x.grad(),
+        bn.weight.grad(),
+        bn.bias.grad(),
+        bn.running_mean.copy(),
+    ]
+}
+
+/// SyncBN (the `sync_bn` trick): two ranks, each with every other image of
+/// a batch of 8 (two Gloo ranks on threads of this process), normalise and
+/// differentiate exactly as plain BN over all 8 in one process: outputs and
+/// input gradients agree image by image, the scale and bias gradients sum to
+/// the one-process ones (data-parallel training then averages them), and the
+/// running statistics are the whole batch's on both ranks.
+#[test]
+pub(crate) fn sync_bn_over_two_ranks_is_bn_over_their_whole_batch() {
+    use crate::util::collective::{Collective, Launch};
+    let x = Tensor::randn([8, 3, 4, 4], (Kind::Float, Device::Cpu)) * 3.0 + 1.0;
+    let dy = Tensor::randn([8, 3, 4, 4], (Kind::Float, Device::Cpu));
+    let whole = bn_pass(&BnConfig::default(), &x, &dy);
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let ranks: Vec<_> = (0..2)
+        .map(|rank| {
+            let (x, dy) = (
+                x.slice(0, rank, 8, 2).copy(),
+                dy.slice(0, rank, 8, 2).copy(),
+            );
+            std::thread::spawn(move || {
+                let launch = Launch {
+                    rank: rank as usize,
+                    world: 2,
+                    local_rank: rank as usize,
+                    master_addr: "127.0.0.1".into(),
+                    master_port: port,
+                    launcher: "torchrun",
+                };
+                let c =
+                    Collective::join(&launch, false, "test", std::time::Duration::from_secs(20))
+                        .unwrap();
+                let _on = c.install();
+                let sync = BnConfig {
+                    sync: true,
+                    ..BnConfig::default()
+                };
+                bn_pass(&sync, &x, &dy)
+            })
+        })
+        .collect();
+    let ranks: Vec<[Tensor; 5]> = ranks.into_iter().map(|t| t.join().unwrap()).collect();
+    for (r, got) in ranks.iter().enumerate() {
+        let mine = |t: &Tensor| t.slice(0, r as i64, 8, 2);
+        assert!(close(&got[0], &mine(&whole[0]), 1e-5), "rank {r}: output");
+        assert!(
+            close(&got[1], &mine(&whole[1]), 1e-5),
+            "rank {r}: input gradient"
+        );
+        assert!(close(&got[4], &whole[4], 1e-5), "rank {r}: running mean");
+    }
+    for (i, what) in [(2, "scale"), (3, "bias")] {
+        let summed = &ranks[0][i] + &ranks[1][i];
+        assert!(close(&summed, &whole[i], 1e-4), "{what} gradient");
+    }
+    // Without a group installed (one process) it is plain BN.
+    let alone = bn_pass(
+        &BnConfig {
+            sync: true,
+            ..BnConfig::default()
+        },
+        &x,
+        &dy,
+    );
+    assert!(close(&alone[0], &whole[0], 0.0) && close(&alone[1], &whole[1], 0.0));
+}

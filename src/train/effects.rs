@@ -578,6 +578,7 @@ fn effect_test(trick: TrickId) -> fn() {
         TrickId::Gelu => crate::model::tests::gelu_is_the_exact_erf_form,
         TrickId::Silu => crate::model::tests::silu_is_x_times_its_sigmoid,
         TrickId::GhostBn => crate::model::tests::ghost_bn_statistics_per_split_and_eval_average,
+        TrickId::SyncBn => crate::model::tests::sync_bn_over_two_ranks_is_bn_over_their_whole_batch,
         TrickId::FrozenBnScale => crate::model::tests::frozen_bn_scale_stays_one_and_out_of_groups,
         TrickId::BnBiasLrScale => {
             super::tests::every_sgd_group_decays_by_the_recipe_weight_decay_per_step

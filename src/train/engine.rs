@@ -371,6 +371,8 @@ impl Run<'_> {
     ) -> Result<Outcome> {
         let (plan, dev) = (self.plan, self.device);
         let wall = Instant::now();
+        // SyncBN layers (the `sync_bn` trick) reduce over the gang.
+        let _sync_bn = self.dist.map(Collective::install);
         self.announce(config, emit);
         let (data, prep_s) = self.timed(|| prepare(plan, self.src, dev))?;
         let vs = nn::VarStore::new(dev);

@@ -393,6 +393,23 @@ catalog! {
             Ok(())
         },
     },
+    SyncBn => TrickSpec {
+        key: "sync_bn",
+        ids: &[],
+        name: "Synchronised BatchNorm",
+        category: Normalisation,
+        help: "In a run over several ranks, take BN's batch statistics over the whole global batch (every rank's share) instead of each rank's own; changes nothing at world_size 1.",
+        source: "torch.nn.SyncBatchNorm; the published multi-GPU runs (Goyal et al., fast.ai) keep BN per GPU",
+        off: "statistics per rank (ghost BN of world_size splits)",
+        on: "statistics over the global batch, reduced through c10d in forward and backward",
+        params: &[],
+        requires: &[],
+        conflicts: &[TrickId::GhostBn],
+        apply: |p, _| {
+            p.net.bn.sync = true;
+            Ok(())
+        },
+    },
     FrozenBnScale => TrickSpec {
         key: "frozen_bn_scale",
         ids: &["T15", "B6"],

@@ -50,6 +50,67 @@ unsafe extern "C" {
         root: c_int,
     ) -> c_int;
     fn tricklab_pg_barrier(g: *mut c_void) -> c_int;
+    fn tricklab_sync_batch_norm(
+        g: *mut c_void,
+        x: *const torch_sys::C_tensor,
+        weight: *const torch_sys::C_tensor,
+        bias: *const torch_sys::C_tensor,
+        running_mean: *const torch_sys::C_tensor,
+        running_var: *const torch_sys::C_tensor,
+        momentum: f64,
+        eps: f64,
+    ) -> *mut torch_sys::C_tensor;
+}
+
+thread_local! {
+    /// The group this thread's SyncBN layers reduce over (null: none).
+    static INSTALLED: std::cell::Cell<*mut c_void> = const { std::cell::Cell::new(std::ptr::null_mut()) };
+}
+
+/// While alive, SyncBN layers on this thread reduce over its group.
+pub struct Installed(());
+
+impl Drop for Installed {
+    fn drop(&mut self) {
+        INSTALLED.set(std::ptr::null_mut());
+    }
+}
+
+/// Training-mode BatchNorm with its batch statistics (and the sums its input
+/// gradient needs) summed over the installed group's ranks: the N ranks
+/// normalise as one process over the whole global batch
+/// (torch.nn.SyncBatchNorm). `None` where no group is installed (a run of
+/// one process, whose batch is already whole). A failed all-reduce (a rank
+/// lost) ends the rank with its message.
+pub fn sync_batch_norm(
+    x: &Tensor,
+    weight: Option<&Tensor>,
+    bias: &Tensor,
+    running: (&Tensor, &Tensor),
+    momentum: f64,
+    eps: f64,
+) -> Option<Tensor> {
+    let g = INSTALLED.get();
+    if g.is_null() {
+        return None;
+    }
+    let w = weight.map_or(std::ptr::null(), Tensor::as_ptr);
+    // SAFETY: the group outlives its `Installed` guard; the tensors are live.
+    let y = unsafe {
+        tricklab_sync_batch_norm(
+            g,
+            x.as_ptr(),
+            w,
+            bias.as_ptr(),
+            running.0.as_ptr(),
+            running.1.as_ptr(),
+            momentum,
+            eps,
+        )
+    };
+    assert!(!y.is_null(), "SyncBN: {}", last_error());
+    // SAFETY: a fresh heap tensor from the shim, now owned by tch.
+    Some(unsafe { Tensor::from_ptr(y) })
 }
 
 /// The collectives this binary has: `gloo`, `gloo,nccl`, or empty.
@@ -424,6 +485,13 @@ impl Collective {
             unflatten(&flat, &bucket);
         }
         Ok(())
+    }
+
+    /// Makes this group the one SyncBN layers on this thread reduce over,
+    /// until the guard is dropped.
+    pub fn install(&self) -> Installed {
+        INSTALLED.set(self.group);
+        Installed(())
     }
 
     pub fn barrier(&self) -> Result<()> {

@@ -12,6 +12,7 @@
 #ifdef TRICKLAB_C10D_NCCL
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 #endif
+#include <torch/csrc/autograd/custom_function.h>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include <chrono>
@@ -331,5 +332,117 @@ int tricklab_pg_broadcast(GroupPtr *g, const at::Tensor *const *ts, int n,
 
 int tricklab_pg_barrier(GroupPtr *g) {
   return status([&] { (*g)->barrier()->wait(); });
+}
+}
+
+// Synchronised BatchNorm (torch.nn.SyncBatchNorm's arithmetic, over any
+// c10d group): the batch statistics are summed over every rank's share in
+// forward, and so are the two sums BN's input gradient needs in backward,
+// so N ranks normalise and differentiate as one process over the whole
+// batch. Generic ATen ops: runs wherever the group's tensors live (Gloo on
+// the CPU, NCCL on GPUs). Statistics in float32, as cuDNN keeps them.
+namespace {
+std::vector<int64_t> reduce_dims(const at::Tensor &x) {
+  std::vector<int64_t> d{0};
+  for (int64_t i = 2; i < x.dim(); ++i) d.push_back(i);
+  return d;
+}
+
+std::vector<int64_t> channel_shape(const at::Tensor &x) {
+  std::vector<int64_t> s(x.dim(), 1);
+  s[1] = x.size(1);
+  return s;
+}
+
+void allreduce_one(GroupPtr *g, at::Tensor &t) {
+  std::vector<at::Tensor> v{t};
+  (*g)->allreduce(v)->wait();
+}
+
+struct SyncBn : public torch::autograd::Function<SyncBn> {
+  static at::Tensor forward(torch::autograd::AutogradContext *ctx,
+                            const at::Tensor &x, const at::Tensor &weight,
+                            const at::Tensor &bias, at::Tensor running_mean,
+                            at::Tensor running_var, double momentum,
+                            double eps, int64_t group) {
+    auto *g = reinterpret_cast<GroupPtr *>(group);
+    const auto dims = reduce_dims(x);
+    const auto shape = channel_shape(x);
+    const int64_t c = x.size(1);
+    auto xf = x.to(at::kFloat);
+    const double local = static_cast<double>(x.numel() / c);
+    // Each rank's count, mean and (biased) variance in its own row, summed
+    // into every rank's table (an all-gather through all-reduce), then
+    // combined by the parallel-variance formula (Chan et al. 1979, as
+    // torch's batch_norm_gather_stats_with_counts): no E[x²] − E[x]²
+    // cancellation.
+    auto [var_r, mean_r] = at::var_mean(xf, dims, /*correction=*/0, false);
+    auto rows = at::zeros({(*g)->getSize(), 2 * c + 1}, xf.options());
+    rows[(*g)->getRank()].copy_(
+        at::cat({mean_r, var_r, at::full({1}, local, xf.options())}));
+    allreduce_one(g, rows);
+    auto counts = rows.narrow(1, 2 * c, 1);
+    auto count = counts.sum();
+    auto means = rows.narrow(1, 0, c);
+    auto mean = (means * counts).sum(0) / count;
+    auto var =
+        ((rows.narrow(1, c, c) + (means - mean).pow(2)) * counts).sum(0) /
+        count;
+    auto invstd = (var + eps).rsqrt();
+    {
+      at::NoGradGuard no_grad;
+      running_mean.mul_(1 - momentum).add_(mean, momentum);
+      running_var.mul_(1 - momentum)
+          .add_(var * count / (count - 1).clamp_min(1), momentum);
+    }
+    auto xhat = (xf - mean.view(shape)) * invstd.view(shape);
+    ctx->save_for_backward({xhat, invstd, weight, count});
+    ctx->saved_data["group"] = group;
+    auto y = weight.defined() ? xhat * weight.view(shape) : xhat;
+    if (bias.defined()) y = y + bias.view(shape);
+    return y.to(x.scalar_type());
+  }
+
+  static torch::autograd::variable_list backward(
+      torch::autograd::AutogradContext *ctx,
+      torch::autograd::variable_list grads) {
+    auto saved = ctx->get_saved_variables();
+    auto xhat = saved[0], invstd = saved[1], weight = saved[2],
+         count = saved[3];
+    auto *g = reinterpret_cast<GroupPtr *>(ctx->saved_data["group"].toInt());
+    auto dy = grads[0].to(at::kFloat);
+    const auto dims = reduce_dims(dy);
+    const auto shape = channel_shape(dy);
+    const int64_t c = dy.size(1);
+    // This rank's parameter gradients (DDP averages them with the rest).
+    auto db = dy.sum(dims);
+    auto dw = (dy * xhat).sum(dims);
+    auto sums = at::cat({db, dw});
+    allreduce_one(g, sums);
+    auto mean_dy = sums.narrow(0, 0, c) / count;
+    auto mean_dy_xhat = sums.narrow(0, c, c) / count;
+    auto scale = weight.defined() ? weight * invstd : invstd;
+    auto dx = (dy - mean_dy.view(shape) - xhat * mean_dy_xhat.view(shape)) *
+              scale.view(shape);
+    return {dx.to(grads[0].scalar_type()),
+            weight.defined() ? dw : at::Tensor(), db, at::Tensor(),
+            at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
+  }
+};
+}  // namespace
+
+extern "C" {
+// y = SyncBN(x) over `g`'s ranks; `weight` may be null (a frozen scale of 1).
+at::Tensor *tricklab_sync_batch_norm(GroupPtr *g, const at::Tensor *x,
+                                     const at::Tensor *weight,
+                                     const at::Tensor *bias,
+                                     const at::Tensor *running_mean,
+                                     const at::Tensor *running_var,
+                                     double momentum, double eps) {
+  return guarded([&] {
+    return SyncBn::apply(*x, weight ? *weight : at::Tensor(), *bias,
+                         *running_mean, *running_var, momentum, eps,
+                         reinterpret_cast<int64_t>(g));
+  });
 }
 }
