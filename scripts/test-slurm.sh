@@ -135,4 +135,41 @@ grep -q 'cpu ×2 (srun)' "$gdir/manifest.json" \
   || { echo "test-slurm: the run was not trained by 2 srun ranks:"; grep -A2 '"devices"' "$gdir/manifest.json"; exit 1; }
 echo "test-slurm: one 2-rank run as 2 srun tasks"
 
+# A rank killed under srun: the run fails naming it, the next run trains.
+cat >"$D/gang-kill.toml" <<'TOML'
+name = "gang-kill"
+recipe = "tiny-page-resnet9"
+kind = "list"
+data = "synthetic:400"
+repeats = 1
+set = { batch_size = 64, world_size = 2 }
+[[variant]]
+name = "long"
+set = { epochs = 9999 }
+[[variant]]
+name = "short"
+set = { epochs = 1 }
+TOML
+out="$("$BIN" slurm submit "$D/gang-kill.toml" --shards 1 --gpus-per-task 0 --cpus-per-task 1 --time 10:00 --results "$D/results")"
+kjob="$(sed -n 's/^submitted job \([0-9]*\):.*/\1/p' <<<"$out")"
+victim=""
+for _ in $(seq 1 120); do
+  for p in $(pgrep -f "tricklab rank" || true); do
+    if tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx SLURM_PROCID=1 \
+      && tr '\0' '\n' <"/proc/$p/cmdline" 2>/dev/null | grep -q '"long"'; then victim=$p; fi
+  done
+  [ -n "$victim" ] && break
+  sleep 0.5
+done
+[ -n "$victim" ] || { echo "test-slurm: rank 1 of the long run never started"; cat "$D"/results/gang-kill/slurm-*/logs/*; exit 1; }
+sleep 3
+kill -9 "$victim"
+wait_job "$kjob"
+klog="$(cat "$D"/results/gang-kill/slurm-*/logs/*)"
+grep -q "FAILED gang-kill/long#0: rank 1 of 2 (srun task 1)" <<<"$klog" \
+  || { echo "test-slurm: the killed rank is not named:"; echo "$klog" | grep -v '^|'; exit 1; }
+grep -q "^done  gang-kill/short#0" <<<"$klog" || { echo "test-slurm: the next run did not train:"; echo "$klog" | grep -v '^|'; exit 1; }
+pgrep -f "tricklab rank" >/dev/null && { echo "test-slurm: a rank was left behind"; exit 1; }
+echo "test-slurm: a rank killed under srun fails its run by name, the next run trains, no rank left"
+
 echo "test-slurm: 4-task array on a real Slurm, one task re-submitted, merged, every run once, the table of one worker ($(( $(date +%s) - t0 )) s from submit to merge)"

@@ -236,15 +236,13 @@ pub fn first_host(nodelist: &str) -> Result<String> {
     }
 }
 
-/// A joined process group. Collectives fail (never hang) after `timeout`.
+/// A joined process group: NCCL's for CUDA tensors or Gloo's for CPU
+/// tensors. Collectives fail (never hang) after the timeout it was joined with.
 pub struct Collective {
     store: *mut c_void,
     group: *mut c_void,
     pub rank: usize,
     pub world: usize,
-    /// NCCL (CUDA tensors) rather than Gloo (CPU tensors).
-    pub nccl: bool,
-    pub timeout: Duration,
     /// Gathers made so far: each gets its own keys, since the store lives
     /// as long as the gang (a warm-up's keys must not answer the run's).
     gathers: std::cell::Cell<u64>,
@@ -315,8 +313,6 @@ impl Collective {
             group: std::ptr::null_mut(),
             rank: l.rank,
             world: l.world,
-            nccl,
-            timeout,
             gathers: std::cell::Cell::new(0),
             flat: std::cell::RefCell::new(Vec::new()),
         };
@@ -337,8 +333,7 @@ impl Collective {
         };
         if c.group.is_null() {
             let e = last_error();
-            // Dropping `c` frees the store; the group is null.
-            c.group = std::ptr::null_mut();
+            // Dropping `c` frees the store (and a null group is no group).
             bail!(
                 "{who}: the {} process group did not form: {e}",
                 if nccl { "NCCL" } else { "Gloo" }
