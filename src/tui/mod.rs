@@ -235,7 +235,8 @@ pub struct TuiArgs {
     #[arg(long, alias = "results-root", default_value = "results")]
     pub results: PathBuf,
     /// Devices, one worker each: auto (every CUDA device, else the CPU), all,
-    /// cuda:0,cuda:2, cpu, or cpu:N (N CPU workers sharing the cores).
+    /// cuda:0,cuda:2, cuda:0-7, cpu, or cpu:N (N CPU workers sharing the
+    /// cores). Runs with world_size N take gangs of N devices.
     #[arg(long, value_delimiter = ',', default_value = "auto")]
     pub devices: Vec<String>,
     /// Threads per CPU worker (default: the cores shared among the CPU

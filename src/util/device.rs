@@ -23,7 +23,8 @@ pub fn parse_device_name(s: &str) -> Result<Device> {
 
 /// The workers' devices from `--devices`: `auto` (the default) is every CUDA
 /// device, or the CPU where there is none; `all` every CUDA device; `cpu:N`
-/// N CPU workers; `cpu`, `cuda`, `cuda:N` one worker each.
+/// N CPU workers; `cpu`, `cuda`, `cuda:N` one worker each; `cuda:A-B` the
+/// GPUs A to B.
 pub fn resolve_devices(specs: &[String]) -> Result<Vec<String>> {
     let count = if tch::Cuda::is_available() {
         tch::Cuda::device_count().max(0) as usize
@@ -54,6 +55,25 @@ pub fn resolve_devices_with(specs: &[String], cuda: usize) -> Result<Vec<String>
                         anyhow::anyhow!("--devices {s}: cpu:N takes a worker count from 1 to 256")
                     })?;
                 out.extend(std::iter::repeat_n("cpu".to_string(), n));
+            }
+            // A range, as a gang of GPUs is written: `cuda:0-7`.
+            s if s.starts_with("cuda:") && s.contains('-') => {
+                let bad = || {
+                    anyhow::anyhow!(
+                        "--devices {s}: a range is cuda:FIRST-LAST with FIRST ≤ LAST (e.g. cuda:0-7)"
+                    )
+                };
+                let (a, b) = s[5..].split_once('-').ok_or_else(bad)?;
+                let (a, b): (usize, usize) =
+                    (a.parse().map_err(|_| bad())?, b.parse().map_err(|_| bad())?);
+                if a > b {
+                    return Err(bad());
+                }
+                for i in a..=b {
+                    let d = format!("cuda:{i}");
+                    parse_device_name(&d)?;
+                    out.push(d);
+                }
             }
             s => {
                 parse_device_name(s)?;
@@ -228,6 +248,8 @@ mod tests {
                 .contains("no CUDA device")
         );
         assert_eq!(d(&["cpu:2"], 4).unwrap(), ["cpu", "cpu"]);
+        assert_eq!(d(&["cuda:1-3"], 4).unwrap(), ["cuda:1", "cuda:2", "cuda:3"]);
+        assert!(d(&["cuda:3-1"], 4).is_err() && d(&["cuda:a-2"], 4).is_err());
         assert_eq!(d(&["cuda:0", "cuda:2"], 4).unwrap(), ["cuda:0", "cuda:2"]);
         assert!(d(&["cpu:0"], 0).is_err() && d(&["tpu"], 0).is_err());
     }
