@@ -306,6 +306,17 @@ impl Session {
         }
         // Before any new folder is made; a resumed matrix's runs count too.
         let gangs = gangs(&all, &devices)?;
+        let idle = devices.len() - gangs.iter().map(Vec::len).sum::<usize>();
+        if idle > 0 {
+            events.push(Event::Log {
+                level: LogLevel::Warn,
+                message: format!(
+                    "{idle} of the {} devices stay idle: runs take gangs of {} (the largest world_size queued)",
+                    devices.len(),
+                    gangs.first().map_or(0, Vec::len)
+                ),
+            });
+        }
         for m in all {
             if stores.contains_key(&m.name) && resumed.as_deref() != Some(m.name.as_str()) {
                 anyhow::bail!(

@@ -520,3 +520,28 @@ fn resume_follows_the_folders_queue_and_cleans_up_after_a_kill() {
     assert_eq!(entries.len(), 3);
     assert_eq!(rows(&dir), before, "one row per run, replaced");
 }
+
+/// Devices are grouped into gangs as large as the largest world size queued
+/// (what is left over stays idle), and a run larger than the session is
+/// refused with both numbers.
+#[test]
+fn devices_form_gangs_of_the_largest_world_size() {
+    let m = |world: usize| {
+        crate::matrix::parse(
+            &format!(
+                "name='g'\nrecipe='tiny-page-resnet9'\nkind='list'\nset={{ batch_size = 64 }}\n[[variant]]\nname='one'\n[[variant]]\nname='gang'\nset={{ world_size = {world} }}\n"
+            ),
+            "g.toml",
+        )
+        .unwrap()
+    };
+    let cpus = |n: usize| vec!["cpu".to_string(); n];
+    let g = gangs(&[m(2)], &cpus(5)).unwrap();
+    assert_eq!(g, vec![cpus(2), cpus(2)]);
+    assert_eq!(gangs(&[m(1)], &cpus(3)).unwrap(), vec![cpus(1); 3]);
+    let e = gangs(&[m(4)], &cpus(2)).unwrap_err().to_string();
+    assert!(
+        e.contains("world_size 4") && e.contains("2 device(s)"),
+        "{e}"
+    );
+}
