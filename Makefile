@@ -82,6 +82,7 @@ lint: $(TORCH_DEP) system-deps
 	$(CARGO_ENV) cargo clippy --all-targets -- -D warnings
 
 bench: $(TORCH_DEP) system-deps
+	bash scripts/system-deps.sh bench
 	$(CARGO_ENV) cargo bench --benches
 
 # The GPU path (README, "On a GPU"): a folder under .device/ that fits the 64 MiB

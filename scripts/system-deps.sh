@@ -4,7 +4,13 @@
 # of a run with world_size > 1) is compiled against (build.rs). Installs
 # Debian's libgloo-dev where it is missing and this is root; otherwise says
 # what to do and lets the build go on without CPU collectives.
+# `system-deps.sh bench` also installs libturbojpeg0-dev (benches/decode.rs).
 set -euo pipefail
+if [ "${1:-}" = bench ] && [ ! -f /usr/include/turbojpeg.h ] && [ "$(id -u)" = 0 ]; then
+  echo "system-deps: installing libturbojpeg0-dev (libjpeg-turbo for benches/decode.rs)"
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libturbojpeg0-dev >/dev/null \
+    || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libturbojpeg0-dev >/dev/null; }
+fi
 [ -f "${TRICKLAB_GLOO_INCLUDE:-/usr/include}/gloo/context.h" ] && exit 0
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
   echo "system-deps: installing libgloo-dev (gloo headers for c10d's ProcessGroupGloo)"
