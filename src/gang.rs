@@ -71,7 +71,7 @@ impl Trainer for Gang {
     fn device_name(&self) -> String {
         match self.devices.len() {
             1 => self.inner.device_name(),
-            n => format!("{} ({n} devices)", self.devices.join(",")),
+            _ => local_label(&self.devices),
         }
     }
 
@@ -97,10 +97,13 @@ impl Trainer for Gang {
     }
 
     fn warm_up(&mut self, run: &PlannedRun, ctl: &dyn Control) -> Option<String> {
-        // A gang's ranks warm up together, in their own processes.
-        (run.plan.world_size <= 1)
-            .then(|| self.inner.warm_up(run, ctl))
-            .flatten()
+        // The worker warms once, before its first run. A gang's ranks warm
+        // up together in their own processes, but this process's trainer is
+        // still warmed (with a one-process form of the run) for the runs of
+        // world size 1 that may follow.
+        let mut one = run.clone();
+        one.plan.world_size = 1;
+        self.inner.warm_up(&one, ctl)
     }
 }
 
@@ -302,10 +305,8 @@ impl Launched {
     fn label(&self, rank0: &str) -> String {
         if self.srun {
             format!("{rank0} ×{} (srun)", self.world)
-        } else if self.devices.iter().all(|d| *d == self.devices[0]) {
-            format!("{} ×{}", self.devices[0], self.world)
         } else {
-            self.devices.join("+")
+            local_label(&self.devices)
         }
     }
 
@@ -464,11 +465,81 @@ fn tail_lines(err: std::process::ChildStderr) -> Arc<Mutex<Vec<String>>> {
     tail
 }
 
+/// Devices of one box as a gang: `cpu ×2`, `cuda:0+cuda:1`.
+fn local_label(devices: &[String]) -> String {
+    if devices.iter().all(|d| *d == devices[0]) {
+        format!("{} ×{}", devices[0], devices.len())
+    } else {
+        devices.join("+")
+    }
+}
+
 fn describe(s: ExitStatus) -> String {
     match (s.code(), s.signal()) {
         (_, Some(9)) => "was killed by signal 9 (SIGKILL)".into(),
         (_, Some(sig)) => format!("was killed by signal {sig}"),
         (Some(c), None) => format!("exited with status {c}"),
         _ => "ended".into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Records the world sizes it was asked to warm up for.
+    struct Warms(std::rc::Rc<std::cell::RefCell<Vec<usize>>>);
+
+    impl Trainer for Warms {
+        fn device_name(&self) -> String {
+            "cpu".into()
+        }
+        fn run(
+            &mut self,
+            _: &PlannedRun,
+            _: &dyn Control,
+            _: &mut dyn FnMut(Event),
+        ) -> Result<Outcome> {
+            Ok(Outcome::Cancelled)
+        }
+        fn warm_up(&mut self, run: &PlannedRun, _: &dyn Control) -> Option<String> {
+            self.0.borrow_mut().push(run.plan.world_size);
+            Some("warm".into())
+        }
+    }
+
+    /// A worker whose first run is a gang's still warms its own trainer (as
+    /// one process), so the runs of world size 1 after it start warm.
+    #[test]
+    fn a_gang_first_still_warms_the_workers_own_trainer() {
+        let seen = std::rc::Rc::new(std::cell::RefCell::new(Vec::new()));
+        let mut g = Gang::new(Box::new(Warms(seen.clone())), vec!["cpu".into(); 2]);
+        let spec = crate::config::RunSpec {
+            id: crate::config::RunId {
+                matrix: "m".into(),
+                index: 0,
+                variant: "v".into(),
+                repeat: 0,
+            },
+            seed: 0,
+            recipe: "tiny-page-resnet9".into(),
+            overrides: vec![crate::config::Override::parse_set("world_size=2").unwrap()],
+            data: "synthetic:64".into(),
+            target_acc: 0.5,
+            device: None,
+            reference: None,
+        };
+        let run = crate::recipe::plan_run(&spec).unwrap();
+        assert_eq!(run.plan.world_size, 2);
+        assert_eq!(
+            g.warm_up(&run, &crate::train::NeverStop).as_deref(),
+            Some("warm")
+        );
+        assert_eq!(*seen.borrow(), vec![1]);
+        assert_eq!(g.device_name(), "cpu ×2");
+        assert_eq!(
+            local_label(&["cuda:0".into(), "cuda:1".into()]),
+            "cuda:0+cuda:1"
+        );
     }
 }
