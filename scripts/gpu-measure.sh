@@ -1,0 +1,132 @@
+#!/usr/bin/env bash
+# Issue 32's measurements on a lent GPU machine, batched into one call of the
+# device tool: each STEP runs under one shared deadline, so that the call ends
+# inside the tool's 10-minute limit with everything measured so far packed into
+# $OUT/measure.tar.gz (plus $OUT/measure.log, which the reply's tail shows).
+#
+# From the repository root, with the bundle (`make gpu-bundle`) carried as
+# .device/bundle and the published scripts' copies carried as .device/peers:
+#
+#   OUT=out DEADLINE=560 bash scripts/gpu-measure.sh provenance smoke \
+#       parity:airbench94:9.9:10 parity:page-final:10:5 ladder:page-ladder:3
+#
+# STEP:   provenance                      nvidia-smi, driver, CUDA, cuDNN, NCCL, doctor, ldd
+#         smoke                           ablations/gpu-smoke.toml (fp32 then fp16)
+#         parity:RECIPE:EPOCHS:SEEDS      `tricklab parity` on the full stand-in, --device "$DEVICE"
+#         ladder:MATRIX:REPEATS           `tricklab run ablations/MATRIX.toml`, then its reports
+#         train:RECIPE:SEEDS              `tricklab train` REPEATS times (the workbench's overhead)
+# env:    DEADLINE  seconds from the start after which no step starts and the
+#                   running one is interrupted (default 560)
+#         PYTHON    a python whose torch is 2.11.0 (default python3)
+#         DEVICE    cuda (default), or cpu for a rehearsal here
+#         TRAIN_PER_CLASS, TEST_PER_CLASS  parity images a class (default 5000, 1000: all)
+set -uo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+OUT=${OUT:-out}
+mkdir -p "$OUT"
+OUT=$(cd "$OUT" && pwd)
+DEADLINE=${DEADLINE:-560}
+PYTHON=${PYTHON:-python3}
+DEVICE=${DEVICE:-cuda}
+BUNDLE=$ROOT/.device/bundle
+PEERS=$ROOT/.device/peers
+WORK=$OUT/measure
+mkdir -p "$WORK"
+START=$(date +%s)
+log() { echo "measure [$(( $(date +%s) - START )) s] $*" | tee -a "$OUT/measure.log"; }
+left() { echo $(( DEADLINE - ($(date +%s) - START) )); }
+
+cd "$BUNDLE" || { echo "error: $BUNDLE is missing: run make gpu-bundle and carry .device/bundle" >&2; exit 1; }
+# Unpacked outside the carried bundle, which must stay under the 64 MiB the device tool carries.
+TL=/tmp/tricklab-bin/tricklab
+[ -x "$TL" ] || { mkdir -p "${TL%/*}" && xz -dc tricklab.xz > "$TL" && chmod +x "$TL"; }
+TORCH_DIR=$("$PYTHON" -c 'import torch, os; print(os.path.dirname(torch.__file__))')
+# The binary's RUNPATH names the build machine's venv; LD_LIBRARY_PATH wins over it.
+export LD_LIBRARY_PATH="$TORCH_DIR/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+# Outside the carried bundle (176 MB imported): it must not travel back with the next call.
+export TRICKLAB_DATA=${TRICKLAB_DATA:-/tmp/tricklab-data}
+RESULTS=$WORK/results
+if [ ! -f "$TRICKLAB_DATA/cifar10-jpeg/dataset.tlds" ]; then
+  "$TL" data import cifar10-jpeg-q75.tar.gz --name cifar10-jpeg >> "$OUT/measure.log" 2>&1
+fi
+
+# Runs one step's command with what is left of the deadline, interrupting it
+# (SIGINT: the headless run stores what finished) when time is up.
+timed() {
+  local t
+  t=$(left)
+  if [ "$t" -le 10 ]; then log "skipped (deadline): $*"; return 124; fi
+  log "start ($t s left): $*"
+  local s=$(date +%s) rc=0
+  timeout -s INT -k 30 "$t" "$@" >> "$OUT/measure.log" 2>&1 || rc=$?
+  log "end rc=$rc after $(( $(date +%s) - s )) s: $1 $2"
+  return $rc
+}
+
+for step in "$@"; do
+  IFS=: read -r kind a b c <<< "$step"
+  case "$kind" in
+    provenance)
+      {
+        echo "## date"; date -u +%Y-%m-%dT%H:%M:%SZ
+        echo "## bundle"; cat BUNDLE.txt
+        echo "## nvidia-smi"; nvidia-smi
+        echo "## nvidia-smi -q (clocks, power, persistence)"
+        nvidia-smi -q -d CLOCK,POWER,PERFORMANCE,TEMPERATURE 2>&1 | head -120
+        echo "## nvidia-smi topo"; nvidia-smi topo -m 2>&1
+        echo "## uname"; uname -a
+        echo "## cpu"; lscpu | grep -E 'Model name|^CPU\(s\)|Thread|Socket' ; free -g
+        echo "## python / torch"
+        "$PYTHON" - <<'EOF'
+import torch, sys, platform
+print("python", sys.version.split()[0])
+print("torch", torch.__version__, "cuda", torch.version.cuda, "cudnn", torch.backends.cudnn.version())
+print("nccl", ".".join(map(str, torch.cuda.nccl.version())))
+p = torch.cuda.get_device_properties(0)
+print("device", torch.cuda.get_device_name(0), "cc", f"{p.major}.{p.minor}", "SMs", p.multi_processor_count,
+      "memory GiB", round(p.total_memory / 2**30, 1))
+try:
+    import torchvision; print("torchvision", torchvision.__version__)
+except Exception as e:
+    print("torchvision missing:", e)
+EOF
+        echo "## ldd"; ldd "$TL" | grep -E 'libtorch|libc10|cudart|cudnn|nccl'
+        echo "## tricklab doctor"; "$TL" doctor --results "$RESULTS"
+        echo "## tricklab doctor --json"; "$TL" doctor --results "$RESULTS" --json
+      } > "$WORK/provenance.txt" 2>&1
+      log "provenance: $(grep -E '^(torch|device|nccl) ' "$WORK/provenance.txt" | tr '\n' ';')"
+      ;;
+    smoke)
+      timed "$TL" run ablations/gpu-smoke.toml --headless --devices "$DEVICE" --data cifar10-jpeg \
+        --results "$RESULTS"
+      ;;
+    parity)
+      timed "$TL" parity "$a" --peers "$PEERS" --data cifar10-jpeg --train-per-class "${TRAIN_PER_CLASS:-5000}" \
+        --test-per-class "${TEST_PER_CLASS:-1000}" --epochs "$b" --seeds "$c" --device "$DEVICE" --python "$PYTHON" \
+        --adapter "$ROOT/scripts/peers/peer.py" --out "$WORK/parity-$a.md"
+      ;;
+    ladder)
+      timed "$TL" run "ablations/$a.toml" --headless --devices "$DEVICE" --data cifar10-jpeg \
+        --results "$RESULTS" --repeats "$b"
+      dir=$(ls -d "$RESULTS/$a"/*/ 2>/dev/null | sort | tail -1)
+      if [ -n "$dir" ]; then
+        for clock in dawn airbench hlb wall; do
+          "$TL" report "$dir" --clock "$clock" > "$dir/report-$clock.md" 2>&1
+        done
+        "$TL" report "$dir" --format csv > "$dir/report.csv" 2>&1
+        "$TL" report "$dir" --plots "$dir" > /dev/null 2>&1
+        cat "$dir/report-wall.md" >> "$OUT/measure.log"
+      fi
+      ;;
+    train)
+      for s in $(seq 0 $(( b - 1 ))); do
+        timed "$TL" train --recipe "$a" --device "$DEVICE" --data cifar10-jpeg --seed "$s" || break
+      done
+      ;;
+    *) log "unknown step $step"; ;;
+  esac
+done
+log "done"
+cp "$OUT/measure.log" "$WORK/"
+tar czf "$OUT/measure.tar.gz" -C "$OUT" measure
+log "packed $(du -h "$OUT/measure.tar.gz" | cut -f1)"
