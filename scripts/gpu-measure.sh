@@ -14,6 +14,7 @@
 #         smoke                           ablations/gpu-smoke.toml (fp32 then fp16)
 #         parity:RECIPE:EPOCHS:SEEDS      `tricklab parity` on the full stand-in, --device "$DEVICE"
 #         ladder:MATRIX:REPEATS           `tricklab run ablations/MATRIX.toml`, then its reports
+#         resume:PATH                     `tricklab run --resume` of a carried results folder
 #         train:RECIPE:SEEDS              `tricklab train` REPEATS times (the workbench's overhead)
 # env:    DEADLINE  seconds from the start after which no step starts and the
 #                   running one is interrupted (default 560)
@@ -63,6 +64,18 @@ timed() {
   return $rc
 }
 
+# Every clock's report, a CSV and the charts of a results folder.
+reports() {
+  local dir=$1
+  [ -n "$dir" ] && [ -d "$dir" ] || return 0
+  for clock in dawn airbench hlb wall; do
+    "$TL" report "$dir" --clock "$clock" > "$dir/report-$clock.md" 2>&1
+  done
+  "$TL" report "$dir" --format csv > "$dir/report.csv" 2>&1
+  "$TL" report "$dir" --plots "$dir" > /dev/null 2>&1
+  cat "$dir/report-wall.md" >> "$OUT/measure.log"
+}
+
 for step in "$@"; do
   IFS=: read -r kind a b c <<< "$step"
   case "$kind" in
@@ -108,15 +121,15 @@ EOF
     ladder)
       timed "$TL" run "ablations/$a.toml" --headless --devices "$DEVICE" --data cifar10-jpeg \
         --results "$RESULTS" --repeats "$b"
-      dir=$(ls -d "$RESULTS/$a"/*/ 2>/dev/null | sort | tail -1)
-      if [ -n "$dir" ]; then
-        for clock in dawn airbench hlb wall; do
-          "$TL" report "$dir" --clock "$clock" > "$dir/report-$clock.md" 2>&1
-        done
-        "$TL" report "$dir" --format csv > "$dir/report.csv" 2>&1
-        "$TL" report "$dir" --plots "$dir" > /dev/null 2>&1
-        cat "$dir/report-wall.md" >> "$OUT/measure.log"
-      fi
+      reports "$(ls -d "$RESULTS/$a"/*/ 2>/dev/null | sort | tail -1)"
+      ;;
+    resume)
+      # A folder an earlier call left unfinished (carried back in): its failed
+      # and unstarted runs, on this call's machine.
+      dir=$RESULTS/$(basename "$(dirname "$ROOT/$a")")/$(basename "$ROOT/$a")
+      mkdir -p "$(dirname "$dir")" && cp -r "$ROOT/$a" "$dir"
+      timed "$TL" run --resume "$dir" --headless --devices "$DEVICE"
+      reports "$dir"
       ;;
     train)
       for s in $(seq 0 $(( b - 1 ))); do

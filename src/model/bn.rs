@@ -56,8 +56,12 @@ impl GhostBn {
     }
 
     fn scale(&self) -> Option<&Tensor> {
-        // A frozen scale is exactly 1: skip the multiply (and its backward).
-        (!self.cfg.frozen_scale).then_some(&self.weight)
+        // A frozen scale (ones, never trained) still goes in as a tensor:
+        // CUDA's BatchNorm backward shapes the bias gradient after the weight,
+        // so a missing weight beside a trained bias fails there ("tensor does
+        // not have a device"; cuDNN returns an empty bias gradient), though
+        // the CPU kernels accept it. Multiplying by exactly 1 changes no value.
+        Some(&self.weight)
     }
 
     /// Training-mode SyncBN over the installed group, where on and installed.
