@@ -81,7 +81,7 @@ lint: $(TORCH_DEP) system-deps
 	cargo fmt --check
 	$(CARGO_ENV) cargo clippy --all-targets -- -D warnings
 
-bench: $(TORCH_DEP) system-deps
+bench: $(TORCH_DEP) $(VENV)/.torchvision system-deps
 	bash scripts/system-deps.sh bench
 	$(CARGO_ENV) cargo bench --benches
 

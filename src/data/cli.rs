@@ -45,6 +45,34 @@ pub enum DataCommand {
         #[arg(long)]
         test_per_class: Option<usize>,
     },
+    /// Stream an image folder through the loader as training would read it
+    /// (decode, crop, flip on a pool of threads) and state its throughput.
+    Stream {
+        /// An image folder: train/<class>/*, and val/<class>/* or test/<class>/*.
+        dir: PathBuf,
+        /// train: random-resized crop and flip, shuffled; val: centre crop, in order.
+        #[arg(long, default_value = "train")]
+        split: String,
+        /// Output side in pixels.
+        #[arg(long, default_value_t = 224)]
+        size: usize,
+        #[arg(long, default_value_t = 256)]
+        batch: usize,
+        /// Decoding threads (default: every core).
+        #[arg(long)]
+        workers: Option<usize>,
+        /// Stop after this many batches (default: the whole epoch).
+        #[arg(long)]
+        batches: Option<usize>,
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
+        #[arg(long, value_enum, default_value = "fail")]
+        on_bad_image: stream::OnBadImage,
+        /// Also time the plain decode of the same files on the same threads:
+        /// the decoder's limit beside the whole pipeline.
+        #[arg(long)]
+        decode_only: bool,
+    },
     /// Counts per class, image size, hash and problems found.
     Check {
         /// A data set spec: embedded, an imported name, a folder or an archive.
@@ -136,7 +164,42 @@ pub fn cmd_data(args: DataArgs) -> Result<i32> {
             );
             Ok(0)
         }
+        DataCommand::Stream {
+            dir,
+            split,
+            size,
+            batch,
+            workers,
+            batches,
+            seed,
+            on_bad_image,
+            decode_only,
+        } => stream_cmd(&StreamCmd {
+            dir,
+            split,
+            size,
+            batch,
+            workers,
+            batches,
+            seed,
+            on_bad_image,
+            decode_only,
+        }),
         DataCommand::Check { name } => {
+            let dir = Path::new(&name);
+            if dir.join("train").is_dir() {
+                let (ok, uniform) = survey_folder(dir)?;
+                if !ok {
+                    return Ok(1);
+                }
+                if !uniform {
+                    println!(
+                        "sizes vary: the in-memory checks (duplicates, train/test leaks) are for fixed-size sets; this folder streams (`tricklab data stream`)"
+                    );
+                    return Ok(0);
+                }
+                println!("one image size: the in-memory checks follow");
+            }
             let d = load(&name)?;
             println!(
                 "{}: {}x{}x{} images, hash {}",
@@ -159,5 +222,180 @@ pub fn cmd_data(args: DataArgs) -> Result<i32> {
             eprintln!("error: {} problem(s) found in {name}", problems.len());
             Ok(1)
         }
+    }
+}
+
+struct StreamCmd {
+    dir: PathBuf,
+    split: String,
+    size: usize,
+    batch: usize,
+    workers: Option<usize>,
+    batches: Option<usize>,
+    seed: u64,
+    on_bad_image: stream::OnBadImage,
+    decode_only: bool,
+}
+
+/// `tricklab data stream`: one epoch (or `--batches`) through the loader, with
+/// its throughput, the time the consumer waited and the files left out.
+fn stream_cmd(a: &StreamCmd) -> Result<i32> {
+    use stream::{Crop, FolderIndex, Loader, LoaderOptions, Pipeline};
+    let index = FolderIndex::open(&a.dir)?;
+    for n in &index.notes {
+        eprintln!("note: {n}");
+    }
+    let (entries, pipeline, train) = match a.split.as_str() {
+        "train" => (&index.train, Crop::TRAIN, true),
+        "val" | "test" => (&index.val, Crop::VAL, false),
+        other => bail!("--split {other}: choose train or val"),
+    };
+    let limit = a
+        .batches
+        .map_or(entries.len(), |b| (b * a.batch).min(entries.len()));
+    let workers = a
+        .workers
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    let opts = LoaderOptions {
+        batch: a.batch,
+        workers,
+        seed: a.seed,
+        // Ordered below, before `--batches` cuts the epoch short.
+        shuffle: false,
+        drop_last: train,
+        on_bad: a.on_bad_image,
+        ..LoaderOptions::default()
+    };
+    let pipe = Pipeline {
+        size: a.size,
+        crop: pipeline,
+        flip: train,
+    };
+    // `--batches` streams the first batches of the same epoch.
+    let order = stream::epoch_order(entries.len(), a.seed, 0, train);
+    let chosen: Vec<stream::Entry> = order[..limit].iter().map(|&i| entries[i].clone()).collect();
+    let chosen = std::sync::Arc::new(chosen);
+    println!(
+        "{}: {} {} images of {} classes; pipeline: read, decode (zune-jpeg / png), {}, resize to {}x{} (antialiased){}; batch {}, {} threads, prefetch {}",
+        a.dir.display(),
+        chosen.len(),
+        a.split,
+        index.classes.len(),
+        describe(pipeline),
+        a.size,
+        a.size,
+        if train { ", flip" } else { "" },
+        a.batch,
+        workers,
+        opts.prefetch
+    );
+    let mut loader = Loader::new(chosen.clone(), pipe, &opts)?;
+    for b in loader.by_ref() {
+        b?.skipped.iter().for_each(|s| eprintln!("{s}"));
+    }
+    let st = loader.stats();
+    println!(
+        "pipeline: {} images in {} batches, {:.2} s: {:.0} images/s ({} skipped); the consumer waited {:.2} s",
+        st.images,
+        st.batches,
+        st.seconds,
+        st.images_per_s(),
+        st.skipped,
+        st.wait_s
+    );
+    if a.decode_only {
+        let rate = decode_rate(&chosen, workers)?;
+        println!(
+            "decode only: {rate:.0} images/s on the same threads; the pipeline runs at {:.0}% of it",
+            100.0 * st.images_per_s() / rate
+        );
+    }
+    Ok(0)
+}
+
+/// `data check DIR`: images per class and the spread of sizes, from headers
+/// only; (no problem found, every image of one size).
+fn survey_folder(dir: &Path) -> Result<(bool, bool)> {
+    let index = stream::FolderIndex::open(dir)?;
+    for n in &index.notes {
+        println!("note: {n}");
+    }
+    let t = std::time::Instant::now();
+    let s = stream::survey::survey(&index);
+    println!(
+        "{}: {} classes; headers of {} files read in {:.1} s",
+        dir.display(),
+        index.classes.len(),
+        index.train.len() + index.val.len(),
+        t.elapsed().as_secs_f64()
+    );
+    println!("{:<24} {:>7} {:>6}", "class", "train", "val");
+    for (i, c) in index.classes.iter().enumerate() {
+        println!(
+            "{c:<24} {:>7} {:>6}",
+            s.train.per_class[i], s.val.per_class[i]
+        );
+    }
+    println!(
+        "{:<24} {:>7} {:>6}",
+        "total",
+        s.train.images(),
+        s.val.images()
+    );
+    for (name, split) in [("train", &s.train), ("val", &s.val)] {
+        if split.images() > 0 {
+            let (lo, hi) = (
+                split.per_class.iter().min().copied().unwrap_or(0),
+                split.per_class.iter().max().copied().unwrap_or(0),
+            );
+            println!("{name}: {lo} to {hi} images a class; {}", split.spread());
+        }
+    }
+    let problems = stream::survey::problems(&index, &s);
+    for p in &problems {
+        println!("problem: {p}");
+    }
+    let all = |v: &[usize]| v.first() == v.last();
+    let uniform = all(&s.train.short) && all(&s.train.long);
+    if problems.is_empty() {
+        return Ok((true, uniform));
+    }
+    eprintln!(
+        "error: {} problem(s) found in {}; `data stream --on-bad-image skip` trains without the unreadable files",
+        problems.len(),
+        dir.display()
+    );
+    Ok((false, uniform))
+}
+
+/// Images a second for the plain read + decode of `entries` on `workers` threads.
+fn decode_rate(entries: &[stream::Entry], workers: usize) -> Result<f64> {
+    use rayon::prelude::*;
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(workers)
+        .build()?;
+    let t = std::time::Instant::now();
+    let decoded: usize = pool.install(|| {
+        entries
+            .par_iter()
+            .filter(|e| {
+                std::fs::read(&e.path)
+                    .ok()
+                    .and_then(|b| stream::decode::decode(&b).ok())
+                    .is_some()
+            })
+            .count()
+    });
+    Ok(decoded as f64 / t.elapsed().as_secs_f64())
+}
+
+/// The pipeline in words, as the loader runs it.
+fn describe(crop: stream::Crop) -> String {
+    match crop {
+        stream::Crop::RandomResized { scale, ratio } => format!(
+            "random-resized crop (scale {}-{}, ratio {:.3}-{:.3})",
+            scale.0, scale.1, ratio.0, ratio.1
+        ),
+        stream::Crop::Centre { ratio } => format!("centre crop ({ratio} of the short side)"),
     }
 }

@@ -13,6 +13,7 @@ mod embedded;
 mod export;
 mod fetch;
 mod folder;
+pub mod stream;
 mod synthetic;
 
 pub use cache::{read_cache, write_cache};

@@ -1045,3 +1045,100 @@ fn tui_takes_data_as_run_does() {
     assert_eq!(o.status.code(), Some(2), "{err}");
     assert!(err.contains("drop --data"), "{err}");
 }
+
+/// The streaming loader from the command line: `data check DIR` surveys an
+/// ImageNet-like folder from its headers and names a broken file; `data
+/// stream` states its throughput, stops on the broken file with its name
+/// and the fix, and with `--on-bad-image skip` leaves it out in one line.
+#[test]
+fn data_stream_states_its_throughput_and_check_surveys_an_image_folder() {
+    use tricklab::data::stream::synth::{SynthSpec, imagenet_like};
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("mini-imagenet");
+    let spec = SynthSpec {
+        classes: 3,
+        train_per_class: 8,
+        val_per_class: 2,
+        long_side: (40, 80),
+        quality: 85,
+        seed: 4,
+    };
+    imagenet_like(&dir, &spec).unwrap();
+    let d = dir.to_str().unwrap();
+
+    let o = run(&["data", "check", d], tmp.path());
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{out}{err}");
+    assert!(out.contains("n00000002") && out.contains("total"), "{out}");
+    assert!(
+        out.contains("8 to 8 images a class") && out.contains("short side"),
+        "{out}"
+    );
+    assert!(out.contains("sizes vary"), "{out}");
+
+    let o = run(
+        &[
+            "data",
+            "stream",
+            d,
+            "--size",
+            "32",
+            "--batch",
+            "8",
+            "--workers",
+            "2",
+            "--decode-only",
+        ],
+        tmp.path(),
+    );
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{out}{err}");
+    assert!(
+        out.contains("24 images in 3 batches") && out.contains("images/s"),
+        "{out}"
+    );
+    assert!(out.contains("decode only:"), "{out}");
+
+    let bad = dir.join("train/n00000001/00003.JPEG");
+    let bytes = std::fs::read(&bad).unwrap();
+    std::fs::write(&bad, &bytes[..bytes.len() / 3]).unwrap();
+    let o = run(&["data", "check", d], tmp.path());
+    let (out, _) = text(&o);
+    assert!(!o.status.success() && out.contains("00003.JPEG"), "{out}");
+    let o = run(
+        &["data", "stream", d, "--size", "32", "--batch", "8"],
+        tmp.path(),
+    );
+    let (_, err) = text(&o);
+    assert!(!o.status.success(), "{err}");
+    assert!(
+        err.contains("00003.JPEG")
+            && err.contains("--on-bad-image skip")
+            && err.lines().count() == 1,
+        "{err}"
+    );
+    let o = run(
+        &[
+            "data",
+            "stream",
+            d,
+            "--size",
+            "32",
+            "--batch",
+            "8",
+            "--on-bad-image",
+            "skip",
+        ],
+        tmp.path(),
+    );
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{out}{err}");
+    assert!(
+        err.contains("skipped") && err.contains("00003.JPEG"),
+        "{err}"
+    );
+    assert!(
+        out.contains("23 images in 3 batches") && out.contains("(1 skipped)"),
+        "{out}"
+    );
+}

@@ -1,0 +1,196 @@
+//! The streaming loader beside torchvision's, on the same JPEGs and cores, in
+//! one run (issue 35):
+//!
+//! - tricklab: read + decode + random-resized crop to 224 + flip + u8 tensor,
+//!   `workers` threads;
+//! - torchvision 0.26: ImageFolder + RandomResizedCrop(224) +
+//!   RandomHorizontalFlip + ToTensor through a DataLoader with the same
+//!   number of worker processes (`scripts/bench/torchvision_loader.py`, under
+//!   .venv's python; skipped with a line if torchvision is missing);
+//! - the plain decode of the same files on the same threads: the decoder's
+//!   limit, against which the pipeline's distance is read;
+//! - peak memory over an epoch of BENCH_STREAM_IMAGES entries (default
+//!   100,000; the generated files repeat), against one of 1/10 the length:
+//!   flat, not growing with the data set.
+//!
+//! Each side: one warm-up epoch, then the best of two. Env: BENCH_STREAM_FILES
+//! (default 512 JPEGs), BENCH_STREAM_WORKERS (default: every core).
+
+use std::sync::Arc;
+use std::time::Instant;
+use tricklab::data::stream::synth::{SynthSpec, imagenet_like};
+use tricklab::data::stream::{Crop, FolderIndex, Loader, LoaderOptions, Pipeline, decode};
+
+fn env(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn peak_rss_mib() -> f64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find(|l| l.starts_with("VmHWM:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|kb| kb.parse::<f64>().ok())
+        .map_or(f64::NAN, |kb| kb / 1024.0)
+}
+
+fn epoch(
+    entries: &Arc<Vec<tricklab::data::stream::Entry>>,
+    workers: usize,
+    batch: usize,
+) -> (usize, f64) {
+    let pipe = Pipeline {
+        size: 224,
+        crop: Crop::TRAIN,
+        flip: true,
+    };
+    let opts = LoaderOptions {
+        batch,
+        workers,
+        ..LoaderOptions::default()
+    };
+    let t = Instant::now();
+    let mut n = 0;
+    for b in Loader::new(entries.clone(), pipe, &opts).expect("loader") {
+        let b = b.expect("batch");
+        let (x, _) = b.to_tensors(tch::Device::Cpu);
+        n += x.size()[0] as usize;
+    }
+    (n, t.elapsed().as_secs_f64())
+}
+
+fn main() {
+    let files = env("BENCH_STREAM_FILES", 512);
+    let workers = env(
+        "BENCH_STREAM_WORKERS",
+        std::thread::available_parallelism().map_or(1, |n| n.get()),
+    );
+    let long = env("BENCH_STREAM_IMAGES", 100_000);
+    let batch = 64;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let spec = SynthSpec {
+        classes: 10,
+        train_per_class: files / 10,
+        val_per_class: 0,
+        long_side: (330, 500),
+        quality: 90,
+        seed: 1,
+    };
+    let bytes = imagenet_like(dir.path(), &spec).expect("writing the JPEGs");
+    let index = FolderIndex::open(dir.path()).expect("index");
+    let entries = Arc::new(index.train.clone());
+    let n = entries.len();
+    println!(
+        "{n} JPEGs, {:.0} KB on average, long side 330-500 px; {workers} workers, batch {batch}, output 224x224",
+        bytes as f64 / n as f64 / 1024.0
+    );
+
+    // tricklab: warm-up epoch, then the best of two.
+    epoch(&entries, workers, batch);
+    let ours = (0..2)
+        .map(|_| epoch(&entries, workers, batch))
+        .map(|(k, s)| k as f64 / s)
+        .fold(0.0, f64::max);
+
+    // The plain decode of the same files on the same number of threads.
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(workers)
+        .build()
+        .expect("pool");
+    let decode_rate = (0..2)
+        .map(|_| {
+            let t = Instant::now();
+            pool.install(|| {
+                use rayon::prelude::*;
+                entries.par_iter().for_each(|e| {
+                    let b = std::fs::read(&e.path).expect("read");
+                    std::hint::black_box(decode::decode(&b).expect("decode"));
+                });
+            });
+            n as f64 / t.elapsed().as_secs_f64()
+        })
+        .fold(0.0, f64::max);
+
+    let tv_rate = torchvision_rate(dir.path(), workers, batch);
+
+    // Memory: an epoch of `long` entries (the files repeated) against one of long/10.
+    let rss_before = peak_rss_mib();
+    let short_list: Vec<_> = entries.iter().cycle().take(long / 10).cloned().collect();
+    let (k_short, _) = epoch(&Arc::new(short_list), workers, batch);
+    let rss_short = peak_rss_mib();
+    let long_list: Vec<_> = entries.iter().cycle().take(long).cloned().collect();
+    let (k_long, s_long) = epoch(&Arc::new(long_list), workers, batch);
+    let rss_long = peak_rss_mib();
+
+    println!();
+    println!("| pipeline | images/s | × torchvision |");
+    println!("|---|---|---|");
+    let vs = |r: f64| tv_rate.map_or("-".into(), |t| format!("{:.2}", r / t));
+    println!(
+        "| tricklab: read + decode + random-resized crop 224 + flip + u8 tensor | {ours:.0} | {} |",
+        vs(ours)
+    );
+    if let Some(t) = tv_rate {
+        println!(
+            "| torchvision 0.26: ImageFolder + RandomResizedCrop(224) + flip + ToTensor, DataLoader | {t:.0} | 1.00 |"
+        );
+    }
+    println!(
+        "| tricklab: plain decode of the same files (the decoder's limit) | {decode_rate:.0} | {} |",
+        vs(decode_rate)
+    );
+    println!(
+        "\npipeline at {:.0}% of the plain decode",
+        100.0 * ours / decode_rate
+    );
+    println!(
+        "peak memory: {rss_before:.0} MiB before; {rss_short:.0} MiB after an epoch of {k_short} images; {rss_long:.0} MiB after one of {k_long} ({:.0} images/s over it)",
+        k_long as f64 / s_long
+    );
+}
+
+/// torchvision's loader on the same folder and workers, through .venv's
+/// python; `None` (with a line saying why) where it cannot run.
+fn torchvision_rate(dir: &std::path::Path, workers: usize, batch: usize) -> Option<f64> {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let python = root.join(".venv/bin/python3");
+    let out = std::process::Command::new(&python)
+        .arg(root.join("scripts/bench/torchvision_loader.py"))
+        .arg(dir)
+        .args([
+            "--workers",
+            &workers.to_string(),
+            "--batch",
+            &batch.to_string(),
+        ])
+        .output();
+    match out {
+        Ok(o) if o.status.success() => {
+            let line = String::from_utf8_lossy(&o.stdout);
+            serde_json::from_str::<serde_json::Value>(line.trim())
+                .ok()
+                .and_then(|v| v["images_per_s"].as_f64())
+        }
+        Ok(o) => {
+            eprintln!(
+                "torchvision side failed: {}",
+                String::from_utf8_lossy(&o.stderr)
+                    .lines()
+                    .last()
+                    .unwrap_or("")
+            );
+            None
+        }
+        Err(e) => {
+            eprintln!(
+                "torchvision side not run ({}: {e}); `make bench` installs it",
+                python.display()
+            );
+            None
+        }
+    }
+}

@@ -1,0 +1,86 @@
+//! One file's bytes to 8-bit RGB, or the reason it is not an image.
+//!
+//! JPEG goes through zune-jpeg directly (the decoder the `image` crate wraps)
+//! in strict mode: a truncated file is an error rather than a picture whose
+//! missing rows are grey. PNG goes through `image`; 16-bit channels are scaled
+//! to 8 and alpha is dropped, as torchvision's `Image.convert("RGB")` does.
+//! Greyscale and CMYK JPEGs come out as RGB.
+
+use anyhow::{Result, bail};
+use zune_core::bytestream::ZCursor;
+use zune_core::colorspace::ColorSpace;
+use zune_core::options::DecoderOptions;
+
+/// An RGB image, rows top to bottom, 3 bytes a pixel.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Rgb {
+    pub width: usize,
+    pub height: usize,
+    pub pixels: Vec<u8>,
+}
+
+/// The largest side accepted: a guard against a header that claims a huge
+/// image (a bomb, or garbage read as a header), far above any photo.
+const MAX_SIDE: usize = 1 << 14;
+
+pub fn decode(bytes: &[u8]) -> Result<Rgb> {
+    if bytes.starts_with(&[0xFF, 0xD8]) {
+        decode_jpeg(bytes)
+    } else if bytes.starts_with(b"\x89PNG\r\n\x1a\n") {
+        decode_png(bytes)
+    } else {
+        bail!(
+            "not a JPEG or PNG (the file starts with {:02x?})",
+            &bytes[..bytes.len().min(4)]
+        )
+    }
+}
+
+fn decode_jpeg(bytes: &[u8]) -> Result<Rgb> {
+    let opts = DecoderOptions::default()
+        .set_strict_mode(true)
+        .set_max_width(MAX_SIDE)
+        .set_max_height(MAX_SIDE)
+        .jpeg_set_out_colorspace(ColorSpace::RGB);
+    let mut d = zune_jpeg::JpegDecoder::new_with_options(ZCursor::new(bytes), opts);
+    let pixels = d.decode().map_err(|e| anyhow::anyhow!("JPEG: {e:?}"))?;
+    let (w, h) = d
+        .dimensions()
+        .ok_or_else(|| anyhow::anyhow!("JPEG: no dimensions after decoding"))?;
+    // A truncated scan that the decoder still accepted would leave rows
+    // unwritten: refuse a buffer that is not exactly the picture.
+    if pixels.len() != w * h * 3 {
+        bail!(
+            "JPEG: {} bytes decoded for a {w}x{h} RGB picture",
+            pixels.len()
+        );
+    }
+    if !ends_with_eoi(bytes) {
+        bail!("JPEG: truncated (no end-of-image marker)");
+    }
+    Ok(Rgb {
+        width: w,
+        height: h,
+        pixels,
+    })
+}
+
+/// JPEG files end with FF D9; some writers pad after it, so look at the tail.
+pub(crate) fn ends_with_eoi(bytes: &[u8]) -> bool {
+    let tail = &bytes[bytes.len().saturating_sub(1024)..];
+    tail.windows(2).any(|w| w == [0xFF, 0xD9])
+}
+
+fn decode_png(bytes: &[u8]) -> Result<Rgb> {
+    let img = image::load_from_memory_with_format(bytes, image::ImageFormat::Png)
+        .map_err(|e| anyhow::anyhow!("PNG: {e}"))?;
+    let (w, h) = (img.width() as usize, img.height() as usize);
+    if w > MAX_SIDE || h > MAX_SIDE {
+        bail!("PNG: {w}x{h} is larger than {MAX_SIDE} px on a side");
+    }
+    Ok(Rgb {
+        width: w,
+        height: h,
+        pixels: img.to_rgb8().into_raw(),
+    })
+}

@@ -1,0 +1,603 @@
+//! Streaming image folders: images too many or too large for the in-memory
+//! cache (ImageNet: 1.28 M JPEGs) are read, decoded, cropped and flipped every
+//! epoch on a pool of threads, ahead of the step that needs them.
+//!
+//! The pipeline, in the order the data flows (FFCV states its loaders the
+//! same way):
+//!
+//! 1. **index**: `train/<class>/*` and `val/<class>/*` (or `test/`), or a flat
+//!    `val/` with ImageNet's `LOC_val_solution.csv` or a `labels.txt`; classes
+//!    sorted by name, as torchvision's `ImageFolder` numbers them.
+//! 2. **order**: a permutation of the split drawn from (seed, epoch); global
+//!    batch `b` is positions `b·B .. (b+1)·B` of it, and rank `r` of `W`
+//!    takes the positions `p` with `p % W == r`.
+//! 3. **read + decode** ([`decode`]): a worker thread per image.
+//! 4. **crop + resize + flip** ([`resample`]): random-resized crop for
+//!    training, centre crop for validation, in one antialiased resampling.
+//!    Each image draws its crop and flip from a generator seeded by (seed,
+//!    epoch, image), so the bytes do not depend on the number of threads or
+//!    on which thread ran first.
+//! 5. **prefetch**: finished batches wait in a bounded queue; the loader never
+//!    holds more than `prefetch` batches, whatever the data set's size.
+//!
+//! A file that is not a decodable image is, per `--on-bad-image`, an error
+//! that names it (`fail`) or left out of its batch with one line naming it
+//! (`skip`); it is never replaced by a blank image.
+
+pub mod decode;
+pub mod resample;
+pub mod survey;
+pub mod synth;
+#[cfg(test)]
+mod tests;
+
+use anyhow::{Context, Result, bail};
+use crossbeam_channel::{Receiver, bounded};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Instant;
+
+/// What to do with a file that is not a decodable image.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum OnBadImage {
+    /// Leave it out of its batch, count it and name it in one line.
+    Skip,
+    /// Stop with an error naming the file.
+    Fail,
+}
+
+/// One image file and its class.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Entry {
+    pub path: PathBuf,
+    pub label: u32,
+}
+
+/// An image folder's files, found once.
+#[derive(Clone, Debug)]
+pub struct FolderIndex {
+    pub root: PathBuf,
+    pub classes: Vec<String>,
+    pub train: Vec<Entry>,
+    pub val: Vec<Entry>,
+    /// One line for each thing left aside while indexing (empty class
+    /// folders, files that are not named as images).
+    pub notes: Vec<String>,
+}
+
+fn is_image_name(p: &Path) -> bool {
+    p.extension()
+        .and_then(|e| e.to_str())
+        .is_some_and(|e| ["jpg", "jpeg", "png"].contains(&e.to_ascii_lowercase().as_str()))
+}
+
+/// The files of `dir` named as images, sorted; counts the others into `other`.
+fn images_in(dir: &Path, other: &mut usize) -> Result<Vec<PathBuf>> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).with_context(|| format!("cannot read {}", dir.display()))? {
+        let p = e?.path();
+        if p.is_file() && is_image_name(&p) {
+            out.push(p);
+        } else if p.is_file() {
+            *other += 1;
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
+fn subdirs(dir: &Path) -> Result<Vec<String>> {
+    let mut out: Vec<String> = std::fs::read_dir(dir)
+        .with_context(|| format!("cannot read {}", dir.display()))?
+        .filter_map(|e| e.ok())
+        .filter(|e| e.path().is_dir())
+        .filter_map(|e| e.file_name().to_str().map(str::to_string))
+        .collect();
+    out.sort();
+    Ok(out)
+}
+
+impl FolderIndex {
+    /// Indexes `root`: `train/<class>/` must exist; `val/` (or `test/`) is by
+    /// class folder or flat with a labels file.
+    pub fn open(root: &Path) -> Result<FolderIndex> {
+        let train_dir = root.join("train");
+        if !train_dir.is_dir() {
+            bail!(
+                "{}: no train/ folder; an image folder holds train/<class>/*.jpg (and val/<class>/* or test/<class>/*)",
+                root.display()
+            );
+        }
+        let classes = subdirs(&train_dir)?;
+        if classes.is_empty() {
+            bail!(
+                "{}: no class folders; put each class's images in train/<class>/",
+                train_dir.display()
+            );
+        }
+        let mut notes = Vec::new();
+        let mut other = 0;
+        let mut train = Vec::new();
+        for (label, c) in classes.iter().enumerate() {
+            let files = images_in(&train_dir.join(c), &mut other)?;
+            if files.is_empty() {
+                notes.push(format!(
+                    "{}: no images; the class keeps its label ({label})",
+                    train_dir.join(c).display()
+                ));
+            }
+            train.extend(files.into_iter().map(|path| Entry {
+                path,
+                label: label as u32,
+            }));
+        }
+        let val_dir = ["val", "test"]
+            .iter()
+            .map(|s| root.join(s))
+            .find(|p| p.is_dir());
+        let val = match &val_dir {
+            None => Vec::new(),
+            Some(dir) if !subdirs(dir)?.is_empty() => {
+                let mut val = Vec::new();
+                for c in subdirs(dir)? {
+                    let Some(label) = classes.iter().position(|k| *k == c) else {
+                        bail!(
+                            "{}: class `{c}` is not among train/'s {} classes; rename or remove it",
+                            dir.join(&c).display(),
+                            classes.len()
+                        );
+                    };
+                    val.extend(
+                        images_in(&dir.join(&c), &mut other)?
+                            .into_iter()
+                            .map(|path| Entry {
+                                path,
+                                label: label as u32,
+                            }),
+                    );
+                }
+                val
+            }
+            Some(dir) => flat_val(root, dir, &classes, &mut other)?,
+        };
+        if other > 0 {
+            notes.push(format!(
+                "{other} files not named .jpg, .jpeg or .png were left out"
+            ));
+        }
+        Ok(FolderIndex {
+            root: root.to_path_buf(),
+            classes,
+            train,
+            val,
+            notes,
+        })
+    }
+}
+
+/// ImageNet's flat `val/`: labels from `LOC_val_solution.csv` (ImageId,
+/// PredictionString starting with the wnid) beside it, or `val/labels.txt`
+/// (`file class` a line).
+fn flat_val(root: &Path, dir: &Path, classes: &[String], other: &mut usize) -> Result<Vec<Entry>> {
+    let csv = root.join("LOC_val_solution.csv");
+    let txt = dir.join("labels.txt");
+    let mut labels = std::collections::HashMap::new();
+    if csv.is_file() {
+        let text = std::fs::read_to_string(&csv)?;
+        for line in text.lines().skip(1) {
+            let (id, pred) = line.split_once(',').with_context(|| {
+                format!(
+                    "{}: `{line}` is not `ImageId,PredictionString`",
+                    csv.display()
+                )
+            })?;
+            let wnid = pred.split_whitespace().next().unwrap_or("");
+            labels.insert(id.to_string(), wnid.to_string());
+        }
+    } else if txt.is_file() {
+        for line in std::fs::read_to_string(&txt)?
+            .lines()
+            .filter(|l| !l.trim().is_empty())
+        {
+            let mut it = line.split_whitespace();
+            let (Some(f), Some(c)) = (it.next(), it.next()) else {
+                bail!("{}: `{line}` is not `file class`", txt.display());
+            };
+            let stem = Path::new(f)
+                .file_stem()
+                .and_then(|s| s.to_str())
+                .unwrap_or(f);
+            labels.insert(stem.to_string(), c.to_string());
+        }
+    } else {
+        bail!(
+            "{}: images without class folders and no labels: add {} or {}, or sort them into val/<class>/",
+            dir.display(),
+            csv.display(),
+            txt.display()
+        );
+    }
+    let mut out = Vec::new();
+    for path in images_in(dir, other)? {
+        let stem = path.file_stem().and_then(|s| s.to_str()).unwrap_or("");
+        let Some(class) = labels.get(stem) else {
+            bail!("{}: no label for it in the labels file", path.display());
+        };
+        let Some(label) = classes.iter().position(|k| k == class) else {
+            bail!(
+                "{}: its class `{class}` is not among train/'s classes",
+                path.display()
+            );
+        };
+        out.push(Entry {
+            path,
+            label: label as u32,
+        });
+    }
+    Ok(out)
+}
+
+/// How each image becomes a `size` x `size` square.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Crop {
+    /// torchvision's `RandomResizedCrop(size, scale, ratio)`.
+    RandomResized {
+        scale: (f64, f64),
+        ratio: (f64, f64),
+    },
+    /// `Resize(size / ratio)` then `CenterCrop(size)` (ratio 0.875 = 224/256).
+    Centre { ratio: f64 },
+}
+
+impl Crop {
+    /// torchvision's defaults: scale (0.08, 1), ratio (3/4, 4/3).
+    pub const TRAIN: Crop = Crop::RandomResized {
+        scale: (0.08, 1.0),
+        ratio: (3.0 / 4.0, 4.0 / 3.0),
+    };
+    pub const VAL: Crop = Crop::Centre { ratio: 0.875 };
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Pipeline {
+    pub size: usize,
+    pub crop: Crop,
+    pub flip: bool,
+}
+
+#[derive(Clone, Debug)]
+pub struct LoaderOptions {
+    /// The global batch: all ranks' images together.
+    pub batch: usize,
+    pub workers: usize,
+    /// Finished batches waiting at most.
+    pub prefetch: usize,
+    pub seed: u64,
+    pub epoch: u64,
+    pub shuffle: bool,
+    /// Drop a last partial global batch (training), or keep it (validation).
+    pub drop_last: bool,
+    pub rank: usize,
+    pub world: usize,
+    pub on_bad: OnBadImage,
+}
+
+impl Default for LoaderOptions {
+    fn default() -> Self {
+        LoaderOptions {
+            batch: 256,
+            workers: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            prefetch: 4,
+            seed: 0,
+            epoch: 0,
+            shuffle: true,
+            drop_last: true,
+            rank: 0,
+            world: 1,
+            on_bad: OnBadImage::Fail,
+        }
+    }
+}
+
+/// One rank's share of a global batch.
+#[derive(Clone, Debug)]
+pub struct Batch {
+    /// Which global batch of the epoch.
+    pub index: usize,
+    pub size: usize,
+    /// N x size x size x 3, RGB.
+    pub images: Vec<u8>,
+    pub labels: Vec<i64>,
+    /// One line for each file left out of this batch.
+    pub skipped: Vec<String>,
+}
+
+impl Batch {
+    pub fn len(&self) -> usize {
+        self.labels.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.labels.is_empty()
+    }
+
+    /// The images as an N x 3 x size x size uint8 tensor (channels-last in
+    /// memory, as the bytes come) and the labels, on `device`.
+    pub fn to_tensors(&self, device: tch::Device) -> (tch::Tensor, tch::Tensor) {
+        let n = self.len() as i64;
+        let s = self.size as i64;
+        let x = tch::Tensor::from_slice(&self.images)
+            .view([n, s, s, 3])
+            .permute([0, 3, 1, 2])
+            .to_device(device);
+        (x, tch::Tensor::from_slice(&self.labels).to_device(device))
+    }
+}
+
+/// What the loader has done so far: it states its own throughput.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct LoaderStats {
+    pub batches: usize,
+    pub images: usize,
+    pub skipped: usize,
+    /// Since the loader started.
+    pub seconds: f64,
+    /// Time the consumer spent blocked waiting for a batch.
+    pub wait_s: f64,
+}
+
+impl LoaderStats {
+    pub fn images_per_s(&self) -> f64 {
+        self.images as f64 / self.seconds.max(1e-9)
+    }
+}
+
+enum Msg {
+    Batch(Result<Batch>),
+    End,
+}
+
+/// Batches of one epoch of one rank, produced ahead on a thread pool.
+///
+/// Dropping it ends the producer at its next send (the channel closes); the
+/// batch in hand is thrown away.
+pub struct Loader {
+    rx: Receiver<Msg>,
+    thread: Option<std::thread::JoinHandle<()>>,
+    batches: usize,
+    started: Instant,
+    stats: LoaderStats,
+    finished: bool,
+}
+
+/// splitmix64: the per-image and per-epoch generators (Steele, Lea and
+/// Flood, "Fast splittable pseudorandom number generators", OOPSLA 2014).
+#[derive(Clone, Debug)]
+pub struct SplitMix(u64);
+
+impl SplitMix {
+    pub fn new(seed: u64) -> SplitMix {
+        SplitMix(seed)
+    }
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    /// Uniform in [0, 1) with 53 bits.
+    pub fn uniform(&mut self) -> f64 {
+        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
+    }
+}
+
+/// The epoch's order of `n` images: a Fisher–Yates shuffle from (seed, epoch).
+pub fn epoch_order(n: usize, seed: u64, epoch: u64, shuffle: bool) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..n).collect();
+    if shuffle {
+        let mut g = SplitMix::new(seed ^ epoch.wrapping_mul(0xD1B5_4A32_D192_ED03));
+        for i in (1..n).rev() {
+            let j = (g.next_u64() % (i as u64 + 1)) as usize;
+            order.swap(i, j);
+        }
+    }
+    order
+}
+
+/// Reads, decodes and crops one image; `Err` carries the reason only.
+fn load_one(entry: &Entry, p: &Pipeline, rng: &mut SplitMix) -> Result<Vec<u8>> {
+    let bytes = std::fs::read(&entry.path).context("cannot read it")?;
+    let img = decode::decode(&bytes)?;
+    let crop = match p.crop {
+        Crop::RandomResized { scale, ratio } => {
+            resample::random_resized(img.width, img.height, scale, ratio, || rng.uniform())
+        }
+        Crop::Centre { ratio } => resample::centre(img.width, img.height, ratio),
+    };
+    let flip = p.flip && rng.uniform() < 0.5;
+    let mut out = vec![0u8; p.size * p.size * 3];
+    resample::resample(&img, crop, p.size, p.size, flip, &mut out);
+    Ok(out)
+}
+
+/// Global batch `b`'s share for this rank: its images loaded on the pool,
+/// in position order, the bad ones left out (skip) or the first one an error
+/// (fail).
+fn produce(
+    b: usize,
+    order: &[usize],
+    entries: &[Entry],
+    pipeline: &Pipeline,
+    o: &LoaderOptions,
+    pool: &rayon::ThreadPool,
+) -> Result<Batch> {
+    use rayon::prelude::*;
+    let n = order.len();
+    let positions: Vec<usize> = (b * o.batch..((b + 1) * o.batch).min(n))
+        .filter(|p| p % o.world == o.rank)
+        .collect();
+    let loaded: Vec<(usize, Result<Vec<u8>>)> = pool.install(|| {
+        positions
+            .par_iter()
+            .map(|&pos| {
+                let i = order[pos];
+                let mut rng = SplitMix::new(
+                    o.seed
+                        ^ o.epoch.wrapping_mul(0xA076_1D64_78BD_642F)
+                        ^ (i as u64).wrapping_mul(0xE703_7ED1_A0B4_28DB),
+                );
+                // A panic in a decoder is this file's error, not a dead thread.
+                let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    load_one(&entries[i], pipeline, &mut rng)
+                }))
+                .unwrap_or_else(|_| Err(anyhow::anyhow!("the decoder panicked")));
+                (i, r)
+            })
+            .collect()
+    });
+    let px = pipeline.size * pipeline.size * 3;
+    let mut batch = Batch {
+        index: b,
+        size: pipeline.size,
+        images: Vec::with_capacity(loaded.len() * px),
+        labels: Vec::with_capacity(loaded.len()),
+        skipped: Vec::new(),
+    };
+    for (i, r) in loaded {
+        match r {
+            Ok(img) => {
+                batch.images.extend_from_slice(&img);
+                batch.labels.push(i64::from(entries[i].label));
+            }
+            Err(e) if o.on_bad == OnBadImage::Skip => batch
+                .skipped
+                .push(format!("skipped {}: {e:#}", entries[i].path.display())),
+            Err(e) => bail!(
+                "{}: {e:#}; fix or remove it, or pass --on-bad-image skip to leave such files out",
+                entries[i].path.display()
+            ),
+        }
+    }
+    Ok(batch)
+}
+
+impl Loader {
+    /// Starts producing `entries`' batches for one epoch of one rank.
+    pub fn new(
+        entries: Arc<Vec<Entry>>,
+        pipeline: Pipeline,
+        opts: &LoaderOptions,
+    ) -> Result<Loader> {
+        if opts.batch == 0 || opts.world == 0 || opts.rank >= opts.world {
+            bail!(
+                "loader: batch {} for rank {} of {} is not a batch",
+                opts.batch,
+                opts.rank,
+                opts.world
+            );
+        }
+        if pipeline.size == 0 {
+            bail!("loader: an output size of 0 px");
+        }
+        let n = entries.len();
+        let batches = if opts.drop_last {
+            n / opts.batch
+        } else {
+            n.div_ceil(opts.batch)
+        };
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(opts.workers.max(1))
+            .thread_name(|i| format!("tricklab-decode-{i}"))
+            .build()
+            .context("cannot start the decoding threads")?;
+        let (tx, rx) = bounded(opts.prefetch.max(1));
+        let o = opts.clone();
+        let thread = std::thread::Builder::new()
+            .name("tricklab-loader".into())
+            .spawn(move || {
+                let order = epoch_order(n, o.seed, o.epoch, o.shuffle);
+                for b in 0..batches {
+                    let msg = Msg::Batch(produce(b, &order, &entries, &pipeline, &o, &pool));
+                    let stop = matches!(msg, Msg::Batch(Err(_)));
+                    // The consumer went away (dropped the loader): stop quietly.
+                    if tx.send(msg).is_err() || stop {
+                        return;
+                    }
+                }
+                let _ = tx.send(Msg::End);
+            })
+            .context("cannot start the loader thread")?;
+        Ok(Loader {
+            rx,
+            thread: Some(thread),
+            batches,
+            started: Instant::now(),
+            stats: LoaderStats::default(),
+            finished: false,
+        })
+    }
+
+    /// Global batches in this epoch.
+    pub fn len(&self) -> usize {
+        self.batches
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.batches == 0
+    }
+
+    pub fn stats(&self) -> LoaderStats {
+        let mut s = self.stats;
+        s.seconds = self.started.elapsed().as_secs_f64();
+        s
+    }
+
+    /// Why the loader thread stopped without finishing.
+    fn died(&mut self) -> anyhow::Error {
+        let why = match self.thread.take().map(std::thread::JoinHandle::join) {
+            Some(Err(p)) => p
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| p.downcast_ref::<&str>().map(|s| (*s).to_string()))
+                .unwrap_or_else(|| "a panic".into()),
+            _ => "it ended early".into(),
+        };
+        anyhow::anyhow!(
+            "the loader thread stopped before the epoch's end ({why}); this is a bug in tricklab, please report it"
+        )
+    }
+}
+
+impl Iterator for Loader {
+    type Item = Result<Batch>;
+
+    fn next(&mut self) -> Option<Result<Batch>> {
+        if self.finished {
+            return None;
+        }
+        let t = Instant::now();
+        let msg = self.rx.recv();
+        self.stats.wait_s += t.elapsed().as_secs_f64();
+        match msg {
+            Ok(Msg::Batch(Ok(b))) => {
+                self.stats.batches += 1;
+                self.stats.images += b.len();
+                self.stats.skipped += b.skipped.len();
+                Some(Ok(b))
+            }
+            Ok(Msg::Batch(Err(e))) => {
+                self.finished = true;
+                Some(Err(e))
+            }
+            Ok(Msg::End) => {
+                self.finished = true;
+                None
+            }
+            Err(_) => {
+                self.finished = true;
+                Some(Err(self.died()))
+            }
+        }
+    }
+}

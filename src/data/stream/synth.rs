@@ -1,0 +1,102 @@
+//! ImageNet-like image folders for the tests and benchmarks: JPEGs of
+//! photo-like sizes and aspect ratios (ImageNet's average is about 400 x 350
+//! and 110 KB), whose class shows in their colour and stripes, so that a net
+//! can learn them and a wrong label or a blank image shows.
+
+use anyhow::{Context, Result};
+use image::ImageEncoder;
+use std::path::Path;
+
+use super::SplitMix;
+
+#[derive(Clone, Debug)]
+pub struct SynthSpec {
+    pub classes: usize,
+    pub train_per_class: usize,
+    pub val_per_class: usize,
+    /// The long side is drawn from this range, the short side from an aspect
+    /// ratio among ImageNet's common ones (4:3, 16:9, 5:4, 1:1, 3:2, portrait).
+    pub long_side: (u32, u32),
+    pub quality: u8,
+    pub seed: u64,
+}
+
+impl Default for SynthSpec {
+    fn default() -> Self {
+        SynthSpec {
+            classes: 10,
+            train_per_class: 20,
+            val_per_class: 5,
+            long_side: (330, 500),
+            quality: 90,
+            seed: 0,
+        }
+    }
+}
+
+/// Class `c`'s colour and stripe frequency, so that images of one class look alike.
+fn class_look(c: usize) -> ([f64; 3], f64) {
+    let hue = c as f64 * 2.399_963; // the golden angle: classes far apart
+    (
+        [
+            128.0 + 90.0 * hue.cos(),
+            128.0 + 90.0 * (hue + 2.094).cos(),
+            128.0 + 90.0 * (hue + 4.189).cos(),
+        ],
+        2.0 + (c % 7) as f64,
+    )
+}
+
+/// One JPEG of class `c`, `w` x `h`.
+pub fn photo(c: usize, w: u32, h: u32, quality: u8, g: &mut SplitMix) -> Result<Vec<u8>> {
+    let (tint, freq) = class_look(c);
+    let phase = g.uniform() * std::f64::consts::TAU;
+    let mut px = Vec::with_capacity((w * h * 3) as usize);
+    for y in 0..h {
+        for x in 0..w {
+            let (u, v) = (f64::from(x) / f64::from(w), f64::from(y) / f64::from(h));
+            let wave = 40.0 * (freq * std::f64::consts::TAU * (u + 0.5 * v) + phase).sin();
+            for t in tint {
+                let grain = (g.next_u64() % 40) as f64 - 20.0;
+                px.push((t + wave + grain).clamp(0.0, 255.0) as u8);
+            }
+        }
+    }
+    let mut out = Vec::new();
+    image::codecs::jpeg::JpegEncoder::new_with_quality(&mut out, quality)
+        .write_image(&px, w, h, image::ExtendedColorType::Rgb8)
+        .context("encoding a synthetic JPEG")?;
+    Ok(out)
+}
+
+/// Writes `root/train/<class>/NNNNN.JPEG` and `root/val/<class>/...`;
+/// returns the bytes written.
+pub fn imagenet_like(root: &Path, spec: &SynthSpec) -> Result<u64> {
+    let mut g = SplitMix::new(spec.seed);
+    let ratios: [f64; 6] = [0.75, 0.5625, 0.8, 1.0, 0.667, 1.333];
+    let mut bytes = 0u64;
+    for (split, per) in [("train", spec.train_per_class), ("val", spec.val_per_class)] {
+        for c in 0..spec.classes {
+            let dir = root.join(split).join(format!("n{c:08}"));
+            std::fs::create_dir_all(&dir)
+                .with_context(|| format!("cannot create {}", dir.display()))?;
+            for i in 0..per {
+                let span = u64::from(spec.long_side.1 - spec.long_side.0 + 1);
+                let long = spec.long_side.0 + (g.next_u64() % span) as u32;
+                let r = ratios[(g.next_u64() % ratios.len() as u64) as usize];
+                let short = ((f64::from(long) * r.min(1.0 / r)).round() as u32).max(1);
+                let (w, h) = if r <= 1.0 {
+                    (long, short)
+                } else {
+                    (short, long)
+                };
+                let jpg = photo(c, w, h, spec.quality, &mut g)?;
+                bytes += jpg.len() as u64;
+                let path = dir.join(format!("{i:05}.JPEG"));
+                std::fs::write(&path, jpg)
+                    .with_context(|| format!("cannot write {}", path.display()))?;
+            }
+        }
+    }
+    Ok(bytes)
+}
