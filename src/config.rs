@@ -136,6 +136,10 @@ pub enum Arch {
     Airbench,
     /// hlb-CIFAR10 v0.7: the same body, 64/256/512 wide.
     Hlb,
+    /// torchvision's ResNet-18 (basic blocks, 7x7 stem, average-pool head).
+    TvResnet18,
+    /// torchvision's ResNet-50 (bottlenecks, stride on the 3x3 conv).
+    TvResnet50,
 }
 
 impl Arch {
@@ -151,11 +155,18 @@ impl Arch {
         ("resnet9", Arch::Resnet9),
         ("airbench", Arch::Airbench),
         ("hlb", Arch::Hlb),
+        ("torchvision-resnet18", Arch::TvResnet18),
+        ("torchvision-resnet50", Arch::TvResnet50),
     ];
 
     /// airbench's and hlb's whitened ConvGroup nets.
     pub fn conv_groups(self) -> bool {
         matches!(self, Arch::Airbench | Arch::Hlb)
+    }
+
+    /// torchvision's ImageNet ResNets: 7x7 stem, residual stages, average pool.
+    pub fn torchvision(self) -> bool {
+        matches!(self, Arch::TvResnet18 | Arch::TvResnet50)
     }
 
     pub fn parse(name: &str) -> Option<Arch> {

@@ -10,6 +10,7 @@ mod backbone;
 mod bn;
 mod layers;
 mod resnet;
+mod torchvision;
 mod whitening;
 
 #[cfg(test)]
@@ -24,6 +25,7 @@ use backbone::PathOp;
 use bn::GhostBn;
 use layers::{Conv, Linear, global_max};
 use resnet::{PageLayer, PreActBlock};
+use torchvision::{TvBlock, TvStem};
 use whitening::Whiten;
 pub use whitening::whitening_filters;
 
@@ -168,10 +170,14 @@ pub struct NetConfig {
     #[serde(default)]
     pub conv_bias: bool,
     pub num_classes: i64,
+    /// torchvision ResNets: each residual block's last BN scale starts at 0.
+    #[serde(default)]
+    pub zero_init_residual: bool,
 }
 
 impl NetConfig {
     /// The canonical configuration each architecture was published with.
+    #[allow(clippy::too_many_lines, reason = "one arm per architecture")]
     pub fn default_for(arch: Arch) -> NetConfig {
         let page = NetConfig {
             arch,
@@ -188,6 +194,7 @@ impl NetConfig {
             prep_bn_relu: true,
             conv_bias: false,
             num_classes: 10,
+            zero_init_residual: false,
         };
         match arch {
             Arch::PageResnet18 => NetConfig {
@@ -229,6 +236,12 @@ impl NetConfig {
                 dirac: Dirac::Hlb,
                 ..NetConfig::default_for(Arch::Airbench)
             },
+            Arch::TvResnet18 | Arch::TvResnet50 => NetConfig {
+                widths: vec![64, 128, 256, 512],
+                act: Activation::Relu,
+                logit_scale: 1.0,
+                ..page
+            },
             Arch::Airbench => NetConfig {
                 widths: vec![64, 256, 256],
                 act: Activation::Gelu,
@@ -267,8 +280,34 @@ impl NetConfig {
     fn validate(&self) -> Result<()> {
         let min = match self.arch {
             Arch::PageResnet18 | Arch::Airbench | Arch::Hlb => 1,
+            Arch::TvResnet18 | Arch::TvResnet50 => 4,
             _ => 2,
         };
+        if self.arch.torchvision() {
+            if self.widths.len() != 4 {
+                anyhow::bail!(
+                    "{} has 4 stages: give 4 widths, got {:?}",
+                    self.arch.name(),
+                    self.widths
+                );
+            }
+            if self.whitening != Whitening::Off {
+                anyhow::bail!(
+                    "{} has its own 7x7 stem: turn whitening off",
+                    self.arch.name()
+                );
+            }
+            if self.zero_init_residual && self.bn.frozen_scale {
+                anyhow::bail!(
+                    "zero_init_residual starts BN scales at 0, which a frozen BN scale keeps at 1: turn one off"
+                );
+            }
+        } else if self.zero_init_residual {
+            anyhow::bail!(
+                "zero_init_residual needs a torchvision ResNet (arch torchvision-resnet18 or -50), not {}",
+                self.arch.name()
+            );
+        }
         if self.widths.len() < min || self.widths.iter().any(|&w| w < 1) {
             anyhow::bail!(
                 "{:?} needs at least {min} positive widths, got {:?}",
@@ -439,6 +478,16 @@ impl Stem {
             }
         }
         match (cfg.arch, whiten) {
+            // The body builds torchvision's own stem.
+            (arch, _) if arch.torchvision() => (
+                Stem {
+                    whiten: None,
+                    conv: None,
+                    bn: None,
+                    act: false,
+                },
+                3,
+            ),
             (arch, Some(w)) if arch.conv_groups() => {
                 let c = w.out_channels();
                 (
@@ -521,6 +570,18 @@ enum Body {
     Path(Vec<PathOp>),
     Page(Vec<PageLayer>),
     Airbench(Vec<ConvGroup>),
+    Torchvision(TvStem, Vec<TvBlock>),
+}
+
+/// How the last feature map becomes one vector per image.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Pool {
+    /// Global max (Page's ResNet-9, airbench, hlb).
+    Max,
+    /// Global average (torchvision's ResNets).
+    Avg,
+    /// Max and average concatenated (Page's ResNet-18 variant, P4a-d).
+    Concat,
 }
 
 pub struct Net {
@@ -528,8 +589,7 @@ pub struct Net {
     stem: Stem,
     body: Body,
     head: Linear,
-    /// Concatenate global max and average pooling (ResNet-18 variant, P4a-d).
-    concat_pool: bool,
+    pool: Pool,
     groups: ParamGroups,
     bns: Vec<(Tensor, Tensor)>,
     castable: Vec<Tensor>,
@@ -543,6 +603,7 @@ impl Net {
         Net::try_new(vs, cfg).unwrap_or_else(|e| panic!("invalid network config: {e:#}"))
     }
 
+    #[allow(clippy::too_many_lines, reason = "one arm per architecture's body")]
     pub fn try_new(vs: &nn::Path, cfg: &NetConfig) -> Result<Net> {
         cfg.validate()?;
         let mut reg = Registry {
@@ -556,38 +617,59 @@ impl Net {
         };
         let (stem, c) = Stem::build(&(vs / "stem"), &mut reg, cfg);
         let body_p = vs / "body";
-        let (body, feat, concat_pool) = match cfg.arch {
+        let (body, feat, pool) = match cfg.arch {
             Arch::PageResnet18 => {
                 let blocks = PreActBlock::build(&body_p, &mut reg, cfg);
                 (
                     Body::PreAct(blocks),
                     2 * cfg.widths[cfg.widths.len() - 1],
-                    true,
+                    Pool::Concat,
                 )
             }
             Arch::P4aPath | Arch::P4bConv1x1 | Arch::P4cConv3x3 => {
                 let ops = PathOp::build(&body_p, &mut reg, cfg);
-                (Body::Path(ops), 2 * cfg.widths[cfg.widths.len() - 1], true)
+                (
+                    Body::Path(ops),
+                    2 * cfg.widths[cfg.widths.len() - 1],
+                    Pool::Concat,
+                )
             }
             Arch::P4dMaxpool => {
                 let layers = PageLayer::build(&body_p, &mut reg, cfg);
                 (
                     Body::Page(layers),
                     2 * cfg.widths[cfg.widths.len() - 1],
-                    true,
+                    Pool::Concat,
                 )
             }
             Arch::P4eMaxHead | Arch::Backbone | Arch::Resnet9 => {
                 let layers = PageLayer::build(&body_p, &mut reg, cfg);
-                (Body::Page(layers), cfg.widths[cfg.widths.len() - 1], false)
+                (
+                    Body::Page(layers),
+                    cfg.widths[cfg.widths.len() - 1],
+                    Pool::Max,
+                )
             }
             Arch::Airbench | Arch::Hlb => {
                 let groups = ConvGroup::build(&body_p, &mut reg, cfg, c);
                 (
                     Body::Airbench(groups),
                     cfg.widths[cfg.widths.len() - 1],
-                    false,
+                    Pool::Max,
                 )
+            }
+            Arch::TvResnet18 | Arch::TvResnet50 => {
+                let stem = TvStem::new(&(&body_p / "stem"), &mut reg, cfg.widths[0]);
+                let depth = if cfg.arch == Arch::TvResnet50 { 50 } else { 18 };
+                let (blocks, feat) = TvBlock::build(
+                    &body_p,
+                    &mut reg,
+                    depth,
+                    &cfg.widths,
+                    cfg.widths[0],
+                    cfg.zero_init_residual,
+                );
+                (Body::Torchvision(stem, blocks), feat, Pool::Avg)
             }
         };
         // The ResNet-18 variant's linear layer has a bias, and so has every
@@ -600,6 +682,8 @@ impl Net {
                 | Arch::P4cConv3x3
                 | Arch::P4dMaxpool
                 | Arch::P4eMaxHead
+                | Arch::TvResnet18
+                | Arch::TvResnet50
         );
         let head = reg.linear(&(vs / "head"), feat, cfg.num_classes, head_bias);
         Ok(Net {
@@ -607,7 +691,7 @@ impl Net {
             stem,
             body,
             head,
-            concat_pool,
+            pool,
             groups: reg.groups,
             bns: reg.bns,
             castable: reg.castable,
@@ -652,14 +736,18 @@ impl Net {
                     h = g.forward_t(&h, train, act);
                 }
             }
+            Body::Torchvision(stem, blocks) => {
+                h = stem.forward_t(&h, train, act);
+                for b in blocks {
+                    h = b.forward_t(&h, train, act);
+                }
+            }
         }
-        let feat = if self.concat_pool {
-            Tensor::cat(
-                &[global_max(&h), h.mean_dim(&[2i64, 3][..], false, None)],
-                1,
-            )
-        } else {
-            global_max(&h)
+        let avg = |h: &Tensor| h.mean_dim(&[2i64, 3][..], false, None);
+        let feat = match self.pool {
+            Pool::Concat => Tensor::cat(&[global_max(&h), avg(&h)], 1),
+            Pool::Avg => avg(&h),
+            Pool::Max => global_max(&h),
         };
         (self.head.forward(&feat) * self.cfg.logit_scale).to_kind(Kind::Float)
     }

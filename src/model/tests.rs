@@ -139,18 +139,26 @@ pub(crate) fn ghost_bn_statistics_per_split_and_eval_average() {
 
 #[test]
 pub(crate) fn frozen_bn_scale_stays_one_and_out_of_groups() {
-    let vs = nn::VarStore::new(Device::Cpu);
+    // On a GPU machine this runs CUDA's BatchNorm backward, which failed when
+    // the frozen scale went in as no weight at all (the CPU kernels accept it).
+    let device = Device::cuda_if_available();
+    let vs = nn::VarStore::new(device);
     let mut cfg = tiny(Arch::Resnet9);
     cfg.bn.frozen_scale = true;
     let net = Net::new(&vs.root(), &cfg);
     let groups = net.param_groups();
     assert!(groups.bn_weights.is_empty());
-    let x = Tensor::randn([4, 3, 32, 32], (Kind::Float, Device::Cpu));
+    let x = Tensor::randn([4, 3, 32, 32], (Kind::Float, device));
     net.forward_t(&x, true).sum(None).backward();
     for (w, b) in net.bn_params() {
         assert!(!w.requires_grad());
         assert!(close(&w, &w.ones_like(), 0.0));
         assert!(b.requires_grad());
+        assert_eq!(
+            b.grad().size(),
+            b.size(),
+            "the BN bias gets a whole gradient"
+        );
     }
     // Not frozen: the BN weights are trainable and grouped.
     let vs = nn::VarStore::new(Device::Cpu);
@@ -889,4 +897,94 @@ pub(crate) fn sync_bn_over_two_ranks_is_bn_over_their_whole_batch() {
         &dy,
     );
     assert!(close(&alone[0], &whole[0], 0.0) && close(&alone[1], &whole[1], 0.0));
+}
+
+#[test]
+fn torchvision_resnets_have_torchvisions_parameter_counts_and_shapes() {
+    // torchvision.models.resnet18() / resnet50(): sum(p.numel() for p in
+    // model.parameters()) = 11,689,512 and 25,557,032 with 1000 classes.
+    for (arch, want) in [
+        (Arch::TvResnet18, 11_689_512),
+        (Arch::TvResnet50, 25_557_032),
+    ] {
+        let cfg = NetConfig {
+            num_classes: 1000,
+            ..NetConfig::default_for(arch)
+        };
+        let (vs, net) = build(&cfg, 0);
+        let n: i64 = vs
+            .trainable_variables()
+            .iter()
+            .map(Tensor::numel)
+            .map(|n| n as i64)
+            .sum();
+        assert_eq!(n, want, "{arch:?}");
+        let y = net.forward_t(
+            &Tensor::randn([2, 3, 64, 64], (Kind::Float, Device::Cpu)),
+            false,
+        );
+        assert_eq!(y.size(), [2, 1000]);
+        // The stem's 7x7 conv and torchvision's fan-out init: std √(2/(64·49)).
+        let w = net.param_groups().conv_filters[0].shallow_clone();
+        assert_eq!(w.size(), [64, 3, 7, 7]);
+        let std = f64::try_from(w.std(true)).unwrap();
+        assert!(
+            (std / (2.0f64 / (64.0 * 49.0)).sqrt() - 1.0).abs() < 0.1,
+            "{std}"
+        );
+    }
+    // Bad combinations are refused with the fix.
+    let mut bad = NetConfig::default_for(Arch::TvResnet18);
+    bad.widths.pop();
+    assert!(Net::try_new(&nn::VarStore::new(Device::Cpu).root(), &bad).is_err());
+    let mut bad = NetConfig::default_for(Arch::Resnet9);
+    bad.zero_init_residual = true;
+    let e = Net::try_new(&nn::VarStore::new(Device::Cpu).root(), &bad)
+        .err()
+        .unwrap();
+    assert!(format!("{e:#}").contains("torchvision-resnet18"), "{e:#}");
+}
+
+#[test]
+pub(crate) fn zero_init_residual_makes_every_torchvision_block_start_as_the_identity() {
+    for arch in [Arch::TvResnet18, Arch::TvResnet50] {
+        let mut cfg = tiny(arch);
+        cfg.zero_init_residual = true;
+        let (_vs, net) = build(&cfg, 1);
+        let Body::Torchvision(stem, blocks) = &net.body else {
+            panic!("{arch:?} builds a torchvision body");
+        };
+        let x = stem.forward_t(
+            &Tensor::randn([2, 3, 32, 32], (Kind::Float, Device::Cpu)),
+            true,
+            &cfg.act,
+        );
+        let mut h = x;
+        let mut identities = 0;
+        for b in blocks {
+            let out = b.forward_t(&h, true, &cfg.act);
+            if b.shortcut_free() {
+                // relu(0 + h) = h: h is already a ReLU's output.
+                assert!(
+                    close(&out, &h, 1e-6),
+                    "{arch:?}: a block did not start as the identity"
+                );
+                identities += 1;
+            }
+            h = out;
+        }
+        assert!(identities >= 4, "{arch:?}: {identities}");
+        // Off: the same blocks change their input.
+        let (_vs, net) = build(&tiny(arch), 1);
+        let Body::Torchvision(stem, blocks) = &net.body else {
+            unreachable!()
+        };
+        let h = stem.forward_t(
+            &Tensor::randn([2, 3, 32, 32], (Kind::Float, Device::Cpu)),
+            true,
+            &cfg.act,
+        );
+        let h = blocks[0].forward_t(&h, true, &cfg.act);
+        assert!(!close(&blocks[1].forward_t(&h, true, &cfg.act), &h, 1e-3));
+    }
 }

@@ -574,6 +574,9 @@ fn effect_test(trick: TrickId) -> fn() {
         TrickId::Residual => crate::model::tests::residual_adds_the_layer_1_and_3_branches,
         TrickId::LogitScale => crate::model::tests::logit_scale_multiplies_the_logits,
         TrickId::BnWeightInitOne => crate::model::tests::bn_weight_init_one_or_pytorch_0_4_uniform,
+        TrickId::ZeroInitResidual => {
+            crate::model::tests::zero_init_residual_makes_every_torchvision_block_start_as_the_identity
+        }
         TrickId::Celu => crate::model::tests::celu_alpha_formula,
         TrickId::Gelu => crate::model::tests::gelu_is_the_exact_erf_form,
         TrickId::Silu => crate::model::tests::silu_is_x_times_its_sigmoid,

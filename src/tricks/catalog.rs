@@ -316,6 +316,23 @@ catalog! {
             Ok(())
         },
     },
+    ZeroInitResidual => TrickSpec {
+        key: "zero_init_residual",
+        ids: &[],
+        name: "Zero-initialised last BN scale in each residual block",
+        category: Normalisation,
+        help: "Start the last BatchNorm scale of every residual block at 0, so each block begins as the identity and the deep net trains like a shallow one early on (torchvision ResNets only).",
+        source: "Goyal et al. 2017, 'Accurate, Large Minibatch SGD', section 5.1; torchvision's zero_init_residual",
+        off: "every BN scale starts at 1",
+        on: "each block's last BN scale starts at 0",
+        params: &[],
+        requires: &[],
+        conflicts: &[TrickId::FrozenBnScale],
+        apply: |p, _| {
+            p.net.zero_init_residual = true;
+            Ok(())
+        },
+    },
     Celu => TrickSpec {
         key: "celu",
         ids: &["T13", "B4"],
@@ -421,7 +438,7 @@ catalog! {
         on: "weight = 1, out of the optimiser",
         params: &[],
         requires: &[],
-        conflicts: &[],
+        conflicts: &[TrickId::ZeroInitResidual],
         apply: |p, _| {
             p.net.bn.frozen_scale = true;
             Ok(())
