@@ -19,7 +19,9 @@
 use std::sync::Arc;
 use std::time::Instant;
 use tricklab::data::stream::synth::{SynthSpec, imagenet_like};
-use tricklab::data::stream::{Crop, FolderIndex, Loader, LoaderOptions, Pipeline, decode};
+use tricklab::data::stream::{
+    Crop, FolderIndex, Images, Loader, LoaderOptions, OnBadImage, Pipeline, decode, store,
+};
 
 fn env(name: &str, default: usize) -> usize {
     std::env::var(name)
@@ -38,11 +40,7 @@ fn peak_rss_mib() -> f64 {
         .map_or(f64::NAN, |kb| kb / 1024.0)
 }
 
-fn epoch(
-    entries: &Arc<Vec<tricklab::data::stream::Entry>>,
-    workers: usize,
-    batch: usize,
-) -> (usize, f64) {
+fn epoch(entries: &Arc<dyn Images>, workers: usize, batch: usize) -> (usize, f64) {
     let pipe = Pipeline {
         size: 224,
         crop: Crop::TRAIN,
@@ -82,8 +80,9 @@ fn main() {
     };
     let bytes = imagenet_like(dir.path(), &spec).expect("writing the JPEGs");
     let index = FolderIndex::open(dir.path()).expect("index");
-    let entries = Arc::new(index.train.clone());
-    let n = entries.len();
+    let files: Arc<Vec<tricklab::data::stream::Entry>> = Arc::new(index.train.clone());
+    let entries: Arc<dyn Images> = files.clone();
+    let n = files.len();
     println!(
         "{n} JPEGs, {:.0} KB on average, long side 330-500 px; {workers} workers, batch {batch}, output 224x224",
         bytes as f64 / n as f64 / 1024.0
@@ -96,35 +95,20 @@ fn main() {
         .map(|(k, s)| k as f64 / s)
         .fold(0.0, f64::max);
 
-    // The plain decode of the same files on the same number of threads.
-    let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(workers)
-        .build()
-        .expect("pool");
-    let decode_rate = (0..2)
-        .map(|_| {
-            let t = Instant::now();
-            pool.install(|| {
-                use rayon::prelude::*;
-                entries.par_iter().for_each(|e| {
-                    let b = std::fs::read(&e.path).expect("read");
-                    std::hint::black_box(decode::decode(&b).expect("decode"));
-                });
-            });
-            n as f64 / t.elapsed().as_secs_f64()
-        })
-        .fold(0.0, f64::max);
+    let decode_rate = decode_rate(&files, workers);
 
     let tv_rate = torchvision_rate(dir.path(), workers, batch);
 
     // Memory: an epoch of `long` entries (the files repeated) against one of long/10.
     let rss_before = peak_rss_mib();
-    let short_list: Vec<_> = entries.iter().cycle().take(long / 10).cloned().collect();
-    let (k_short, _) = epoch(&Arc::new(short_list), workers, batch);
+    let short_list: Vec<_> = files.iter().cycle().take(long / 10).cloned().collect();
+    let (k_short, _) = epoch(&(Arc::new(short_list) as Arc<dyn Images>), workers, batch);
     let rss_short = peak_rss_mib();
-    let long_list: Vec<_> = entries.iter().cycle().take(long).cloned().collect();
-    let (k_long, s_long) = epoch(&Arc::new(long_list), workers, batch);
+    let long_list: Vec<_> = files.iter().cycle().take(long).cloned().collect();
+    let (k_long, s_long) = epoch(&(Arc::new(long_list) as Arc<dyn Images>), workers, batch);
     let rss_long = peak_rss_mib();
+    // After the memory epochs: building a store holds a chunk of images.
+    let stores = store_rates(dir.path(), workers, batch);
 
     println!();
     println!("| pipeline | images/s | × torchvision |");
@@ -143,6 +127,12 @@ fn main() {
         "| tricklab: plain decode of the same files (the decoder's limit) | {decode_rate:.0} | {} |",
         vs(decode_rate)
     );
+    for (what, rate) in &stores {
+        println!(
+            "| tricklab: the same pipeline from a store ({what}) | {rate:.0} | {} |",
+            vs(*rate)
+        );
+    }
     println!(
         "\npipeline at {:.0}% of the plain decode",
         100.0 * ours / decode_rate
@@ -193,4 +183,52 @@ fn torchvision_rate(dir: &std::path::Path, workers: usize, batch: usize) -> Opti
             None
         }
     }
+}
+
+/// The same folder as a pre-resized store (FFCV's manner), JPEG and raw:
+/// (what, images/s).
+fn store_rates(dir: &std::path::Path, workers: usize, batch: usize) -> Vec<(String, f64)> {
+    [store::Format::Jpeg, store::Format::Raw]
+        .into_iter()
+        .map(|format| {
+            let out = dir.join(format!("store-{format:?}.tlst"));
+            let t = Instant::now();
+            let r = store::build(dir, &out, 256, format, OnBadImage::Fail).expect("store");
+            let build_s = t.elapsed().as_secs_f64();
+            let train: Arc<dyn Images> = store::Store::open(&out).expect("open").split(false);
+            epoch(&train, workers, batch);
+            let rate = (0..2)
+                .map(|_| epoch(&train, workers, batch))
+                .map(|(k, s)| k as f64 / s)
+                .fold(0.0, f64::max);
+            let what = format!(
+                "{format:?}, at most 256 px, {:.0} KB an image, built at {:.0} images/s",
+                r.bytes as f64 / (r.train + r.val) as f64 / 1024.0,
+                (r.train + r.val) as f64 / build_s
+            );
+            (what, rate)
+        })
+        .collect()
+}
+
+/// The plain read + decode of the same files on the same number of threads,
+/// best of two passes.
+fn decode_rate(files: &[tricklab::data::stream::Entry], workers: usize) -> f64 {
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(workers)
+        .build()
+        .expect("pool");
+    (0..2)
+        .map(|_| {
+            let t = Instant::now();
+            pool.install(|| {
+                use rayon::prelude::*;
+                files.par_iter().for_each(|e| {
+                    let b = std::fs::read(&e.path).expect("read");
+                    std::hint::black_box(decode::decode(&b).expect("decode"));
+                });
+            });
+            files.len() as f64 / t.elapsed().as_secs_f64()
+        })
+        .fold(0.0, f64::max)
 }

@@ -27,6 +27,16 @@ pub enum DataCommand {
         source: PathBuf,
         #[arg(long)]
         name: String,
+        /// Build a streaming store instead (FFCV's manner): every image shrunk
+        /// to at most N px on a side, one memory-mapped file.
+        #[arg(long)]
+        max_side: Option<usize>,
+        /// The store's image format (with --max-side).
+        #[arg(long, value_enum, default_value = "jpeg")]
+        format: stream::store::Format,
+        /// With --max-side: what to do with a file that is not a decodable image.
+        #[arg(long, value_enum, default_value = "fail")]
+        on_bad_image: stream::OnBadImage,
     },
     /// List the embedded and imported data sets.
     List,
@@ -72,6 +82,10 @@ pub enum DataCommand {
         /// the decoder's limit beside the whole pipeline.
         #[arg(long)]
         decode_only: bool,
+        /// With --split val: fast.ai's rectangular validation (images sorted
+        /// by aspect ratio, each batch cropped to its own rectangle).
+        #[arg(long)]
+        rect: bool,
     },
     /// Counts per class, image size, hash and problems found.
     Check {
@@ -101,7 +115,33 @@ pub fn cmd_data(args: DataArgs) -> Result<i32> {
             println!("use it with --data {}", out.display());
             Ok(0)
         }
-        DataCommand::Import { source, name } => {
+        DataCommand::Import {
+            source,
+            name,
+            max_side: Some(max_side),
+            format,
+            on_bad_image,
+        } => {
+            let t = std::time::Instant::now();
+            let out = data_dir().join(&name).join(stream::store::STORE_FILE);
+            let r = stream::store::build(&source, &out, max_side, format, on_bad_image)?;
+            for s in &r.skipped {
+                eprintln!("{s}");
+            }
+            println!(
+                "stored {} train + {} val images of {} at most {max_side} px on a side ({format:?}, {:.1} MB, {} skipped) in {} in {:.1} s",
+                r.train,
+                r.val,
+                source.display(),
+                r.bytes as f64 / 1e6,
+                r.skipped.len(),
+                out.display(),
+                t.elapsed().as_secs_f64()
+            );
+            println!("stream it with `tricklab data stream {name}`");
+            Ok(0)
+        }
+        DataCommand::Import { source, name, .. } => {
             let t = std::time::Instant::now();
             let (d, path) = import(&source, &name, &data_dir())?;
             println!(
@@ -174,6 +214,7 @@ pub fn cmd_data(args: DataArgs) -> Result<i32> {
             seed,
             on_bad_image,
             decode_only,
+            rect,
         } => stream_cmd(&StreamCmd {
             dir,
             split,
@@ -184,6 +225,7 @@ pub fn cmd_data(args: DataArgs) -> Result<i32> {
             seed,
             on_bad_image,
             decode_only,
+            rect,
         }),
         DataCommand::Check { name } => {
             let dir = Path::new(&name);
@@ -235,52 +277,60 @@ struct StreamCmd {
     seed: u64,
     on_bad_image: stream::OnBadImage,
     decode_only: bool,
+    rect: bool,
 }
 
 /// `tricklab data stream`: one epoch (or `--batches`) through the loader, with
 /// its throughput, the time the consumer waited and the files left out.
 fn stream_cmd(a: &StreamCmd) -> Result<i32> {
-    use stream::{Crop, FolderIndex, Loader, LoaderOptions, Pipeline};
-    let index = FolderIndex::open(&a.dir)?;
-    for n in &index.notes {
-        eprintln!("note: {n}");
-    }
-    let (entries, pipeline, train) = match a.split.as_str() {
-        "train" => (&index.train, Crop::TRAIN, true),
-        "val" | "test" => (&index.val, Crop::VAL, false),
-        other => bail!("--split {other}: choose train or val"),
+    use stream::{Crop, Images, Loader, LoaderOptions, Pipeline};
+    let (pipeline, train) = match (a.split.as_str(), a.rect) {
+        ("train", false) => (Crop::TRAIN, true),
+        ("val" | "test", false) => (Crop::VAL, false),
+        ("val" | "test", true) => (Crop::Rect, false),
+        ("train", true) => bail!("--rect is fast.ai's validation: use it with --split val"),
+        (other, _) => bail!("--split {other}: choose train or val"),
     };
+    let (images, classes) = open_images(&a.dir, train)?;
     let limit = a
         .batches
-        .map_or(entries.len(), |b| (b * a.batch).min(entries.len()));
+        .map_or(images.count(), |b| (b * a.batch).min(images.count()));
     let workers = a
         .workers
-        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+        .unwrap_or_else(|| LoaderOptions::default().workers);
+    // `--batches` streams the first batches of the same epoch.
+    let (mut order, mut rects) = match a.rect {
+        true => {
+            let plan = rect_order(images.as_ref(), a.batch, a.size)?;
+            (plan.order, Some(plan.sizes))
+        }
+        false => (stream::epoch_order(images.count(), a.seed, 0, train), None),
+    };
+    order.truncate(limit);
+    if let Some(r) = rects.as_mut() {
+        r.truncate(limit.div_ceil(a.batch));
+    }
     let opts = LoaderOptions {
         batch: a.batch,
         workers,
         seed: a.seed,
-        // Ordered below, before `--batches` cuts the epoch short.
+        // Ordered above, before `--batches` cuts the epoch short.
         shuffle: false,
         drop_last: train,
         on_bad: a.on_bad_image,
+        rect: rects.map(std::sync::Arc::new),
         ..LoaderOptions::default()
     };
-    let pipe = Pipeline {
-        size: a.size,
-        crop: pipeline,
-        flip: train,
-    };
-    // `--batches` streams the first batches of the same epoch.
-    let order = stream::epoch_order(entries.len(), a.seed, 0, train);
-    let chosen: Vec<stream::Entry> = order[..limit].iter().map(|&i| entries[i].clone()).collect();
-    let chosen = std::sync::Arc::new(chosen);
+    let chosen: std::sync::Arc<dyn Images> = std::sync::Arc::new(stream::Subset {
+        inner: images,
+        ids: order,
+    });
     println!(
         "{}: {} {} images of {} classes; pipeline: read, decode (zune-jpeg / png), {}, resize to {}x{} (antialiased){}; batch {}, {} threads, prefetch {}",
         a.dir.display(),
-        chosen.len(),
+        chosen.count(),
         a.split,
-        index.classes.len(),
+        classes,
         describe(pipeline),
         a.size,
         a.size,
@@ -289,27 +339,16 @@ fn stream_cmd(a: &StreamCmd) -> Result<i32> {
         workers,
         opts.prefetch
     );
+    let pipe = Pipeline {
+        size: a.size,
+        crop: pipeline,
+        flip: train,
+    };
     let mut loader = Loader::new(chosen.clone(), pipe, &opts)?;
     for b in loader.by_ref() {
         b?.skipped.iter().for_each(|s| eprintln!("{s}"));
     }
-    let st = loader.stats();
-    println!(
-        "pipeline: {} images in {} batches, {:.2} s: {:.0} images/s ({} skipped); the consumer waited {:.2} s",
-        st.images,
-        st.batches,
-        st.seconds,
-        st.images_per_s(),
-        st.skipped,
-        st.wait_s
-    );
-    if a.decode_only {
-        let rate = decode_rate(&chosen, workers)?;
-        println!(
-            "decode only: {rate:.0} images/s on the same threads; the pipeline runs at {:.0}% of it",
-            100.0 * st.images_per_s() / rate
-        );
-    }
+    say_throughput(&loader.stats(), chosen.as_ref(), workers, a.decode_only)?;
     Ok(0)
 }
 
@@ -368,22 +407,17 @@ fn survey_folder(dir: &Path) -> Result<(bool, bool)> {
     Ok((false, uniform))
 }
 
-/// Images a second for the plain read + decode of `entries` on `workers` threads.
-fn decode_rate(entries: &[stream::Entry], workers: usize) -> Result<f64> {
+/// Images a second for the plain read + decode of `images` on `workers` threads.
+fn decode_rate(images: &dyn stream::Images, workers: usize) -> Result<f64> {
     use rayon::prelude::*;
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(workers)
         .build()?;
     let t = std::time::Instant::now();
     let decoded: usize = pool.install(|| {
-        entries
-            .par_iter()
-            .filter(|e| {
-                std::fs::read(&e.path)
-                    .ok()
-                    .and_then(|b| stream::decode::decode(&b).ok())
-                    .is_some()
-            })
+        (0..images.count())
+            .into_par_iter()
+            .filter(|&i| images.pixels(i).is_ok())
             .count()
     });
     Ok(decoded as f64 / t.elapsed().as_secs_f64())
@@ -397,5 +431,81 @@ fn describe(crop: stream::Crop) -> String {
             scale.0, scale.1, ratio.0, ratio.1
         ),
         stream::Crop::Centre { ratio } => format!("centre crop ({ratio} of the short side)"),
+        stream::Crop::Rect => {
+            "fast.ai's rectangular crop (short side to 1.14x, each batch its rectangle)".into()
+        }
     }
+}
+
+/// A folder, or a store made by `data import --max-side` (by name or path):
+/// the split's images and the number of classes.
+fn open_images(dir: &Path, train: bool) -> Result<(std::sync::Arc<dyn stream::Images>, usize)> {
+    let store_file = [
+        data_dir().join(dir).join(stream::store::STORE_FILE),
+        dir.to_path_buf(),
+    ]
+    .into_iter()
+    .find(|p| p.is_file());
+    if let Some(f) = store_file {
+        let s = stream::store::Store::open(&f)?;
+        return Ok((s.split(!train), s.header.classes.len()));
+    }
+    let index = stream::FolderIndex::open(dir)?;
+    for n in &index.notes {
+        eprintln!("note: {n}");
+    }
+    let classes = index.classes.len();
+    let split = if train { index.train } else { index.val };
+    Ok((std::sync::Arc::new(split), classes))
+}
+
+/// fast.ai's validation order and each batch's rectangle, from the images'
+/// headers (or a store's index).
+fn rect_order(
+    images: &dyn stream::Images,
+    batch: usize,
+    size: usize,
+) -> Result<stream::rect::RectPlan> {
+    let dims = (0..images.count())
+        .map(|i| {
+            images
+                .dims(i)
+                .map_err(|e| anyhow::anyhow!("{}: {e:#}", images.name(i)))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let plan = stream::rect::plan(&dims, batch, size);
+    let ratio = |&(h, w): &(usize, usize)| w as f64 / h as f64;
+    let lo = plan.sizes.iter().map(ratio).fold(f64::INFINITY, f64::min);
+    let hi = plan.sizes.iter().map(ratio).fold(0.0, f64::max);
+    println!(
+        "rectangular validation: {} batches from {lo:.2}:1 to {hi:.2}:1 (width:height)",
+        plan.sizes.len()
+    );
+    Ok(plan)
+}
+
+/// The loader's own account, and with `--decode-only` the decoder's limit beside it.
+fn say_throughput(
+    st: &stream::LoaderStats,
+    chosen: &dyn stream::Images,
+    workers: usize,
+    decode_only: bool,
+) -> Result<()> {
+    println!(
+        "pipeline: {} images in {} batches, {:.2} s: {:.0} images/s ({} skipped); the consumer waited {:.2} s",
+        st.images,
+        st.batches,
+        st.seconds,
+        st.images_per_s(),
+        st.skipped,
+        st.wait_s
+    );
+    if decode_only {
+        let rate = decode_rate(chosen, workers)?;
+        println!(
+            "decode only: {rate:.0} images/s on the same threads; the pipeline runs at {:.0}% of it",
+            100.0 * st.images_per_s() / rate
+        );
+    }
+    Ok(())
 }

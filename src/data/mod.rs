@@ -349,6 +349,25 @@ pub fn list() -> Result<Vec<DataInfo>> {
                     hash: header.hash,
                 });
             }
+            let f = p.join(stream::store::STORE_FILE);
+            if f.is_file() {
+                let s = stream::store::Store::open(&f)?;
+                out.push(DataInfo {
+                    name: p
+                        .file_name()
+                        .map_or(String::new(), |n| n.to_string_lossy().into_owned()),
+                    source: format!(
+                        "{} (streamed: at most {} px, {:?})",
+                        f.display(),
+                        s.header.max_side,
+                        s.header.format
+                    ),
+                    train: s.header.train,
+                    test: s.header.val,
+                    classes: s.header.classes.len(),
+                    hash: "-".into(),
+                });
+            }
         }
     }
     Ok(out)

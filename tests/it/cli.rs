@@ -1141,4 +1141,54 @@ fn data_stream_states_its_throughput_and_check_surveys_an_image_folder() {
         out.contains("23 images in 3 batches") && out.contains("(1 skipped)"),
         "{out}"
     );
+
+    // FFCV's manner: one pre-resized, memory-mapped file, then streamed by name.
+    let data = tmp.path().join("data");
+    let with_data = |args: &[&str]| {
+        bin()
+            .args(args)
+            .current_dir(tmp.path())
+            .env("TRICKLAB_DATA", &data)
+            .output()
+            .unwrap()
+    };
+    let o = with_data(&[
+        "data",
+        "import",
+        d,
+        "--name",
+        "mini",
+        "--max-side",
+        "48",
+        "--on-bad-image",
+        "skip",
+    ]);
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{out}{err}");
+    assert!(
+        out.contains("stored 23 train + 6 val images") && out.contains("1 skipped"),
+        "{out}"
+    );
+    assert!(data.join("mini/images.tlst").is_file());
+    let o = with_data(&[
+        "data", "stream", "mini", "--size", "32", "--batch", "8", "--split", "val",
+    ]);
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{out}{err}");
+    assert!(out.contains("6 images in 1 batches"), "{out}");
+    let o = with_data(&[
+        "data", "stream", "mini", "--size", "32", "--batch", "4", "--split", "val", "--rect",
+    ]);
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{out}{err}");
+    assert!(
+        out.contains("rectangular validation: 2 batches") && out.contains("6 images in 2 batches"),
+        "{out}"
+    );
+    let o = with_data(&["data", "list"]);
+    assert!(
+        text(&o).0.contains("streamed: at most 48 px"),
+        "{:?}",
+        text(&o)
+    );
 }

@@ -25,7 +25,9 @@
 //! (`skip`); it is never replaced by a blank image.
 
 pub mod decode;
+pub mod rect;
 pub mod resample;
+pub mod store;
 pub mod survey;
 pub mod synth;
 #[cfg(test)]
@@ -247,6 +249,9 @@ pub enum Crop {
     },
     /// `Resize(size / ratio)` then `CenterCrop(size)` (ratio 0.875 = 224/256).
     Centre { ratio: f64 },
+    /// fast.ai's rectangular validation ([`rect`]): each batch's own
+    /// rectangle, from `LoaderOptions::rect`, over images in its order.
+    Rect,
 }
 
 impl Crop {
@@ -280,6 +285,8 @@ pub struct LoaderOptions {
     pub rank: usize,
     pub world: usize,
     pub on_bad: OnBadImage,
+    /// Each global batch's (height, width) with [`Crop::Rect`].
+    pub rect: Option<Arc<Vec<(usize, usize)>>>,
 }
 
 impl Default for LoaderOptions {
@@ -295,6 +302,7 @@ impl Default for LoaderOptions {
             rank: 0,
             world: 1,
             on_bad: OnBadImage::Fail,
+            rect: None,
         }
     }
 }
@@ -304,8 +312,9 @@ impl Default for LoaderOptions {
 pub struct Batch {
     /// Which global batch of the epoch.
     pub index: usize,
-    pub size: usize,
-    /// N x size x size x 3, RGB.
+    pub height: usize,
+    pub width: usize,
+    /// N x height x width x 3, RGB.
     pub images: Vec<u8>,
     pub labels: Vec<i64>,
     /// One line for each file left out of this batch.
@@ -321,13 +330,12 @@ impl Batch {
         self.labels.is_empty()
     }
 
-    /// The images as an N x 3 x size x size uint8 tensor (channels-last in
-    /// memory, as the bytes come) and the labels, on `device`.
+    /// The images as an N x 3 x height x width uint8 tensor (channels-last
+    /// in memory, as the bytes come) and the labels, on `device`.
     pub fn to_tensors(&self, device: tch::Device) -> (tch::Tensor, tch::Tensor) {
         let n = self.len() as i64;
-        let s = self.size as i64;
         let x = tch::Tensor::from_slice(&self.images)
-            .view([n, s, s, 3])
+            .view([n, self.height as i64, self.width as i64, 3])
             .permute([0, 3, 1, 2])
             .to_device(device);
         (x, tch::Tensor::from_slice(&self.labels).to_device(device))
@@ -405,19 +413,86 @@ pub fn epoch_order(n: usize, seed: u64, epoch: u64, shuffle: bool) -> Vec<usize>
     order
 }
 
-/// Reads, decodes and crops one image; `Err` carries the reason only.
-fn load_one(entry: &Entry, p: &Pipeline, rng: &mut SplitMix) -> Result<Vec<u8>> {
-    let bytes = std::fs::read(&entry.path).context("cannot read it")?;
-    let img = decode::decode(&bytes)?;
+/// Where the loader's images come from: a folder's files, or a pre-resized
+/// store ([`store`]).
+pub trait Images: Send + Sync {
+    fn count(&self) -> usize;
+    fn label(&self, i: usize) -> u32;
+    /// How messages name image `i`: its file, or the store and its number.
+    fn name(&self, i: usize) -> String;
+    /// Image `i`'s pixels; `Err` carries the reason only.
+    fn pixels(&self, i: usize) -> Result<decode::Rgb>;
+    /// Image `i`'s (width, height), without decoding it where the source can.
+    fn dims(&self, i: usize) -> Result<(usize, usize)> {
+        self.pixels(i).map(|p| (p.width, p.height))
+    }
+}
+
+impl Images for Vec<Entry> {
+    fn count(&self) -> usize {
+        self.len()
+    }
+    fn label(&self, i: usize) -> u32 {
+        self[i].label
+    }
+    fn name(&self, i: usize) -> String {
+        self[i].path.display().to_string()
+    }
+    fn pixels(&self, i: usize) -> Result<decode::Rgb> {
+        let bytes = std::fs::read(&self[i].path).context("cannot read it")?;
+        decode::decode(&bytes)
+    }
+    fn dims(&self, i: usize) -> Result<(usize, usize)> {
+        let bytes = std::fs::read(&self[i].path).context("cannot read it")?;
+        survey::dimensions(&bytes)
+    }
+}
+
+/// Some of another source's images, in a given order (the first batches of
+/// an epoch, say).
+pub struct Subset {
+    pub inner: Arc<dyn Images>,
+    pub ids: Vec<usize>,
+}
+
+impl Images for Subset {
+    fn count(&self) -> usize {
+        self.ids.len()
+    }
+    fn label(&self, i: usize) -> u32 {
+        self.inner.label(self.ids[i])
+    }
+    fn name(&self, i: usize) -> String {
+        self.inner.name(self.ids[i])
+    }
+    fn pixels(&self, i: usize) -> Result<decode::Rgb> {
+        self.inner.pixels(self.ids[i])
+    }
+    fn dims(&self, i: usize) -> Result<(usize, usize)> {
+        self.inner.dims(self.ids[i])
+    }
+}
+
+/// Decodes and crops image `i` to `out_h` x `out_w`; `Err` carries the
+/// reason only.
+fn load_one(
+    images: &dyn Images,
+    i: usize,
+    p: &Pipeline,
+    (out_h, out_w): (usize, usize),
+    rng: &mut SplitMix,
+) -> Result<Vec<u8>> {
+    let img = images.pixels(i)?;
     let crop = match p.crop {
         Crop::RandomResized { scale, ratio } => {
             resample::random_resized(img.width, img.height, scale, ratio, || rng.uniform())
         }
         Crop::Centre { ratio } => resample::centre(img.width, img.height, ratio),
+        Crop::Rect => rect::crop_box(img.width, img.height, out_h, out_w, p.size),
     };
     let flip = p.flip && rng.uniform() < 0.5;
-    let mut out = vec![0u8; p.size * p.size * 3];
-    resample::resample(&img, crop, p.size, p.size, flip, &mut out);
+    let mut out = vec![0u8; out_h * out_w * 3];
+    resample::resample(&img, crop, out_w, out_h, flip, &mut out);
     Ok(out)
 }
 
@@ -427,13 +502,17 @@ fn load_one(entry: &Entry, p: &Pipeline, rng: &mut SplitMix) -> Result<Vec<u8>> 
 fn produce(
     b: usize,
     order: &[usize],
-    entries: &[Entry],
+    images: &dyn Images,
     pipeline: &Pipeline,
     o: &LoaderOptions,
     pool: &rayon::ThreadPool,
 ) -> Result<Batch> {
     use rayon::prelude::*;
     let n = order.len();
+    let hw = o
+        .rect
+        .as_ref()
+        .map_or((pipeline.size, pipeline.size), |r| r[b]);
     let positions: Vec<usize> = (b * o.batch..((b + 1) * o.batch).min(n))
         .filter(|p| p % o.world == o.rank)
         .collect();
@@ -449,17 +528,18 @@ fn produce(
                 );
                 // A panic in a decoder is this file's error, not a dead thread.
                 let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                    load_one(&entries[i], pipeline, &mut rng)
+                    load_one(images, i, pipeline, hw, &mut rng)
                 }))
                 .unwrap_or_else(|_| Err(anyhow::anyhow!("the decoder panicked")));
                 (i, r)
             })
             .collect()
     });
-    let px = pipeline.size * pipeline.size * 3;
+    let px = hw.0 * hw.1 * 3;
     let mut batch = Batch {
         index: b,
-        size: pipeline.size,
+        height: hw.0,
+        width: hw.1,
         images: Vec::with_capacity(loaded.len() * px),
         labels: Vec::with_capacity(loaded.len()),
         skipped: Vec::new(),
@@ -468,14 +548,14 @@ fn produce(
         match r {
             Ok(img) => {
                 batch.images.extend_from_slice(&img);
-                batch.labels.push(i64::from(entries[i].label));
+                batch.labels.push(i64::from(images.label(i)));
             }
             Err(e) if o.on_bad == OnBadImage::Skip => batch
                 .skipped
-                .push(format!("skipped {}: {e:#}", entries[i].path.display())),
+                .push(format!("skipped {}: {e:#}", images.name(i))),
             Err(e) => bail!(
                 "{}: {e:#}; fix or remove it, or pass --on-bad-image skip to leave such files out",
-                entries[i].path.display()
+                images.name(i)
             ),
         }
     }
@@ -483,9 +563,9 @@ fn produce(
 }
 
 impl Loader {
-    /// Starts producing `entries`' batches for one epoch of one rank.
+    /// Starts producing `images`' batches for one epoch of one rank.
     pub fn new(
-        entries: Arc<Vec<Entry>>,
+        images: Arc<dyn Images>,
         pipeline: Pipeline,
         opts: &LoaderOptions,
     ) -> Result<Loader> {
@@ -500,12 +580,20 @@ impl Loader {
         if pipeline.size == 0 {
             bail!("loader: an output size of 0 px");
         }
-        let n = entries.len();
+        let n = images.count();
         let batches = if opts.drop_last {
             n / opts.batch
         } else {
             n.div_ceil(opts.batch)
         };
+        match (&opts.rect, pipeline.crop) {
+            (Some(r), Crop::Rect) if r.len() == batches => {}
+            (None, Crop::Rect) | (Some(_), Crop::Rect) => bail!(
+                "loader: rectangular validation needs one rectangle per batch ({batches}); make them with rect::plan"
+            ),
+            (Some(_), _) => bail!("loader: rectangles are for Crop::Rect only"),
+            (None, _) => {}
+        }
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(opts.workers.max(1))
             .thread_name(|i| format!("tricklab-decode-{i}"))
@@ -518,7 +606,7 @@ impl Loader {
             .spawn(move || {
                 let order = epoch_order(n, o.seed, o.epoch, o.shuffle);
                 for b in 0..batches {
-                    let msg = Msg::Batch(produce(b, &order, &entries, &pipeline, &o, &pool));
+                    let msg = Msg::Batch(produce(b, &order, images.as_ref(), &pipeline, &o, &pool));
                     let stop = matches!(msg, Msg::Batch(Err(_)));
                     // The consumer went away (dropped the loader): stop quietly.
                     if tx.send(msg).is_err() || stop {

@@ -125,16 +125,20 @@ pub fn resample(img: &Rgb, crop: CropBox, out_w: usize, out_h: usize, flip: bool
         .max()
         .unwrap_or(0);
     let mut mid = vec![0f32; (row_hi - row_lo) * out_w * 3];
+    // Each source row once to f32 (the taps of neighbouring outputs overlap),
+    // then each output's taps as one slice: no per-tap bounds checks.
+    let mut row = vec![0f32; img.width * 3];
     for r in row_lo..row_hi {
         let src = &img.pixels[r * img.width * 3..(r + 1) * img.width * 3];
+        row.iter_mut().zip(src).for_each(|(d, &v)| *d = f32::from(v));
         let line = &mut mid[(r - row_lo) * out_w * 3..(r - row_lo + 1) * out_w * 3];
-        for (o, (first, w)) in tx.first.iter().zip(&tx.weights).enumerate() {
+        for (o, (&first, w)) in tx.first.iter().zip(&tx.weights).enumerate() {
+            let taps = &row[first * 3..(first + w.len()) * 3];
             let mut acc = [0f32; 3];
-            for (k, wk) in w.iter().enumerate() {
-                let p = &src[(first + k) * 3..(first + k) * 3 + 3];
-                acc[0] += wk * f32::from(p[0]);
-                acc[1] += wk * f32::from(p[1]);
-                acc[2] += wk * f32::from(p[2]);
+            for (p, &wk) in taps.chunks_exact(3).zip(w) {
+                acc[0] += wk * p[0];
+                acc[1] += wk * p[1];
+                acc[2] += wk * p[2];
             }
             let at = if flip { out_w - 1 - o } else { o };
             line[at * 3..at * 3 + 3].copy_from_slice(&acc);

@@ -437,3 +437,158 @@ fn dropping_a_loader_mid_epoch_ends_its_thread_and_a_batch_converts_to_tensors()
     assert_eq!((st.batches, st.images), (1, 4));
     drop(l); // must not hang on the producer's full queue
 }
+
+#[test]
+fn a_store_keeps_every_image_shrunk_to_its_max_side_in_folder_order() {
+    let (d, idx) = folder(&small_spec());
+    let out = d.path().join("store/images.tlst");
+    let r = store::build(d.path(), &out, 32, store::Format::Jpeg, OnBadImage::Fail).unwrap();
+    assert_eq!((r.train, r.val, r.skipped.len()), (24, 8, 0));
+    assert!(
+        !out.with_extension("tlst.part").exists(),
+        "no side file left behind"
+    );
+    let s = store::Store::open(&out).unwrap();
+    assert_eq!(s.header.classes, idx.classes);
+    let train = s.split(false);
+    assert_eq!(train.count(), 24);
+    for i in 0..24 {
+        assert_eq!(train.label(i), idx.train[i].label);
+        let orig = decode::decode(&std::fs::read(&idx.train[i].path).unwrap()).unwrap();
+        let img = train.pixels(i).unwrap();
+        assert_eq!(img.width.max(img.height), 32, "the long side shrinks to 32");
+        let (a, b) = (
+            orig.width as f64 / orig.height as f64,
+            img.width as f64 / img.height as f64,
+        );
+        assert!((a / b - 1.0).abs() < 0.1, "aspect kept: {a} vs {b}");
+    }
+    // The loader reads it as it reads the folder: same labels, same order.
+    let opts = LoaderOptions {
+        batch: 8,
+        seed: 2,
+        workers: 2,
+        ..LoaderOptions::default()
+    };
+    let from_store: Vec<i64> = Loader::new(train, TRAIN_PIPE, &opts)
+        .unwrap()
+        .flat_map(|b| b.unwrap().labels)
+        .collect();
+    let from_folder: Vec<i64> = epoch(&idx, TRAIN_PIPE, &opts)
+        .into_iter()
+        .flat_map(|b| b.labels)
+        .collect();
+    assert_eq!(from_store, from_folder);
+    // Raw: the shrunk pixels exactly, no re-encoding.
+    let raw = d.path().join("raw.tlst");
+    store::build(d.path(), &raw, 32, store::Format::Raw, OnBadImage::Fail).unwrap();
+    let v = store::Store::open(&raw).unwrap().split(true);
+    let orig = decode::decode(&std::fs::read(&idx.val[3].path).unwrap()).unwrap();
+    let got = v.pixels(3).unwrap();
+    let mut want = vec![0u8; got.width * got.height * 3];
+    let all = resample::CropBox {
+        x: 0.0,
+        y: 0.0,
+        w: orig.width as f64,
+        h: orig.height as f64,
+    };
+    resample::resample(&orig, all, got.width, got.height, false, &mut want);
+    assert_eq!(got.pixels, want);
+}
+
+#[test]
+fn a_store_refuses_a_bad_image_or_skips_it_and_a_cut_store_is_named() {
+    let (d, idx) = folder(&small_spec());
+    let bad = &idx.train[5].path;
+    let bytes = std::fs::read(bad).unwrap();
+    std::fs::write(bad, &bytes[..bytes.len() / 2]).unwrap();
+    let out = d.path().join("s/images.tlst");
+    let e = store::build(d.path(), &out, 32, store::Format::Jpeg, OnBadImage::Fail).unwrap_err();
+    let msg = format!("{e:#}");
+    assert!(
+        msg.contains("00005.JPEG") && msg.contains("--on-bad-image skip"),
+        "{msg}"
+    );
+    assert!(!out.exists() && !out.with_extension("tlst.part").exists());
+    let r = store::build(d.path(), &out, 32, store::Format::Jpeg, OnBadImage::Skip).unwrap();
+    assert_eq!((r.train, r.skipped.len()), (23, 1));
+    assert!(r.skipped[0].contains("00005.JPEG"));
+    // A store cut short (a copy that stopped) is refused with its name and the fix.
+    let all = std::fs::read(&out).unwrap();
+    std::fs::write(&out, &all[..all.len() - 100]).unwrap();
+    let e = store::Store::open(&out)
+        .err()
+        .expect("a cut store is refused");
+    let msg = format!("{e:#}");
+    assert!(
+        msg.contains("images.tlst") && msg.contains("truncated") && msg.contains("--max-side"),
+        "{msg}"
+    );
+}
+
+#[test]
+fn rectangular_validation_sorts_by_aspect_and_crops_each_batch_to_its_rectangle() {
+    // By hand, from imagenet18's sort_ar / map_idx2ar / CropArTfm.
+    let dims = [(400, 300), (300, 400), (500, 500), (640, 360)];
+    let p = rect::plan(&dims, 2, 224);
+    assert_eq!(p.order, [1, 2, 0, 3]);
+    // (0.75 + 1) / 2 = 0.875: 224 wide, int(224 / 0.875) = 256 high.
+    // (1.33333 + 1.77778) / 2 = 1.55556: 224 high, int(348.45) = 348 → 344 wide.
+    assert_eq!(p.sizes, [(256, 224), (224, 344)]);
+    // 640x360 resized to 453x255 (short side int(224·1.14) = 255), centre
+    // crop 344x224: left round(54.5) = 54 (Python's round), top round(15.5) = 16.
+    let c = rect::crop_box(640, 360, 224, 344, 224);
+    let (sx, sy) = (640.0 / 453.0, 360.0 / 255.0);
+    for (got, want) in [
+        (c.x, 54.0 * sx),
+        (c.y, 16.0 * sy),
+        (c.w, 344.0 * sx),
+        (c.h, 224.0 * sy),
+    ] {
+        assert!((got - want).abs() < 1e-9, "{c:?}");
+    }
+    // A rectangle wider than the resized image stops at its edge: no black border.
+    let c = rect::crop_box(300, 400, 224, 600, 224);
+    assert!(c.x >= 0.0 && (c.x + c.w - 300.0).abs() < 1e-9, "{c:?}");
+
+    let (_d, idx) = folder(&small_spec());
+    let val: Arc<dyn Images> = Arc::new(idx.val.clone());
+    let dims: Vec<(usize, usize)> = (0..val.count()).map(|i| val.dims(i).unwrap()).collect();
+    let plan = rect::plan(&dims, 3, 16);
+    let sorted: Arc<dyn Images> = Arc::new(Subset {
+        inner: val,
+        ids: plan.order.clone(),
+    });
+    let pipe = Pipeline {
+        size: 16,
+        crop: Crop::Rect,
+        flip: false,
+    };
+    let opts = LoaderOptions {
+        batch: 3,
+        shuffle: false,
+        drop_last: false,
+        rect: Some(Arc::new(plan.sizes.clone())),
+        ..LoaderOptions::default()
+    };
+    let batches: Vec<Batch> = Loader::new(sorted, pipe, &opts)
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(batches.len(), 3);
+    let mut labels = Vec::new();
+    for (b, want) in batches.iter().zip(&plan.sizes) {
+        assert_eq!((b.height, b.width), *want);
+        assert_eq!(b.images.len(), b.len() * want.0 * want.1 * 3);
+        assert!(want.0.min(want.1) == 16 && want.0.max(want.1) % 8 == 0);
+        labels.extend(b.labels.iter().copied());
+    }
+    labels.sort_unstable();
+    assert_eq!(labels, [0, 0, 1, 1, 2, 2, 3, 3]);
+    // Rectangles are asked for, and checked.
+    let wrong = LoaderOptions {
+        rect: Some(Arc::new(vec![(16, 16)])),
+        ..opts
+    };
+    assert!(Loader::new(Arc::new(idx.val.clone()), pipe, &wrong).is_err());
+}
