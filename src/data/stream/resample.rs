@@ -130,7 +130,9 @@ pub fn resample(img: &Rgb, crop: CropBox, out_w: usize, out_h: usize, flip: bool
     let mut row = vec![0f32; img.width * 3];
     for r in row_lo..row_hi {
         let src = &img.pixels[r * img.width * 3..(r + 1) * img.width * 3];
-        row.iter_mut().zip(src).for_each(|(d, &v)| *d = f32::from(v));
+        row.iter_mut()
+            .zip(src)
+            .for_each(|(d, &v)| *d = f32::from(v));
         let line = &mut mid[(r - row_lo) * out_w * 3..(r - row_lo + 1) * out_w * 3];
         for (o, (&first, w)) in tx.first.iter().zip(&tx.weights).enumerate() {
             let taps = &row[first * 3..(first + w.len()) * 3];
