@@ -126,12 +126,19 @@ pub fn run_headless(mut session: Session) -> Result<i32> {
                             done_runs += 1;
                             bars.overall.inc(1);
                             let (clock, tta) = clocks.remove(&run).unwrap_or((Clock::Dawn, false));
+                            let c = &summary.clocks;
+                            let share = c.loader_s / c.hlb_s.max(1e-9);
                             bars.line(format!(
-                                "done  {run}: {} in {:.2} s on the {} clock{}",
+                                "done  {run}: {} in {:.2} s on the {} clock{}{}",
                                 summary.acc_words(tta),
-                                summary.clocks.on(clock),
+                                c.on(clock),
                                 clock.name(),
-                                summary.time_to_target_s.map(|t| format!(", target at {t:.2} s")).unwrap_or_default()
+                                summary.time_to_target_s.map(|t| format!(", target at {t:.2} s")).unwrap_or_default(),
+                                if share > crate::report::DATA_BOUND_SHARE {
+                                    format!("; data-bound: the steps waited for the loader {:.0}% of the training loop", 100.0 * share)
+                                } else {
+                                    String::new()
+                                }
                             ));
                         }
                         Event::RunFailed { run, reason } => {

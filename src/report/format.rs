@@ -129,6 +129,25 @@ impl Report {
                 r.delta_acc.map_or("-".into(), |d| d.label(100.0)),
             ));
         }
+        let bound: Vec<String> = self
+            .rows
+            .iter()
+            .filter_map(|r| {
+                let share = r.loader_share.filter(|&x| x > super::DATA_BOUND_SHARE)?;
+                Some(format!(
+                    "{} ({:.0}%)",
+                    r.variant.replace('|', "\\|"),
+                    100.0 * share
+                ))
+            })
+            .collect();
+        if !bound.is_empty() {
+            s.push_str(&format!(
+                "\n*Data-bound* (the steps waited for the loader over {:.0}% of the training loop, `loader_s / hlb_s`, mean over runs): {}. Their time measures the loader as much as the net.\n",
+                100.0 * super::DATA_BOUND_SHARE,
+                bound.join(", ")
+            ));
+        }
         s
     }
 

@@ -52,6 +52,10 @@ pub struct ClockStats {
     pub median: f64,
 }
 
+/// Steps waiting for their batches more than this share of the training loop
+/// make a run data-bound: the loader, not the net, sets its time.
+pub const DATA_BOUND_SHARE: f64 = 0.05;
+
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct VariantStats {
     pub matrix: String,
@@ -99,6 +103,10 @@ pub struct VariantStats {
     pub delta_acc: Option<delta::Delta>,
     /// The UTC day its last finished run ended (YYYY-MM-DD), where recorded.
     pub last_finished: Option<String>,
+    /// Mean share of the training loop (the hlb clock) its steps spent
+    /// waiting for the loader to build their batches; `None` where the runs
+    /// predate the record or had nothing to wait for.
+    pub loader_share: Option<f64>,
     /// Each finished run's (seed, accuracy with TTA): `compare` pairs the
     /// two sessions' accuracies by seed.
     #[serde(skip)]
@@ -244,6 +252,9 @@ fn as_schema_1_words(df: &mut DataFrame) -> Result<()> {
     if df.column("clock").is_err() {
         df.with_column(Column::new("clock".into(), vec![None::<String>; n]))?;
     }
+    if df.column("loader_s").is_err() {
+        df.with_column(Column::new("loader_s".into(), vec![None::<f64>; n]))?;
+    }
     let Ok(c) = df.column("tricks") else {
         return Ok(());
     };
@@ -320,6 +331,12 @@ pub fn aggregate(dirs: &[PathBuf], opts: &ReportOptions) -> Result<Report> {
             .alias("last_finished"),
     ];
     let done = || col("status").eq(lit("done"));
+    aggs.push(
+        (col("loader_s").cast(DataType::Float64) / col("hlb_s").cast(DataType::Float64))
+            .filter(done())
+            .mean()
+            .alias("loader_share"),
+    );
     for c in ["acc", "acc_tta"] {
         aggs.push(col(c).filter(done()).mean().alias(format!("{c}_mean")));
         aggs.push(col(c).filter(done()).std(1).alias(format!("{c}_std")));
@@ -403,6 +420,7 @@ pub fn aggregate(dirs: &[PathBuf], opts: &ReportOptions) -> Result<Report> {
     let index = f(&df, "index")?;
     let (n, failed, ttt_n) = (f(&df, "n")?, f(&df, "failed")?, f(&df, "ttt_n")?);
     let noisy = f(&df, "noisy")?;
+    let loader_share = f(&df, "loader_share")?;
     let target = opts.target.unwrap_or_else(|| {
         f(&df, "target_acc")
             .ok()
@@ -470,6 +488,7 @@ pub fn aggregate(dirs: &[PathBuf], opts: &ReportOptions) -> Result<Report> {
                 n: n_i,
                 failed: failed[i].unwrap_or(0.0) as usize,
                 noisy: noisy[i].unwrap_or(0.0) as usize,
+                loader_share: loader_share[i].filter(|x| x.is_finite() && *x > 0.0),
                 acc_mean: v("acc_mean", i),
                 acc_std: v("acc_std", i),
                 acc_ci95: ci(v("acc_std", i), n_i),

@@ -470,3 +470,42 @@ fn a_control_left_out_is_not_replaced_by_the_next_variant() {
         "{rows:?}"
     );
 }
+
+#[test]
+fn a_variant_whose_steps_wait_for_the_loader_is_called_data_bound() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut w = ResultsWriter::create(tmp.path(), "loader", "").unwrap();
+    // hlb_s = 0.8 · dawn = 8 s: 2.4 s of loading is 30%, 0.2 s is 2.5%.
+    for (idx, v, loader) in [(0, "CPU loader", 2.4), (1, "+ GPU data", 0.2)] {
+        for rep in 0..2 {
+            let mut s = crate::store::tests::summary(0.9, 10.0, None);
+            s.clocks.loader_s = loader;
+            crate::store::tests::feed(
+                &mut w,
+                crate::store::tests::rid(v, idx, rep),
+                rep as u64,
+                Some(s),
+            );
+        }
+    }
+    let r = aggregate(&[w.dir().to_path_buf()], &ReportOptions::default()).unwrap();
+    let share = |i: usize| r.rows[i].loader_share.unwrap();
+    assert!((share(0) - 0.30).abs() < 1e-9 && (share(1) - 0.025).abs() < 1e-9);
+    let md = r.to_markdown();
+    let line = md
+        .lines()
+        .find(|l| l.starts_with("*Data-bound*"))
+        .expect(&md);
+    assert!(
+        line.contains("CPU loader (30%)") && !line.contains("GPU data"),
+        "{line}"
+    );
+    // Runs with no loader at all, or from before the record: no line.
+    let md = aggregate(
+        &[fixture(tmp.path(), "plain", 1.0)],
+        &ReportOptions::default(),
+    )
+    .unwrap()
+    .to_markdown();
+    assert!(!md.contains("Data-bound"), "{md}");
+}
