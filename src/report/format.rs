@@ -143,7 +143,7 @@ impl Report {
             .collect();
         if !bound.is_empty() {
             s.push_str(&format!(
-                "\n*Data-bound* (the steps waited for the loader over {:.0}% of the training loop, `loader_s / hlb_s`, mean over runs): {}. Their time measures the loader as much as the net.\n",
+                "\n*Data-bound* (the training loop spent over {:.0}% of its time building batches, `loader_s / hlb_s`, mean over runs; with an asynchronous GPU that is at most the time the steps waited): {}. Their time measures the loader as much as the net.\n",
                 100.0 * super::DATA_BOUND_SHARE,
                 bound.join(", ")
             ));

@@ -52,8 +52,10 @@ pub struct ClockStats {
     pub median: f64,
 }
 
-/// Steps waiting for their batches more than this share of the training loop
-/// make a run data-bound: the loader, not the net, sets its time.
+/// A training loop that spends more than this share of its time building
+/// batches (`loader_s / hlb_s`) makes a run data-bound: the loader, not the
+/// net, sets its time. With an asynchronous GPU the share bounds the steps'
+/// wait from above.
 pub const DATA_BOUND_SHARE: f64 = 0.05;
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -103,9 +105,8 @@ pub struct VariantStats {
     pub delta_acc: Option<delta::Delta>,
     /// The UTC day its last finished run ended (YYYY-MM-DD), where recorded.
     pub last_finished: Option<String>,
-    /// Mean share of the training loop (the hlb clock) its steps spent
-    /// waiting for the loader to build their batches; `None` where the runs
-    /// predate the record or had nothing to wait for.
+    /// Mean share of the training loop (the hlb clock) spent building
+    /// batches; `None` where the runs predate the record or had no loader.
     pub loader_share: Option<f64>,
     /// Each finished run's (seed, accuracy with TTA): `compare` pairs the
     /// two sessions' accuracies by seed.
