@@ -135,7 +135,7 @@ impl Report {
             .filter_map(|r| {
                 let share = r.loader_share.filter(|&x| x > super::DATA_BOUND_SHARE)?;
                 Some(format!(
-                    "{} ({:.0}%)",
+                    "{} ({:.1}%)",
                     r.variant.replace('|', "\\|"),
                     100.0 * share
                 ))

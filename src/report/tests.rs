@@ -497,7 +497,7 @@ fn a_variant_whose_steps_wait_for_the_loader_is_called_data_bound() {
         .find(|l| l.starts_with("*Data-bound*"))
         .expect(&md);
     assert!(
-        line.contains("CPU loader (30%)") && !line.contains("GPU data"),
+        line.contains("CPU loader (30.0%)") && !line.contains("GPU data"),
         "{line}"
     );
     // Runs with no loader at all, or from before the record: no line.

@@ -39,6 +39,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
+/// The per-image and per-epoch generator: host-side, the same on every machine.
+pub use crate::util::splitmix::SplitMix64 as SplitMix;
+
 /// What to do with a file that is not a decodable image.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum OnBadImage {
@@ -378,33 +381,11 @@ pub struct Loader {
     finished: bool,
 }
 
-/// splitmix64: the per-image and per-epoch generators (Steele, Lea and
-/// Flood, "Fast splittable pseudorandom number generators", OOPSLA 2014).
-#[derive(Clone, Debug)]
-pub struct SplitMix(u64);
-
-impl SplitMix {
-    pub fn new(seed: u64) -> SplitMix {
-        SplitMix(seed)
-    }
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    /// Uniform in [0, 1) with 53 bits.
-    pub fn uniform(&mut self) -> f64 {
-        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
-    }
-}
-
 /// The epoch's order of `n` images: a Fisher–Yates shuffle from (seed, epoch).
 pub fn epoch_order(n: usize, seed: u64, epoch: u64, shuffle: bool) -> Vec<usize> {
     let mut order: Vec<usize> = (0..n).collect();
     if shuffle {
-        let mut g = SplitMix::new(seed ^ epoch.wrapping_mul(0xD1B5_4A32_D192_ED03));
+        let mut g = SplitMix(seed ^ epoch.wrapping_mul(0xD1B5_4A32_D192_ED03));
         for i in (1..n).rev() {
             let j = (g.next_u64() % (i as u64 + 1)) as usize;
             order.swap(i, j);
@@ -485,12 +466,12 @@ fn load_one(
     let img = images.pixels(i)?;
     let crop = match p.crop {
         Crop::RandomResized { scale, ratio } => {
-            resample::random_resized(img.width, img.height, scale, ratio, || rng.uniform())
+            resample::random_resized(img.width, img.height, scale, ratio, || rng.unit_f64())
         }
         Crop::Centre { ratio } => resample::centre(img.width, img.height, ratio),
         Crop::Rect => rect::crop_box(img.width, img.height, out_h, out_w, p.size),
     };
-    let flip = p.flip && rng.uniform() < 0.5;
+    let flip = p.flip && rng.unit_f64() < 0.5;
     let mut out = vec![0u8; out_h * out_w * 3];
     resample::resample(&img, crop, out_w, out_h, flip, &mut out);
     Ok(out)
@@ -521,7 +502,7 @@ fn produce(
             .par_iter()
             .map(|&pos| {
                 let i = order[pos];
-                let mut rng = SplitMix::new(
+                let mut rng = SplitMix(
                     o.seed
                         ^ o.epoch.wrapping_mul(0xA076_1D64_78BD_642F)
                         ^ (i as u64).wrapping_mul(0xE703_7ED1_A0B4_28DB),

@@ -50,7 +50,7 @@ fn class_look(c: usize) -> ([f64; 3], f64) {
 /// One JPEG of class `c`, `w` x `h`.
 pub fn photo(c: usize, w: u32, h: u32, quality: u8, g: &mut SplitMix) -> Result<Vec<u8>> {
     let (tint, freq) = class_look(c);
-    let phase = g.uniform() * std::f64::consts::TAU;
+    let phase = g.unit_f64() * std::f64::consts::TAU;
     let mut px = Vec::with_capacity((w * h * 3) as usize);
     for y in 0..h {
         for x in 0..w {
@@ -72,7 +72,7 @@ pub fn photo(c: usize, w: u32, h: u32, quality: u8, g: &mut SplitMix) -> Result<
 /// Writes `root/train/<class>/NNNNN.JPEG` and `root/val/<class>/...`;
 /// returns the bytes written.
 pub fn imagenet_like(root: &Path, spec: &SynthSpec) -> Result<u64> {
-    let mut g = SplitMix::new(spec.seed);
+    let mut g = SplitMix(spec.seed);
     let ratios: [f64; 6] = [0.75, 0.5625, 0.8, 1.0, 0.667, 1.333];
     let mut bytes = 0u64;
     for (split, per) in [("train", spec.train_per_class), ("val", spec.val_per_class)] {

@@ -156,7 +156,7 @@ fn validation_keeps_the_last_partial_batch_in_folder_order() {
 
 #[test]
 fn random_resized_crops_stay_inside_any_image_and_match_torchvision_fallbacks() {
-    let mut g = SplitMix::new(5);
+    let mut g = SplitMix(5);
     for &(w, h) in &[
         (1, 1),
         (500, 375),
@@ -166,7 +166,7 @@ fn random_resized_crops_stay_inside_any_image_and_match_torchvision_fallbacks() 
         (3, 224),
     ] {
         for _ in 0..200 {
-            let c = resample::random_resized(w, h, (0.08, 1.0), (0.75, 4.0 / 3.0), || g.uniform());
+            let c = resample::random_resized(w, h, (0.08, 1.0), (0.75, 4.0 / 3.0), || g.unit_f64());
             assert!(c.w >= 1.0 && c.h >= 1.0, "{w}x{h}: {c:?}");
             assert!(c.x >= 0.0 && c.y >= 0.0, "{w}x{h}: {c:?}");
             assert!(
@@ -203,7 +203,7 @@ fn resampling_keeps_flat_images_flat_copies_at_scale_one_and_mirrors() {
         out.chunks(3).all(|p| p == [10, 200, 77]),
         "a flat image stays flat: no black border"
     );
-    let mut g = SplitMix::new(1);
+    let mut g = SplitMix(1);
     let ramp = decode::Rgb {
         width: 8,
         height: 4,
@@ -254,7 +254,7 @@ fn resampling_keeps_flat_images_flat_copies_at_scale_one_and_mirrors() {
 fn bad_images_decode_correctly_or_are_skipped_or_fail_by_name() {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path();
-    let mut g = SplitMix::new(2);
+    let mut g = SplitMix(2);
     let good = photo(0, 64, 48, 90, &mut g).unwrap();
     let a = root.join("train/a");
     let b = root.join("train/b");
