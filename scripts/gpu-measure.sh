@@ -16,6 +16,8 @@
 #         ladder:MATRIX:REPEATS           `tricklab run ablations/MATRIX.toml`, then its reports
 #         resume:PATH                     `tricklab run --resume` of a carried results folder
 #         train:RECIPE:SEEDS              `tricklab train` REPEATS times (the workbench's overhead)
+#         STEP@N                          any of these, given at most N seconds of what is left (so
+#                                         that a long step cannot starve the ones after it)
 # env:    DEADLINE  seconds from the start after which no step starts and the
 #                   running one is interrupted (default 560)
 #         PYTHON    a python whose torch is 2.11.0 (default python3)
@@ -65,6 +67,10 @@ fi
 timed() {
   local t
   t=$(left)
+  if [ -n "$STEP_END" ]; then
+    local s_left=$(( STEP_END - $(date +%s) ))
+    [ "$s_left" -lt "$t" ] && t=$s_left
+  fi
   if [ "$t" -le 10 ]; then log "skipped (deadline): $*"; return 124; fi
   log "start ($t s left): $*"
   local s=$(date +%s) rc=0
@@ -86,6 +92,8 @@ reports() {
 }
 
 for step in "$@"; do
+  STEP_END=
+  case "$step" in *@*) STEP_END=$(( $(date +%s) + ${step##*@} )); step=${step%@*} ;; esac
   IFS=: read -r kind a b c <<< "$step"
   case "$kind" in
     provenance)
