@@ -210,6 +210,9 @@ pub enum ScheduleKind {
     Airbench,
     /// hlb OneCycle: 0 -> 1 at peak_epoch, then to final_lr_frac.
     Onecycle,
+    /// FFCV: [0, peak_epoch*E, E] -> [1e-4, 1, final_lr_frac], read at each
+    /// step's fractional epoch.
+    Cyclic,
     /// 1 -> 0 linearly (airbench94_muon).
     Linear,
     Constant,
@@ -373,7 +376,7 @@ pub const SETTINGS: &[(&str, &str)] = &[
     ),
     (
         "schedule",
-        "page | dawn | airbench | onecycle | linear | constant",
+        "page | dawn | airbench | onecycle | cyclic | linear | constant",
     ),
     (
         "peak_epoch",

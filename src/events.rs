@@ -54,9 +54,9 @@ pub struct Clocks {
     pub prep_s: f64,
     /// Whitening eigenbasis computation (0 when whitening is off).
     pub whiten_s: f64,
-    /// Of `hlb_s`, the seconds the CPU loader spent building batches (0 when
-    /// the data is resident): what a loader running beside the device, as in
-    /// Page's B0, would hide.
+    /// Of `hlb_s`, the seconds the CPU loader spent building batches, or the
+    /// steps waited for the streaming loader's (0 when the data is resident):
+    /// what a loader running beside the device, as in Page's B0, would hide.
     #[serde(default)]
     pub loader_s: f64,
     /// Everything, from the start of the run to the summary, pauses excluded.

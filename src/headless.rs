@@ -135,7 +135,7 @@ pub fn run_headless(mut session: Session) -> Result<i32> {
                                 clock.name(),
                                 summary.time_to_target_s.map(|t| format!(", target at {t:.2} s")).unwrap_or_default(),
                                 if share > crate::report::DATA_BOUND_SHARE {
-                                    format!("; data-bound: {:.1}% of the training loop built batches", 100.0 * share)
+                                    format!("; data-bound: {:.1}% of the training loop went to the loader", 100.0 * share)
                                 } else {
                                     String::new()
                                 }

@@ -69,6 +69,84 @@ pub struct DataPlan {
     pub preprocess_once: bool,
     pub augment: Augment,
     pub progressive: Option<Progressive>,
+    /// Decode the images every epoch on a pool of threads (ImageNet-sized
+    /// data) instead of holding them in the in-memory cache.
+    pub stream: Option<StreamPlan>,
+    /// A streaming run keeps at most this many (training, validation)
+    /// images after the per-class cut: the discarded warm-up's small slice.
+    pub max_images: Option<(usize, usize)>,
+}
+
+/// The streaming loader's pipeline: what a training image and a validation
+/// image become (`stream`, `res_ramp`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct StreamPlan {
+    /// torchvision's RandomResizedCrop: the crop's share of the image's area
+    /// and its aspect-ratio range.
+    pub scale: (f64, f64),
+    pub ratio: (f64, f64),
+    /// The side of the training crops, epoch by epoch.
+    pub res: Resolution,
+    /// Validation: a centre crop of `eval_ratio` of the short side, resized
+    /// to `eval_size` (FFCV: 224/256 of the side, at 256 px).
+    pub eval_size: usize,
+    pub eval_ratio: f64,
+    /// Decoding threads (0: every core).
+    pub workers: usize,
+    /// Finished batches waiting at most.
+    pub prefetch: usize,
+    /// Leave unreadable images out with a line naming each, instead of
+    /// stopping the run.
+    pub skip_bad: bool,
+}
+
+/// The side a streaming run's training crops have at each epoch.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Resolution {
+    Fixed(usize),
+    /// FFCV's `get_resolution`: `min` up to epoch `start`, `max` from epoch
+    /// `end`, linear between them rounded to a multiple of 32.
+    Ramp {
+        min: usize,
+        max: usize,
+        start: f64,
+        end: f64,
+    },
+}
+
+impl Resolution {
+    /// The side at 0-based epoch `epoch`.
+    pub fn at(&self, epoch: usize) -> usize {
+        match *self {
+            Resolution::Fixed(s) => s,
+            Resolution::Ramp {
+                min,
+                max,
+                start,
+                end,
+            } => {
+                let e = epoch as f64;
+                if e <= start {
+                    min
+                } else if e >= end {
+                    max
+                } else {
+                    let interp =
+                        min as f64 + (max as f64 - min as f64) * (e - start) / (end - start);
+                    // `int(np.round(interp / 32)) * 32`: numpy rounds halves to even.
+                    ((interp / 32.0).round_ties_even() as usize) * 32
+                }
+            }
+        }
+    }
+
+    /// The largest side of the run: what memory and kernels are sized for.
+    pub fn largest(&self) -> usize {
+        match *self {
+            Resolution::Fixed(s) => s,
+            Resolution::Ramp { min, max, .. } => min.max(max),
+        }
+    }
 }
 
 /// What to do to the training images each epoch.
@@ -198,8 +276,10 @@ pub struct OptimPlan {
     pub family: Family,
     /// Peak learning rate, mean-loss convention.
     pub lr: f64,
-    /// Nesterov momentum (0 = plain SGD).
+    /// Momentum (0 = plain SGD).
     pub momentum: f64,
+    /// Nesterov's form of it (`nesterov`), or the heavy ball (`momentum`).
+    pub nesterov: bool,
     /// Coupled weight decay: per-step decay lr·wd (0 = none).
     pub weight_decay: f64,
     /// lr multiplier of the BN-bias group; its decay is divided by it.
@@ -299,6 +379,10 @@ pub enum Shape {
         peak: f64,
         end: f64,
     },
+    /// FFCV's cyclic: np.interp at the step's fractional epoch s/per_epoch
+    /// (its `lrs = np.interp(arange(iters), [0, iters], [lr(e), lr(e+1)])`
+    /// between the knots' per-epoch values): no Page-style post-increment.
+    StepKnots(Piecewise),
     /// airbench94_muon and the speedrun: 1 − s/T.
     LinearToZero,
     Constant,
@@ -310,6 +394,7 @@ impl Shape {
         let (s, t) = (s as f64, total.max(1) as f64);
         match self {
             Shape::EpochKnots(k) => k.at((s + 1.0) / per_epoch.max(1) as f64),
+            Shape::StepKnots(k) => k.at(s / per_epoch.max(1) as f64),
             Shape::Airbench { start, peak, end } => {
                 let warm = (t * peak).floor();
                 if s < warm {
@@ -443,6 +528,9 @@ impl RunPlan {
     }
 }
 
+/// FFCV's cyclic schedule starts at this fraction of the peak (`1e-4 * lr`).
+pub const CYCLIC_START: f64 = 1e-4;
+
 /// Page's DAWNBench schedule ends on this lr (mean-loss units) at epoch 30 of 35.
 pub const DAWN_TAIL_LR: f64 = 0.005;
 
@@ -474,6 +562,13 @@ pub fn base_shape(s: &RunConfig) -> Shape {
             peak: s.peak_epoch,
             end: s.final_lr_frac,
         },
+        // FFCV's get_cyclic_lr: [0, lr_peak_epoch, epochs] -> [1e-4, 1, 0] × lr.
+        ScheduleKind::Cyclic => Shape::StepKnots(
+            Piecewise::new(vec![(0.0, CYCLIC_START), (p, 1.0), (e, s.final_lr_frac)])
+                .unwrap_or_else(|_| Piecewise {
+                    knots: vec![(0.0, 1.0)],
+                }),
+        ),
         ScheduleKind::Linear => Shape::LinearToZero,
         ScheduleKind::Constant => Shape::Constant,
     }
@@ -653,6 +748,7 @@ impl RunPlan {
             "batch_size": self.batch_size,
             "lr": self.optim.lr,
             "momentum": self.optim.momentum,
+            "nesterov": self.optim.nesterov && self.optim.momentum > 0.0,
             "weight_decay": self.optim.weight_decay,
             "optimizer": optimizer,
             "muon_lr": self.optim.muon.as_ref().map(|m| m.lr),
@@ -710,6 +806,8 @@ impl RunPlan {
                     jitter: None,
                 },
                 progressive: None,
+                stream: None,
+                max_images: None,
             },
             precision: Precision::default(),
             loss: LossPlan {
@@ -726,6 +824,7 @@ impl RunPlan {
                 family,
                 lr: s.lr,
                 momentum: 0.0,
+                nesterov: false,
                 weight_decay: 0.0,
                 bn_bias_mult: 1.0,
                 no_wd_bn_bias: false,
@@ -784,6 +883,12 @@ impl RunPlan {
             bail!(
                 "epochs = {} is outside (0, {MAX_EPOCHS}]: a fast-training run is tens of epochs",
                 self.epochs
+            );
+        }
+        if self.optim.family == Family::SgdPage && self.optim.momentum > 0.0 && !self.optim.nesterov
+        {
+            bail!(
+                "optimizer sgd_page is Page's Nesterov form: use `nesterov` with it, or `optimizer = sgd_torch` for heavy-ball `momentum`"
             );
         }
         let accum = self.step.accum.max(1) as usize;

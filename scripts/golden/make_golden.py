@@ -18,6 +18,8 @@ reported, not fatal):
     --speedrun  hiverge/cifar10-speedrun       5cd49b1   cifar10_speedrun.py
     --hlb       tysam-code/hlb-CIFAR10         ad103b4   main.py  (v0.7.0)
     --page      davidcpage/cifar10-fast        f79e8b8   new_dawn.py, torch_backend.py, core.py
+    --ffcv      libffcv/ffcv-imagenet          4dd291a   train_imagenet.py, rn18/rn50 configs
+                (optional: without it ffcv.json is left as it is)
 
 The scripts are never imported (they load data / train at import time). Each one is parsed
 with `ast`; the named top-level functions, classes and assignments (and statements of its
@@ -28,7 +30,8 @@ where the reference computes in bf16) from deterministic splitmix64 inputs, whos
 shapes (not values) are stored in the JSON.
 
 Output: one file per recipe in --out: page-final.json, airbench94.json, airbench94-muon.json,
-hiverge-speedrun.json, hlb.json. See scripts/golden/SOURCES.md for what each value is.
+hiverge-speedrun.json, hlb.json, and with --ffcv ffcv.json (its lr per step and resolution
+per epoch for three configs). See scripts/golden/SOURCES.md for what each value is.
 """
 
 from __future__ import annotations
@@ -56,6 +59,9 @@ REFS = {
     "hlb": dict(repo="tysam-code/hlb-CIFAR10", commit="ad103b4", files=["main.py"]),
     "page": dict(repo="davidcpage/cifar10-fast", commit="f79e8b8",
                  files=["new_dawn.py", "torch_backend.py", "core.py", "dawn_utils.py"]),
+    "ffcv": dict(repo="libffcv/ffcv-imagenet", commit="4dd291a",
+                 files=["train_imagenet.py", "rn18_configs/rn18_16_epochs.yaml",
+                        "rn18_configs/rn18_88_epochs.yaml", "rn50_configs/rn50_16_epochs.yaml"]),
 }
 
 # sha256 of the copies these goldens were first generated from.
@@ -68,7 +74,14 @@ PINNED_SHA256 = {
     "torch_backend.py": "3ed1634428ac71606a131a83597bb9d7162f95609a4982a48334666769167761",
     "core.py": "5492c88ebbcdf392518bfbc62c697f6a457ad1b48ea0cb63df8c71bd635434b8",
     "dawn_utils.py": "063662df908cd690ea80821b8a64753d3830c3b39e4c6b5b45f39216ce8e11dc",
+    "train_imagenet.py": "8e436942419277fbf82d04fab311b4e8f4883924b6273adf66263fee245f2576",
+    "rn18_configs/rn18_16_epochs.yaml": "5000ce5dec983b1c13012eaead7defb744d571c41cf7505dac8433bba5f65a28",
+    "rn18_configs/rn18_88_epochs.yaml": "548e830d94b537048def28c8fffdf7a2813a013e07877b3c7816c72df256dc6f",
+    "rn50_configs/rn50_16_epochs.yaml": "d58645b77d098d876dc70a31b9cdcaab0d5e3e8ad20467b67e25b836229aec3f",
 }
+
+# ImageNet's training images (ILSVRC-2012), for FFCV's steps per epoch.
+IMAGENET_TRAIN = 1281167
 
 
 def sha256(path: Path) -> str:
@@ -1473,6 +1486,86 @@ def summarise(doc):
     return "\n".join(lines)
 
 
+def ffcv_config(path: Path):
+    """FFCV's two-level YAML configs (`section:` then `  key: value` lines), as fastargs reads them."""
+    cfg, section = {}, None
+    for line in path.read_text().splitlines():
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        key, _, value = line.strip().partition(":")
+        if not line.startswith(" "):
+            section = key
+            continue
+        value = value.strip()
+        for cast in (int, float):
+            try:
+                value = cast(value)
+                break
+            except ValueError:
+                pass
+        cfg[f"{section}.{key}"] = value
+    return cfg
+
+
+def recipe_ffcv(root):
+    """FFCV's lr at every epoch and at every step of some epochs, and its resolution of every epoch, from its own
+    functions: `get_cyclic_lr`, `ImageNetTrainer.get_resolution` and the lr lines of
+    `train_loop`, their `@param` decorators dropped and the config's values passed in."""
+    import numpy as np
+    notes = ["@param decorators removed; the config's values are passed as the arguments "
+             "fastargs would bind (lr.lr, lr.lr_peak_epoch, training.epochs, resolution.*)"]
+    ref = Ref(root, "train_imagenet.py", notes)
+
+    def undecorated(node):
+        node = copy.deepcopy(node)
+        node.decorator_list = []
+        return node
+
+    ns = {"np": np}
+    ref.run([undecorated(ref.top("get_cyclic_lr"))], ns)
+    ref.run([undecorated(ref.method("ImageNetTrainer", "get_resolution"))], ns)
+    train_loop = ref.method("ImageNetTrainer", "train_loop")
+    lr_lines = select(train_loop.body, names=("lr_start", "lr_end", "iters", "lrs"))
+    configs = {}
+    for rel in REFS["ffcv"]["files"][1:]:
+        c = ffcv_config(Path(root) / rel)
+        epochs, lr = c["training.epochs"], c["lr.lr"]
+        peak = c.get("lr.lr_peak_epoch", 2)
+        world = c.get("dist.world_size", 1)
+        batch = c["training.batch_size"] * world
+        iters = IMAGENET_TRAIN // batch
+
+        class Trainer:
+            def get_lr(self, epoch):
+                return ns["get_cyclic_lr"](epoch, lr, epochs, peak)
+
+            train_loader = range(iters)
+
+        # Every step of the first three epochs (the warm-up to the peak), the ramp's
+        # and the last: the rest interpolate the same way between the epochs' values.
+        kept = sorted({0, 1, 2, int(c["resolution.end_ramp"]) - 1, epochs - 1})
+        lrs = {}
+        for epoch in kept:
+            loop_ns = {"np": np, "self": Trainer(), "epoch": epoch}
+            ref.run(lr_lines, loop_ns)
+            lrs[str(epoch)] = [float(v) for v in loop_ns["lrs"]]
+        lr_epoch = [float(ns["get_cyclic_lr"](e, lr, epochs, peak)) for e in range(epochs + 1)]
+        res = [int(ns["get_resolution"](None, e, c["resolution.min_res"], c["resolution.max_res"],
+                                        c["resolution.end_ramp"], c["resolution.start_ramp"]))
+               for e in range(epochs)]
+        configs[Path(rel).stem] = {
+            "epochs": epochs, "lr": lr, "lr_peak_epoch": peak, "batch_size": batch,
+            "steps_per_epoch": iters, "min_res": c["resolution.min_res"],
+            "max_res": c["resolution.max_res"], "start_ramp": c["resolution.start_ramp"],
+            "end_ramp": c["resolution.end_ramp"], "val_res": c["validation.resolution"],
+            "resolution": res, "lr_at_epoch": lr_epoch, "lr_steps_of_epoch": lrs,
+        }
+    return {"recipe": "ffcv", "generator": GENERATOR,
+            "source": f"{REFS['ffcv']['repo']}@{REFS['ffcv']['commit']}",
+            "sha256": {rel: sha256(Path(root) / rel) for rel in REFS["ffcv"]["files"]},
+            "notes": notes, "imagenet_train_images": IMAGENET_TRAIN, "configs": configs}
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -1482,6 +1575,7 @@ def main(argv=None):
                     help="hiverge/cifar10-speedrun at 5cd49b1")
     ap.add_argument("--hlb", required=True, type=Path, help="tysam-code/hlb-CIFAR10 at ad103b4")
     ap.add_argument("--page", required=True, type=Path, help="davidcpage/cifar10-fast at f79e8b8")
+    ap.add_argument("--ffcv", type=Path, help="libffcv/ffcv-imagenet at 4dd291a (optional)")
     ap.add_argument("--out", type=Path, default=REPO_ROOT / "tests" / "golden")
     ap.add_argument("--check", action="store_true",
                     help="only verify the reference files exist and print their sha256")
@@ -1489,6 +1583,8 @@ def main(argv=None):
 
     roots = {"airbench": args.airbench, "speedrun": args.speedrun, "hlb": args.hlb,
              "page": args.page}
+    if args.ffcv:
+        roots["ffcv"] = args.ffcv
     ok = True
     for key, root in roots.items():
         r = root.resolve()
@@ -1520,6 +1616,12 @@ def main(argv=None):
             ("airbench94-muon", recipe_muon, args.airbench),
             ("hiverge-speedrun", recipe_speedrun, args.speedrun),
             ("hlb", recipe_hlb, args.hlb)]
+    if args.ffcv:
+        doc = recipe_ffcv(args.ffcv)
+        path = args.out / "ffcv.json"
+        path.write_text(dumps(doc) + "\n")
+        res = {k: v["resolution"] for k, v in doc["configs"].items()}
+        print(f"wrote {path}: resolutions {res}")
     for name, fn, root in jobs:
         doc = fn(root)
         assert doc["recipe"] == name

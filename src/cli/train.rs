@@ -1,7 +1,7 @@
 //! `tricklab train`: one run, headless, an epoch table and a summary.
 
 use crate::config::{Override, RunSpec};
-use crate::events::{Event, RunId};
+use crate::events::{Event, LogLevel, RunId};
 use crate::train::{NeverStop, Outcome, TchTrainer, Trainer};
 use anyhow::Result;
 
@@ -105,6 +105,9 @@ pub fn cmd_train(args: TrainArgs) -> Result<i32> {
             row.eval_s,
             row.images_per_s
         ),
+        Event::Log { level, message } if level != LogLevel::Info => {
+            eprintln!("{}: {message}", level.as_str());
+        }
         _ => {}
     };
     let planned = crate::recipe::plan_run(&spec)?;
@@ -129,8 +132,10 @@ pub fn cmd_train(args: TrainArgs) -> Result<i32> {
             );
             if c.loader_s > 0.0 {
                 println!(
-                    "CPU loader: {:.2} s of the {:.2} s of training built batches",
-                    c.loader_s, c.hlb_s
+                    "loader: {:.2} s of the {:.2} s of training ({:.1}%) went to building batches or waiting for them",
+                    c.loader_s,
+                    c.hlb_s,
+                    100.0 * c.loader_s / c.hlb_s.max(1e-9)
                 );
             }
             match s.time_to_target_s {

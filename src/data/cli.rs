@@ -58,7 +58,8 @@ pub enum DataCommand {
     /// Stream an image folder through the loader as training would read it
     /// (decode, crop, flip on a pool of threads) and state its throughput.
     Stream {
-        /// An image folder: train/<class>/*, and val/<class>/* or test/<class>/*.
+        /// An image folder (train/<class>/*, and val/<class>/* or test/<class>/*),
+        /// a store from `data import --max-side`, or any data set spec.
         dir: PathBuf,
         /// train: random-resized crop and flip, shuffled; val: centre crop, in order.
         #[arg(long, default_value = "train")]
@@ -437,26 +438,16 @@ fn describe(crop: stream::Crop) -> String {
     }
 }
 
-/// A folder, or a store made by `data import --max-side` (by name or path):
-/// the split's images and the number of classes.
+/// A folder, a store made by `data import --max-side` (by name or path), or
+/// an in-memory data set (`StreamData::open`): the split's images and the
+/// number of classes.
 fn open_images(dir: &Path, train: bool) -> Result<(std::sync::Arc<dyn stream::Images>, usize)> {
-    let store_file = [
-        data_dir().join(dir).join(stream::store::STORE_FILE),
-        dir.to_path_buf(),
-    ]
-    .into_iter()
-    .find(|p| p.is_file());
-    if let Some(f) = store_file {
-        let s = stream::store::Store::open(&f)?;
-        return Ok((s.split(!train), s.header.classes.len()));
-    }
-    let index = stream::FolderIndex::open(dir)?;
-    for n in &index.notes {
+    let data = stream::StreamData::open(&dir.to_string_lossy(), load)?;
+    for n in &data.notes {
         eprintln!("note: {n}");
     }
-    let classes = index.classes.len();
-    let split = if train { index.train } else { index.val };
-    Ok((std::sync::Arc::new(split), classes))
+    let split = if train { data.train } else { data.val };
+    Ok((split, data.classes.len()))
 }
 
 /// fast.ai's validation order and each batch's rectangle, from the images'

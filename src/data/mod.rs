@@ -213,6 +213,11 @@ pub fn load(spec: &str) -> Result<Dataset> {
     if imported.is_file() {
         return read_cache(&imported);
     }
+    if stream::source::stream_only(spec) {
+        bail!(
+            "`{spec}` is a streaming store (`data import --max-side`): only runs with the `stream` trick read it; use a recipe that streams (`tricklab recipes`) or add `--trick stream`, or import the folder without --max-side"
+        );
+    }
     let path = Path::new(spec);
     if path.is_dir() {
         if path.join("data_batch_1.bin").exists() || path.join("test_batch.bin").exists() {
@@ -294,6 +299,7 @@ pub fn locate(spec: &str) -> Result<()> {
     if is_embedded(spec)
         || synthetic_size(spec)?.is_some()
         || data_dir().join(spec).join(CACHE_FILE).is_file()
+        || stream::source::stream_only(spec)
         || Path::new(spec).exists()
     {
         Ok(())

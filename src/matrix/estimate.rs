@@ -27,6 +27,54 @@ pub struct Estimate {
     pub total_range_s: (f64, f64),
 }
 
+/// A matrix's data as its runs will read it, opened once and only in the
+/// forms its variants use: in memory, or streamed (an image folder is
+/// indexed, never decoded).
+pub struct DataCounts {
+    spec: String,
+    memory: Option<crate::data::Dataset>,
+    stream: Option<crate::data::stream::StreamData>,
+}
+
+impl DataCounts {
+    pub fn new(spec: &str) -> DataCounts {
+        DataCounts {
+            spec: spec.to_string(),
+            memory: None,
+            stream: None,
+        }
+    }
+
+    /// The training images a run of `plan` trains on (its per-class cut
+    /// applied); a streaming source must also have validation images.
+    pub fn train_images(&mut self, plan: &crate::plan::RunPlan) -> anyhow::Result<usize> {
+        let per = |n: usize| (n > 0).then_some(n);
+        let d = &plan.data;
+        if d.stream.is_some() {
+            let s = match &mut self.stream {
+                Some(s) => s,
+                slot => slot.insert(crate::data::stream::StreamData::open(
+                    &self.spec,
+                    crate::data::load,
+                )?),
+            };
+            let cut = s.subset(per(d.train_per_class), per(d.test_per_class));
+            if cut.val.count() == 0 {
+                anyhow::bail!(
+                    "data set `{}` has no validation images: add val/<class>/ (or test/) images, or ImageNet's flat val/ with LOC_val_solution.csv",
+                    self.spec
+                );
+            }
+            return Ok(cut.train.count());
+        }
+        let m = match &mut self.memory {
+            Some(m) => m,
+            slot => slot.insert(crate::data::load(&self.spec)?),
+        };
+        Ok(m.train_len(per(d.train_per_class)))
+    }
+}
+
 /// Probes the first run's net on `device` and prices every run's steps and
 /// evaluations.
 pub fn estimate(m: &Matrix, device: &str) -> Result<Estimate> {
@@ -34,7 +82,7 @@ pub fn estimate(m: &Matrix, device: &str) -> Result<Estimate> {
     let Some(first) = runs.first() else {
         anyhow::bail!("{}: no runs to estimate", m.name);
     };
-    let data = crate::data::load(&m.data)?;
+    let mut data = super::DataCounts::new(&m.data);
     let planned = crate::recipe::plan_run(first)?;
     let mut trainer = TchTrainer::new(device)?;
     let probe = trainer.probe(&planned)?;
@@ -42,9 +90,7 @@ pub fn estimate(m: &Matrix, device: &str) -> Result<Estimate> {
     let mut totals = [0.0; 3];
     for r in &runs {
         let plan = crate::recipe::plan_run(r)?.plan;
-        let per = plan.data.train_per_class;
-        let n = data.train_len((per > 0).then_some(per)) as u64;
-        let rates = plan.rates(n);
+        let rates = plan.rates(data.train_images(&plan)? as u64);
         let evals =
             evaluations(rates.total, rates.per_epoch, plan.eval.every) as f64 * probe.eval_s;
         for (t, step) in totals.iter_mut().zip([lo, med, hi]) {

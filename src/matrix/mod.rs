@@ -6,7 +6,7 @@ mod estimate;
 mod parse;
 
 pub use cli::{MatrixArgs, cmd_matrix, matrix_files, resolved_variants};
-pub use estimate::{Estimate, estimate, human};
+pub use estimate::{DataCounts, Estimate, estimate, human};
 pub use parse::{load, parse, parse_shard};
 
 use crate::config::{Override, Reference, RunSpec};

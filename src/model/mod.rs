@@ -10,7 +10,7 @@ mod backbone;
 mod bn;
 mod layers;
 mod resnet;
-mod torchvision;
+pub(crate) mod torchvision;
 mod whitening;
 
 #[cfg(test)]
@@ -173,6 +173,10 @@ pub struct NetConfig {
     /// torchvision ResNets: each residual block's last BN scale starts at 0.
     #[serde(default)]
     pub zero_init_residual: bool,
+    /// torchvision ResNets: a [1 2 1]x[1 2 1]/16 blur before every strided
+    /// conv of 16 or more input channels (FFCV's BlurPoolConv2d).
+    #[serde(default)]
+    pub blurpool: bool,
 }
 
 impl NetConfig {
@@ -195,6 +199,7 @@ impl NetConfig {
             conv_bias: false,
             num_classes: 10,
             zero_init_residual: false,
+            blurpool: false,
         };
         match arch {
             Arch::PageResnet18 => NetConfig {
@@ -283,6 +288,12 @@ impl NetConfig {
             Arch::TvResnet18 | Arch::TvResnet50 => 4,
             _ => 2,
         };
+        if self.blurpool && !self.arch.torchvision() {
+            anyhow::bail!(
+                "blurpool blurs before strided convs: only the torchvision ResNets have them, not {}",
+                self.arch.name()
+            );
+        }
         if self.arch.torchvision() {
             if self.widths.len() != 4 {
                 anyhow::bail!(
@@ -667,7 +678,7 @@ impl Net {
                     depth,
                     &cfg.widths,
                     cfg.widths[0],
-                    cfg.zero_init_residual,
+                    (cfg.zero_init_residual, cfg.blurpool),
                 );
                 (Body::Torchvision(stem, blocks), feat, Pool::Avg)
             }

@@ -988,3 +988,40 @@ pub(crate) fn zero_init_residual_makes_every_torchvision_block_start_as_the_iden
         assert!(!close(&blocks[1].forward_t(&h, true, &cfg.act), &h, 1e-3));
     }
 }
+
+#[test]
+pub(crate) fn blurpool_blurs_before_each_strided_conv_and_keeps_a_flat_image_flat() {
+    // Layers 2-4 each open with a strided conv and a strided 1x1 shortcut (on
+    // the 3x3 conv in ResNet-50's bottleneck): six blurred convs; the stem's
+    // 3-channel conv is not blurred (FFCV's in_channels >= 16).
+    for arch in [Arch::TvResnet18, Arch::TvResnet50] {
+        let x = Tensor::randn([2, 3, 64, 64], (Kind::Float, Device::Cpu));
+        let mut outs = Vec::new();
+        for blurpool in [true, false] {
+            let mut cfg = NetConfig::default_for(arch).scaled(0.25);
+            cfg.blurpool = blurpool;
+            let (_vs, net) = build(&cfg, 3);
+            let Body::Torchvision(_, blocks) = &net.body else {
+                panic!("{arch:?} builds a torchvision body");
+            };
+            let blurred: usize = blocks.iter().map(TvBlock::blurred_convs).sum();
+            assert_eq!(blurred, if blurpool { 6 } else { 0 }, "{arch:?}");
+            outs.push(net.forward_t(&x, false));
+        }
+        // The same seeded weights (the blur has none): only the blur differs.
+        assert!(
+            !close(&outs[0], &outs[1], 1e-4),
+            "{arch:?}: the blur changed nothing"
+        );
+    }
+    // The filter: [1 2 1]x[1 2 1]/16 on each channel alone, summing to 1, so
+    // a flat image stays flat away from the zero-padded border.
+    let f = torchvision::blur_filter(4, Device::Cpu);
+    assert_eq!(f.size(), [4, 1, 3, 3]);
+    assert!((f.double_value(&[2, 0, 1, 1]) - 0.25).abs() < 1e-7);
+    assert!((f.double_value(&[2, 0, 0, 0]) - 1.0 / 16.0).abs() < 1e-7);
+    let flat = Tensor::full([1, 4, 8, 8], 3.0, (Kind::Float, Device::Cpu));
+    let y = flat.conv2d(&f, None::<Tensor>, [1, 1], [1, 1], [1, 1], 4);
+    let inner = y.narrow(2, 1, 6).narrow(3, 1, 6);
+    assert!(close(&inner, &Tensor::full_like(&inner, 3.0), 1e-6));
+}

@@ -29,6 +29,17 @@ fn kaiming_fan_out(conv: &Conv) {
 pub(crate) struct ConvBnT {
     conv: Conv,
     bn: GhostBn,
+    /// BlurPool's depthwise filter before a strided conv: C x 1 x 3 x 3.
+    blur: Option<Tensor>,
+}
+
+/// FFCV's `BlurPoolConv2d` filter for `c` channels: [[1,2,1],[2,4,2],[1,2,1]]/16
+/// on each channel alone, a fixed buffer (no gradient, no decay).
+pub(crate) fn blur_filter(c: i64, device: tch::Device) -> Tensor {
+    let k: [f32; 9] = [1.0, 2.0, 1.0, 2.0, 4.0, 2.0, 1.0, 2.0, 1.0];
+    (Tensor::from_slice(&k).view([1, 1, 3, 3]) / 16.0)
+        .repeat([c, 1, 1, 1])
+        .to_device(device)
 }
 
 impl ConvBnT {
@@ -43,7 +54,7 @@ impl ConvBnT {
         cout: i64,
         k: i64,
         stride: i64,
-        zero_gamma: bool,
+        (zero_gamma, blurpool): (bool, bool),
     ) -> ConvBnT {
         let conv = reg.conv(&(p / "conv"), cin, cout, k, stride, k / 2);
         kaiming_fan_out(&conv);
@@ -53,11 +64,32 @@ impl ConvBnT {
                 let _ = bn.weight.shallow_clone().zero_();
             });
         }
-        ConvBnT { conv, bn }
+        // FFCV blurs before every conv with a stride above 1 and at least 16
+        // input channels (so not the 3-channel stem).
+        let blur = (blurpool && stride > 1 && cin >= 16).then(|| blur_filter(cin, p.device()));
+        ConvBnT { conv, bn, blur }
     }
 
     fn forward_t(&self, x: &Tensor, train: bool) -> Tensor {
-        self.bn.forward_t(&self.conv.forward(x), train)
+        let blurred = self.blur.as_ref().map(|f| {
+            let c = f.size()[0];
+            x.conv2d(
+                &f.to_kind(x.kind()),
+                None::<Tensor>,
+                [1, 1],
+                [1, 1],
+                [1, 1],
+                c,
+            )
+        });
+        self.bn
+            .forward_t(&self.conv.forward(blurred.as_ref().unwrap_or(x)), train)
+    }
+
+    /// Whether a blur runs before this conv.
+    #[cfg(test)]
+    pub fn blurred(&self) -> bool {
+        self.blur.is_some()
     }
 }
 
@@ -69,7 +101,7 @@ pub(crate) struct TvStem {
 impl TvStem {
     pub fn new(p: &nn::Path, reg: &mut Registry, width: i64) -> TvStem {
         TvStem {
-            conv: ConvBnT::new(p, reg, 3, width, 7, 2, false),
+            conv: ConvBnT::new(p, reg, 3, width, 7, 2, (false, false)),
         }
     }
 
@@ -96,7 +128,7 @@ impl TvBlock {
         depth: u32,
         widths: &[i64],
         stem_width: i64,
-        zero_init_residual: bool,
+        (zero_init_residual, blurpool): (bool, bool),
     ) -> (Vec<TvBlock>, i64) {
         let (counts, bottleneck): (&[usize], bool) = match depth {
             50 => (&[3, 4, 6, 3], true),
@@ -110,20 +142,21 @@ impl TvBlock {
                 let stride = if stage > 0 && b == 0 { 2 } else { 1 };
                 let bp = p / format!("layer{}", stage + 1) / b.to_string();
                 let cout = w * expansion;
+                let (plain, last) = ((false, blurpool), (zero_init_residual, blurpool));
                 let convs = if bottleneck {
                     vec![
-                        ConvBnT::new(&(&bp / "1"), reg, cin, w, 1, 1, false),
-                        ConvBnT::new(&(&bp / "2"), reg, w, w, 3, stride, false),
-                        ConvBnT::new(&(&bp / "3"), reg, w, cout, 1, 1, zero_init_residual),
+                        ConvBnT::new(&(&bp / "1"), reg, cin, w, 1, 1, plain),
+                        ConvBnT::new(&(&bp / "2"), reg, w, w, 3, stride, plain),
+                        ConvBnT::new(&(&bp / "3"), reg, w, cout, 1, 1, last),
                     ]
                 } else {
                     vec![
-                        ConvBnT::new(&(&bp / "1"), reg, cin, w, 3, stride, false),
-                        ConvBnT::new(&(&bp / "2"), reg, w, cout, 3, 1, zero_init_residual),
+                        ConvBnT::new(&(&bp / "1"), reg, cin, w, 3, stride, plain),
+                        ConvBnT::new(&(&bp / "2"), reg, w, cout, 3, 1, last),
                     ]
                 };
                 let shortcut = (stride != 1 || cin != cout)
-                    .then(|| ConvBnT::new(&(&bp / "down"), reg, cin, cout, 1, stride, false));
+                    .then(|| ConvBnT::new(&(&bp / "down"), reg, cin, cout, 1, stride, plain));
                 blocks.push(TvBlock { convs, shortcut });
                 cin = cout;
             }
@@ -135,6 +168,16 @@ impl TvBlock {
     #[cfg(test)]
     pub fn shortcut_free(&self) -> bool {
         self.shortcut.is_none()
+    }
+
+    /// How many of the block's convs (its shortcut's included) blur first.
+    #[cfg(test)]
+    pub fn blurred_convs(&self) -> usize {
+        self.convs
+            .iter()
+            .chain(&self.shortcut)
+            .filter(|c| c.blurred())
+            .count()
     }
 
     pub fn forward_t(&self, x: &Tensor, train: bool, act: &Activation) -> Tensor {

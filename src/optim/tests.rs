@@ -69,6 +69,28 @@ pub(crate) fn sgd_torch_nesterov_two_steps_by_hand() {
     assert!(close(&w, &t(&wh), 1e-6), "{w} vs {wh:?}");
 }
 
+/// PyTorch's SGD with `nesterov=False` (the `momentum` trick): the step is
+/// the buffer itself, buf = μ·buf + (g + wd·w), w -= lr·buf.
+#[test]
+pub(crate) fn sgd_torch_heavy_ball_two_steps_by_hand() {
+    let w = param(&[1.0, -2.0]);
+    let (mu, wd) = (0.9, 0.01);
+    let mut opt = SgdTorch::new(vec![Group::new(vec![w.shallow_clone()])], mu, wd, false);
+    let mut wh = [1.0f64, -2.0];
+    let mut bh = [0.0f64; 2];
+    let grads = [[0.5f32, 1.0], [-1.0, 0.25]];
+    for (k, g) in grads.iter().enumerate() {
+        set_grad(&w, g);
+        opt.step(0.2);
+        for i in 0..2 {
+            let d = g[i] as f64 + wd * wh[i];
+            bh[i] = if k == 0 { d } else { mu * bh[i] + d };
+            wh[i] -= 0.2 * bh[i];
+        }
+    }
+    assert!(close(&w, &t(&wh), 1e-6), "{w} vs {wh:?}");
+}
+
 /// The per-parameter chains the multi-tensor kernels replaced, kept as the
 /// reference: (Page form?, params, grads per step, lrs, μ, wd, group mults).
 fn per_parameter_sgd(

@@ -163,10 +163,11 @@ fn set_hyper(cfg: &mut RunConfig, key: &str, value: &str) -> Result<()> {
                 "dawn" => ScheduleKind::Dawn,
                 "airbench" => ScheduleKind::Airbench,
                 "onecycle" => ScheduleKind::Onecycle,
+                "cyclic" => ScheduleKind::Cyclic,
                 "linear" => ScheduleKind::Linear,
                 "constant" => ScheduleKind::Constant,
                 _ => bail!(
-                    "`schedule={value}`: expected page, dawn, airbench, onecycle, linear or constant"
+                    "`schedule={value}`: expected page, dawn, airbench, onecycle, cyclic, linear or constant"
                 ),
             }
         }

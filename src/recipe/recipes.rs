@@ -187,8 +187,9 @@ mod tests {
             }
         }
         assert_eq!(recipes().len(), 2 * file.recipe.len());
+        let tiny_hlb = recipes().iter().find(|r| r.name == "tiny-hlb").unwrap();
         assert_eq!(
-            recipes().last().unwrap().help,
+            tiny_hlb.help,
             "hlb at 1/8 width, embedded data, bs 128, 3 epochs (CPU)"
         );
     }

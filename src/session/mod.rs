@@ -158,11 +158,12 @@ pub fn preflight(matrices: &[Matrix], devices: &[String]) -> Result<()> {
             crate::util::device::parse_device(d).map_err(|e| anyhow::anyhow!("{origin}: {e}"))?;
         }
         crate::data::locate(&m.data).map_err(|e| anyhow::anyhow!("{origin}: {e}"))?;
-        let data = crate::data::load(&m.data).map_err(|e| anyhow::anyhow!("{origin}: {e:#}"))?;
+        let mut data = crate::matrix::DataCounts::new(&m.data);
         for v in &m.variants {
             let (_, plan) = crate::recipe::resolve_plan(&m.recipe, &v.overrides)?;
-            let per = plan.data.train_per_class;
-            let n = data.train_len((per > 0).then_some(per));
+            let n = data
+                .train_images(&plan)
+                .map_err(|e| anyhow::anyhow!("{origin}: {e:#}"))?;
             if plan.batch_size > n {
                 anyhow::bail!(
                     "{origin}: variant `{}` has batch_size {} but data set `{}` gives it {n} training images: lower batch_size (at most {n}) or use more data",

@@ -30,6 +30,11 @@ pub(super) fn build_net(
         Whitening::Off => None,
         Whitening::Page { images, .. } | Whitening::Airbench { images, .. } => Some(*images),
     };
+    if let (Some(_), Some(_)) = (images, &src.stream) {
+        anyhow::bail!(
+            "whitening is fitted to images held in memory: a streaming run (`stream`) has none; turn whitening off"
+        );
+    }
     if let Some(k) = images {
         let n = src.train_len();
         let k = (k as i64).min(n);
@@ -111,7 +116,7 @@ pub(super) fn build_optimizer(o: &OptimPlan, groups: Vec<Group>) -> Box<dyn Opti
         Family::Lamb => Box::new(optim::Lamb::new(groups, (0.9, 0.999), 1e-6, wd)),
         Family::AdamW => Box::new(optim::AdamW::new(groups, (0.9, 0.999), 1e-8, wd)),
         Family::SgdPage => Box::new(optim::SgdPage::new(groups, mu, wd)),
-        Family::SgdTorch => Box::new(optim::SgdTorch::new(groups, mu, wd, mu > 0.0)),
+        Family::SgdTorch => Box::new(optim::SgdTorch::new(groups, mu, wd, o.nesterov && mu > 0.0)),
     }
 }
 

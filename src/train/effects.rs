@@ -647,5 +647,82 @@ fn effect_test(trick: TrickId) -> fn() {
         TrickId::FullSizeVal => {
             progressive_resize_trains_small_first_and_full_size_val_evaluates_full
         }
+        TrickId::Stream => stream_feeds_imagenet_normalised_crops_at_each_epochs_side,
+        TrickId::ResRamp => stream_feeds_imagenet_normalised_crops_at_each_epochs_side,
+        TrickId::Blurpool => {
+            crate::model::tests::blurpool_blurs_before_each_strided_conv_and_keeps_a_flat_image_flat
+        }
+        TrickId::Momentum => momentum_is_the_heavy_ball_and_nesterov_looks_ahead,
     }
+}
+
+/// `stream`: batches come from the loader (random-resized crops of the
+/// source's images, normalised with ImageNet's statistics), at the side
+/// `res_ramp` gives each epoch; off, the in-memory pipeline feeds the run.
+#[test]
+fn stream_feeds_imagenet_normalised_crops_at_each_epochs_side() {
+    use super::stream::{IMAGENET_MEAN, IMAGENET_STD, StreamFeed};
+    use crate::data::stream::StreamData;
+    let p = plan("tiny-ffcv-rn18", &["batch_size=16"]);
+    let sp = p.data.stream.as_ref().expect("ffcv streams");
+    // tiny: 24 px for epochs 0-1, 32 px from epoch 2 (res_ramp 1 -> 2).
+    let sides: Vec<usize> = (0..3).map(|e| sp.res.at(e)).collect();
+    assert_eq!(sides, [24, 24, 32]);
+    let data = StreamData::open("synthetic:64", crate::data::load).unwrap();
+    let mut feed = StreamFeed::new(
+        &p,
+        sp,
+        data.train.clone(),
+        Layout::of(&p),
+        Device::Cpu,
+        7,
+        (0, 1),
+    );
+    for (epoch, side) in [(0, 24), (2, 32)] {
+        feed.begin_epoch(epoch).unwrap();
+        let (x, y, _) = feed.batch().unwrap();
+        assert_eq!(x.size(), [16, 3, side, side], "epoch {epoch}");
+        assert_eq!(y.size(), [16]);
+        // Normalised bytes: every value within ImageNet's normalised range.
+        let ends = |v: f64| (0..3).map(move |c| (v - IMAGENET_MEAN[c]) / IMAGENET_STD[c]);
+        let lo = ends(0.0).fold(f64::INFINITY, f64::min);
+        let hi = ends(255.0).fold(f64::NEG_INFINITY, f64::max);
+        assert!(x.min().double_value(&[]) >= lo - 1e-4);
+        assert!(x.max().double_value(&[]) <= hi + 1e-4);
+    }
+    // The same seed and epoch: the same crops.
+    feed.begin_epoch(0).unwrap();
+    let a = feed.batch().unwrap().0;
+    feed.begin_epoch(0).unwrap();
+    assert!(a.equal(&feed.batch().unwrap().0));
+    assert!(
+        plan("tiny-ffcv-rn18", &["stream=off", "res_ramp=off"])
+            .data
+            .stream
+            .is_none()
+    );
+    // Whitening needs images in memory: the catalog refuses it with a stream.
+    let ov = [Override::Trick {
+        key: "whitening".into(),
+        on: true,
+    }];
+    let err = crate::recipe::resolve_plan("tiny-ffcv-rn18", &ov).unwrap_err();
+    assert!(format!("{err:#}").contains("stream"), "{err:#}");
+}
+
+/// `momentum`: PyTorch SGD's heavy ball (FFCV, fast.ai, Goyal); `nesterov`
+/// Page's and airbench's look-ahead; one excludes the other.
+#[test]
+fn momentum_is_the_heavy_ball_and_nesterov_looks_ahead() {
+    let p = plan("tiny-ffcv-rn18", &[]);
+    assert_eq!((p.optim.momentum, p.optim.nesterov), (0.9, false));
+    let p = plan("tiny-airbench94", &[]);
+    assert!(p.optim.nesterov && p.optim.momentum > 0.0);
+    let ov = [Override::Trick {
+        key: "nesterov".into(),
+        on: true,
+    }];
+    assert!(crate::recipe::resolve_plan("tiny-ffcv-rn18", &ov).is_err());
+    crate::optim::tests::sgd_torch_heavy_ball_two_steps_by_hand();
+    crate::optim::tests::sgd_torch_nesterov_two_steps_by_hand();
 }

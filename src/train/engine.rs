@@ -21,9 +21,12 @@ use super::build::{Averager, Optimisers, build_net, warm_kernels};
 use super::eval::{evaluate, time_on};
 use super::prepare::{Batches, Layout, Prepared, Source, prepare};
 use super::step::{StepMetrics, Trainee};
+use super::stream::{StreamFeed, evaluate_stream};
 use super::warm::warm_up_run;
 use super::{Control, Flow, Outcome, Trainer};
 use crate::data::Dataset;
+use crate::data::stream::StreamData;
+use crate::events::LogLevel;
 use crate::events::{Clocks, EpochRow, Event, RunSummary};
 use crate::model::{Net, NetConfig};
 use crate::plan::{PlannedRun, RunPlan, StepRates};
@@ -40,6 +43,8 @@ pub struct TchTrainer {
     pub(super) device: Device,
     label: String,
     data: HashMap<String, Arc<Dataset>>,
+    /// Streaming sources by spec: an image folder is indexed once a process.
+    streams: HashMap<String, StreamData>,
     /// Loads a data set from its spec; tests swap in synthetic data.
     loader: fn(&str) -> Result<Dataset>,
     /// Where a finished run's weights go (safetensors), if anywhere.
@@ -52,6 +57,7 @@ impl TchTrainer {
             device: parse_device(device)?,
             label: device_label(device),
             data: HashMap::new(),
+            streams: HashMap::new(),
             loader: crate::data::load,
             save_weights: None,
         })
@@ -72,6 +78,45 @@ impl TchTrainer {
         let d = Arc::new((self.loader)(spec)?);
         self.data.insert(spec.to_string(), d.clone());
         Ok(d)
+    }
+
+    /// A spec's streaming source (a store, an image folder, or an in-memory
+    /// set served through the loader), opened once a process.
+    pub(super) fn stream_source(&mut self, spec: &str) -> Result<StreamData> {
+        if let Some(d) = self.streams.get(spec) {
+            return Ok(d.clone());
+        }
+        let loader = self.loader;
+        let d = StreamData::open(spec, loader)?;
+        self.streams.insert(spec.to_string(), d.clone());
+        Ok(d)
+    }
+
+    /// The number of classes of a run's data, without decoding a streaming
+    /// source.
+    pub(super) fn classes_of(&mut self, run: &PlannedRun) -> Result<usize> {
+        Ok(match run.plan.data.stream {
+            Some(_) => self.stream_source(&run.spec.data)?.classes.len(),
+            None => self.dataset(&run.spec.data)?.classes.len(),
+        })
+    }
+
+    /// The run's source: the plan's per-class subset of the spec's data set,
+    /// in memory or streamed; with its name and hash for the manifest.
+    pub(super) fn source_of(&mut self, run: &PlannedRun) -> Result<(Source, String, String)> {
+        let per = |n: usize| (n > 0).then_some(n);
+        let d = &run.plan.data;
+        if let Some(sp) = &d.stream {
+            let full = self.stream_source(&run.spec.data)?;
+            let mut data = full.subset(per(d.train_per_class), per(d.test_per_class));
+            if let Some((train, val)) = d.max_images {
+                data = data.first(train, val);
+            }
+            let (name, hash) = (data.name.clone(), data.hash.clone());
+            return Ok((Source::streamed(data, sp.res.at(0))?, name, hash));
+        }
+        let data = self.data_of(run)?;
+        Ok((Source::new(&data)?, data.name.clone(), data.hash.clone()))
     }
 
     /// The run's data: the plan's per-class subset of the spec's data set.
@@ -139,12 +184,11 @@ impl TchTrainer {
                 run.plan.world_size
             );
         }
-        let data = self.data_of(run)?;
+        let (src, data_name, data_hash) = self.source_of(run)?;
         let device = match &run.spec.device {
             Some(d) => parse_device(d)?,
             None => self.device,
         };
-        let src = Source::new(&data)?;
         let n = src.train_len();
         let bs = run.plan.batch_size as i64;
         if bs > n {
@@ -164,7 +208,7 @@ impl TchTrainer {
             dist,
             save: self.save_weights.as_deref(),
         }
-        .train(run.config_json(&data.name, &data.hash), ctl, emit)
+        .train(run.config_json(&data_name, &data_hash), ctl, emit)
     }
 
     fn warm_up_in(
@@ -173,7 +217,7 @@ impl TchTrainer {
         dist: Option<&Collective>,
         ctl: &dyn Control,
     ) -> Result<String> {
-        let warm = warm_up_run(run, self.dataset(&run.spec.data)?.classes.len());
+        let warm = warm_up_run(run, self.classes_of(run)?);
         let t = Instant::now();
         // A run that cannot start says why itself; its warm-up stays quiet.
         self.run_in(&warm, dist, ctl, &mut |_| {})?;
@@ -309,7 +353,7 @@ struct Model {
 
 /// The loop's state across epochs.
 struct Loop<'a> {
-    batches: Batches<'a>,
+    feed: Feed<'a>,
     metrics: StepMetrics,
     /// Optimiser steps taken.
     step: u64,
@@ -328,6 +372,39 @@ struct Loop<'a> {
     gpu_watch: Option<crate::util::machine::GpuWatch>,
     /// Seconds this rank spent in gradient all-reduces.
     allreduce_s: f64,
+}
+
+/// Where each step's batch comes from.
+enum Feed<'a> {
+    /// The in-memory set: augmented on the device, or by the CPU loader.
+    Memory(Batches<'a>),
+    /// The streaming loader: decoded every epoch, this rank's share only.
+    Stream(StreamFeed<'a>),
+}
+
+impl Feed<'_> {
+    fn begin_epoch(&mut self, epoch: usize) -> Result<()> {
+        match self {
+            Feed::Memory(b) => b.begin_epoch(epoch),
+            Feed::Stream(f) => f.begin_epoch(epoch),
+        }
+    }
+
+    /// Step `i`'s batch, ready for the net, and the seconds spent getting it.
+    fn batch(&mut self, i: i64) -> Result<(Tensor, Tensor, f64)> {
+        match self {
+            Feed::Memory(b) => Ok(b.batch(i)),
+            Feed::Stream(f) => f.batch(),
+        }
+    }
+
+    /// The side of progressive resizing's small epochs (in-memory sets).
+    fn small(&self) -> Option<i64> {
+        match self {
+            Feed::Memory(b) => b.small(),
+            Feed::Stream(_) => None,
+        }
+    }
 }
 
 impl Loop<'_> {
@@ -394,17 +471,9 @@ impl Run<'_> {
             tch::no_grad(|| d.broadcast(&vars, 0))?;
         }
         let mut m = self.model(net, &nc, &vs)?;
-        let batches = Batches::new(
-            plan,
-            &data,
-            self.src,
-            &self.rng,
-            self.layout,
-            dev,
-            self.run.spec.seed,
-        );
+        let feed = self.feed(&data);
         let mut lp = Loop {
-            batches,
+            feed,
             metrics: StepMetrics::new(dev),
             step: 0,
             clocks: Clocks {
@@ -445,6 +514,32 @@ impl Run<'_> {
                 .with_context(|| format!("cannot save the weights to {}", path.display()))?;
         }
         Ok(Outcome::Finished(self.summary(lp)?))
+    }
+
+    /// Where the run's batches come from: the streaming loader, or the
+    /// prepared in-memory set.
+    fn feed<'a>(&'a self, data: &'a Prepared) -> Feed<'a> {
+        let (plan, dev) = (self.plan, self.device);
+        match (&self.src.stream, &plan.data.stream) {
+            (Some(sd), Some(sp)) => Feed::Stream(StreamFeed::new(
+                plan,
+                sp,
+                Arc::clone(&sd.train),
+                self.layout,
+                dev,
+                self.run.spec.seed,
+                (self.rank(), self.dist.map_or(1, |d| d.world)),
+            )),
+            _ => Feed::Memory(Batches::new(
+                plan,
+                data,
+                self.src,
+                &self.rng,
+                self.layout,
+                dev,
+                self.run.spec.seed,
+            )),
+        }
     }
 
     /// Sets the device up for the plan and tells the listeners the run started.
@@ -497,7 +592,7 @@ impl Run<'_> {
         // The epoch's augmentation is part of its training time, as in the references.
         self.boundary()?;
         let start = Instant::now();
-        lp.batches.begin_epoch(epoch)?;
+        lp.feed.begin_epoch(epoch)?;
         let steps = (r.total - lp.step).min(r.per_epoch);
         let trainee = Trainee {
             plan,
@@ -533,9 +628,13 @@ impl Run<'_> {
                 // The references detach the bias from this step on.
                 m.net.set_whiten_bias_trainable(false);
             }
-            let (x, y, secs) = lp.batches.batch(i as i64);
+            let (x, y, secs) = lp.feed.batch(i as i64)?;
             loader_s += secs;
-            let (x, y) = self.shard(x, y);
+            // The streaming loader decodes only this rank's share.
+            let (x, y) = match lp.feed {
+                Feed::Stream(_) => (x, y),
+                Feed::Memory(_) => self.shard(x, y),
+            };
             let out = trainee.forward_backward(&x, &y, cutmix);
             let out = self.reduce(m, out, lp)?;
             if let Some(max_norm) = plan.step.clip_norm {
@@ -561,6 +660,10 @@ impl Run<'_> {
             }
         }
         self.boundary()?;
+        if let Feed::Stream(f) = &mut lp.feed {
+            f.end_epoch();
+            self.say_skipped(f.drain_skipped(), emit);
+        }
         Ok(Some(lp.end_epoch(
             steps,
             self.plan.batch_size,
@@ -586,26 +689,33 @@ impl Run<'_> {
         let due = last || (epoch + 1).is_multiple_of(plan.eval.every);
         let (accs, eval_s) = if due {
             let size = lp
-                .batches
+                .feed
                 .small()
                 .and(plan.data.progressive.as_ref())
                 .and_then(|p| p.eval_size());
             let net = m.avg.eval_net(&m.net);
             // Rank 0 evaluates its replica (its own BN statistics); the
             // other ranks wait at the stage's closing barrier.
-            self.timed(|| {
+            let (accs, eval_s) = self.timed(|| -> Result<(f64, f64)> {
                 if self.rank() > 0 {
-                    return (f64::NAN, f64::NAN);
+                    return Ok((f64::NAN, f64::NAN));
                 }
-                evaluate(
+                if let (Some(sd), Some(sp)) = (&self.src.stream, &plan.data.stream) {
+                    let (accs, skipped) =
+                        evaluate_stream(net, &sd.val, sp, &plan.eval, self.layout, self.device)?;
+                    self.say_skipped(skipped, emit);
+                    return Ok(accs);
+                }
+                Ok(evaluate(
                     net,
                     &data.test_x,
                     &data.test_y,
                     &plan.eval,
                     self.layout,
                     size,
-                )
-            })?
+                ))
+            })?;
+            (accs?, eval_s)
         } else {
             ((f64::NAN, f64::NAN), 0.0)
         };
@@ -644,6 +754,29 @@ impl Run<'_> {
             },
         });
         Ok(())
+    }
+
+    /// One warning line for the images a streaming pass left out
+    /// (`on_bad_image = "skip"`), naming the first few.
+    fn say_skipped(&self, skipped: Vec<String>, emit: &mut dyn FnMut(Event)) {
+        if skipped.is_empty() {
+            return;
+        }
+        const NAMED: usize = 3;
+        let more = skipped.len().saturating_sub(NAMED);
+        let mut message = format!(
+            "{}: {} unreadable image(s) left out: {}",
+            self.run.spec.id,
+            skipped.len(),
+            skipped[..skipped.len().min(NAMED)].join("; ")
+        );
+        if more > 0 {
+            message += &format!(" (and {more} more)");
+        }
+        emit(Event::Log {
+            level: LogLevel::Warn,
+            message,
+        });
     }
 
     /// The CUDA index the run trains on, if any.

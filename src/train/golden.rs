@@ -172,6 +172,81 @@ fn schedules_match_the_references_step_by_step() {
     }
 }
 
+/// FFCV's ImageNet lr, step by step, and its training side, epoch by epoch
+/// (`ffcv.json`, from `get_cyclic_lr`, `train_loop`'s interpolation and
+/// `get_resolution` of train_imagenet.py), through the ffcv recipes' plans
+/// at each config's epochs, peak and ramp.
+#[test]
+fn ffcv_lr_and_resolution_match_the_reference() {
+    let g = golden("ffcv");
+    let n = g["imagenet_train_images"].as_u64().unwrap();
+    for (name, recipe) in [
+        ("rn18_16_epochs", "ffcv-rn18"),
+        ("rn18_88_epochs", "ffcv-rn18"),
+        ("rn50_16_epochs", "ffcv-rn50"),
+    ] {
+        let c = &g["configs"][name];
+        let epochs = c["epochs"].as_u64().unwrap();
+        let over: Vec<crate::config::Override> = [
+            format!("epochs={epochs}"),
+            format!("peak_epoch={}/{epochs}", f(&c["lr_peak_epoch"])),
+            format!("res_ramp.start_ramp={}", f(&c["start_ramp"])),
+            format!("res_ramp.end_ramp={}", f(&c["end_ramp"])),
+        ]
+        .iter()
+        .map(|s| crate::config::Override::parse_set(s).unwrap())
+        .collect();
+        let p = crate::recipe::resolve_plan(recipe, &over).unwrap().1;
+        let r = p.rates(n);
+        assert_eq!(
+            p.batch_size as u64,
+            c["batch_size"].as_u64().unwrap(),
+            "{name}"
+        );
+        assert_eq!(
+            r.per_epoch,
+            c["steps_per_epoch"].as_u64().unwrap(),
+            "{name}"
+        );
+        let lr = |s: u64| p.group_rate(ParamGroup::Weights, s, &r).0;
+        let peak = f(&c["lr"]);
+        for (e, want) in floats(&c["lr_at_epoch"]).into_iter().enumerate() {
+            let s = e as u64 * r.per_epoch;
+            if s < r.total {
+                assert_rel(
+                    &format!("{name} lr at epoch {e}"),
+                    lr(s),
+                    want,
+                    1e-9,
+                    peak * 1e-9,
+                );
+            }
+        }
+        for (e, want) in c["lr_steps_of_epoch"].as_object().unwrap() {
+            let e: u64 = e.parse().unwrap();
+            for (i, want) in floats(want).into_iter().enumerate() {
+                let s = e * r.per_epoch + i as u64;
+                let at = format!("{name} epoch {e} step {i}");
+                assert_rel(&at, lr(s), want, 1e-9, peak * 1e-9);
+            }
+        }
+        let sp = p.data.stream.as_ref().expect("the ffcv recipes stream");
+        let sides: Vec<u64> = (0..epochs as usize).map(|e| sp.res.at(e) as u64).collect();
+        let want: Vec<u64> = c["resolution"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_u64().unwrap())
+            .collect();
+        assert_eq!(sides, want, "{name}: side by epoch");
+        assert_eq!(
+            sp.eval_size as u64,
+            c["val_res"].as_u64().unwrap(),
+            "{name}"
+        );
+    }
+}
+
 /// When the average starts, when it updates and by how much.
 #[test]
 fn averaging_fires_when_and_as_the_references_do() {

@@ -13,6 +13,7 @@ mod golden;
 mod pipeline;
 mod prepare;
 mod step;
+mod stream;
 #[cfg(test)]
 mod tests;
 mod warm;

@@ -6,6 +6,7 @@ use super::pipeline::{
     CpuLoader, augment_epoch, jitter_draws, jitter_with, normalise, reflect_pad, to_tensor,
 };
 use crate::data::Dataset;
+use crate::data::stream::StreamData;
 use crate::plan::{Half, RunPlan};
 use crate::util::native::{AutocastKind, Rng};
 use anyhow::{Result, bail};
@@ -63,15 +64,19 @@ impl Layout {
     }
 }
 
-/// The data set on its way into the run, from host bytes.
+/// The data set on its way into the run: host bytes held in memory, or
+/// (a streaming run) none, its images read by the loader every epoch.
 pub(super) struct Source {
     pub train_u8: Tensor,
     pub train_y: Tensor,
     pub test_u8: Tensor,
     pub test_y: Tensor,
     pub classes: i64,
+    /// The side of the images the net first sees.
     pub h: i64,
     pub w: i64,
+    /// A streaming run's images (`stream`): the tensors above are empty.
+    pub stream: Option<StreamData>,
 }
 
 impl Source {
@@ -90,11 +95,50 @@ impl Source {
             classes: data.classes.len() as i64,
             h: h as i64,
             w: w as i64,
+            stream: None,
+        })
+    }
+
+    /// A streaming run's source: no image in memory; the net first sees
+    /// `side` x `side` crops.
+    pub fn streamed(data: StreamData, side: usize) -> Result<Source> {
+        if data.train.count() == 0 {
+            bail!(
+                "data set `{}` has no training images: it needs train/<class>/ images",
+                data.name
+            );
+        }
+        if data.val.count() == 0 {
+            bail!(
+                "data set `{}` has no validation images: add val/<class>/ (or test/) images, or ImageNet's flat val/ with LOC_val_solution.csv",
+                data.name
+            );
+        }
+        let empty = |k: Kind| Tensor::zeros([0], (k, Device::Cpu));
+        Ok(Source {
+            train_u8: Tensor::zeros([0, 3, side as i64, side as i64], (Kind::Uint8, Device::Cpu)),
+            train_y: empty(Kind::Int64),
+            test_u8: Tensor::zeros([0, 3, side as i64, side as i64], (Kind::Uint8, Device::Cpu)),
+            test_y: empty(Kind::Int64),
+            classes: data.classes.len() as i64,
+            h: side as i64,
+            w: side as i64,
+            stream: Some(data),
         })
     }
 
     pub fn train_len(&self) -> i64 {
-        self.train_y.size()[0]
+        match &self.stream {
+            Some(s) => s.train.count() as i64,
+            None => self.train_y.size()[0],
+        }
+    }
+
+    pub fn test_len(&self) -> usize {
+        match &self.stream {
+            Some(s) => s.val.count(),
+            None => self.test_y.size()[0] as usize,
+        }
     }
 }
 

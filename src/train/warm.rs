@@ -5,7 +5,7 @@
 use super::build::{Optimisers, build_net};
 use super::engine::{TchTrainer, sync};
 use super::eval::evaluate;
-use super::prepare::{Layout, Source};
+use super::prepare::Layout;
 use crate::plan::{PlannedRun, RunPlan};
 use crate::util::native::Rng;
 use anyhow::Result;
@@ -51,19 +51,26 @@ impl TchTrainer {
     /// median of several steps at the real batch is not moved by one stall.
     pub fn probe(&mut self, run: &PlannedRun) -> Result<Probe> {
         let plan = &run.plan;
-        let data = self.dataset(&run.spec.data)?;
-        let src = Source::new(&data)?;
+        let (src, _, _) = self.source_of(run)?;
         let layout = Layout::of(plan);
         let rng = Rng::new(self.device, run.spec.seed);
         let vs = nn::VarStore::new(self.device);
         let (net, _) = build_net(plan, &src, &vs, layout, &rng)?;
         let rates = plan.rates(2 * plan.batch_size as u64);
         let mut opt = Optimisers::new(plan, &net, &rates);
-        let images = |b: usize| {
-            let shape = [b as i64, 3, src.h, src.w];
+        let images_at = |b: usize, side: (i64, i64)| {
+            let shape = [b as i64, 3, side.0, side.1];
             let x = layout.input(rng.rand(&shape, self.device) * 2.0 - 1.0);
             (x, rng.randint(src.classes, &[shape[0]], self.device))
         };
+        let images = |b: usize| images_at(b, (src.h, src.w));
+        // A streaming run evaluates at its own validation side.
+        let eval_side = plan
+            .data
+            .stream
+            .as_ref()
+            .map_or((src.h, src.w), |s| (s.eval_size as i64, s.eval_size as i64));
+        let eval_images = |b: usize| images_at(b, eval_side);
         let mut step = |x: &Tensor, y: &Tensor| {
             timed_s(self.device, || {
                 let loss = net.forward_t(x, true).cross_entropy_for_logits(y);
@@ -100,7 +107,14 @@ impl TchTrainer {
         }
         times.sort_by(f64::total_cmp);
         let step_s = scale_steps(&times, (small, small_s), probe_batch, full);
-        let eval_s = self.probe_eval(plan, &net, layout, &images, probe_batch, &data)?;
+        let eval_s = self.probe_eval(
+            plan,
+            &net,
+            layout,
+            &eval_images,
+            probe_batch,
+            src.test_len(),
+        )?;
         Ok(Probe {
             step_s,
             probe_batch,
@@ -118,10 +132,9 @@ impl TchTrainer {
         layout: Layout,
         images: &dyn Fn(usize) -> (Tensor, Tensor),
         probe_batch: usize,
-        data: &crate::data::Dataset,
+        test: usize,
     ) -> Result<f64> {
-        let per = plan.data.test_per_class;
-        let test = data.test_len((per > 0).then_some(per)).max(1);
+        let test = test.max(1);
         let n = probe_batch.min(plan.eval.batch.max(1)).min(test);
         let (x, y) = images(n);
         let once = || {
@@ -193,6 +206,8 @@ fn scale_steps(
 
 /// Images per class the discarded warm-up trains and evaluates on.
 const WARM_UP_PER_CLASS: usize = 8;
+/// The most images a streaming run's warm-up reads.
+const WARM_UP_STREAM_IMAGES: usize = 64;
 
 /// The discarded warm-up: one step and one eval batch of a small batch of
 /// the run's own net, precision and layout. It pays the process's one-time
@@ -204,15 +219,27 @@ pub fn warm_up_run(run: &PlannedRun, classes: usize) -> PlannedRun {
     let mut w = run.clone();
     let p: &mut RunPlan = &mut w.plan;
     let per = WARM_UP_PER_CLASS;
-    let images = per * classes.max(1);
+    let streamed = p.data.stream.is_some();
+    // A streaming source may have a thousand classes: its warm-up takes the
+    // first images, whatever their class.
+    let images = match streamed {
+        true => (per * classes.max(1)).min(WARM_UP_STREAM_IMAGES),
+        false => per * classes.max(1),
+    };
     let splits =
         p.net.bn.ghost_splits.max(1) as usize * p.step.accum.max(1) as usize * p.world_size.max(1);
     // The largest multiple of the ghost-BN splits (of every rank's share)
     // that fits the images.
     p.batch_size = (images / splits).max(1) * splits;
     p.epochs = 1.0;
-    p.data.train_per_class = per.max(p.batch_size.div_ceil(classes.max(1)));
-    p.data.test_per_class = per;
+    if streamed {
+        p.data.train_per_class = 0;
+        p.data.test_per_class = 0;
+        p.data.max_images = Some((p.batch_size, images));
+    } else {
+        p.data.train_per_class = per.max(p.batch_size.div_ceil(classes.max(1)));
+        p.data.test_per_class = per;
+    }
     p.eval.batch = images;
     p.precision.cudnn_benchmark = false;
     if let crate::model::Whitening::Page { images, .. }

@@ -8,7 +8,7 @@ use crate::model::{Activation, Basis, Dirac, Whitening};
 use crate::optim::{Piecewise, page_ema_decay};
 use crate::plan::{
     Averaging, AvgStart, ColourJitter, CutMix, Family, Half, MuonPlan, NsDtype, NsVariant,
-    Progressive, Renorm, RunPlan, Shape, WhitenBias,
+    Progressive, Renorm, Resolution, RunPlan, Shape, StreamPlan, WhitenBias,
 };
 use anyhow::bail;
 
@@ -330,6 +330,23 @@ catalog! {
         conflicts: &[TrickId::FrozenBnScale],
         apply: |p, _| {
             p.net.zero_init_residual = true;
+            Ok(())
+        },
+    },
+    Blurpool => TrickSpec {
+        key: "blurpool",
+        ids: &[],
+        name: "BlurPool before strided convs",
+        category: Architecture,
+        help: "Low-pass filter ([1 2 1]x[1 2 1]/16, per channel) before every conv with a stride above 1 and at least 16 input channels, so downsampling does not alias (torchvision ResNets only).",
+        source: "Zhang 2019, 'Making Convolutional Networks Shift-Invariant Again'; FFCV ImageNet (use_blurpool: 1)",
+        off: "strided convs sample directly",
+        on: "a fixed blur before each strided conv",
+        params: &[],
+        requires: &[],
+        conflicts: &[],
+        apply: |p, _| {
+            p.net.blurpool = true;
             Ok(())
         },
     },
@@ -684,9 +701,28 @@ catalog! {
         on: "Nesterov with the recipe's momentum",
         params: &[],
         requires: &[],
-        conflicts: &[],
+        conflicts: &[TrickId::Momentum],
         apply: |p, a| {
             p.optim.momentum = a.settings.momentum;
+            p.optim.nesterov = true;
+            Ok(())
+        },
+    },
+    Momentum => TrickSpec {
+        key: "momentum",
+        ids: &[],
+        name: "Heavy-ball momentum",
+        category: Optimiser,
+        help: "Plain (heavy-ball) momentum, PyTorch SGD's default: the buffer's step itself, no look-ahead.",
+        source: "Goyal et al. (0.9); fast.ai imagenet-fast and FFCV (torch SGD, nesterov=False)",
+        off: "plain SGD (momentum 0)",
+        on: "heavy-ball momentum with the recipe's momentum",
+        params: &[],
+        requires: &[],
+        conflicts: &[TrickId::Nesterov],
+        apply: |p, a| {
+            p.optim.momentum = a.settings.momentum;
+            p.optim.nesterov = false;
             Ok(())
         },
     },
@@ -1356,6 +1392,87 @@ catalog! {
             if let Some(pr) = p.data.progressive.as_mut() {
                 pr.eval_full_size = true;
             }
+            Ok(())
+        },
+    },
+    Stream => TrickSpec {
+        key: "stream",
+        ids: &[],
+        name: "Streaming loader with random-resized crops",
+        category: Data,
+        help: "Decode every image every epoch on a pool of threads: torchvision's RandomResizedCrop (and flip) for training, a centre crop for validation, ImageNet's normalisation on the device. What ImageNet-sized data needs instead of the in-memory cache.",
+        source: "torchvision's ImageNet reference; FFCV (ffcv-imagenet train_imagenet.py); fast.ai imagenet-fast",
+        off: "the in-memory cache: the whole set decoded once at its own size",
+        on: "decode, random-resized crop to `size` px and flip every epoch; validation: centre crop of `eval_ratio` of the short side at `eval_size` px",
+        params: &[
+            i("size", "side of the training crops (res_ramp changes it by epoch)", 224, 8.0, 1024.0),
+            f("min_scale", "smallest share of the image's area a crop takes", 0.08, 0.001, 1.0),
+            f("max_scale", "largest share of the image's area a crop takes", 1.0, 0.001, 1.0),
+            i("eval_size", "side of the validation images", 224, 8.0, 1024.0),
+            f("eval_ratio", "the validation crop's share of the short side (224/256 = 0.875)", 0.875, 0.1, 1.0),
+            i("workers", "decoding threads (0: every core)", 0, 0.0, 1024.0),
+            i("prefetch", "finished batches waiting at most", 4, 1.0, 1024.0),
+            c("on_bad_image", "an unreadable image stops the run (fail) or is left out, named (skip)", "fail", &["fail", "skip"]),
+        ],
+        requires: &[],
+        conflicts: &[
+            TrickId::GpuData,
+            TrickId::PreprocessOnce,
+            TrickId::RandomCrop,
+            TrickId::AlternatingFlip,
+            TrickId::Cutout,
+            TrickId::ColorJitter,
+            TrickId::Whitening,
+            TrickId::ProgressiveResize,
+            TrickId::SelectiveTta,
+        ],
+        apply: |p, a| {
+            let (lo, hi) = (a.num("min_scale")?, a.num("max_scale")?);
+            if lo > hi {
+                bail!("stream: min_scale {lo} is above max_scale {hi}: swap them");
+            }
+            p.data.stream = Some(StreamPlan {
+                scale: (lo, hi),
+                ratio: (3.0 / 4.0, 4.0 / 3.0),
+                res: Resolution::Fixed(a.int("size")? as usize),
+                eval_size: a.int("eval_size")? as usize,
+                eval_ratio: a.num("eval_ratio")?,
+                workers: a.int("workers")? as usize,
+                prefetch: a.int("prefetch")? as usize,
+                skip_bad: a.text("on_bad_image")? == "skip",
+            });
+            Ok(())
+        },
+    },
+    ResRamp => TrickSpec {
+        key: "res_ramp",
+        ids: &[],
+        name: "Progressive resizing (FFCV's ramp)",
+        category: Data,
+        help: "Train small first: min_res up to epoch start_ramp, max_res from end_ramp, linearly between (rounded to a multiple of 32), as FFCV's get_resolution does.",
+        source: "FFCV ImageNet (rn18/rn50 configs: 160 -> 192 px, ramp over epochs 11-13 of 16)",
+        off: "the stream's one size throughout",
+        on: "min_res until start_ramp, max_res from end_ramp",
+        params: &[
+            i("min_res", "side of the first epochs", 160, 8.0, 1024.0),
+            i("max_res", "side of the last epochs", 192, 8.0, 1024.0),
+            f("start_ramp", "last epoch at min_res (0-based, as FFCV counts)", 11.0, 0.0, 10000.0),
+            f("end_ramp", "first epoch at max_res", 13.0, 0.0, 10000.0),
+        ],
+        requires: &[TrickId::Stream],
+        conflicts: &[],
+        apply: |p, a| {
+            let (min, max) = (a.int("min_res")? as usize, a.int("max_res")? as usize);
+            let (start, end) = (a.num("start_ramp")?, a.num("end_ramp")?);
+            if min > max || start > end {
+                bail!("res_ramp: min_res {min} > max_res {max} or start_ramp {start} > end_ramp {end}: FFCV ramps up");
+            }
+            let s = p
+                .data
+                .stream
+                .as_mut()
+                .ok_or_else(|| anyhow::anyhow!("`res_ramp` needs `stream` on"))?;
+            s.res = Resolution::Ramp { min, max, start, end };
             Ok(())
         },
     },

@@ -27,6 +27,7 @@
 pub mod decode;
 pub mod rect;
 pub mod resample;
+pub mod source;
 pub mod store;
 pub mod survey;
 pub mod synth;
@@ -38,6 +39,8 @@ use crossbeam_channel::{Receiver, bounded};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
+
+pub use source::StreamData;
 
 /// The per-image and per-epoch generator: host-side, the same on every machine.
 pub use crate::util::splitmix::SplitMix64 as SplitMix;
@@ -290,7 +293,13 @@ pub struct LoaderOptions {
     pub on_bad: OnBadImage,
     /// Each global batch's (height, width) with [`Crop::Rect`].
     pub rect: Option<Arc<Vec<(usize, usize)>>>,
+    /// How the error for an unreadable file says to skip such files: the
+    /// command line's flag, or a training run's setting.
+    pub skip_hint: &'static str,
 }
+
+/// The command line's way to leave unreadable files out.
+pub const SKIP_FLAG: &str = "pass --on-bad-image skip";
 
 impl Default for LoaderOptions {
     fn default() -> Self {
@@ -306,6 +315,7 @@ impl Default for LoaderOptions {
             world: 1,
             on_bad: OnBadImage::Fail,
             rect: None,
+            skip_hint: SKIP_FLAG,
         }
     }
 }
@@ -535,8 +545,9 @@ fn produce(
                 .skipped
                 .push(format!("skipped {}: {e:#}", images.name(i))),
             Err(e) => bail!(
-                "{}: {e:#}; fix or remove it, or pass --on-bad-image skip to leave such files out",
-                images.name(i)
+                "{}: {e:#}; fix or remove it, or {} to leave such files out",
+                images.name(i),
+                o.skip_hint
             ),
         }
     }

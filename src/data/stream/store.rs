@@ -327,6 +327,12 @@ impl Store {
         })
     }
 
+    /// The index table as stored (every image's offset, length, label and
+    /// sides): with the header, what identifies the store's content.
+    pub fn index_bytes(&self) -> &[u8] {
+        &self.map[self.data_start - self.records.len() * RECORD..self.data_start]
+    }
+
     /// The sides of image `i`: (width, height).
     pub fn size(&self, i: usize) -> (usize, usize) {
         let r = &self.records[i];

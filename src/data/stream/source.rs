@@ -1,0 +1,233 @@
+//! A data set as a streaming run reads it: the training and validation
+//! images behind the [`Images`] trait, whatever holds them.
+//!
+//! A spec resolves, in this order, to
+//! 1. a store made by `data import --max-side` (an imported name, the store
+//!    file, or a folder holding it),
+//! 2. an image folder (`train/<class>/*`, `val/` or `test/`), indexed once
+//!    and read file by file every epoch,
+//! 3. anything the in-memory loader reads (`embedded`, `synthetic:N`, CIFAR,
+//!    an imported cache), served from memory: the same pipeline on small
+//!    images, which is what a `--tiny` rehearsal of an ImageNet recipe runs.
+
+use super::store::{STORE_FILE, Store};
+use super::{FolderIndex, Images, Subset, decode::Rgb};
+use crate::data::{Dataset, data_dir};
+use anyhow::{Result, bail};
+use sha2::{Digest, Sha256};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// Where a streaming run's images come from.
+#[derive(Clone)]
+pub struct StreamData {
+    pub name: String,
+    /// Hex sha256 identifying the content: a folder's relative paths, labels
+    /// and file sizes; a store's header and index; an in-memory set's bytes.
+    pub hash: String,
+    pub classes: Vec<String>,
+    pub train: Arc<dyn Images>,
+    pub val: Arc<dyn Images>,
+    /// One line for each thing indexing left aside.
+    pub notes: Vec<String>,
+}
+
+/// The store file a spec names, if it names one.
+pub fn store_file(spec: &str) -> Option<PathBuf> {
+    let p = Path::new(spec);
+    [
+        data_dir().join(spec).join(STORE_FILE),
+        p.join(STORE_FILE),
+        p.to_path_buf(),
+    ]
+    .into_iter()
+    .find(|f| f.is_file() && f.file_name().is_some_and(|n| n == STORE_FILE))
+}
+
+/// Whether `spec` is an image folder to stream file by file.
+fn is_image_folder(spec: &str) -> bool {
+    Path::new(spec).join("train").is_dir()
+}
+
+/// Whether `spec` can only be streamed (a store): the in-memory loader
+/// cannot read it.
+pub fn stream_only(spec: &str) -> bool {
+    store_file(spec).is_some()
+}
+
+impl StreamData {
+    /// Opens `spec` (see the module's order); `load` reads the in-memory ones.
+    pub fn open(spec: &str, load: impl FnOnce(&str) -> Result<Dataset>) -> Result<StreamData> {
+        let spec = spec.trim();
+        if let Some(f) = store_file(spec) {
+            let s = Store::open(&f)?;
+            let mut h = Sha256::new();
+            h.update(serde_json::to_vec(&s.header)?);
+            h.update(s.index_bytes());
+            return Ok(StreamData {
+                name: dir_name(spec),
+                hash: hex::encode(h.finalize()),
+                classes: s.header.classes.clone(),
+                train: s.split(false),
+                val: s.split(true),
+                notes: Vec::new(),
+            });
+        }
+        if is_image_folder(spec) {
+            let index = FolderIndex::open(Path::new(spec))?;
+            let mut h = Sha256::new();
+            for (split, entries) in [("train", &index.train), ("val", &index.val)] {
+                h.update(split.as_bytes());
+                for e in entries {
+                    let rel = e.path.strip_prefix(&index.root).unwrap_or(&e.path);
+                    h.update(rel.to_string_lossy().as_bytes());
+                    h.update(e.label.to_le_bytes());
+                    let size = std::fs::metadata(&e.path).map_or(0, |m| m.len());
+                    h.update(size.to_le_bytes());
+                }
+            }
+            return Ok(StreamData {
+                name: dir_name(spec),
+                hash: hex::encode(h.finalize()),
+                classes: index.classes,
+                train: Arc::new(index.train),
+                val: Arc::new(index.val),
+                notes: index.notes,
+            });
+        }
+        let d = Arc::new(load(spec)?);
+        if d.channels != 3 && d.channels != 1 {
+            bail!(
+                "data set `{}` has {} channels: the streaming loader reads RGB or grey images",
+                d.name,
+                d.channels
+            );
+        }
+        Ok(StreamData {
+            name: d.name.clone(),
+            hash: d.hash.clone(),
+            classes: d.classes.clone(),
+            train: Arc::new(MemorySplit {
+                data: Arc::clone(&d),
+                val: false,
+            }),
+            val: Arc::new(MemorySplit { data: d, val: true }),
+            notes: Vec::new(),
+        })
+    }
+
+    /// The first `train_per_class` / `test_per_class` images of each class,
+    /// in the source's order (as `Dataset::subset` keeps them).
+    pub fn subset(&self, train_per_class: Option<usize>, test_per_class: Option<usize>) -> Self {
+        let take = |images: &Arc<dyn Images>, per: Option<usize>| -> Arc<dyn Images> {
+            let Some(per) = per else {
+                return Arc::clone(images);
+            };
+            let mut counts = vec![0usize; self.classes.len()];
+            let ids = (0..images.count())
+                .filter(|&i| {
+                    let c = &mut counts[images.label(i) as usize];
+                    *c += 1;
+                    *c <= per
+                })
+                .collect();
+            Arc::new(Subset {
+                inner: Arc::clone(images),
+                ids,
+            })
+        };
+        let mut hash = Sha256::new();
+        hash.update(self.hash.as_bytes());
+        hash.update(format!("{train_per_class:?}/{test_per_class:?}").as_bytes());
+        StreamData {
+            name: self.name.clone(),
+            hash: if train_per_class.is_none() && test_per_class.is_none() {
+                self.hash.clone()
+            } else {
+                hex::encode(hash.finalize())
+            },
+            classes: self.classes.clone(),
+            train: take(&self.train, train_per_class),
+            val: take(&self.val, test_per_class),
+            notes: self.notes.clone(),
+        }
+    }
+
+    /// The first `train` training and `val` validation images.
+    pub fn first(&self, train: usize, val: usize) -> Self {
+        let cut = |images: &Arc<dyn Images>, n: usize| -> Arc<dyn Images> {
+            Arc::new(Subset {
+                inner: Arc::clone(images),
+                ids: (0..images.count().min(n)).collect(),
+            })
+        };
+        StreamData {
+            train: cut(&self.train, train),
+            val: cut(&self.val, val),
+            ..self.clone()
+        }
+    }
+}
+
+fn dir_name(spec: &str) -> String {
+    let p = Path::new(spec);
+    let p = if p.file_name().is_some_and(|n| n == STORE_FILE) {
+        p.parent().unwrap_or(p)
+    } else {
+        p
+    };
+    p.file_name()
+        .map_or_else(|| spec.to_string(), |n| n.to_string_lossy().to_string())
+}
+
+/// One split of an in-memory data set as loader input: each image's C×H×W
+/// bytes as RGB rows (a grey image's one channel three times).
+pub struct MemorySplit {
+    data: Arc<Dataset>,
+    val: bool,
+}
+
+impl MemorySplit {
+    fn split(&self) -> &crate::data::Split {
+        if self.val {
+            &self.data.test
+        } else {
+            &self.data.train
+        }
+    }
+}
+
+impl Images for MemorySplit {
+    fn count(&self) -> usize {
+        self.split().len()
+    }
+    fn label(&self, i: usize) -> u32 {
+        u32::from(self.split().labels[i])
+    }
+    fn name(&self, i: usize) -> String {
+        format!(
+            "{} {} image {i}",
+            self.data.name,
+            if self.val { "test" } else { "train" }
+        )
+    }
+    fn dims(&self, _: usize) -> Result<(usize, usize)> {
+        Ok((self.data.width, self.data.height))
+    }
+    fn pixels(&self, i: usize) -> Result<Rgb> {
+        let (c, h, w) = (self.data.channels, self.data.height, self.data.width);
+        let sz = c * h * w;
+        let img = &self.split().images[i * sz..(i + 1) * sz];
+        let mut pixels = Vec::with_capacity(h * w * 3);
+        for p in 0..h * w {
+            for ch in 0..3 {
+                pixels.push(img[(ch % c) * h * w + p]);
+            }
+        }
+        Ok(Rgb {
+            width: w,
+            height: h,
+            pixels,
+        })
+    }
+}

@@ -1,0 +1,268 @@
+//! A streaming run's data on its way in (the `stream` trick): each epoch's
+//! batches come from the loader of `data::stream` (decode, random-resized
+//! crop and flip on a pool of threads, ahead of the step), already this
+//! rank's share of the global batch; they are copied to the device and
+//! normalised there with ImageNet's statistics, as FFCV's pipeline ends
+//! (`ToDevice`, `NormalizeImage`). Evaluation streams the validation split
+//! through a centre crop the same way.
+
+use super::eval::tta_of;
+use super::prepare::Layout;
+use crate::data::stream::{Crop, Images, Loader, LoaderOptions, OnBadImage, Pipeline};
+use crate::model::Net;
+use crate::plan::{EvalPlan, RunPlan, StreamPlan};
+use anyhow::{Context, Result};
+use std::sync::Arc;
+use std::time::Instant;
+use tch::{Device, Kind, Tensor};
+
+/// ImageNet's channel statistics on the 0-255 scale (torchvision's
+/// `Normalize([0.485, 0.456, 0.406], [0.229, 0.224, 0.225])`, FFCV's
+/// `IMAGENET_MEAN`/`IMAGENET_STD`).
+pub const IMAGENET_MEAN: [f64; 3] = [0.485 * 255.0, 0.456 * 255.0, 0.406 * 255.0];
+pub const IMAGENET_STD: [f64; 3] = [0.229 * 255.0, 0.224 * 255.0, 0.225 * 255.0];
+
+/// uint8 N×3×H×W on the device → normalised float.
+pub fn normalise_imagenet(x: &Tensor) -> Tensor {
+    let dev = x.device();
+    let stat = |v: &[f64; 3]| {
+        Tensor::from_slice(v)
+            .to_kind(Kind::Float)
+            .to_device(dev)
+            .view([1, 3, 1, 1])
+    };
+    (x.to_kind(Kind::Float) - stat(&IMAGENET_MEAN)) / stat(&IMAGENET_STD)
+}
+
+/// Decoding threads for one rank: the plan's, or this host's cores shared
+/// among the ranks on it (torchrun's LOCAL_WORLD_SIZE).
+fn workers(sp: &StreamPlan) -> usize {
+    if sp.workers > 0 {
+        return sp.workers;
+    }
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let local = std::env::var("LOCAL_WORLD_SIZE")
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+        .unwrap_or(1)
+        .max(1);
+    (cores / local).max(1)
+}
+
+/// A training run's way to leave unreadable files out.
+const SKIP_SETTING: &str = "set stream.on_bad_image=skip";
+
+fn on_bad(sp: &StreamPlan) -> OnBadImage {
+    if sp.skip_bad {
+        OnBadImage::Skip
+    } else {
+        OnBadImage::Fail
+    }
+}
+
+/// A loader batch on the device: uint8 bytes, copied without a host sync
+/// (pinned, non-blocking, as a DataLoader with `pin_memory` and
+/// `non_blocking=True` copies), then normalised.
+fn to_device(b: &crate::data::stream::Batch, device: Device) -> (Tensor, Tensor) {
+    let n = b.len() as i64;
+    // The loader's rows as they come (N×H×W×3), viewed as N×3×H×W on the
+    // device: no transpose on the host.
+    let x = Tensor::from_slice(&b.images).view([n, b.height as i64, b.width as i64, 3]);
+    let y = Tensor::from_slice(&b.labels);
+    let (x, y) = match device {
+        Device::Cuda(_) => (
+            x.pin_memory(device)
+                .to_device_(device, Kind::Uint8, true, false),
+            y.pin_memory(device)
+                .to_device_(device, Kind::Int64, true, false),
+        ),
+        _ => (x, y),
+    };
+    (normalise_imagenet(&x.permute([0, 3, 1, 2])), y)
+}
+
+/// Each epoch's training batches from the streaming loader.
+pub(super) struct StreamFeed<'a> {
+    plan: &'a RunPlan,
+    sp: &'a StreamPlan,
+    train: Arc<dyn Images>,
+    layout: Layout,
+    device: Device,
+    seed: u64,
+    rank: usize,
+    world: usize,
+    loader: Option<Loader>,
+    /// Lines naming the files left out since the last drain.
+    skipped: Vec<String>,
+    /// Images the loader delivered and seconds it ran, over every epoch.
+    pub images: usize,
+    pub loader_s: f64,
+}
+
+impl<'a> StreamFeed<'a> {
+    #[allow(clippy::too_many_arguments, reason = "the run's decisions, once")]
+    pub fn new(
+        plan: &'a RunPlan,
+        sp: &'a StreamPlan,
+        train: Arc<dyn Images>,
+        layout: Layout,
+        device: Device,
+        seed: u64,
+        (rank, world): (usize, usize),
+    ) -> StreamFeed<'a> {
+        StreamFeed {
+            plan,
+            sp,
+            train,
+            layout,
+            device,
+            seed,
+            rank,
+            world,
+            loader: None,
+            skipped: Vec::new(),
+            images: 0,
+            loader_s: 0.0,
+        }
+    }
+
+    /// Starts the epoch's loader at the epoch's side: its order, crops and
+    /// flips drawn from (seed, epoch, image).
+    pub fn begin_epoch(&mut self, epoch: usize) -> Result<()> {
+        self.end_epoch();
+        let opts = LoaderOptions {
+            batch: self.plan.batch_size,
+            workers: workers(self.sp),
+            prefetch: self.sp.prefetch,
+            seed: self.seed,
+            epoch: epoch as u64,
+            shuffle: true,
+            drop_last: true,
+            rank: self.rank,
+            world: self.world,
+            on_bad: on_bad(self.sp),
+            rect: None,
+            skip_hint: SKIP_SETTING,
+        };
+        let pipeline = Pipeline {
+            size: self.sp.res.at(epoch),
+            crop: Crop::RandomResized {
+                scale: self.sp.scale,
+                ratio: self.sp.ratio,
+            },
+            flip: self.plan.data.augment.flip,
+        };
+        self.loader = Some(Loader::new(Arc::clone(&self.train), pipeline, &opts)?);
+        Ok(())
+    }
+
+    /// The next batch (ready for the net), and the seconds the step waited
+    /// for it and spent queueing its copy.
+    pub fn batch(&mut self) -> Result<(Tensor, Tensor, f64)> {
+        let t = Instant::now();
+        let loader = self.loader.as_mut().context("begin_epoch before batch")?;
+        let b = loader.next().context(
+            "the loader ran out of batches before the epoch's steps: this is a bug in tricklab, please report it",
+        )??;
+        self.skipped.extend(b.skipped.iter().cloned());
+        let (x, y) = to_device(&b, self.device);
+        let x = if self.layout.channels_last {
+            x
+        } else {
+            x.contiguous()
+        };
+        Ok((self.layout.input(x), y, t.elapsed().as_secs_f64()))
+    }
+
+    /// Lines naming the files left out since the last call.
+    pub fn drain_skipped(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.skipped)
+    }
+
+    /// Adds the finished epoch's loader to the totals.
+    pub fn end_epoch(&mut self) {
+        if let Some(l) = self.loader.take() {
+            let s = l.stats();
+            self.images += s.images;
+            self.loader_s += s.seconds;
+        }
+    }
+}
+
+/// Accuracy without and with TTA over the validation split, streamed
+/// through a centre crop; counted on the device and read once. Also returns
+/// lines naming the images left out.
+pub(super) fn evaluate_stream(
+    net: &Net,
+    val: &Arc<dyn Images>,
+    sp: &StreamPlan,
+    eval: &EvalPlan,
+    layout: Layout,
+    device: Device,
+) -> Result<((f64, f64), Vec<String>)> {
+    let opts = LoaderOptions {
+        batch: eval.batch.max(1),
+        workers: workers(sp),
+        prefetch: sp.prefetch,
+        seed: 0,
+        epoch: 0,
+        shuffle: false,
+        drop_last: false,
+        rank: 0,
+        world: 1,
+        on_bad: on_bad(sp),
+        rect: None,
+        skip_hint: SKIP_SETTING,
+    };
+    let pipeline = Pipeline {
+        size: sp.eval_size,
+        crop: Crop::Centre {
+            ratio: sp.eval_ratio,
+        },
+        flip: false,
+    };
+    let level = eval.tta_level;
+    let mut skipped = Vec::new();
+    let accs = tch::no_grad(|| -> Result<(f64, f64)> {
+        let fwd = |t: &Tensor| {
+            net.forward_t(&layout.input(t.shallow_clone()), false)
+                .to_kind(Kind::Float)
+        };
+        let hits =
+            |logits: &Tensor, y: &Tensor| logits.argmax(-1, false).eq_tensor(y).sum(Kind::Int64);
+        let mut plain = Tensor::zeros([], (Kind::Int64, device));
+        let mut tta = Tensor::zeros([], (Kind::Int64, device));
+        let mut n = 0usize;
+        for b in Loader::new(Arc::clone(val), pipeline, &opts)? {
+            let b = b?;
+            skipped.extend(b.skipped.iter().cloned());
+            if b.is_empty() {
+                continue;
+            }
+            n += b.len();
+            let (x, y) = to_device(&b, device);
+            let x = x.contiguous();
+            let logits = fwd(&x);
+            let _ = plain.g_add_(&hits(&logits, &y));
+            if level > 0 {
+                let l = tta_of(eval, &fwd, &x, &logits);
+                let _ = tta.g_add_(&hits(&l, &y));
+            }
+        }
+        anyhow::ensure!(
+            n > 0,
+            "the validation split has no readable image: give the data set a val/ (or test/) folder"
+        );
+        let n = n as f64;
+        let plain = plain.double_value(&[]) / n;
+        Ok((
+            plain,
+            if level > 0 {
+                tta.double_value(&[]) / n
+            } else {
+                plain
+            },
+        ))
+    })?;
+    Ok((accs, skipped))
+}
