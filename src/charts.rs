@@ -1704,6 +1704,8 @@ mod tests {
                 eval_s: 0.5,
                 images_per_s: 10.0,
                 peak_mem_bytes: None,
+                loader_s: 0.0,
+                loader_images_per_s: None,
             };
             w.on_event(&Event::Epoch {
                 run: run.clone(),

@@ -19,6 +19,10 @@ pub struct StepRow {
     pub bn_scale: Vec<f32>,
     /// Mean beta per BN layer, in network order.
     pub bn_bias: Vec<f32>,
+    /// Seconds the step spent getting its batch: the CPU loader building
+    /// it, or the wait for the streaming loader (host time, no device sync).
+    #[serde(default)]
+    pub loader_s: f64,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -37,6 +41,13 @@ pub struct EpochRow {
     pub eval_s: f64,
     pub images_per_s: f64,
     pub peak_mem_bytes: Option<u64>,
+    /// Of `train_s`, the seconds that went to the loader (see `Clocks::loader_s`).
+    #[serde(default)]
+    pub loader_s: f64,
+    /// The streaming loader's own rate over the epoch: images it delivered a
+    /// second (None for in-memory data).
+    #[serde(default)]
+    pub loader_images_per_s: Option<f64>,
 }
 
 /// The clocks of TRICKS.md section 5, kept apart so that every convention can be reported.
@@ -270,6 +281,9 @@ pub enum Event {
         run: RunId,
         rows: Vec<StepRow>,
         images_per_s: f64,
+        /// Of the chunk's wall time, the share its steps spent in the loader.
+        #[serde(default)]
+        loader_share: f64,
     },
     Epoch {
         run: RunId,

@@ -109,17 +109,24 @@ pub fn run_headless(mut session: Session) -> Result<i32> {
                             bars.current.set_prefix(run.to_string());
                             bars.line(format!("start {run} on {device}"));
                         }
-                        Event::Steps { rows, .. } => {
+                        Event::Steps { rows, loader_share, .. } => {
                             if let Some(r) = rows.last() {
                                 bars.current.set_position(r.step);
-                                bars.current.set_message(format!("loss {:.3} lr {:.4}", r.loss, r.lr));
+                                let loader = if loader_share > 0.0 { format!(" loader {:.0}%", 100.0 * loader_share) } else { String::new() };
+                                bars.current.set_message(format!("loss {:.3} lr {:.4}{loader}", r.loss, r.lr));
                             }
                         }
                         Event::Epoch { run, row } => {
                             let acc = row.test_acc_tta.unwrap_or(row.test_acc);
                             bars.current.set_message(format!("epoch {} acc {:.2}%", row.epoch, 100.0 * acc));
                             if bars.multi.is_none() {
-                                eprintln!("{run} epoch {} loss {:.4} acc {:.2}% {:.0} img/s", row.epoch, row.train_loss, 100.0 * acc, row.images_per_s);
+                                let share = row.loader_s / row.train_s.max(1e-9);
+                                let loader = match row.loader_images_per_s {
+                                    Some(r) => format!(" (loader: {:.0}% wait, {r:.0} img/s)", 100.0 * share),
+                                    None if share > 0.0 => format!(" (loader {:.0}%)", 100.0 * share),
+                                    None => String::new(),
+                                };
+                                eprintln!("{run} epoch {} loss {:.4} acc {:.2}% {:.0} img/s{loader}", row.epoch, row.train_loss, 100.0 * acc, row.images_per_s);
                             }
                         }
                         Event::RunFinished { run, summary } => {

@@ -33,22 +33,26 @@ impl EventQueue {
             run,
             rows,
             images_per_s,
+            loader_share,
         } = ev
         {
             if let Some(Event::Steps {
                 run: r,
                 rows: prev,
                 images_per_s: ips,
+                loader_share: share,
             }) = q.back_mut()
                 && *r == run
             {
                 prev.extend(rows);
                 *ips = images_per_s;
+                *share = loader_share;
             } else {
                 q.push_back(Event::Steps {
                     run,
                     rows,
                     images_per_s,
+                    loader_share,
                 });
             }
         } else {

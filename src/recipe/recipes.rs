@@ -153,10 +153,21 @@ fn load() -> Vec<Recipe> {
 }
 
 /// The settings the `[tiny]` block fixes (width, data, batch, length and the
-/// knobs counted in absolute epochs): what makes a recipe tiny.
+/// knobs counted in absolute epochs), and those a recipe's own `tiny` table
+/// fixes (a streaming recipe's image sides): what makes a recipe tiny.
 pub fn tiny_settings() -> Vec<String> {
     let file: File = toml::from_str(RECIPES_TOML).expect("src/recipe/recipes.toml parses");
-    file.tiny.set.keys().cloned().collect()
+    let mut keys: Vec<String> = file.tiny.set.keys().cloned().collect();
+    for r in &file.recipe {
+        keys.extend(
+            r.tiny
+                .keys()
+                .filter(|k| !keys.contains(k))
+                .cloned()
+                .collect::<Vec<_>>(),
+        );
+    }
+    keys
 }
 
 pub fn recipes() -> &'static [Recipe] {

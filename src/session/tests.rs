@@ -51,8 +51,10 @@ impl Trainer for Fake {
                     lr: 0.1,
                     bn_scale: vec![],
                     bn_bias: vec![],
+                    loader_s: 0.0,
                 }],
                 images_per_s: 1.0,
+                loader_share: 0.0,
             });
         }
         if spec.id.variant == "+ flip" {
@@ -292,8 +294,10 @@ fn step_chunks_coalesce_while_the_consumer_lags() {
                 lr: 0.1,
                 bn_scale: vec![],
                 bn_bias: vec![],
+                loader_s: 0.0,
             }],
             images_per_s: 1.0,
+            loader_share: 0.0,
         });
     }
     q.push(Event::Log {

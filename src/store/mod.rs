@@ -562,6 +562,8 @@ pub fn read_curves(dir: &Path, row: &RunRow) -> Result<(Vec<StepRow>, Vec<EpochR
             f64_column(&df, "loss")?,
             f64_column(&df, "lr")?,
         );
+        // Absent from files written before the loader was measured per step.
+        let loader = f64_column(&df, "loader_s")?;
         let bn: Vec<Vec<f32>> = match df.column("bn_scale").ok().map(|c| c.list()) {
             Some(Ok(lists)) => (0..lists.len())
                 .map(|i| {
@@ -582,6 +584,7 @@ pub fn read_curves(dir: &Path, row: &RunRow) -> Result<(Vec<StepRow>, Vec<EpochR
                 lr: lr[i].unwrap_or(f64::NAN),
                 bn_scale: bn[i].clone(),
                 bn_bias: Vec::new(),
+                loader_s: loader[i].unwrap_or(0.0),
             })
             .collect();
     }
@@ -589,6 +592,7 @@ pub fn read_curves(dir: &Path, row: &RunRow) -> Result<(Vec<StepRow>, Vec<EpochR
     if let Some(f) = run_file(dir, "epochs", row) {
         let df = read_parquet(&f, None).with_context(|| damaged(&f))?;
         let c = |n: &str| f64_column(&df, n);
+        let (loader_s, loader_ips) = (c("loader_s")?, c("loader_images_per_s")?);
         let (epoch, n_steps, loss, train_acc, acc, tta, train_s, eval_s, ips, mem) = (
             c("epoch")?,
             c("steps")?,
@@ -614,6 +618,8 @@ pub fn read_curves(dir: &Path, row: &RunRow) -> Result<(Vec<StepRow>, Vec<EpochR
                 eval_s: eval_s[i].unwrap_or(0.0),
                 images_per_s: ips[i].unwrap_or(0.0),
                 peak_mem_bytes: mem[i].map(|b| b as u64),
+                loader_s: loader_s[i].unwrap_or(0.0),
+                loader_images_per_s: loader_ips[i],
             })
             .collect();
     }
@@ -671,6 +677,10 @@ fn steps_frame(run: &RunId, seed: u64, steps: &[StepRow]) -> Result<DataFrame> {
         .map(|s| Series::new("".into(), s.bn_scale.clone()))
         .collect();
     cols.push(Column::new("bn_scale".into(), lists));
+    cols.push(Column::new(
+        "loader_s".into(),
+        steps.iter().map(|s| s.loader_s).collect::<Vec<f64>>(),
+    ));
     Ok(DataFrame::new(n, cols)?)
 }
 
@@ -722,6 +732,16 @@ fn epochs_frame(run: &RunId, seed: u64, rows: &[EpochRow]) -> Result<DataFrame> 
         rows.iter()
             .map(|r| r.peak_mem_bytes)
             .collect::<Vec<Option<u64>>>(),
+    ));
+    cols.push(Column::new(
+        "loader_s".into(),
+        rows.iter().map(|r| r.loader_s).collect::<Vec<f64>>(),
+    ));
+    cols.push(Column::new(
+        "loader_images_per_s".into(),
+        rows.iter()
+            .map(|r| r.loader_images_per_s)
+            .collect::<Vec<Option<f64>>>(),
     ));
     Ok(DataFrame::new(n, cols)?)
 }

@@ -69,12 +69,14 @@ pub fn feed_result(
             lr: 0.1,
             bn_scale: vec![1.0, 0.5],
             bn_bias: vec![0.0, 0.1],
+            loader_s: 0.01 * k as f64,
         })
         .collect();
     w.on_event(&Event::Steps {
         run: run.clone(),
         rows,
         images_per_s: 10.0,
+        loader_share: 0.0,
     })?;
     let row = EpochRow {
         epoch: 1,
@@ -87,6 +89,8 @@ pub fn feed_result(
         eval_s: 0.1,
         images_per_s: 10.0,
         peak_mem_bytes: None,
+        loader_s: 0.25,
+        loader_images_per_s: Some(900.0),
     };
     w.on_event(&Event::Epoch {
         run: run.clone(),
@@ -496,6 +500,9 @@ fn a_runs_curves_read_back_as_written() {
     let e = &epochs[0];
     assert_eq!((e.epoch, e.steps, e.test_acc_tta), (1, 3, None));
     assert!((e.test_acc - 0.4).abs() < 1e-12 && (e.train_s - 1.0).abs() < 1e-12);
+    // The loader's share and rate, per step and per epoch.
+    assert!((steps[2].loader_s - 0.03).abs() < 1e-12);
+    assert_eq!((e.loader_s, e.loader_images_per_s), (0.25, Some(900.0)));
     // A run without files has no curves, and no error.
     let mut other = row.clone();
     other.variant = "never ran".into();

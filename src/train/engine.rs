@@ -342,6 +342,8 @@ struct EpochTrain {
     acc: f64,
     seconds: f64,
     loader_s: f64,
+    /// The streaming loader's images a second over the epoch.
+    loader_images_per_s: Option<f64>,
 }
 
 /// What the run trains: the net and what steps and averages it.
@@ -424,6 +426,7 @@ impl Loop<'_> {
             acc: self.metrics.correct.double_value(&[]) / images,
             seconds: (start.elapsed().as_secs_f64() - paused).max(0.0),
             loader_s,
+            loader_images_per_s: None,
         };
         self.clocks.paused_s += paused;
         self.clocks.hlb_s += tr.seconds;
@@ -647,29 +650,29 @@ impl Run<'_> {
             m.avg.after_step(lp.step, i, epoch, r.total);
             let at = epoch as f64 + (i + 1) as f64 / r.per_epoch as f64;
             let lr = plan.optim.lr * r.main[s as usize];
-            lp.metrics.push(lp.step, at, lr, plan.batch_size, out);
+            lp.metrics
+                .push((lp.step, at, lr), plan.batch_size, secs, out);
             let every = plan.metrics_every;
             if (every > 0 && lp.step.is_multiple_of(every)) || i + 1 == steps {
-                let (rows, images_per_s) = lp.metrics.drain(&bn)?;
+                let (rows, images_per_s, loader_share) = lp.metrics.drain(&bn)?;
                 let run = self.run.spec.id.clone();
                 emit(Event::Steps {
                     run,
                     rows,
                     images_per_s,
+                    loader_share,
                 });
             }
         }
         self.boundary()?;
+        let mut rate = None;
         if let Feed::Stream(f) = &mut lp.feed {
-            f.end_epoch();
+            rate = f.end_epoch().map(|s| s.images_per_s());
             self.say_skipped(f.drain_skipped(), emit);
         }
-        Ok(Some(lp.end_epoch(
-            steps,
-            self.plan.batch_size,
-            start,
-            (loader_s, paused),
-        )))
+        let mut tr = lp.end_epoch(steps, self.plan.batch_size, start, (loader_s, paused));
+        tr.loader_images_per_s = rate;
+        Ok(Some(tr))
     }
 
     /// Evaluates when due (the `eval_s` stage), notes the first time the
@@ -751,6 +754,8 @@ impl Run<'_> {
                 eval_s,
                 images_per_s: tr.steps as f64 * plan.batch_size as f64 / tr.seconds.max(1e-9),
                 peak_mem_bytes: peak_rss(),
+                loader_s: tr.loader_s,
+                loader_images_per_s: tr.loader_images_per_s,
             },
         });
         Ok(())

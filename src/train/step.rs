@@ -72,12 +72,14 @@ impl Trainee<'_> {
 /// The step metrics still on the device: each step's loss with its place
 /// and lr, read back to the host in one sync per chunk.
 pub(super) struct StepMetrics {
-    pending: Vec<(u64, f64, f64, Tensor)>,
+    /// (step, epoch, lr, loader seconds, loss on the device).
+    pending: Vec<(u64, f64, f64, f64, Tensor)>,
     /// The epoch's summed loss and correct predictions, on the device.
     pub loss_sum: Tensor,
     pub correct: Tensor,
-    /// Images stepped since the last read-back, and since when.
-    chunk: (std::time::Instant, usize),
+    /// Images stepped since the last read-back, since when, and the
+    /// seconds of it the steps spent in the loader.
+    chunk: (std::time::Instant, usize, f64),
 }
 
 impl StepMetrics {
@@ -86,34 +88,43 @@ impl StepMetrics {
             pending: Vec::new(),
             loss_sum: Tensor::zeros([], (Kind::Float, dev)),
             correct: Tensor::zeros([], (Kind::Int64, dev)),
-            chunk: (std::time::Instant::now(), 0),
+            chunk: (std::time::Instant::now(), 0, 0.0),
         }
     }
 
     /// Keeps step `step`'s (1-based) loss and correct count over `images`,
-    /// at fractional epoch `epoch` and learning rate `lr`; no host sync.
-    pub fn push(&mut self, step: u64, epoch: f64, lr: f64, images: usize, out: (Tensor, Tensor)) {
+    /// at fractional epoch `epoch` and learning rate `lr`, with the seconds
+    /// it spent getting its batch; no host sync.
+    pub fn push(
+        &mut self,
+        (step, epoch, lr): (u64, f64, f64),
+        images: usize,
+        loader_s: f64,
+        out: (Tensor, Tensor),
+    ) {
         let (loss, correct) = out;
         let _ = self.loss_sum.g_add_(&loss);
         let _ = self.correct.g_add_(&correct);
-        self.pending.push((step, epoch, lr, loss));
+        self.pending.push((step, epoch, lr, loader_s, loss));
         self.chunk.1 += images;
+        self.chunk.2 += loader_s;
     }
 
-    /// The pending rows (one host sync) and the images a second since the
-    /// last read-back.
-    pub fn drain(&mut self, bn: &[(Tensor, Tensor)]) -> Result<(Vec<StepRow>, f64)> {
+    /// The pending rows (one host sync), the images a second since the
+    /// last read-back, and the share of that time spent in the loader.
+    pub fn drain(&mut self, bn: &[(Tensor, Tensor)]) -> Result<(Vec<StepRow>, f64, f64)> {
         let rows = self.read_back(bn)?;
-        let per_s = self.chunk.1 as f64 / self.chunk.0.elapsed().as_secs_f64().max(1e-9);
-        self.chunk = (std::time::Instant::now(), 0);
-        Ok((rows, per_s))
+        let secs = self.chunk.0.elapsed().as_secs_f64().max(1e-9);
+        let (per_s, share) = (self.chunk.1 as f64 / secs, (self.chunk.2 / secs).min(1.0));
+        self.chunk = (std::time::Instant::now(), 0, 0.0);
+        Ok((rows, per_s, share))
     }
 
     /// Starts a new epoch's sums.
     pub fn reset_epoch(&mut self) {
         let _ = self.loss_sum.zero_();
         let _ = self.correct.zero_();
-        self.chunk = (std::time::Instant::now(), 0);
+        self.chunk = (std::time::Instant::now(), 0, 0.0);
     }
 
     /// One host sync for the pending steps: losses, and the BN scale/bias
@@ -122,7 +133,7 @@ impl StepMetrics {
         if self.pending.is_empty() {
             return Ok(Vec::new());
         }
-        let losses: Vec<Tensor> = self.pending.iter().map(|p| p.3.shallow_clone()).collect();
+        let losses: Vec<Tensor> = self.pending.iter().map(|p| p.4.shallow_clone()).collect();
         let values = Vec::<f64>::try_from(
             &Tensor::stack(&losses, 0)
                 .to_kind(Kind::Double)
@@ -140,7 +151,9 @@ impl StepMetrics {
         };
         let n = self.pending.len();
         let mut rows = Vec::with_capacity(n);
-        for (i, ((step, epoch, lr, _), loss)) in self.pending.drain(..).zip(values).enumerate() {
+        for (i, ((step, epoch, lr, loader_s, _), loss)) in
+            self.pending.drain(..).zip(values).enumerate()
+        {
             if !loss.is_finite() {
                 bail!(
                     "loss became {loss} at step {step}: lower lr (or turn off the trick you just added) and run again"
@@ -154,6 +167,7 @@ impl StepMetrics {
                 lr,
                 bn_scale: if last { scale.clone() } else { Vec::new() },
                 bn_bias: if last { bias.clone() } else { Vec::new() },
+                loader_s,
             });
         }
         Ok(rows)

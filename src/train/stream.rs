@@ -94,9 +94,6 @@ pub(super) struct StreamFeed<'a> {
     loader: Option<Loader>,
     /// Lines naming the files left out since the last drain.
     skipped: Vec<String>,
-    /// Images the loader delivered and seconds it ran, over every epoch.
-    pub images: usize,
-    pub loader_s: f64,
 }
 
 impl<'a> StreamFeed<'a> {
@@ -121,8 +118,6 @@ impl<'a> StreamFeed<'a> {
             world,
             loader: None,
             skipped: Vec::new(),
-            images: 0,
-            loader_s: 0.0,
         }
     }
 
@@ -179,13 +174,10 @@ impl<'a> StreamFeed<'a> {
         std::mem::take(&mut self.skipped)
     }
 
-    /// Adds the finished epoch's loader to the totals.
-    pub fn end_epoch(&mut self) {
-        if let Some(l) = self.loader.take() {
-            let s = l.stats();
-            self.images += s.images;
-            self.loader_s += s.seconds;
-        }
+    /// Ends the epoch's loader (a short last epoch leaves batches unread);
+    /// what it delivered and how fast.
+    pub fn end_epoch(&mut self) -> Option<crate::data::stream::LoaderStats> {
+        self.loader.take().map(|l| l.stats())
     }
 }
 

@@ -96,6 +96,51 @@ fn every_tiny_recipe_trains_and_reports_in_order() {
     }
 }
 
+/// A streaming run (FFCV's ResNet-18, tiny, on the synthetic set served
+/// through the loader) says while it runs how long its steps waited for
+/// batches and how fast the loader delivered them: every step row carries
+/// its seconds, every chunk its share, every epoch the loader's images/s.
+#[test]
+fn a_streaming_run_reports_its_loader_wait_and_rate() {
+    let (r, ev) = run(&spec(
+        "tiny-ffcv-rn18",
+        &["batch_size=40", "metrics_every=2", "stream.workers=1"],
+    ));
+    let Outcome::Finished(s) = r.unwrap() else {
+        panic!("cancelled")
+    };
+    let mut steps = 0;
+    for e in &ev {
+        match e {
+            Event::Steps {
+                rows, loader_share, ..
+            } => {
+                assert!((0.0..=1.0).contains(loader_share), "{loader_share}");
+                assert!(
+                    rows.iter()
+                        .all(|r| r.loader_s >= 0.0 && r.loader_s.is_finite())
+                );
+                steps += rows.len();
+            }
+            Event::Epoch { row, .. } => {
+                let rate = row
+                    .loader_images_per_s
+                    .expect("a streaming epoch's loader rate");
+                assert!(rate > 0.0 && row.loader_s > 0.0 && row.loader_s <= row.train_s);
+            }
+            _ => {}
+        }
+    }
+    assert_eq!(steps as u64, s.steps);
+    assert!(s.clocks.loader_s > 0.0, "{:?}", s.clocks);
+    // The in-memory pipeline on the device waits for nothing and has no rate.
+    let (_, ev) = run(&spec("tiny-airbench94", &["batch_size=40"]));
+    assert!(ev.iter().all(|e| match e {
+        Event::Epoch { row, .. } => row.loader_images_per_s.is_none() && row.loader_s == 0.0,
+        _ => true,
+    }));
+}
+
 // Same-seed determinism is checked in tests/cli.rs with separate processes:
 // libtorch's CPU generator is global, and unit tests run in parallel threads.
 

@@ -73,6 +73,7 @@ pub fn sample_state(no_color: bool) -> AppState {
                 lr: 0.4 * (k as f64 / 60.0).min(1.0),
                 bn_scale: vec![1.0 - k as f32 * 0.002, 1.0 + k as f32 * 0.001],
                 bn_bias: vec![0.0, 0.01],
+                loader_s: 0.0,
             })
             .collect();
         apply(
@@ -81,6 +82,7 @@ pub fn sample_state(no_color: bool) -> AppState {
                 run: run.clone(),
                 rows,
                 images_per_s: 1234.0,
+                loader_share: 0.0,
             },
         );
         for e in 1..=evals {
@@ -99,6 +101,8 @@ pub fn sample_state(no_color: bool) -> AppState {
                         eval_s: 0.5,
                         images_per_s: 1234.0,
                         peak_mem_bytes: Some(64 << 20),
+                        loader_s: 0.0,
+                        loader_images_per_s: None,
                     },
                 },
             );

@@ -48,6 +48,10 @@ pub struct RunSeries {
     pub acc: Vec<(f64, f64)>,
     pub epochs: Vec<EpochRow>,
     pub images_per_s: f64,
+    /// Of the last chunk's wall time, the share the steps spent in the loader.
+    pub loader_share: f64,
+    /// The streaming loader's own images a second, over the last epoch.
+    pub loader_images_per_s: Option<f64>,
     pub peak_mem_bytes: Option<u64>,
     pub step: u64,
     pub total_steps: u64,
@@ -115,6 +119,8 @@ impl RunSeries {
             self.acc.push((row.epoch as f64, acc));
         }
         self.images_per_s = row.images_per_s;
+        self.loader_share = row.loader_s / row.train_s.max(1e-9);
+        self.loader_images_per_s = row.loader_images_per_s.or(self.loader_images_per_s);
         self.peak_mem_bytes = row.peak_mem_bytes.or(self.peak_mem_bytes);
         self.epochs.push(row);
     }

@@ -122,6 +122,8 @@ fn projection_and_time_to_target_read_the_reference_runs() {
                 eval_s: 0.1,
                 images_per_s: 1.0,
                 peak_mem_bytes: None,
+                loader_s: 0.0,
+                loader_images_per_s: None,
             })
             .collect(),
         target_acc: 0.5,
@@ -891,4 +893,24 @@ fn open_draws_the_stored_curves_of_the_selected_run() {
     empty.browse_only = true;
     empty.tab = Tab::Live;
     assert!(screen(&empty, 100, 30).contains("no finished run in this folder"));
+}
+
+/// The Live header names the loader's share of the steps' time (flagged
+/// data-bound past 5%) and the streaming loader's rate; a run fed from the
+/// device waits for nothing and shows neither.
+#[test]
+fn the_live_header_shows_the_loader_wait_and_rate() {
+    use super::state::RunSeries;
+    use super::view::loader_part;
+    let mut s = RunSeries::default();
+    assert_eq!(loader_part(&s), None);
+    s.loader_share = 0.12;
+    s.loader_images_per_s = Some(3400.0);
+    assert_eq!(
+        loader_part(&s).as_deref(),
+        Some("loader 12% wait (data-bound), 3400 img/s")
+    );
+    s.loader_share = 0.02;
+    s.loader_images_per_s = None;
+    assert_eq!(loader_part(&s).as_deref(), Some("loader 2%"));
 }

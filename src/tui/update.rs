@@ -60,10 +60,12 @@ pub fn apply(state: &mut AppState, ev: Event) -> bool {
             run,
             rows,
             images_per_s,
+            loader_share,
         } => {
             if let Some(s) = state.runs.get_mut(&run) {
                 s.push_steps(&rows);
                 s.images_per_s = images_per_s;
+                s.loader_share = loader_share;
             }
         }
         Event::Epoch { run, row } => {

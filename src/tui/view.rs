@@ -298,6 +298,25 @@ fn log10(v: f64) -> f64 {
     v.max(1e-12).log10()
 }
 
+/// The loader on the Live screen: the share of the steps' time spent
+/// getting batches (flagged past the 5% that makes a run data-bound), and
+/// the streaming loader's own rate.
+pub(super) fn loader_part(cur: &RunSeries) -> Option<String> {
+    if cur.loader_share <= 0.0 && cur.loader_images_per_s.is_none() {
+        return None;
+    }
+    let share = 100.0 * cur.loader_share;
+    let flag = if cur.loader_share > crate::report::DATA_BOUND_SHARE {
+        " (data-bound)"
+    } else {
+        ""
+    };
+    Some(match cur.loader_images_per_s {
+        Some(r) => format!("loader {share:.0}% wait{flag}, {r:.0} img/s"),
+        None => format!("loader {share:.0}%{flag}"),
+    })
+}
+
 #[allow(
     clippy::too_many_lines,
     reason = "the Live screen's panels drawn in order, sharing their scales"
@@ -323,9 +342,9 @@ fn live(f: &mut Frame, area: Rect, s: &AppState, pal: &Palette) {
         .unwrap_or_else(|| "-".into());
     // The numbers first; what does not fit the width goes on to a next
     // line whole, never cut (an 80-column tmux pane).
-    let head = [
-        format!("step {}/{}", cur.step, cur.total_steps),
-        format!(
+    let head: Vec<String> = [
+        Some(format!("step {}/{}", cur.step, cur.total_steps)),
+        Some(format!(
             "ETA {}{}",
             cur.eta_s().map(fmt_secs).unwrap_or_else(|| "-".into()),
             if cur.paused_since.is_some() {
@@ -333,11 +352,15 @@ fn live(f: &mut Frame, area: Rect, s: &AppState, pal: &Palette) {
             } else {
                 ""
             }
-        ),
-        format!("{:.0} img/s", cur.images_per_s),
-        format!("peak mem {mem}"),
-        format!("{run} on {}", cur.device),
-    ];
+        )),
+        Some(format!("{:.0} img/s", cur.images_per_s)),
+        loader_part(cur),
+        Some(format!("peak mem {mem}")),
+        Some(format!("{run} on {}", cur.device)),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
     let width = area.width as usize;
     let mut lines: Vec<Line> = pack(&head, "  ", width)
         .into_iter()
