@@ -77,6 +77,30 @@ pub struct DataPlan {
     pub max_images: Option<(usize, usize)>,
 }
 
+impl DataPlan {
+    /// The data plan of `settings` with every trick off: the whole set in
+    /// memory, fed by the CPU loader, no augmentation.
+    fn base(s: &RunConfig) -> DataPlan {
+        DataPlan {
+            train_per_class: s.train_per_class,
+            test_per_class: s.test_per_class,
+            resident: false,
+            preprocess_once: false,
+            augment: Augment {
+                pad: 0,
+                flip: false,
+                alternating: false,
+                cutout: None,
+                groups: None,
+                jitter: None,
+            },
+            progressive: None,
+            stream: None,
+            max_images: None,
+        }
+    }
+}
+
 /// The streaming loader's pipeline: what a training image and a validation
 /// image become (`stream`, `res_ramp`).
 #[derive(Clone, Debug, PartialEq)]
@@ -354,8 +378,10 @@ impl WhitenBias {
 #[derive(Clone, Debug, PartialEq)]
 pub struct Schedule {
     pub shape: Shape,
-    /// A linear ramp from 0 over the first this-many epochs, on top.
+    /// A linear ramp over the first this-many epochs, on top.
     pub warmup_epochs: Option<f64>,
+    /// The ramp's multiplier at step 0 (Goyal et al.: 1/k, from η to kη).
+    pub warmup_start: f64,
     /// (epochs, value): the last epochs held at `value`, the shape run to its
     /// end before them (Page's EMA floor on a shape that is not Page's own).
     pub floor: Option<(f64, f64)>,
@@ -383,6 +409,13 @@ pub enum Shape {
     /// (its `lrs = np.interp(arange(iters), [0, iters], [lr(e), lr(e+1)])`
     /// between the knots' per-epoch values): no Page-style post-increment.
     StepKnots(Piecewise),
+    /// Step decay: × `factor` at each epoch of `at` (0-based, counted at
+    /// epoch boundaries as torch's MultiStepLR stepped once an epoch): Goyal
+    /// et al.'s ÷10 at 30, 60 and 80.
+    Steps {
+        at: Vec<f64>,
+        factor: f64,
+    },
     /// airbench94_muon and the speedrun: 1 − s/T.
     LinearToZero,
     Constant,
@@ -395,6 +428,11 @@ impl Shape {
         match self {
             Shape::EpochKnots(k) => k.at((s + 1.0) / per_epoch.max(1) as f64),
             Shape::StepKnots(k) => k.at(s / per_epoch.max(1) as f64),
+            Shape::Steps { at, factor } => {
+                let epoch = (s / per_epoch.max(1) as f64).floor();
+                let passed = at.iter().filter(|&&e| e > 0.0 && epoch >= e).count();
+                factor.powi(passed as i32)
+            }
             Shape::Airbench { start, peak, end } => {
                 let warm = (t * peak).floor();
                 if s < warm {
@@ -437,7 +475,12 @@ impl Schedule {
                 match self.warmup_epochs {
                     Some(w) if w > 0.0 => {
                         let epoch = s as f64 / per_epoch.max(1) as f64;
-                        if epoch < w { m * epoch / w } else { m }
+                        let start = self.warmup_start;
+                        if epoch < w {
+                            m * (start + (1.0 - start) * epoch / w)
+                        } else {
+                            m
+                        }
                     }
                     _ => m,
                 }
@@ -792,23 +835,7 @@ impl RunPlan {
             batch_size: s.batch_size,
             net,
             head_unit_std: false,
-            data: DataPlan {
-                train_per_class: s.train_per_class,
-                test_per_class: s.test_per_class,
-                resident: false,
-                preprocess_once: false,
-                augment: Augment {
-                    pad: 0,
-                    flip: false,
-                    alternating: false,
-                    cutout: None,
-                    groups: None,
-                    jitter: None,
-                },
-                progressive: None,
-                stream: None,
-                max_images: None,
-            },
+            data: DataPlan::base(s),
             precision: Precision::default(),
             loss: LossPlan {
                 smoothing: 0.0,
@@ -834,6 +861,7 @@ impl RunPlan {
             schedule: Schedule {
                 shape: base_shape(s),
                 warmup_epochs: None,
+                warmup_start: 0.0,
                 floor: None,
             },
             averaging: Averaging::None,

@@ -163,7 +163,7 @@ impl Matrix {
         table.remove("device");
         // The tiny recipe fixes the scale: a rung's full-size batch or length
         // (1536 images, 7.59 epochs) would be 2 steps an epoch on 4000 images.
-        let fixed = crate::recipe::tiny_settings();
+        let fixed = crate::recipe::tiny_settings(&self.recipe);
         let mut sets: Vec<&mut toml::Value> = Vec::new();
         for (k, v) in table.iter_mut() {
             match (k.as_str(), v) {

@@ -152,20 +152,21 @@ fn load() -> Vec<Recipe> {
     out
 }
 
-/// The settings the `[tiny]` block fixes (width, data, batch, length and the
-/// knobs counted in absolute epochs), and those a recipe's own `tiny` table
-/// fixes (a streaming recipe's image sides): what makes a recipe tiny.
-pub fn tiny_settings() -> Vec<String> {
+/// The settings that make `recipe` tiny: those the `[tiny]` block fixes
+/// (width, data, batch, length and the knobs counted in absolute epochs),
+/// and those the recipe's own `tiny` table fixes (a streaming recipe's image
+/// sides, the lr of its tiny batch).
+pub fn tiny_settings(recipe: &str) -> Vec<String> {
     let file: File = toml::from_str(RECIPES_TOML).expect("src/recipe/recipes.toml parses");
     let mut keys: Vec<String> = file.tiny.set.keys().cloned().collect();
-    for r in &file.recipe {
-        keys.extend(
-            r.tiny
-                .keys()
-                .filter(|k| !keys.contains(k))
-                .cloned()
-                .collect::<Vec<_>>(),
-        );
+    if let Some(r) = file.recipe.iter().find(|r| r.name == recipe) {
+        let own: Vec<String> = r
+            .tiny
+            .keys()
+            .filter(|k| !keys.contains(k))
+            .cloned()
+            .collect();
+        keys.extend(own);
     }
     keys
 }

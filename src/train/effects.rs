@@ -653,7 +653,52 @@ fn effect_test(trick: TrickId) -> fn() {
             crate::model::tests::blurpool_blurs_before_each_strided_conv_and_keeps_a_flat_image_flat
         }
         TrickId::Momentum => momentum_is_the_heavy_ball_and_nesterov_looks_ahead,
+        TrickId::LrSteps => goyal_warms_up_from_eta_and_divides_by_ten_at_30_60_80,
     }
+}
+
+/// `lr_steps` and `warmup.start` through goyal-rn50's plan, against the
+/// paper's rule (§2.2, §5.1) written out here: at ImageNet's 1,281,167
+/// images and batch 8192, 156 steps an epoch; step t of the first 5 epochs
+/// has η + (kη − η)·t/780 with η = 0.1, kη = 3.2; then 3.2 to epoch 30,
+/// 0.32 to 60, 0.032 to 80, 0.0032 to 90.
+#[test]
+fn goyal_warms_up_from_eta_and_divides_by_ten_at_30_60_80() {
+    let p = plan("goyal-rn50", &[]);
+    let r = p.rates(1_281_167);
+    assert_eq!((r.per_epoch, r.total), (156, 90 * 156));
+    let lr = |s: u64| p.group_rate(crate::plan::ParamGroup::Weights, s, &r).0;
+    let by_hand = |t: u64| {
+        let epoch = t / 156;
+        match epoch {
+            0..5 => 0.1 + (3.2 - 0.1) * t as f64 / 780.0,
+            5..30 => 3.2,
+            30..60 => 0.32,
+            60..80 => 0.032,
+            _ => 0.0032,
+        }
+    };
+    for t in [
+        0, 1, 155, 156, 779, 780, 4679, 4680, 9359, 9360, 12480, 14039,
+    ] {
+        assert!(
+            (lr(t) - by_hand(t)).abs() < 1e-12 * 3.2,
+            "step {t}: {} against {}",
+            lr(t),
+            by_hand(t)
+        );
+    }
+    // Off, the recipe's constant schedule: no step.
+    let flat = plan("goyal-rn50", &["lr_steps=off", "warmup=off"]);
+    let r = flat.rates(1_281_167);
+    assert!(
+        (flat
+            .group_rate(crate::plan::ParamGroup::Weights, 14039, &r)
+            .0
+            - 3.2)
+            .abs()
+            < 1e-12
+    );
 }
 
 /// `stream`: batches come from the loader (random-resized crops of the

@@ -1285,11 +1285,46 @@ catalog! {
         source: "Goyal et al. (gradual warm-up)",
         off: "none",
         on: "linear ramp over the first epochs",
-        params: &[f("epochs", "warm-up length in epochs", 1.0, 0.0, 1000.0)],
+        params: &[
+            f("epochs", "warm-up length in epochs", 1.0, 0.0, 1000.0),
+            f(
+                "start",
+                "the multiplier at the first step (Goyal: 1/k, the small-batch lr)",
+                0.0,
+                0.0,
+                1.0,
+            ),
+        ],
         requires: &[],
         conflicts: &[],
         apply: |p, a| {
             p.schedule.warmup_epochs = Some(a.num("epochs")?);
+            p.schedule.warmup_start = a.num("start")?;
+            Ok(())
+        },
+    },
+    LrSteps => TrickSpec {
+        key: "lr_steps",
+        ids: &[],
+        name: "Step decay of the learning rate",
+        category: Schedule,
+        help: "Multiply the lr by `factor` at each of up to three epochs (0 leaves one out), at epoch boundaries: the ImageNet schedule of He et al. and Goyal et al. (÷10 at 30, 60, 80 of 90).",
+        source: "Goyal et al. 2017 §5.1 (÷10 at epochs 30, 60, 80); torchvision's ImageNet reference (MultiStepLR)",
+        off: "the recipe's schedule shape",
+        on: "constant, × factor at each listed epoch",
+        params: &[
+            f("factor", "multiplier at each step", 0.1, 0.0, 1.0),
+            f("at1", "epoch of the first step (0: none)", 30.0, 0.0, 10000.0),
+            f("at2", "epoch of the second step (0: none)", 60.0, 0.0, 10000.0),
+            f("at3", "epoch of the third step (0: none)", 80.0, 0.0, 10000.0),
+        ],
+        requires: &[],
+        conflicts: &[],
+        apply: |p, a| {
+            p.schedule.shape = Shape::Steps {
+                at: vec![a.num("at1")?, a.num("at2")?, a.num("at3")?],
+                factor: a.num("factor")?,
+            };
             Ok(())
         },
     },
