@@ -102,7 +102,7 @@ PEERS ?= $(CURDIR)/../peers
 golden: $(TORCH_DEP)
 	$(VENV)/bin/python3 scripts/golden/make_golden.py --airbench $(PEERS)/cifar10-airbench \
 	    --speedrun $(PEERS)/cifar10-speedrun --hlb $(PEERS)/hlb-CIFAR10 \
-	    --page $(PEERS)/cifar10-fast --ffcv $(PEERS)/ffcv-imagenet --out tests/golden
+	    --page $(PEERS)/cifar10-fast --ffcv $(PEERS)/ffcv-imagenet --fastai $(PEERS)/imagenet18 --out tests/golden
 
 # Each recipe beside the script it reproduces: results/reference/parity-DEVICE-DATE.md.
 # PARITY passes more arguments (recipes, --seeds, --device cuda, --data).

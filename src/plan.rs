@@ -52,6 +52,9 @@ pub struct RunPlan {
     /// Ranks the run is spread over: each trains 1/world_size of every
     /// batch on its own device, gradients averaged through c10d.
     pub world_size: usize,
+    /// The global batch epoch by epoch, as (first epoch, batch) from epoch 0
+    /// (fast.ai's phases); empty: `batch_size` throughout.
+    pub batch_phases: Vec<(usize, usize)>,
     /// The timing convention the recipe was published with: time to target
     /// is read on it.
     pub clock: Clock,
@@ -122,6 +125,48 @@ pub struct StreamPlan {
     /// Leave unreadable images out with a line naming each, instead of
     /// stopping the run.
     pub skip_bad: bool,
+    /// What changes from an epoch on (fast.ai's phases), in epoch order;
+    /// empty: the fields above throughout.
+    pub phases: Vec<StreamPhase>,
+}
+
+/// A streaming run's pipeline from epoch `from` on: training side and crop
+/// scale, and how validation sees the images then.
+#[derive(Clone, Debug, PartialEq)]
+pub struct StreamPhase {
+    pub from: usize,
+    pub size: usize,
+    pub min_scale: f64,
+    pub eval_size: usize,
+    pub eval_ratio: f64,
+    /// fast.ai's rectangular validation (images sorted by aspect ratio,
+    /// each batch at its own rectangle) instead of the centre crop.
+    pub rect_val: bool,
+}
+
+impl StreamPlan {
+    /// The pipeline of 0-based epoch `epoch`.
+    pub fn at(&self, epoch: usize) -> StreamPhase {
+        match self.phases.iter().rev().find(|p| p.from <= epoch) {
+            Some(p) => p.clone(),
+            None => StreamPhase {
+                from: 0,
+                size: self.res.at(epoch),
+                min_scale: self.scale.0,
+                eval_size: self.eval_size,
+                eval_ratio: self.eval_ratio,
+                rect_val: false,
+            },
+        }
+    }
+
+    /// The largest training side of the run.
+    pub fn largest(&self) -> usize {
+        self.phases
+            .iter()
+            .map(|p| p.size)
+            .fold(self.res.largest(), usize::max)
+    }
 }
 
 /// The side a streaming run's training crops have at each epoch.
@@ -416,18 +461,55 @@ pub enum Shape {
         at: Vec<f64>,
         factor: f64,
     },
+    /// fast.ai's phases: the phase in force is the last one starting at or
+    /// before the step's epoch; a ramp runs linearly from `start` to `end`
+    /// across its epochs, read after the step (its `Scheduler.update_lr`
+    /// counts batches from 1), a flat phase holds `start`.
+    Phases(Vec<LrPhase>),
     /// airbench94_muon and the speedrun: 1 − s/T.
     LinearToZero,
     Constant,
 }
 
 impl Shape {
+    /// The multiplier of step `s` where epochs have different lengths: the
+    /// step starts at fractional epoch `before` and ends at `after`.
+    fn at_position(&self, s: u64, total: u64, (before, after): (f64, f64)) -> f64 {
+        match self {
+            Shape::EpochKnots(k) => k.at(after),
+            Shape::StepKnots(k) => k.at(before),
+            Shape::Steps { at, factor } => {
+                let passed = at.iter().filter(|&&e| e > 0.0 && before.floor() >= e);
+                factor.powi(passed.count() as i32)
+            }
+            Shape::Phases(phases) => {
+                let epoch = before.floor();
+                match phases.iter().rev().find(|p| p.from <= epoch) {
+                    // Held at its end past its last epoch (only a shrunk
+                    // schedule's ramp ends inside an epoch).
+                    Some(p) if p.to > p.from => {
+                        let x = ((after - p.from) / (p.to - p.from)).min(1.0);
+                        p.start + (p.end - p.start) * x
+                    }
+                    Some(p) => p.start,
+                    None => phases.first().map_or(1.0, |p| p.start),
+                }
+            }
+            // The step-counted shapes do not read the epochs.
+            _ => self.at(s, total, 1),
+        }
+    }
+
     /// The multiplier of 0-based step `s` of `total`.
     fn at(&self, s: u64, total: u64, per_epoch: u64) -> f64 {
         let (s, t) = (s as f64, total.max(1) as f64);
         match self {
             Shape::EpochKnots(k) => k.at((s + 1.0) / per_epoch.max(1) as f64),
             Shape::StepKnots(k) => k.at(s / per_epoch.max(1) as f64),
+            Shape::Phases(_) => {
+                let e = s / per_epoch.max(1) as f64;
+                self.at_position(s as u64, total, (e, (s + 1.0) / per_epoch.max(1) as f64))
+            }
             Shape::Steps { at, factor } => {
                 let epoch = (s / per_epoch.max(1) as f64).floor();
                 let passed = at.iter().filter(|&&e| e > 0.0 && epoch >= e).count();
@@ -460,6 +542,31 @@ impl Shape {
 }
 
 impl Schedule {
+    /// Every step's multiplier when epochs have different lengths
+    /// (`epoch_steps`: the steps of each epoch; a batch that changes by
+    /// phase): each shape reads the step's place in fractional epochs.
+    pub fn multipliers_by_epoch(&self, epoch_steps: &[u64], total: u64) -> Vec<f64> {
+        let mut out = Vec::with_capacity(total as usize);
+        for (e, &n) in epoch_steps.iter().enumerate() {
+            for i in 0..n {
+                let s = out.len() as u64;
+                if s >= total {
+                    return out;
+                }
+                let n = n.max(1) as f64;
+                let (before, after) = (e as f64 + i as f64 / n, e as f64 + (i + 1) as f64 / n);
+                let m = self.shape.at_position(s, total, (before, after));
+                out.push(match self.warmup_epochs {
+                    Some(w) if w > 0.0 && before < w => {
+                        m * (self.warmup_start + (1.0 - self.warmup_start) * before / w)
+                    }
+                    _ => m,
+                });
+            }
+        }
+        out
+    }
+
     /// Every step's multiplier for a run of `total` steps, `per_epoch` an epoch.
     pub fn multipliers(&self, total: u64, per_epoch: u64) -> Vec<f64> {
         let floor_steps = self.floor.map_or(0, |(e, _)| {
@@ -526,7 +633,10 @@ impl OptimPlan {
 #[derive(Clone, Debug, PartialEq)]
 pub struct StepRates {
     pub total: u64,
+    /// Steps of the first epoch (of every epoch, unless the batch changes).
     pub per_epoch: u64,
+    /// Steps of each epoch, the last one whole.
+    pub epoch_steps: Vec<u64>,
     /// The schedule's multiplier of each step.
     pub main: Vec<f64>,
     /// Steps during which the whitening bias trains (when it has one).
@@ -537,14 +647,46 @@ impl RunPlan {
     /// The rates of a run on `train_images` images in drop_last batches, as
     /// every reference counts them: T = ceil(epochs · ⌊n/batch⌋).
     pub fn rates(&self, train_images: u64) -> StepRates {
-        let per_epoch = (train_images / self.batch_size.max(1) as u64).max(1);
-        let total = (self.epochs * per_epoch as f64).ceil() as u64;
+        let epochs = self.epochs.ceil().max(1.0) as usize;
+        let epoch_steps: Vec<u64> = (0..epochs)
+            .map(|e| (train_images / self.batch_at(e).max(1) as u64).max(1))
+            .collect();
+        let per_epoch = epoch_steps[0];
+        if self.batch_phases.is_empty() {
+            let total = (self.epochs * per_epoch as f64).ceil() as u64;
+            return StepRates {
+                total,
+                per_epoch,
+                epoch_steps,
+                main: self.schedule.multipliers(total, per_epoch),
+                whiten_bias_steps: self.optim.whiten_bias.as_ref().map(|w| w.steps(per_epoch)),
+            };
+        }
+        // Whole epochs, then the fraction of the last one.
+        let total = epoch_steps
+            .iter()
+            .enumerate()
+            .map(|(e, &n)| {
+                let part = (self.epochs - e as f64).min(1.0);
+                (part * n as f64).ceil() as u64
+            })
+            .sum();
         StepRates {
             total,
             per_epoch,
-            main: self.schedule.multipliers(total, per_epoch),
-            whiten_bias_steps: self.optim.whiten_bias.as_ref().map(|w| w.steps(per_epoch)),
+            main: self.schedule.multipliers_by_epoch(&epoch_steps, total),
+            epoch_steps,
+            whiten_bias_steps: None,
         }
+    }
+
+    /// The global batch of 0-based epoch `epoch`.
+    pub fn batch_at(&self, epoch: usize) -> usize {
+        self.batch_phases
+            .iter()
+            .rev()
+            .find(|(from, _)| *from <= epoch)
+            .map_or(self.batch_size, |p| p.1)
     }
 
     /// (lr, per-step decay coefficient) of `group` at 0-based step `s`: the
@@ -569,6 +711,16 @@ impl RunPlan {
         let lr = o.lr * m * lr_mult;
         (lr, lr * o.weight_decay * wd_mult)
     }
+}
+
+/// One phase of fast.ai's lr schedule, in multiples of the run's lr.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LrPhase {
+    pub from: f64,
+    /// The ramp's last epoch (exclusive); equal to `from` for a flat phase.
+    pub to: f64,
+    pub start: f64,
+    pub end: f64,
 }
 
 /// FFCV's cyclic schedule starts at this fraction of the peak (`1e-4 * lr`).
@@ -873,6 +1025,7 @@ impl RunPlan {
             },
             metrics_every: s.metrics_every as u64,
             world_size: s.world_size.max(1),
+            batch_phases: Vec::new(),
             clock: s.clock,
         }
     }
@@ -900,6 +1053,44 @@ impl RunPlan {
         p
     }
 
+    /// A batch that changes by phase: only the streaming loader builds such
+    /// batches, and every phase's batch must split over the ranks and the
+    /// ghost-BN splits as the first does.
+    fn validate_batch_phases(&self) -> Result<()> {
+        let Some(&(first, _)) = self.batch_phases.first() else {
+            return Ok(());
+        };
+        if self.data.stream.is_none() {
+            bail!(
+                "batch sizes by phase need the streaming loader: turn `stream` on (the in-memory pipeline keeps one batch)"
+            );
+        }
+        if first != 0 || self.batch_phases.first().map(|p| p.1) != Some(self.batch_size) {
+            bail!(
+                "the first batch phase must start at epoch 0 with batch_size {}",
+                self.batch_size
+            );
+        }
+        if self.averaging != Averaging::None || self.schedule.floor.is_some() {
+            bail!(
+                "weight averaging and Page's EMA floor count steps in epochs of one length: turn them off with batch phases"
+            );
+        }
+        let per = self.world_size.max(1)
+            * self.step.accum.max(1) as usize
+            * self.net.bn.ghost_splits.max(1) as usize;
+        if let Some(&(e, b)) = self
+            .batch_phases
+            .iter()
+            .find(|(_, b)| !b.is_multiple_of(per))
+        {
+            bail!(
+                "the batch of {b} from epoch {e} does not split into world_size × accumulation × ghost-BN splits = {per}: pick a multiple"
+            );
+        }
+        Ok(())
+    }
+
     /// Checks that need the whole plan, each a one-line error with the fix.
     pub fn validate(&self) -> Result<()> {
         if self.precision.compile {
@@ -919,6 +1110,7 @@ impl RunPlan {
                 "optimizer sgd_page is Page's Nesterov form: use `nesterov` with it, or `optimizer = sgd_torch` for heavy-ball `momentum`"
             );
         }
+        self.validate_batch_phases()?;
         let accum = self.step.accum.max(1) as usize;
         if !self.batch_size.is_multiple_of(accum) {
             bail!(

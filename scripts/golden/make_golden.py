@@ -19,7 +19,8 @@ reported, not fatal):
     --hlb       tysam-code/hlb-CIFAR10         ad103b4   main.py  (v0.7.0)
     --page      davidcpage/cifar10-fast        f79e8b8   new_dawn.py, torch_backend.py, core.py
     --ffcv      libffcv/ffcv-imagenet          4dd291a   train_imagenet.py, rn18/rn50 configs
-                (optional: without it ffcv.json is left as it is)
+    --fastai    cybertronai/imagenet18         25dad42   train.py, training/train_imagenet_nv.py
+                (both optional: without them ffcv.json and fastai.json are left as they are)
 
 The scripts are never imported (they load data / train at import time). Each one is parsed
 with `ast`; the named top-level functions, classes and assignments (and statements of its
@@ -59,6 +60,8 @@ REFS = {
     "hlb": dict(repo="tysam-code/hlb-CIFAR10", commit="ad103b4", files=["main.py"]),
     "page": dict(repo="davidcpage/cifar10-fast", commit="f79e8b8",
                  files=["new_dawn.py", "torch_backend.py", "core.py", "dawn_utils.py"]),
+    "fastai": dict(repo="cybertronai/imagenet18", commit="25dad42",
+                   files=["train.py", "training/train_imagenet_nv.py"]),
     "ffcv": dict(repo="libffcv/ffcv-imagenet", commit="4dd291a",
                  files=["train_imagenet.py", "rn18_configs/rn18_16_epochs.yaml",
                         "rn18_configs/rn18_88_epochs.yaml", "rn50_configs/rn50_16_epochs.yaml"]),
@@ -1566,6 +1569,74 @@ def recipe_ffcv(root):
             "notes": notes, "imagenet_train_images": IMAGENET_TRAIN, "configs": configs}
 
 
+def recipe_fastai(root):
+    """fast.ai's ImageNet phases (the 18-minute DAWNBench entry): every schedule of
+    train.py, the lr of steps through its own `Scheduler.get_lr` (train_imagenet_nv.py),
+    and each epoch's side, global batch, crop scale and validation as its DataManager
+    sets them."""
+    import collections.abc
+    notes = []
+    launcher = Ref(root, "train.py", notes)
+    names = ("NUM_GPUS", "lr", "scale_224", "scale_288", "bs", "bs_scale", "one_machine",
+             "four_machines", "eight_machines", "sixteen_machines", "schedules")
+    ns = {}
+    launcher.run(select(launcher.tree.body, names=names), ns)
+    trainer = Ref(root, "training/train_imagenet_nv.py", notes)
+    notes.append("listify's `collections.Iterable` (removed in Python 3.10) read as "
+                 "`collections.abc.Iterable`")
+    tns = {"collections": types.SimpleNamespace(Iterable=collections.abc.Iterable),
+           "copy": copy}
+    trainer.define(["listify", "Scheduler"], tns)
+    notes.append("the phases passed as train.py's launcher does: str(list) on the command "
+                 "line, eval(args.phases) in train_imagenet_nv.py; split as its main does: "
+                 "phases with 'bs' to the DataManager, with 'lr' to the Scheduler")
+    notes.append("each epoch's data as DataManager.set_epoch sets it: the phase whose 'ep' "
+                 "is the epoch; keep_dl changes the batch only; otherwise get_loaders' "
+                 "defaults min_scale=0.08, rect_val=False; validation Resize(int(sz*1.14)) "
+                 "then CenterCrop(sz) or rectangles (dataloader.py)")
+    notes.append("steps an epoch: floor(1281167 / global batch) (tricklab's drop_last; the "
+                 "reference keeps the last partial batch), the batch_tot Scheduler.get_lr "
+                 "is given, with batch_curr = i + 1 as train() passes it")
+    schedules = {}
+    for machines, phases in ns["schedules"].items():
+        phases = eval(str(phases))
+        gpus = ns["NUM_GPUS"] * machines
+        data = [copy.deepcopy(p) for p in phases if "bs" in p]
+        sched = tns["Scheduler"](types.SimpleNamespace(param_groups=[]),
+                                 [copy.deepcopy(p) for p in phases if "lr" in p])
+        epochs = sched.tot_epochs
+        cur, per_epoch, lr_first, starts = {}, [], [], set()
+        for epoch in range(epochs):
+            p = next((p for p in data if p["ep"] == epoch), None)
+            if p is not None:
+                starts.add(epoch)
+                if p.get("keep_dl", False):
+                    cur["bs"] = p["bs"]
+                else:
+                    cur = {"sz": p["sz"], "bs": p["bs"], "min_scale": p.get("min_scale", 0.08),
+                           "rect_val": p.get("rect_val", False)}
+            batch = cur["bs"] * gpus
+            steps = IMAGENET_TRAIN // batch
+            per_epoch.append({"epoch": epoch, "side": cur["sz"], "batch": batch, "steps": steps,
+                              "min_scale": cur["min_scale"], "rect_val": cur["rect_val"],
+                              "val_resize": int(cur["sz"] * 1.14)})
+            lr_first.append(float(sched.get_lr(epoch, 1, steps)))
+        for p in sched.phases:
+            starts.update(int(e) for e in p["ep"] if e < epochs)
+        kept = sorted(starts | {0, 1, epochs - 1})
+        lr_steps = {str(e): [float(sched.get_lr(e, i + 1, per_epoch[e]["steps"]))
+                             for i in range(per_epoch[e]["steps"])] for e in kept}
+        # The schedule's own `lr`: what its first phase starts from.
+        schedules[str(machines)] = {"gpus": gpus, "epochs": epochs,
+                                    "lr": float(sched.phases[0]["lr"][0]),
+                                    "per_epoch": per_epoch, "lr_first_step": lr_first,
+                                    "lr_steps_of_epoch": lr_steps}
+    return {"recipe": "fastai", "generator": GENERATOR,
+            "source": f"{REFS['fastai']['repo']}@{REFS['fastai']['commit']}",
+            "sha256": {rel: sha256(Path(root) / rel) for rel in REFS["fastai"]["files"]},
+            "notes": notes, "imagenet_train_images": IMAGENET_TRAIN, "schedules": schedules}
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -1576,6 +1647,7 @@ def main(argv=None):
     ap.add_argument("--hlb", required=True, type=Path, help="tysam-code/hlb-CIFAR10 at ad103b4")
     ap.add_argument("--page", required=True, type=Path, help="davidcpage/cifar10-fast at f79e8b8")
     ap.add_argument("--ffcv", type=Path, help="libffcv/ffcv-imagenet at 4dd291a (optional)")
+    ap.add_argument("--fastai", type=Path, help="cybertronai/imagenet18 at 25dad42 (optional)")
     ap.add_argument("--out", type=Path, default=REPO_ROOT / "tests" / "golden")
     ap.add_argument("--check", action="store_true",
                     help="only verify the reference files exist and print their sha256")
@@ -1585,6 +1657,8 @@ def main(argv=None):
              "page": args.page}
     if args.ffcv:
         roots["ffcv"] = args.ffcv
+    if args.fastai:
+        roots["fastai"] = args.fastai
     ok = True
     for key, root in roots.items():
         r = root.resolve()
@@ -1616,6 +1690,12 @@ def main(argv=None):
             ("airbench94-muon", recipe_muon, args.airbench),
             ("hiverge-speedrun", recipe_speedrun, args.speedrun),
             ("hlb", recipe_hlb, args.hlb)]
+    if args.fastai:
+        doc = recipe_fastai(args.fastai)
+        path = args.out / "fastai.json"
+        path.write_text(dumps(doc) + "\n")
+        print(f"wrote {path}: " + ", ".join(
+            f"{m} machines {v['epochs']} epochs, lr {v['lr']}" for m, v in doc["schedules"].items()))
     if args.ffcv:
         doc = recipe_ffcv(args.ffcv)
         path = args.out / "ffcv.json"

@@ -92,7 +92,7 @@ pub fn estimate(m: &Matrix, device: &str) -> Result<Estimate> {
         let plan = crate::recipe::plan_run(r)?.plan;
         let rates = plan.rates(data.train_images(&plan)? as u64);
         let evals =
-            evaluations(rates.total, rates.per_epoch, plan.eval.every) as f64 * probe.eval_s;
+            evaluations(rates.total, &rates.epoch_steps, plan.eval.every) as f64 * probe.eval_s;
         for (t, step) in totals.iter_mut().zip([lo, med, hi]) {
             *t += rates.total as f64 * step + evals;
         }
@@ -111,9 +111,18 @@ pub fn estimate(m: &Matrix, device: &str) -> Result<Estimate> {
 }
 
 /// Evaluations a run of `steps` makes: every `every` epochs and after the
-/// last (the engine's `evaluate_epoch`), the last epoch possibly partial.
-fn evaluations(steps: u64, per_epoch: u64, every: usize) -> u64 {
-    let epochs = steps.div_ceil(per_epoch.max(1));
+/// last (the engine's `evaluate_epoch`), the last epoch possibly partial;
+/// `epoch_steps` are each epoch's steps.
+fn evaluations(steps: u64, epoch_steps: &[u64], every: usize) -> u64 {
+    let mut left = steps;
+    let mut epochs = 0u64;
+    for &n in epoch_steps {
+        if left == 0 {
+            break;
+        }
+        left = left.saturating_sub(n.max(1));
+        epochs += 1;
+    }
     let every = every.max(1) as u64;
     epochs / every + u64::from(!epochs.is_multiple_of(every))
 }
@@ -163,9 +172,11 @@ mod tests {
     #[test]
     fn evaluations_follow_the_engine_every_n_epochs_and_after_the_last() {
         // 10 steps an epoch: 25 steps are 3 epochs, the last partial.
-        assert_eq!(evaluations(25, 10, 1), 3);
-        assert_eq!(evaluations(30, 10, 2), 2); // after epochs 2 and 3 (the last)
-        assert_eq!(evaluations(40, 10, 2), 2);
-        assert_eq!(evaluations(5, 10, 4), 1);
+        assert_eq!(evaluations(25, &[10; 3], 1), 3);
+        assert_eq!(evaluations(30, &[10; 3], 2), 2); // after epochs 2 and 3 (the last)
+        assert_eq!(evaluations(40, &[10; 4], 2), 2);
+        assert_eq!(evaluations(5, &[10], 4), 1);
+        // Epochs of different lengths (a batch that changes by phase).
+        assert_eq!(evaluations(30, &[5, 5, 10, 10], 1), 4);
     }
 }

@@ -146,15 +146,20 @@ impl Optimisers {
                 build_optimizer(o, vec![bias])
             }),
         };
-        let scale = plan.loss.scale;
-        opt.main.set_loss_scale(scale);
-        if let Some(f) = opt.filters.as_mut() {
+        opt.set_loss_scale(plan.loss.scale);
+        opt
+    }
+
+    /// The loss's multiplier every optimiser divides its gradients by (it
+    /// follows the batch when the batch changes by phase).
+    pub fn set_loss_scale(&mut self, scale: f64) {
+        self.main.set_loss_scale(scale);
+        if let Some(f) = self.filters.as_mut() {
             f.set_loss_scale(scale);
         }
-        if let Some(b) = opt.whiten_bias.as_mut() {
+        if let Some(b) = self.whiten_bias.as_mut() {
             b.set_loss_scale(scale);
         }
-        opt
     }
 
     /// Step `s` (0-based) of every optimiser at its rate, then zero the grads.

@@ -47,6 +47,7 @@ fn step_loss(plan: &RunPlan, net: &Net, src: &Source, x: &Tensor, y: &Tensor) ->
         rng: &rng,
         layout: Layout::of(plan),
         classes: src.classes,
+        loss_scale: plan.loss.scale,
     };
     f64::try_from(trainee.forward_backward(x, y, None).0).unwrap()
 }
@@ -654,7 +655,62 @@ fn effect_test(trick: TrickId) -> fn() {
         }
         TrickId::Momentum => momentum_is_the_heavy_ball_and_nesterov_looks_ahead,
         TrickId::LrSteps => goyal_warms_up_from_eta_and_divides_by_ten_at_30_60_80,
+        TrickId::FastaiPhases => fastai_phases_change_the_batch_the_side_and_the_lr_by_phase,
     }
+}
+
+/// `fastai_phases` (tiny: the 1-machine schedule at a quarter of the sides,
+/// 1/32 of the batches and a tenth of the epochs): each epoch's batch, side,
+/// crop scale and validation follow the phase in force, the loader builds
+/// batches of that size and side, and the steps of an epoch follow the batch
+/// (the full schedules are checked against the reference in `golden`).
+#[test]
+fn fastai_phases_change_the_batch_the_side_and_the_lr_by_phase() {
+    use super::stream::StreamFeed;
+    use crate::data::stream::StreamData;
+    let p = plan("tiny-fastai-rn50", &[]);
+    let sp = p.data.stream.as_ref().unwrap();
+    // 1 machine: 512, 224 and 128 a GPU on 8 GPUs, / 32; sides 128, 224, 288 / 4.
+    let by_epoch: Vec<(usize, usize, f64, bool)> = (0..4)
+        .map(|e| {
+            let ph = sp.at(e);
+            (p.batch_at(e), ph.size, ph.min_scale, ph.rect_val)
+        })
+        .collect();
+    assert_eq!(
+        by_epoch,
+        [
+            (128, 32, 0.08, false),
+            (56, 56, 0.08, false),
+            (56, 56, 0.08, false),
+            (32, 72, 0.5, true)
+        ]
+    );
+    assert_eq!(p.epochs, 3.5);
+    let r = p.rates(4000);
+    assert_eq!(r.epoch_steps, [31, 71, 71, 125]);
+    assert_eq!(r.total, 31 + 71 + 71 + 63);
+    // lr (its phases also at whole epochs): 1 -> 2 over epoch 0, read after
+    // each step; epoch 1 the 224 px phase's 224/512 (its phases at 5 and 14
+    // both round to 1: the later one holds); epoch 3 the last phase's.
+    assert!((r.main[0] - (1.0 + 1.0 / 31.0)).abs() < 1e-12);
+    assert!((r.main[30] - 2.0).abs() < 1e-12);
+    assert!((r.main[31] - 224.0 / 512.0).abs() < 1e-12);
+    let last = r.main[r.total as usize - 1];
+    assert!(
+        (last - 1.0 / 1000.0 * (128.0 / 512.0)).abs() < 1e-15,
+        "{last}"
+    );
+    let data = StreamData::open("synthetic:600", crate::data::load).unwrap();
+    let mut feed = StreamFeed::new(&p, sp, data.train, Layout::of(&p), Device::Cpu, 1, (0, 1));
+    for (epoch, batch, side) in [(0, 128, 32), (1, 56, 56), (3, 32, 72)] {
+        feed.begin_epoch(epoch).unwrap();
+        let (x, y, _) = feed.batch().unwrap();
+        assert_eq!((x.size(), y.size()[0]), (vec![batch, 3, side, side], batch));
+    }
+    // Off: one batch, one side, the recipe's schedule.
+    let off = plan("tiny-fastai-rn50", &["fastai_phases=off"]);
+    assert!(off.batch_phases.is_empty() && off.data.stream.unwrap().phases.is_empty());
 }
 
 /// `lr_steps` and `warmup.start` through goyal-rn50's plan, against the

@@ -113,7 +113,7 @@ impl TchTrainer {
                 data = data.first(train, val);
             }
             let (name, hash) = (data.name.clone(), data.hash.clone());
-            return Ok((Source::streamed(data, sp.res.at(0))?, name, hash));
+            return Ok((Source::streamed(data, sp.at(0).size)?, name, hash));
         }
         let data = self.data_of(run)?;
         Ok((Source::new(&data)?, data.name.clone(), data.hash.clone()))
@@ -190,7 +190,12 @@ impl TchTrainer {
             None => self.device,
         };
         let n = src.train_len();
-        let bs = run.plan.batch_size as i64;
+        let bs = run
+            .plan
+            .batch_phases
+            .iter()
+            .map(|p| p.1)
+            .fold(run.plan.batch_size, usize::max) as i64;
         if bs > n {
             bail!(
                 "batch_size {bs} is larger than the {n} training images: lower batch_size or use more data"
@@ -207,6 +212,7 @@ impl TchTrainer {
             rates: run.plan.rates(n as u64),
             dist,
             save: self.save_weights.as_deref(),
+            rect_cache: Default::default(),
         }
         .train(run.config_json(&data_name, &data_hash), ctl, emit)
     }
@@ -247,6 +253,8 @@ struct Run<'a> {
     dist: Option<&'a Collective>,
     /// Where the trained weights go.
     save: Option<&'a std::path::Path>,
+    /// fast.ai's validation rectangles, made at the first rectangular eval.
+    rect_cache: super::stream::RectCache,
 }
 
 impl Run<'_> {
@@ -338,6 +346,8 @@ fn peak_rss() -> Option<u64> {
 /// What one epoch of training steps produced.
 struct EpochTrain {
     steps: u64,
+    /// Images a step (the global batch of the epoch).
+    batch: usize,
     loss: f64,
     acc: f64,
     seconds: f64,
@@ -422,6 +432,7 @@ impl Loop<'_> {
         let images = (steps as f64 * batch as f64).max(1.0);
         let tr = EpochTrain {
             steps,
+            batch,
             loss: self.metrics.loss_sum.double_value(&[]) / steps.max(1) as f64,
             acc: self.metrics.correct.double_value(&[]) / images,
             seconds: (start.elapsed().as_secs_f64() - paused).max(0.0),
@@ -596,13 +607,16 @@ impl Run<'_> {
         self.boundary()?;
         let start = Instant::now();
         lp.feed.begin_epoch(epoch)?;
-        let steps = (r.total - lp.step).min(r.per_epoch);
+        let per_epoch = r.epoch_steps.get(epoch).copied().unwrap_or(r.per_epoch);
+        let steps = (r.total - lp.step).min(per_epoch);
+        let (batch, loss_scale) = self.epoch_batch(epoch, m);
         let trainee = Trainee {
             plan,
             net: &m.net,
             rng: &self.rng,
             layout: self.layout,
             classes: self.src.classes,
+            loss_scale,
         };
         let cutmix = plan
             .loss
@@ -643,15 +657,14 @@ impl Run<'_> {
             if let Some(max_norm) = plan.step.clip_norm {
                 // The gradients carry the loss scale; the limit is in mean-loss units.
                 let params = m.net.param_groups().all_trainable();
-                crate::optim::clip_grad_norm(&params, max_norm * plan.loss.scale);
+                crate::optim::clip_grad_norm(&params, max_norm * loss_scale);
             }
             m.opt.step(plan, s, r, plan.step.zero_grad_none);
             lp.step += 1;
             m.avg.after_step(lp.step, i, epoch, r.total);
-            let at = epoch as f64 + (i + 1) as f64 / r.per_epoch as f64;
+            let at = epoch as f64 + (i + 1) as f64 / per_epoch as f64;
             let lr = plan.optim.lr * r.main[s as usize];
-            lp.metrics
-                .push((lp.step, at, lr), plan.batch_size, secs, out);
+            lp.metrics.push((lp.step, at, lr), batch, secs, out);
             let every = plan.metrics_every;
             if (every > 0 && lp.step.is_multiple_of(every)) || i + 1 == steps {
                 let (rows, images_per_s, loader_share) = lp.metrics.drain(&bn)?;
@@ -665,14 +678,34 @@ impl Run<'_> {
             }
         }
         self.boundary()?;
-        let mut rate = None;
-        if let Feed::Stream(f) = &mut lp.feed {
-            rate = f.end_epoch().map(|s| s.images_per_s());
-            self.say_skipped(f.drain_skipped(), emit);
-        }
-        let mut tr = lp.end_epoch(steps, self.plan.batch_size, start, (loader_s, paused));
+        let rate = self.end_stream_epoch(&mut lp.feed, emit);
+        let mut tr = lp.end_epoch(steps, batch, start, (loader_s, paused));
         tr.loader_images_per_s = rate;
         Ok(Some(tr))
+    }
+
+    /// The global batch of epoch `epoch` and the loss's multiplier for it:
+    /// fast.ai's phases change the batch, and the summed loss and the
+    /// optimisers' units follow it.
+    fn epoch_batch(&self, epoch: usize, m: &mut Model) -> (usize, f64) {
+        let plan = self.plan;
+        let batch = plan.batch_at(epoch);
+        let loss_scale = plan.loss.scale * batch as f64 / plan.batch_size.max(1) as f64;
+        if !plan.batch_phases.is_empty() {
+            m.opt.set_loss_scale(loss_scale);
+        }
+        (batch, loss_scale)
+    }
+
+    /// A streaming epoch's end: its loader stopped, the files it left out
+    /// named; the loader's images a second.
+    fn end_stream_epoch(&self, feed: &mut Feed, emit: &mut dyn FnMut(Event)) -> Option<f64> {
+        let Feed::Stream(f) = feed else {
+            return None;
+        };
+        let rate = f.end_epoch().map(|s| s.images_per_s());
+        self.say_skipped(f.drain_skipped(), emit);
+        rate
     }
 
     /// Evaluates when due (the `eval_s` stage), notes the first time the
@@ -704,8 +737,16 @@ impl Run<'_> {
                     return Ok((f64::NAN, f64::NAN));
                 }
                 if let (Some(sd), Some(sp)) = (&self.src.stream, &plan.data.stream) {
-                    let (accs, skipped) =
-                        evaluate_stream(net, &sd.val, sp, &plan.eval, self.layout, self.device)?;
+                    let (accs, skipped) = evaluate_stream(
+                        net,
+                        &sd.val,
+                        sp,
+                        &plan.eval,
+                        self.layout,
+                        self.device,
+                        epoch,
+                        &self.rect_cache,
+                    )?;
                     self.say_skipped(skipped, emit);
                     return Ok(accs);
                 }
@@ -740,7 +781,7 @@ impl Run<'_> {
             }
         }
         lp.images_per_s
-            .push(tr.steps as f64 * plan.batch_size as f64 / tr.seconds.max(1e-9));
+            .push(tr.steps as f64 * tr.batch as f64 / tr.seconds.max(1e-9));
         emit(Event::Epoch {
             run: spec.id.clone(),
             row: EpochRow {
@@ -752,7 +793,7 @@ impl Run<'_> {
                 test_acc_tta: (due && plan.eval.tta_level > 0).then_some(accs.1),
                 train_s: tr.seconds,
                 eval_s,
-                images_per_s: tr.steps as f64 * plan.batch_size as f64 / tr.seconds.max(1e-9),
+                images_per_s: tr.steps as f64 * tr.batch as f64 / tr.seconds.max(1e-9),
                 peak_mem_bytes: peak_rss(),
                 loader_s: tr.loader_s,
                 loader_images_per_s: tr.loader_images_per_s,

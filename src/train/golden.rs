@@ -247,6 +247,69 @@ fn ffcv_lr_and_resolution_match_the_reference() {
     }
 }
 
+/// fast.ai's ImageNet phases (`fastai.json`, from train.py's four schedules
+/// through train_imagenet_nv.py's own `Scheduler.get_lr`, and its
+/// DataManager's reading of the data phases): through fastai-rn50's plan at
+/// each machine count, every epoch's steps, global batch, side, crop scale
+/// and validation, and the lr of every step of the epochs where a phase
+/// starts (and the first step of every epoch).
+#[test]
+fn fastai_phases_match_the_reference() {
+    let g = golden("fastai");
+    let n = g["imagenet_train_images"].as_u64().unwrap();
+    for (machines, sch) in g["schedules"].as_object().unwrap() {
+        let over: Vec<crate::config::Override> = [
+            format!("fastai_phases.machines={machines}"),
+            format!("lr={}", f(&sch["lr"])),
+        ]
+        .iter()
+        .map(|s| crate::config::Override::parse_set(s).unwrap())
+        .collect();
+        let p = crate::recipe::resolve_plan("fastai-rn50", &over).unwrap().1;
+        let r = p.rates(n);
+        let sp = p.data.stream.as_ref().unwrap();
+        assert_eq!(p.epochs, f(&sch["epochs"]), "{machines} machines: epochs");
+        let mut starts = vec![0u64];
+        for e in sch["per_epoch"].as_array().unwrap() {
+            let epoch = e["epoch"].as_u64().unwrap() as usize;
+            let at = format!("{machines} machines, epoch {epoch}");
+            assert_eq!(
+                p.batch_at(epoch) as u64,
+                e["batch"].as_u64().unwrap(),
+                "{at}"
+            );
+            assert_eq!(r.epoch_steps[epoch], e["steps"].as_u64().unwrap(), "{at}");
+            let ph = sp.at(epoch);
+            assert_eq!(ph.size as u64, e["side"].as_u64().unwrap(), "{at}");
+            assert_eq!(ph.min_scale, f(&e["min_scale"]), "{at}");
+            assert_eq!(ph.rect_val, e["rect_val"].as_bool().unwrap(), "{at}");
+            let resize = e["val_resize"].as_u64().unwrap() as f64;
+            assert!(
+                (ph.eval_ratio - ph.size as f64 / resize).abs() < 1e-12,
+                "{at}"
+            );
+            starts.push(starts[epoch] + r.epoch_steps[epoch]);
+        }
+        assert_eq!(
+            r.total,
+            *starts.last().unwrap(),
+            "{machines} machines: steps"
+        );
+        let lr = |s: u64| p.group_rate(ParamGroup::Weights, s, &r).0;
+        for (e, want) in floats(&sch["lr_first_step"]).into_iter().enumerate() {
+            let at = format!("{machines} machines, epoch {e} step 0");
+            assert_rel(&at, lr(starts[e]), want, 1e-12, 1.0);
+        }
+        for (e, want) in sch["lr_steps_of_epoch"].as_object().unwrap() {
+            let e: usize = e.parse().unwrap();
+            for (i, want) in floats(want).into_iter().enumerate() {
+                let at = format!("{machines} machines, epoch {e} step {i}");
+                assert_rel(&at, lr(starts[e] + i as u64), want, 1e-12, 1.0);
+            }
+        }
+    }
+}
+
 /// When the average starts, when it updates and by how much.
 #[test]
 fn averaging_fires_when_and_as_the_references_do() {

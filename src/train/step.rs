@@ -32,6 +32,9 @@ pub(super) struct Trainee<'a> {
     pub rng: &'a Rng,
     pub layout: Layout,
     pub classes: i64,
+    /// The loss's multiplier: the plan's sum over the batch, at this
+    /// epoch's batch when it changes by phase.
+    pub loss_scale: f64,
 }
 
 impl Trainee<'_> {
@@ -61,7 +64,7 @@ impl Trainee<'_> {
                 .to_kind(Kind::Float);
             let loss = batch_loss(&plan.loss, &logits, &ym, soft.as_ref());
             // Summed over the batch (the micro-batch mean x the batch / accum).
-            (&loss * (plan.loss.scale / accum as f64)).backward();
+            (&loss * (self.loss_scale / accum as f64)).backward();
             let _ = correct.g_add_(&logits.argmax(-1, false).eq_tensor(&ym).sum(Kind::Int64));
             loss_sum += loss.detach() / accum as f64;
         }

@@ -8,7 +8,8 @@
 
 use super::eval::tta_of;
 use super::prepare::Layout;
-use crate::data::stream::{Crop, Images, Loader, LoaderOptions, OnBadImage, Pipeline};
+use crate::data::stream::rect::{self, RectPlan};
+use crate::data::stream::{Crop, Images, Loader, LoaderOptions, OnBadImage, Pipeline, Subset};
 use crate::model::Net;
 use crate::plan::{EvalPlan, RunPlan, StreamPlan};
 use anyhow::{Context, Result};
@@ -125,8 +126,9 @@ impl<'a> StreamFeed<'a> {
     /// flips drawn from (seed, epoch, image).
     pub fn begin_epoch(&mut self, epoch: usize) -> Result<()> {
         self.end_epoch();
+        let phase = self.sp.at(epoch);
         let opts = LoaderOptions {
-            batch: self.plan.batch_size,
+            batch: self.plan.batch_at(epoch),
             workers: workers(self.sp),
             prefetch: self.sp.prefetch,
             seed: self.seed,
@@ -140,9 +142,9 @@ impl<'a> StreamFeed<'a> {
             skip_hint: SKIP_SETTING,
         };
         let pipeline = Pipeline {
-            size: self.sp.res.at(epoch),
+            size: phase.size,
             crop: Crop::RandomResized {
-                scale: self.sp.scale,
+                scale: (phase.min_scale, self.sp.scale.1),
                 ratio: self.sp.ratio,
             },
             flip: self.plan.data.augment.flip,
@@ -181,19 +183,63 @@ impl<'a> StreamFeed<'a> {
     }
 }
 
-/// Accuracy without and with TTA over the validation split, streamed
-/// through a centre crop; counted on the device and read once. Also returns
-/// lines naming the images left out.
-pub(super) fn evaluate_stream(
-    net: &Net,
+/// fast.ai's validation order and rectangles for a split, made once a run
+/// from the images' headers (a store's index): (batch, side, plan).
+pub(super) type RectCache = std::cell::RefCell<Option<(usize, usize, Arc<RectPlan>)>>;
+
+fn rect_plan(
+    val: &Arc<dyn Images>,
+    batch: usize,
+    size: usize,
+    cache: &RectCache,
+) -> Result<Arc<RectPlan>> {
+    if let Some((b, s, p)) = cache.borrow().as_ref()
+        && (*b, *s) == (batch, size)
+    {
+        return Ok(Arc::clone(p));
+    }
+    let dims = (0..val.count())
+        .map(|i| val.dims(i).with_context(|| val.name(i)))
+        .collect::<Result<Vec<_>>>()?;
+    let p = Arc::new(rect::plan(&dims, batch, size));
+    *cache.borrow_mut() = Some((batch, size, Arc::clone(&p)));
+    Ok(p)
+}
+
+/// The validation pass's images, pipeline and options at epoch `epoch`'s
+/// phase: a centre crop, or fast.ai's rectangles over the images in their
+/// aspect-ratio order.
+fn val_loader(
     val: &Arc<dyn Images>,
     sp: &StreamPlan,
     eval: &EvalPlan,
-    layout: Layout,
-    device: Device,
-) -> Result<((f64, f64), Vec<String>)> {
+    epoch: usize,
+    rect_cache: &RectCache,
+) -> Result<(Arc<dyn Images>, Pipeline, LoaderOptions)> {
+    let phase = sp.at(epoch);
+    let batch = eval.batch.max(1);
+    let (images, crop, rects): (Arc<dyn Images>, Crop, _) = if phase.rect_val {
+        let p = rect_plan(val, batch, phase.eval_size, rect_cache)?;
+        let ordered = Subset {
+            inner: Arc::clone(val),
+            ids: p.order.clone(),
+        };
+        (
+            Arc::new(ordered),
+            Crop::Rect,
+            Some(Arc::new(p.sizes.clone())),
+        )
+    } else {
+        (
+            Arc::clone(val),
+            Crop::Centre {
+                ratio: phase.eval_ratio,
+            },
+            None,
+        )
+    };
     let opts = LoaderOptions {
-        batch: eval.batch.max(1),
+        batch,
         workers: workers(sp),
         prefetch: sp.prefetch,
         seed: 0,
@@ -203,16 +249,33 @@ pub(super) fn evaluate_stream(
         rank: 0,
         world: 1,
         on_bad: on_bad(sp),
-        rect: None,
+        rect: rects,
         skip_hint: SKIP_SETTING,
     };
     let pipeline = Pipeline {
-        size: sp.eval_size,
-        crop: Crop::Centre {
-            ratio: sp.eval_ratio,
-        },
+        size: phase.eval_size,
+        crop,
         flip: false,
     };
+    Ok((images, pipeline, opts))
+}
+
+/// Accuracy without and with TTA over the validation split at epoch
+/// `epoch`'s phase, streamed through a centre crop (or fast.ai's
+/// rectangles); counted on the device and read once. Also returns lines
+/// naming the images left out.
+#[allow(clippy::too_many_arguments, reason = "the run's decisions, once")]
+pub(super) fn evaluate_stream(
+    net: &Net,
+    val: &Arc<dyn Images>,
+    sp: &StreamPlan,
+    eval: &EvalPlan,
+    layout: Layout,
+    device: Device,
+    epoch: usize,
+    rect_cache: &RectCache,
+) -> Result<((f64, f64), Vec<String>)> {
+    let (images, pipeline, opts) = val_loader(val, sp, eval, epoch, rect_cache)?;
     let level = eval.tta_level;
     let mut skipped = Vec::new();
     let accs = tch::no_grad(|| -> Result<(f64, f64)> {
@@ -225,7 +288,7 @@ pub(super) fn evaluate_stream(
         let mut plain = Tensor::zeros([], (Kind::Int64, device));
         let mut tta = Tensor::zeros([], (Kind::Int64, device));
         let mut n = 0usize;
-        for b in Loader::new(Arc::clone(val), pipeline, &opts)? {
+        for b in Loader::new(images, pipeline, &opts)? {
             let b = b?;
             skipped.extend(b.skipped.iter().cloned());
             if b.is_empty() {

@@ -141,6 +141,39 @@ fn a_streaming_run_reports_its_loader_wait_and_rate() {
     }));
 }
 
+/// fast.ai's phases change the batch between epochs (tiny: 128, 56, 56,
+/// then 32 over half an epoch): each epoch steps through the data at its
+/// own batch, and the run reports every step and epoch.
+#[test]
+fn a_run_whose_batch_changes_by_phase_steps_each_epoch_at_its_batch() {
+    let (r, ev) = run(&spec(
+        "tiny-fastai-rn50",
+        &["stream.workers=1", "eval_batch=64", "width_mult=0.0625"],
+    ));
+    let Outcome::Finished(s) = r.unwrap_or_else(|e| panic!("{e:#}")) else {
+        panic!("cancelled")
+    };
+    let steps: Vec<u64> = ev
+        .iter()
+        .filter_map(|e| match e {
+            Event::Epoch { row, .. } => Some(row.steps),
+            _ => None,
+        })
+        .collect();
+    // 200 images: 1 step of 128, 3 of 56, 3 of 56, then 3 of the 6 of 32.
+    assert_eq!(steps, [1, 4, 7, 10]);
+    assert_eq!(s.steps, 10);
+    assert!(s.final_train_loss.is_finite());
+    let rows: usize = ev
+        .iter()
+        .map(|e| match e {
+            Event::Steps { rows, .. } => rows.len(),
+            _ => 0,
+        })
+        .sum();
+    assert_eq!(rows, 10);
+}
+
 // Same-seed determinism is checked in tests/cli.rs with separate processes:
 // libtorch's CPU generator is global, and unit tests run in parallel threads.
 

@@ -231,6 +231,8 @@ pub fn warm_up_run(run: &PlannedRun, classes: usize) -> PlannedRun {
     // The largest multiple of the ghost-BN splits (of every rank's share)
     // that fits the images.
     p.batch_size = (images / splits).max(1) * splits;
+    // One small batch: not the phases' batches.
+    p.batch_phases.clear();
     p.epochs = 1.0;
     if streamed {
         p.data.train_per_class = 0;

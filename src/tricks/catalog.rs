@@ -1296,7 +1296,7 @@ catalog! {
             ),
         ],
         requires: &[],
-        conflicts: &[],
+        conflicts: &[TrickId::FastaiPhases],
         apply: |p, a| {
             p.schedule.warmup_epochs = Some(a.num("epochs")?);
             p.schedule.warmup_start = a.num("start")?;
@@ -1319,7 +1319,7 @@ catalog! {
             f("at3", "epoch of the third step (0: none)", 80.0, 0.0, 10000.0),
         ],
         requires: &[],
-        conflicts: &[],
+        conflicts: &[TrickId::FastaiPhases],
         apply: |p, a| {
             p.schedule.shape = Shape::Steps {
                 at: vec![a.num("at1")?, a.num("at2")?, a.num("at3")?],
@@ -1475,7 +1475,79 @@ catalog! {
                 workers: a.int("workers")? as usize,
                 prefetch: a.int("prefetch")? as usize,
                 skip_bad: a.text("on_bad_image")? == "skip",
+                phases: Vec::new(),
             });
+            Ok(())
+        },
+    },
+    FastaiPhases => TrickSpec {
+        key: "fastai_phases",
+        ids: &[],
+        name: "fast.ai's phases (progressive resizing with the batch and lr by phase)",
+        category: Data,
+        help: "fast.ai's DAWNBench ImageNet schedule: 128 px crops with a warm-up from lr to 2·lr, then 224 px, then 288 px with crops of at least half the image and rectangular validation, the batch and the lr changing by phase as the image side does; the run lasts the schedule's epochs. Set `lr` to the schedule's: 1.0 (1 machine), 2.0 (4), 1.88 (8 and 16).",
+        source: "fast.ai + DIU, ImageNet in 18 minutes (cybertronai/imagenet18 train.py at 25dad42; its train_imagenet_nv.py Scheduler and DataManager)",
+        off: "one side, one batch, the recipe's schedule",
+        on: "the phases of `machines` machines of 8 GPUs (16: 50 epochs, global batch 8192 -> 16384 -> 8192 -> 24576 -> 16384)",
+        params: &[
+            c(
+                "machines",
+                "which of train.py's schedules (each machine 8 GPUs)",
+                "16",
+                super::fastai::MACHINES,
+            ),
+            f("side_scale", "every image side × this (a rehearsal's small images)", 1.0, 0.01, 1.0),
+            f("batch_scale", "every global batch × this (a rehearsal's small batches)", 1.0, 0.0001, 1.0),
+            f("epoch_scale", "every phase's epoch and the length × this (a rehearsal)", 1.0, 0.01, 1.0),
+            i(
+                "fixed_side",
+                "0: the phases' sides; else every phase trains and validates at this side × side_scale (no progressive resizing)",
+                0,
+                0.0,
+                1024.0,
+            ),
+            c(
+                "rect_val",
+                "the last phase's rectangular validation (off: its centre crop)",
+                "on",
+                &["on", "off"],
+            ),
+        ],
+        requires: &[TrickId::Stream],
+        conflicts: &[TrickId::ResRamp, TrickId::Warmup, TrickId::LrSteps],
+        apply: |p, a| {
+            let machines: usize = a.text("machines")?.parse()?;
+            let k = super::fastai::Scale {
+                side: a.num("side_scale")?,
+                batch: a.num("batch_scale")?,
+                epochs: a.num("epoch_scale")?,
+            };
+            let ph = super::fastai::phases(machines, k).ok_or_else(|| {
+                anyhow::anyhow!("fastai_phases: no schedule for {machines} machines")
+            })?;
+            let s = p
+                .data
+                .stream
+                .as_mut()
+                .ok_or_else(|| anyhow::anyhow!("`fastai_phases` needs `stream` on"))?;
+            s.phases = ph.stream;
+            let fixed = (a.int("fixed_side")? as f64 * k.side).round() as usize;
+            let rect = a.text("rect_val")? == "on";
+            for phase in &mut s.phases {
+                if fixed > 0 {
+                    phase.size = fixed;
+                    phase.eval_size = fixed;
+                    phase.eval_ratio = fixed as f64 / (fixed as f64 * 1.14).floor();
+                }
+                phase.rect_val &= rect;
+            }
+            // The phases decide the batch and the length: the first phase's
+            // batch is the run's, which the summed loss is scaled by.
+            p.batch_size = ph.batches[0].1;
+            p.loss.scale = p.batch_size as f64;
+            p.batch_phases = ph.batches;
+            p.epochs = ph.epochs;
+            p.schedule.shape = Shape::Phases(ph.lr_phases);
             Ok(())
         },
     },
@@ -1495,7 +1567,7 @@ catalog! {
             f("end_ramp", "first epoch at max_res", 13.0, 0.0, 10000.0),
         ],
         requires: &[TrickId::Stream],
-        conflicts: &[],
+        conflicts: &[TrickId::FastaiPhases],
         apply: |p, a| {
             let (min, max) = (a.int("min_res")? as usize, a.int("max_res")? as usize);
             let (start, end) = (a.num("start_ramp")?, a.num("end_ramp")?);

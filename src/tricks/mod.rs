@@ -17,6 +17,7 @@ macro_rules! catalog {
 }
 
 mod catalog;
+pub mod fastai;
 #[cfg(test)]
 mod tests;
 
