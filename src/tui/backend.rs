@@ -46,6 +46,9 @@ fn result_rows(report: &crate::report::Report) -> Vec<ResultRow> {
                 delta_vs: r.delta_vs.clone(),
                 n: r.n,
                 noisy: r.noisy,
+                data_bound: r
+                    .loader_share
+                    .filter(|&x| x > crate::report::DATA_BOUND_SHARE),
                 clock: r.headline.name(),
                 delta_time: r.delta_time,
                 delta_acc: r.delta_acc,

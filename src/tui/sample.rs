@@ -127,6 +127,7 @@ pub fn sample_state(no_color: bool) -> AppState {
             // One seed of the second rung failed: n = 1, no CI.
             n: if i == 1 { 1 } else { 2 },
             noisy: usize::from(i == 2),
+            data_bound: None,
             clock: "dawn",
             delta_time: (i > 0).then_some(crate::report::delta::Delta {
                 mean: -5.0,

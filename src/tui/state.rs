@@ -236,6 +236,9 @@ pub struct ResultRow {
     pub n: usize,
     /// Of the `n`, runs flagged noisy (a busy machine, a throttled GPU).
     pub noisy: usize,
+    /// The share of its training loop spent getting batches, where over
+    /// the 5% that makes a variant data-bound (its time measures the loader).
+    pub data_bound: Option<f64>,
     /// The clock of `time_mean` (the recipe's own convention).
     pub clock: &'static str,
     /// Δ seconds and Δ accuracy against the rung it is read against.

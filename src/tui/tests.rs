@@ -361,8 +361,15 @@ fn two_matrices_get_their_own_tables_with_clocks_and_deltas() {
     }
     assert!(text.contains("time (dawn/airbench)"), "{text}");
     assert!(text.contains("−5.00 [−6.10, −3.90]*"), "{text}");
-    // The noisy run is marked in n.
+    // The noisy run is marked in n, and so is a data-bound variant.
     assert!(text.contains("2!"), "{text}");
+    assert!(!text.contains("2!~"), "{text}");
+    s.results[2].data_bound = Some(0.3);
+    let r = &s.results[2];
+    let mark = format!("{}{}~", r.n, if r.noisy > 0 { "!" } else { "" });
+    let text = screen(&s, 160, 30);
+    assert!(text.contains(&mark), "{mark}: {text}");
+    s.results[2].data_bound = None;
     s.tab = Tab::Ladder;
     let text = screen(&s, 160, 30);
     assert!(
@@ -451,6 +458,11 @@ fn the_tricks_tab_says_what_a_trick_bought_where_it_alone_changed() {
     assert!(text.contains("n=2 (2 noisy) in demo «+ celu»"), "{text}");
     s.results[2].noisy = 0;
     assert!(!screen(&s, 200, 48).contains("noisy)"));
+    // So is a data-bound variant's loader share.
+    s.results[2].data_bound = Some(0.12);
+    let text = screen(&s, 200, 48);
+    assert!(text.contains("n=2 (data-bound: 12% loader)"), "{text}");
+    s.results[2].data_bound = None;
     s.tricks_selected = at("cutout");
     let text = screen(&s, 200, 48);
     assert!(text.contains("measured: not yet"), "{text}");

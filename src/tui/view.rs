@@ -742,12 +742,14 @@ fn results(f: &mut Frame, area: Rect, s: &AppState, pal: &Palette) {
             Some(_) => pal.fg(Color::Red),
             None => Style::default(),
         };
-        // `!`: noisy runs among the n (a busy machine, a throttled GPU).
-        let n = if r.noisy > 0 {
-            format!("{}!", r.n)
-        } else {
-            r.n.to_string()
-        };
+        // `!`: noisy runs among the n (a busy machine, a throttled GPU);
+        // `~`: data-bound (its time measures the loader as much as the net).
+        let n = format!(
+            "{}{}{}",
+            r.n,
+            if r.noisy > 0 { "!" } else { "" },
+            if r.data_bound.is_some() { "~" } else { "" }
+        );
         let mut row = Row::new(pick(vec![
             Cell::from(r.variant.clone()),
             Cell::from(n),
@@ -792,7 +794,7 @@ fn results(f: &mut Frame, area: Rect, s: &AppState, pal: &Palette) {
         })
         .collect();
     let title = format!(
-        "results (sorted by {}, s to change; n! = some runs noisy)",
+        "results (sorted by {}, s to change; n! = some runs noisy, n~ = data-bound)",
         s.sort.label()
     );
     f.render_widget(
@@ -986,10 +988,11 @@ fn measured_lines(s: &AppState, key: &str) -> Vec<Line<'static>> {
                 r.delta_acc.map_or("-".into(), |d| d.label(100.0)),
                 r.n,
                 // A Δ read off runs on a busy machine is said to be so.
-                if r.noisy > 0 {
-                    format!(" ({} noisy)", r.noisy)
-                } else {
-                    String::new()
+                match (r.noisy, r.data_bound) {
+                    (0, None) => String::new(),
+                    (0, Some(d)) => format!(" (data-bound: {:.0}% loader)", 100.0 * d),
+                    (k, None) => format!(" ({k} noisy)"),
+                    (k, Some(d)) => format!(" ({k} noisy; data-bound: {:.0}% loader)", 100.0 * d),
                 },
                 m.matrix,
                 m.variant,
