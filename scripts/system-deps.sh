@@ -4,10 +4,11 @@
 # of a run with world_size > 1) is compiled against (build.rs). Installs
 # Debian's libgloo-dev where it is missing and this is root; otherwise says
 # what to do and lets the build go on without CPU collectives.
-# `system-deps.sh bench` also installs libturbojpeg0-dev (benches/decode.rs).
+# `system-deps.sh bench` and `system-deps.sh turbojpeg` also install libturbojpeg0-dev
+# (benches/decode.rs, and the `turbojpeg` build feature's decoder).
 set -euo pipefail
-if [ "${1:-}" = bench ] && [ ! -f /usr/include/turbojpeg.h ] && [ "$(id -u)" = 0 ]; then
-  echo "system-deps: installing libturbojpeg0-dev (libjpeg-turbo for benches/decode.rs)"
+if { [ "${1:-}" = bench ] || [ "${1:-}" = turbojpeg ]; } && [ ! -f /usr/include/turbojpeg.h ] && [ "$(id -u)" = 0 ]; then
+  echo "system-deps: installing libturbojpeg0-dev (libjpeg-turbo: benches/decode.rs, the turbojpeg feature)"
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libturbojpeg0-dev >/dev/null \
     || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libturbojpeg0-dev >/dev/null; }
 fi

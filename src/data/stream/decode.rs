@@ -65,6 +65,34 @@ fn decode_jpeg(bytes: &[u8]) -> Result<Rgb> {
     })
 }
 
+/// The image, at 1/d of its sides where the decoder can shrink it for free
+/// (libjpeg-turbo's IDCT, with the `turbojpeg` feature: d = 2, 4 or 8), d
+/// from `choose`, which is told the full sides first; returns the picture
+/// and the d it was decoded at (1 for PNG, and for JPEG without the feature).
+pub fn decode_reduced(
+    bytes: &[u8],
+    choose: &mut dyn FnMut(usize, usize) -> usize,
+) -> Result<(Rgb, usize)> {
+    #[cfg(feature = "turbojpeg")]
+    if bytes.starts_with(&[0xFF, 0xD8])
+        && let Some((w, h, rgb)) = super::turbo::header(bytes)
+        && rgb
+        && w <= MAX_SIDE
+        && h <= MAX_SIDE
+    {
+        // Called once: it draws the crop.
+        let most = choose(w, h);
+        let d = [8, 4, 2, 1].into_iter().find(|&d| d <= most).unwrap_or(1);
+        if !ends_with_eoi(bytes) {
+            bail!("JPEG: truncated (no end-of-image marker)");
+        }
+        return Ok((super::turbo::decode(bytes, d)?, d));
+    }
+    let img = decode(bytes)?;
+    choose(img.width, img.height);
+    Ok((img, 1))
+}
+
 /// JPEG files end with FF D9; some writers pad after it, so look at the tail.
 pub(crate) fn ends_with_eoi(bytes: &[u8]) -> bool {
     let tail = &bytes[bytes.len().saturating_sub(1024)..];

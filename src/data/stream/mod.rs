@@ -33,6 +33,8 @@ pub mod survey;
 pub mod synth;
 #[cfg(test)]
 mod tests;
+#[cfg(feature = "turbojpeg")]
+mod turbo;
 
 use anyhow::{Context, Result, bail};
 use crossbeam_channel::{Receiver, bounded};
@@ -417,6 +419,18 @@ pub trait Images: Send + Sync {
     fn dims(&self, i: usize) -> Result<(usize, usize)> {
         self.pixels(i).map(|p| (p.width, p.height))
     }
+    /// Image `i` at 1/d of its sides where its decoder shrinks for free, d
+    /// at most what `choose` says given the full sides ([`decode::decode_reduced`]);
+    /// the picture and its d.
+    fn pixels_reduced(
+        &self,
+        i: usize,
+        choose: &mut dyn FnMut(usize, usize) -> usize,
+    ) -> Result<(decode::Rgb, usize)> {
+        let img = self.pixels(i)?;
+        choose(img.width, img.height);
+        Ok((img, 1))
+    }
 }
 
 impl Images for Vec<Entry> {
@@ -432,6 +446,14 @@ impl Images for Vec<Entry> {
     fn pixels(&self, i: usize) -> Result<decode::Rgb> {
         let bytes = std::fs::read(&self[i].path).context("cannot read it")?;
         decode::decode(&bytes)
+    }
+    fn pixels_reduced(
+        &self,
+        i: usize,
+        choose: &mut dyn FnMut(usize, usize) -> usize,
+    ) -> Result<(decode::Rgb, usize)> {
+        let bytes = std::fs::read(&self[i].path).context("cannot read it")?;
+        decode::decode_reduced(&bytes, choose)
     }
     fn dims(&self, i: usize) -> Result<(usize, usize)> {
         let bytes = std::fs::read(&self[i].path).context("cannot read it")?;
@@ -462,6 +484,13 @@ impl Images for Subset {
     fn dims(&self, i: usize) -> Result<(usize, usize)> {
         self.inner.dims(self.ids[i])
     }
+    fn pixels_reduced(
+        &self,
+        i: usize,
+        choose: &mut dyn FnMut(usize, usize) -> usize,
+    ) -> Result<(decode::Rgb, usize)> {
+        self.inner.pixels_reduced(self.ids[i], choose)
+    }
 }
 
 /// Decodes and crops image `i` to `out_h` x `out_w`; `Err` carries the
@@ -473,13 +502,26 @@ fn load_one(
     (out_h, out_w): (usize, usize),
     rng: &mut SplitMix,
 ) -> Result<Vec<u8>> {
-    let img = images.pixels(i)?;
-    let crop = match p.crop {
-        Crop::RandomResized { scale, ratio } => {
-            resample::random_resized(img.width, img.height, scale, ratio, || rng.unit_f64())
-        }
-        Crop::Centre { ratio } => resample::centre(img.width, img.height, ratio),
-        Crop::Rect => rect::crop_box(img.width, img.height, out_h, out_w, p.size),
+    // The crop is drawn on the full sides; the decoder may then shrink the
+    // image by d where the crop would still cover the output at 1/d.
+    let mut crop = None;
+    let (img, d) = images.pixels_reduced(i, &mut |w, h| {
+        let c = match p.crop {
+            Crop::RandomResized { scale, ratio } => {
+                resample::random_resized(w, h, scale, ratio, || rng.unit_f64())
+            }
+            Crop::Centre { ratio } => resample::centre(w, h, ratio),
+            Crop::Rect => rect::crop_box(w, h, out_h, out_w, p.size),
+        };
+        crop = Some(c);
+        ((c.w / out_w as f64).min(c.h / out_h as f64).floor() as usize).max(1)
+    })?;
+    let crop = crop.context("the decoder never said the image's sides")?;
+    let crop = resample::CropBox {
+        x: crop.x / d as f64,
+        y: crop.y / d as f64,
+        w: (crop.w / d as f64).min(img.width as f64 - crop.x / d as f64),
+        h: (crop.h / d as f64).min(img.height as f64 - crop.y / d as f64),
     };
     let flip = p.flip && rng.unit_f64() < 0.5;
     let mut out = vec![0u8; out_h * out_w * 3];

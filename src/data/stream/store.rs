@@ -359,6 +359,24 @@ impl Images for StoreSplit {
     fn dims(&self, i: usize) -> Result<(usize, usize)> {
         Ok(self.store.size(self.ids[i]))
     }
+    fn pixels_reduced(
+        &self,
+        i: usize,
+        choose: &mut dyn FnMut(usize, usize) -> usize,
+    ) -> Result<(Rgb, usize)> {
+        match self.store.header.format {
+            Format::Jpeg => {
+                let r = self.store.records[self.ids[i]];
+                let at = self.store.data_start + r.offset as usize;
+                super::decode::decode_reduced(&self.store.map[at..at + r.len as usize], choose)
+            }
+            Format::Raw => {
+                let img = self.pixels(i)?;
+                choose(img.width, img.height);
+                Ok((img, 1))
+            }
+        }
+    }
     fn pixels(&self, i: usize) -> Result<Rgb> {
         let r = self.store.records[self.ids[i]];
         let at = self.store.data_start + r.offset as usize;

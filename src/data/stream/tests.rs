@@ -592,3 +592,52 @@ fn rectangular_validation_sorts_by_aspect_and_crops_each_batch_to_its_rectangle(
     };
     assert!(Loader::new(Arc::new(idx.val.clone()), pipe, &wrong).is_err());
 }
+
+/// The `turbojpeg` feature's decoder: libjpeg-turbo at a DCT reduction the
+/// crop allows gives the picture at 1/d of its sides, close to the full
+/// decode shrunk (the IDCT's own scaling, not the same filter); a truncated
+/// file is refused as zune-jpeg refuses it; CMYK goes to zune-jpeg, whole.
+#[cfg(feature = "turbojpeg")]
+#[test]
+fn turbojpeg_decodes_at_a_dct_reduction_and_refuses_a_truncated_file() {
+    use super::decode::{decode, decode_reduced};
+    let mut g = SplitMix(3);
+    let bytes = photo(2, 400, 304, 90, &mut g).unwrap();
+    let full = decode(&bytes).unwrap();
+    for d in [1usize, 2, 4, 8] {
+        let (img, got) = decode_reduced(&bytes, &mut |w, h| {
+            assert_eq!((w, h), (400, 304));
+            d
+        })
+        .unwrap();
+        assert_eq!((got, img.width, img.height), (d, 400 / d, 304 / d));
+        // Against the full decode averaged over d x d blocks.
+        let mut err = 0.0;
+        for y in 0..img.height {
+            for x in 0..img.width {
+                for c in 0..3 {
+                    let mut s = 0.0;
+                    for dy in 0..d {
+                        for dx in 0..d {
+                            let i = ((y * d + dy) * full.width + x * d + dx) * 3 + c;
+                            s += f64::from(full.pixels[i]);
+                        }
+                    }
+                    let v = f64::from(img.pixels[(y * img.width + x) * 3 + c]);
+                    err += (v - s / (d * d) as f64).abs();
+                }
+            }
+        }
+        let mean = err / (img.width * img.height * 3) as f64;
+        assert!(mean < 6.0, "1/{d}: mean difference {mean:.2} levels");
+    }
+    let cut = &bytes[..bytes.len() / 2];
+    assert!(decode_reduced(cut, &mut |_, _| 2).is_err());
+    let cmyk = std::fs::read(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/cmyk.jpg"
+    ))
+    .unwrap();
+    let (img, d) = decode_reduced(&cmyk, &mut |_, _| 4).unwrap();
+    assert_eq!((d, img.pixels.len()), (1, img.width * img.height * 3));
+}
