@@ -400,34 +400,45 @@ impl Compared {
         }
     }
 
+    /// The text output: (stdout, stderr).
+    pub fn text(&self) -> (String, String) {
+        let (mut out, mut err) = (String::new(), String::new());
+        for w in &self.warnings {
+            err += &format!("warning: {w}\n");
+        }
+        // The table on every outcome: the night something regressed is the
+        // night its rows are read.
+        if let Some(th) = &self.thresholds
+            && !self.rows.is_empty()
+        {
+            out += &comparison_table(&self.rows, th);
+        }
+        if let Some((control, d)) = &self.drift {
+            out += &format!(
+                "drift: the control `{control}` is {:+.1}% [{:+.1}, {:+.1}] in the candidate; every other time is judged net of it (--absolute judges raw times)\n",
+                100.0 * d.rel,
+                100.0 * d.lo,
+                100.0 * d.hi
+            );
+        }
+        if let Some(e) = &self.error {
+            let prefix = if self.code == crate::util::exit::INPUT && self.rows.is_empty() {
+                "error: "
+            } else {
+                ""
+            };
+            err += &format!("{prefix}{e}\n");
+        }
+        (out, err)
+    }
+
     /// Prints the table (or the JSON document) and returns the exit code.
     pub fn print(&self, args: &CompareArgs) -> i32 {
         match args.format {
             crate::util::TextOrJson::Text => {
-                for w in &self.warnings {
-                    eprintln!("warning: {w}");
-                }
-                if let Some(th) = &self.thresholds
-                    && self.error.is_none()
-                {
-                    print!("{}", comparison_table(&self.rows, th));
-                }
-                if let Some((control, d)) = &self.drift {
-                    println!(
-                        "drift: the control `{control}` is {:+.1}% [{:+.1}, {:+.1}] in the candidate; every other time is judged net of it (--absolute judges raw times)",
-                        100.0 * d.rel,
-                        100.0 * d.lo,
-                        100.0 * d.hi
-                    );
-                }
-                if let Some(e) = &self.error {
-                    let prefix = if self.code == crate::util::exit::INPUT && self.rows.is_empty() {
-                        "error: "
-                    } else {
-                        ""
-                    };
-                    eprintln!("{prefix}{e}");
-                }
+                let (out, err) = self.text();
+                print!("{out}");
+                eprint!("{err}");
             }
             crate::util::TextOrJson::Json => {
                 crate::util::print_json(serde_json::json!({
@@ -562,11 +573,27 @@ pub fn compare_folders(args: &CompareArgs) -> Result<Compared> {
     }
     let noisy = (noisy_runs(&runs_b), noisy_runs(&runs_c));
     warnings.extend(noisy_warning(noisy, args.drop_noisy));
-    let model = if args.absolute {
+    let mut model = if args.absolute {
         TimeModel::Absolute
     } else {
         TimeModel::NetOfDrift
     };
+    // A drift known less precisely than the threshold would carry its own
+    // noise into every verdict: judge raw times then, and say so.
+    if model == TimeModel::NetOfDrift
+        && let (Some(d), Some(c)) = (drift(&base, &cand), control(&base))
+        && d.hi - d.lo > th.max_slowdown
+    {
+        warnings.push(format!(
+            "the control `{}`'s drift {:+.1}% [{:+.1}, {:+.1}] is known less precisely than the {:.1}% threshold (its 95% CI is wider): times are judged raw, as with --absolute; more runs of the control on each side would narrow it",
+            c.variant,
+            100.0 * d.rel,
+            100.0 * d.lo,
+            100.0 * d.hi,
+            100.0 * th.max_slowdown
+        ));
+        model = TimeModel::Absolute;
+    }
     let mut rows = compare(&base, &cand, &th, model);
     if args.drop_noisy {
         // A variant whose candidate runs all finished noisy is gone from the
@@ -604,11 +631,17 @@ pub fn compare_folders(args: &CompareArgs) -> Result<Compared> {
         .filter(|r| matches!(r.verdict, Verdict::Inconclusive { .. }))
         .count();
     let (code, error) = if bad > 0 {
+        let names: Vec<String> = rows
+            .iter()
+            .filter(|r| r.verdict.is_bad())
+            .map(|r| format!("`{}` ({})", r.variant, r.verdict.label()))
+            .collect();
         (
             crate::util::exit::REGRESSION,
             Some(format!(
-                "{bad} of {} variants regressed or failed",
-                rows.len()
+                "{bad} of {} variants regressed or failed: {}",
+                rows.len(),
+                names.join(", ")
             )),
         )
     } else if open > 0 && args.fail_inconclusive {
@@ -693,7 +726,7 @@ pub fn comparison_table(rows: &[Comparison], th: &Thresholds) -> String {
         100.0 * th.max_acc_drop
     );
     out += &format!(
-        "{:<34} {:>7} {:>9} {:>9} {:>22} {:>8} {:>8} {:>20}  verdict\n",
+        "  {:<34} {:>7} {:>9} {:>9} {:>22} {:>8} {:>8} {:>20}  verdict\n",
         "variant",
         "n b/c",
         "base s",
@@ -734,8 +767,10 @@ pub fn comparison_table(rows: &[Comparison], th: &Thresholds) -> String {
                 )
             })
             .unwrap_or_else(|| "–".into());
+        // ✗ marks a row that makes `compare` exit 1.
         out += &format!(
-            "{:<34} {:>7} {:>9} {:>9} {:>22} {:>8} {:>8} {:>20}  {}\n",
+            "{} {:<34} {:>7} {:>9} {:>9} {:>22} {:>8} {:>8} {:>20}  {}\n",
+            if r.verdict.is_bad() { "✗" } else { " " },
             r.variant,
             format!("{}/{}", r.n.0, r.n.1),
             num(r.means.base_s, 1.0),
@@ -748,4 +783,97 @@ pub fn comparison_table(rows: &[Comparison], th: &Thresholds) -> String {
         );
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::ResultsWriter;
+    use crate::store::tests::{feed, rid, summary};
+
+    /// A session of `control` and `rung` (10 s and 20 s) with `runs` runs
+    /// each, the times spread ±`spread` by seed and multiplied by `slow`
+    /// (`rung` also by `extra`).
+    fn session(
+        root: &Path,
+        name: &str,
+        runs: usize,
+        spread: f64,
+        slow: f64,
+        extra: f64,
+    ) -> PathBuf {
+        let mut w = ResultsWriter::create(root, name, "name = 'm'").unwrap();
+        for (idx, (v, t)) in [("control", 10.0), ("rung", 20.0)].into_iter().enumerate() {
+            for rep in 0..runs {
+                let noise = 1.0 + spread * if rep % 2 == 0 { 1.0 } else { -1.0 };
+                let extra = if v == "rung" { extra } else { 1.0 };
+                let s = summary(0.60, t * slow * extra * noise, None);
+                feed(&mut w, rid(v, idx, rep), rep as u64, Some(s));
+            }
+        }
+        w.dir().to_path_buf()
+    }
+
+    fn args(base: &Path, candidate: &Path) -> CompareArgs {
+        CompareArgs {
+            base: base.to_path_buf(),
+            candidate: candidate.to_path_buf(),
+            clock: None,
+            max_slowdown: 0.05,
+            max_acc_drop: 0.002,
+            allow_different: false,
+            fail_inconclusive: false,
+            absolute: false,
+            drop_noisy: false,
+            format: crate::util::TextOrJson::Text,
+        }
+    }
+
+    /// On a regression the text output still has the table, the failing
+    /// row marked, and the last line names the variant and its verdict.
+    #[test]
+    fn a_regression_prints_the_table_with_the_failing_row_marked() {
+        let root = tempfile::tempdir().unwrap();
+        let base = session(root.path(), "base", 6, 0.002, 1.0, 1.0);
+        let cand = session(root.path(), "cand", 6, 0.002, 1.0, 1.3);
+        let c = compare_folders(&args(&base, &cand)).unwrap();
+        assert_eq!(c.code, crate::util::exit::REGRESSION);
+        let (out, err) = c.text();
+        let row = out
+            .lines()
+            .find(|l| l.contains(" rung "))
+            .unwrap_or_else(|| panic!("no row for the rung: {out}"));
+        assert!(row.starts_with('✗') && row.contains("SLOWER"), "{row}");
+        let control = out.lines().find(|l| l.contains(" control ")).unwrap();
+        assert!(control.starts_with(' '), "{control}");
+        assert!(
+            err.contains("1 of 2 variants regressed or failed: `rung` (SLOWER)"),
+            "{err}"
+        );
+    }
+
+    /// A control known only roughly (2 runs a side, spread ±40%) is not
+    /// subtracted from every other time: they are judged raw, and one line
+    /// says why.
+    #[test]
+    fn an_imprecise_drift_is_not_corrected_for() {
+        let root = tempfile::tempdir().unwrap();
+        let base = session(root.path(), "base", 2, 0.4, 1.0, 1.0);
+        let cand = session(root.path(), "cand", 2, 0.4, 1.0, 1.0);
+        let c = compare_folders(&args(&base, &cand)).unwrap();
+        assert!(c.drift.is_none(), "judged net of a drift it cannot know");
+        let (out, err) = c.text();
+        assert!(
+            err.contains("known less precisely than the 5.0% threshold")
+                && err.contains("judged raw"),
+            "{err}"
+        );
+        assert!(!out.contains("judged net of it"), "{out}");
+        // A precise one (6 runs a side, ±0.2%) is corrected for.
+        let base = session(root.path(), "base6", 6, 0.002, 1.0, 1.0);
+        let cand = session(root.path(), "cand6", 6, 0.002, 1.2, 1.0);
+        let c = compare_folders(&args(&base, &cand)).unwrap();
+        assert!(c.drift.is_some());
+        assert_eq!(c.code, crate::util::exit::OK, "{:?}", c.text());
+    }
 }
