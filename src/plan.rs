@@ -1111,6 +1111,17 @@ impl RunPlan {
             );
         }
         self.validate_batch_phases()?;
+        // Page's schedule is [0, E/5, E − floor] → [0, 1, 0.1], then the
+        // floor: with a floor as long as the run it has no shape (its knots
+        // go backwards), and flattening it would train a different schedule.
+        if let Some((floor, _)) = self.schedule.floor
+            && floor >= self.epochs
+        {
+            bail!(
+                "the EMA floor of the schedule ({floor} epochs, `ema.floor_epochs`) is not shorter than the run ({} epochs): the schedule would have no shape; lower ema.floor_epochs below the run's epochs, or turn ema off",
+                self.epochs
+            );
+        }
         let accum = self.step.accum.max(1) as usize;
         if !self.batch_size.is_multiple_of(accum) {
             bail!(

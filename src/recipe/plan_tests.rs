@@ -148,3 +148,30 @@ fn settings_take_arithmetic_as_the_sources_write_it() {
     let e = super::resolve_plan("airbench94", &[bad]).unwrap_err();
     assert!(format!("{e:#}").contains("`lr=1/(2`"), "{e:#}");
 }
+
+/// A run no longer than the EMA's lr floor has no Page schedule (its knots
+/// [0, E/5, E − floor] would run backwards): refused in one line naming the
+/// setting, never flattened to the floor.
+#[test]
+fn a_run_no_longer_than_the_ema_floor_is_refused_not_flattened() {
+    let set = |s: &str| crate::config::Override::parse_set(s).unwrap();
+    let e = format!(
+        "{:#}",
+        super::resolve_plan("page-final", &[set("epochs=1")]).unwrap_err()
+    );
+    assert!(
+        e.contains("ema.floor_epochs") && e.contains("whole run of 1") && !e.contains('\n'),
+        "{e}"
+    );
+    // Shorter than the run, it keeps its shape: up to the peak, down to the floor.
+    let (_, p) = super::resolve_plan(
+        "page-final",
+        &[set("epochs=1"), set("ema.floor_epochs=0.2")],
+    )
+    .unwrap();
+    let m = p.schedule.multipliers(100, 100);
+    assert!(
+        m[10] > 0.4 && m[19] > 0.9 && (m[99] - 0.1).abs() < 1e-9,
+        "{m:?}"
+    );
+}

@@ -787,6 +787,13 @@ catalog! {
             let (floor, floor_epochs) = (a.num("floor")?, a.num("floor_epochs")?);
             let s = a.settings;
             let (e, peak) = (s.epochs, s.peak_epoch * s.epochs);
+            if floor_epochs > 0.0 && floor_epochs >= e {
+                // Page's knots [0, E/5, E − floor] would run backwards, and a
+                // schedule flattened to the floor trains something else.
+                bail!(
+                    "ema: its lr floor lasts {floor_epochs} epochs (`ema.floor_epochs`), the whole run of {e}: the schedule would have no shape; lower ema.floor_epochs below the run's epochs, or turn ema off"
+                );
+            }
             match &mut p.schedule.shape {
                 Shape::EpochKnots(k) if s.schedule == ScheduleKind::Page && floor_epochs < e => {
                     let end = (e - floor_epochs).max(peak + 1e-9);
