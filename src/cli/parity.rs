@@ -9,7 +9,7 @@
 //! reference code is never part of this repository.
 
 use crate::config::{Override, RunId, RunSpec};
-use crate::report::welch;
+use crate::report::{Diff, welch};
 use crate::train::{NeverStop, Outcome, TchTrainer, Trainer};
 use anyhow::{Context, Result, bail};
 use std::fmt::Write as _;
@@ -97,6 +97,12 @@ pub struct ParityArgs {
     /// The report to write (default: results/reference/parity-DEVICE-DATE.md, a CSV beside it).
     #[arg(long)]
     pub out: Option<PathBuf>,
+    /// Times within this fraction are equivalent (two one-sided tests).
+    #[arg(long, default_value_t = 0.05)]
+    pub time_margin: f64,
+    /// Accuracies within this fraction are equivalent (0.005 = 0.5 points).
+    #[arg(long, default_value_t = 0.005)]
+    pub acc_margin: f64,
 }
 
 /// One run of one side.
@@ -137,6 +143,17 @@ pub fn cmd_parity(a: ParityArgs) -> Result<i32> {
             a.seeds
         );
     }
+    if !(a.time_margin > 0.0 && a.acc_margin > 0.0) {
+        bail!(
+            "--time-margin {} --acc-margin {}: an equivalence margin must be above 0 (0.05 = 5% time, 0.005 = 0.5 points)",
+            a.time_margin,
+            a.acc_margin
+        );
+    }
+    let margins = Margins {
+        time: a.time_margin,
+        acc: a.acc_margin,
+    };
     let python = a.python.clone().unwrap_or_else(crate::util::default_python);
     if !a.adapter.is_file() {
         bail!(
@@ -163,7 +180,8 @@ pub fn cmd_parity(a: ParityArgs) -> Result<i32> {
          - device: {} ({threads} threads on each side), {}\n\
          - data: `{}` (hash {}), the first {} training and {} test images of each class, exported by `tricklab data export` in the order tricklab trains on them\n\
          - tricklab {} (commit {}), libtorch {}\n\
-         - seeds {}..{} a side, alternating A B B A; the peers from `{}`\n",
+         - seeds {}..{} a side, alternating A B B A; the peers from `{}`\n\
+         - verdicts by two one-sided tests at α = 0.05 (Schuirmann 1987): *equivalent* when the 90% CI of tricklab − reference lies within ±{:.0}% time (on log times) and ±{:.2} points accuracy; *different* when the 95% CI lies wholly beyond the margin; otherwise *inconclusive*, with about the runs a side that the measured spread says would settle it\n",
         date.format("%Y-%m-%d %H:%M"),
         trainer.device_name(),
         if cuda {
@@ -181,6 +199,8 @@ pub fn cmd_parity(a: ParityArgs) -> Result<i32> {
         0,
         a.seeds - 1,
         a.peers.display(),
+        100.0 * margins.time,
+        100.0 * margins.acc,
     )?;
     for pair in pairs {
         let epochs = a.epochs.unwrap_or(pair.cpu_epochs);
@@ -201,7 +221,12 @@ pub fn cmd_parity(a: ParityArgs) -> Result<i32> {
             },
             seed,
             recipe: pair.recipe.into(),
-            overrides: side_overrides(epochs, a.train_per_class, a.test_per_class, cuda),
+            overrides: side_overrides(
+                pair.recipe,
+                epochs,
+                (a.train_per_class, a.test_per_class),
+                cuda,
+            ),
             data: a.data.clone(),
             target_acc: 1.0,
             device: None,
@@ -272,7 +297,7 @@ pub fn cmd_parity(a: ParityArgs) -> Result<i32> {
             &python,
             &peer_cmd(0),
             &spec(0),
-            epochs,
+            (epochs, margins),
         )?;
     }
     let out = a.out.clone().unwrap_or_else(|| {
@@ -294,8 +319,16 @@ pub fn cmd_parity(a: ParityArgs) -> Result<i32> {
 }
 
 /// What tricklab's side changes in the recipe: the comparison's length and
-/// data, and on a CPU float32 throughout, as the peers run there.
-fn side_overrides(epochs: f64, train: usize, test: usize, cuda: bool) -> Vec<Override> {
+/// data, and on a CPU float32 throughout, as the peers run there. Page's
+/// simplified script holds its lr floor for the last fifth of however many
+/// epochs it runs: page-final's EMA floor follows it (its 2 epochs are the
+/// fifth of 10).
+fn side_overrides(
+    recipe: &str,
+    epochs: f64,
+    (train, test): (usize, usize),
+    cuda: bool,
+) -> Vec<Override> {
     let mut o = vec![
         Override::Set {
             key: "epochs".into(),
@@ -314,6 +347,12 @@ fn side_overrides(epochs: f64, train: usize, test: usize, cuda: bool) -> Vec<Ove
         o.push(Override::Trick {
             key: "fp16".into(),
             on: false,
+        });
+    }
+    if recipe == "page-final" {
+        o.push(Override::Set {
+            key: "ema.floor_epochs".into(),
+            value: (epochs / 5.0).to_string(),
         });
     }
     o
@@ -387,6 +426,19 @@ fn peer_side(
     ))
 }
 
+/// The standard deviation of one run, both sides' pooled.
+fn pooled(a: f64, b: f64) -> f64 {
+    ((a * a + b * b) / 2.0).sqrt()
+}
+
+/// The differences parity calls equivalent: time as a fraction, accuracy
+/// as a fraction (0.005 = 0.5 points).
+#[derive(Clone, Copy, Debug)]
+struct Margins {
+    time: f64,
+    acc: f64,
+}
+
 /// Mean, sample standard deviation and count.
 fn stats(xs: &[f64]) -> (f64, f64, usize) {
     let n = xs.len();
@@ -395,14 +447,40 @@ fn stats(xs: &[f64]) -> (f64, f64, usize) {
     (mean, var.sqrt(), n)
 }
 
-/// "same within noise", or which side is ahead, from a 95% CI of (tricklab − reference).
-fn verdict(lo: f64, hi: f64, less_is_better: bool, what: &str) -> String {
-    if lo <= 0.0 && hi >= 0.0 {
-        "same within noise".into()
-    } else if (hi < 0.0) == less_is_better {
-        format!("tricklab {what}")
+/// The most runs a side a verdict asks for before it says "over".
+const MAX_RUNS_ASKED: f64 = 1000.0;
+
+/// What the runs say about d = tricklab − reference against `margin`, by two
+/// one-sided tests at α = 0.05 (Schuirmann 1987): "equivalent" when the 90%
+/// CI lies within ±margin; "different" when the 95% CI lies wholly beyond
+/// it; otherwise "inconclusive", with about the runs a side that would
+/// settle it. `spread` is the pooled standard deviation of one run; the CI
+/// half-width with n runs a side is about z·spread·√(2/n), so equivalence
+/// needs n ≥ 2(z₀.₉₅·spread / (margin − |d|))² and a difference
+/// n ≥ 2(z₀.₉₇₅·spread / (|d| − margin))². `words` name d < 0 and d > 0.
+fn equivalence(d: &Diff, margin: f64, spread: f64, words: (&str, &str), shown: &str) -> String {
+    let half90 = crate::util::stats::t_quantile(0.95, (d.df.floor() as usize).max(1)) * d.se;
+    let (lo90, hi90) = (d.delta - half90, d.delta + half90);
+    let side = if d.delta < 0.0 { words.0 } else { words.1 };
+    if -margin < lo90 && hi90 < margin {
+        return format!("equivalent (90% CI within ±{shown})");
+    }
+    if d.lo() > margin || d.hi() < -margin {
+        return format!("different: tricklab {side} by more than {shown}");
+    }
+    let gap = margin - d.delta.abs();
+    let z = if gap > 0.0 { 1.645 } else { 1.96 };
+    if gap == 0.0 || !spread.is_finite() {
+        return "inconclusive (the estimate sits on the margin)".into();
+    }
+    let n = 2.0 * (z * spread / gap).powi(2);
+    if n > MAX_RUNS_ASKED {
+        format!("inconclusive (settling it needs over {MAX_RUNS_ASKED:.0} runs a side)")
     } else {
-        format!("the reference {what}")
+        format!(
+            "inconclusive (about {:.0} runs a side would settle it)",
+            n.ceil().max(2.0)
+        )
     }
 }
 
@@ -419,7 +497,7 @@ fn section(
     python: &Path,
     peer_cmd: &[String],
     spec: &RunSpec,
-    epochs: f64,
+    (epochs, margins): (f64, Margins),
 ) -> Result<()> {
     let side = |name: &str, f: fn(&Sample) -> f64| -> Vec<f64> {
         samples.iter().filter(|s| s.side == name).map(f).collect()
@@ -470,6 +548,7 @@ fn section(
             // The ratio's CI from the difference of log times.
             let la: Vec<f64> = a.iter().map(|x| log(*x)).collect();
             let lb: Vec<f64> = b.iter().map(|x| log(*x)).collect();
+            let spread = pooled(stats(&la).1, stats(&lb).1);
             match welch(stats(&lb), stats(&la)) {
                 Some(d) => (
                     format!(
@@ -478,7 +557,13 @@ fn section(
                         d.lo().exp(),
                         d.hi().exp()
                     ),
-                    verdict(d.lo(), d.hi(), true, "faster"),
+                    equivalence(
+                        &d,
+                        margins.time.ln_1p(),
+                        spread,
+                        ("faster", "slower"),
+                        &format!("{:.0}%", 100.0 * margins.time),
+                    ),
                 ),
                 None => ("–".into(), "no interval".into()),
             }
@@ -491,7 +576,13 @@ fn section(
                         100.0 * d.lo(),
                         100.0 * d.hi()
                     ),
-                    verdict(d.lo(), d.hi(), false, "more accurate"),
+                    equivalence(
+                        &d,
+                        margins.acc,
+                        pooled(sa.1, sb.1),
+                        ("less accurate", "more accurate"),
+                        &format!("{:.2} points", 100.0 * margins.acc),
+                    ),
                 ),
                 None => ("–".into(), "no interval".into()),
             }
@@ -572,5 +663,83 @@ impl TempDir {
 impl Drop for TempDir {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn diff(delta: f64, se: f64, df: f64) -> Diff {
+        let half_width = crate::util::stats::t95(df as usize) * se;
+        Diff {
+            base: 0.0,
+            cand: delta,
+            delta,
+            half_width,
+            se,
+            df,
+        }
+    }
+
+    /// Equivalent only when the 90% CI lies inside the margin; different
+    /// only when the 95% CI lies wholly beyond it; otherwise inconclusive,
+    /// with the runs a side the spread asks for, and never "same within
+    /// noise" from an interval that merely straddles 0.
+    #[test]
+    fn parity_verdicts_can_say_equivalent_different_or_inconclusive() {
+        let m = 0.05f64.ln_1p();
+        let words = ("faster", "slower");
+        // 1% slower, known to ±0.4% (90%): equivalent.
+        let v = equivalence(&diff(0.01, 0.002, 18.0), m, 0.006, words, "5%");
+        assert_eq!(v, "equivalent (90% CI within ±5%)");
+        // 20% slower, known to ±2%: different.
+        let v = equivalence(&diff(0.2, 0.01, 18.0), m, 0.03, words, "5%");
+        assert_eq!(v, "different: tricklab slower by more than 5%");
+        let v = equivalence(&diff(-0.2, 0.01, 18.0), m, 0.03, words, "5%");
+        assert_eq!(v, "different: tricklab faster by more than 5%");
+        // 2% slower, 3 runs a side spread ±10%: its 95% CI holds 0 (what
+        // the old verdict called "same within noise"), but it is
+        // inconclusive, and ~2(1.645·0.1/(0.0488 − 0.02))² ≈ 65 runs a side
+        // would settle it.
+        let d = diff(0.02, 0.1 * (2.0f64 / 3.0).sqrt(), 4.0);
+        assert!(d.lo() < 0.0 && d.hi() > 0.0);
+        let v = equivalence(&d, m, 0.1, words, "5%");
+        assert!(v.starts_with("inconclusive (about 6"), "{v}");
+        // A spread that would need more than a thousand runs says so.
+        let v = equivalence(&diff(0.045, 0.5, 4.0), m, 1.0, words, "5%");
+        assert!(v.contains("over 1000"), "{v}");
+    }
+
+    /// page-final's side follows Page's simplified script's floor, the last
+    /// fifth of the run, at any length.
+    #[test]
+    fn page_finals_floor_follows_the_peer_at_any_length() {
+        let o = side_overrides("page-final", 1.0, (512, 100), false);
+        assert!(o.contains(&Override::Set {
+            key: "ema.floor_epochs".into(),
+            value: "0.2".into()
+        }));
+        let spec = RunSpec {
+            id: RunId {
+                matrix: "p".into(),
+                index: 0,
+                variant: "v".into(),
+                repeat: 0,
+            },
+            seed: 0,
+            recipe: "page-final".into(),
+            overrides: o,
+            data: "embedded".into(),
+            target_acc: 1.0,
+            device: None,
+            reference: None,
+        };
+        assert!(crate::recipe::plan_run(&spec).is_ok());
+        assert!(
+            !side_overrides("airbench94", 1.0, (512, 100), false)
+                .iter()
+                .any(|o| matches!(o, Override::Set { key, .. } if key == "ema.floor_epochs"))
+        );
     }
 }

@@ -62,6 +62,9 @@ pub struct Diff {
     pub half_width: f64,
     /// Standard error of `delta`.
     pub se: f64,
+    /// Degrees of freedom of its t interval (Welch–Satterthwaite, or n − 1
+    /// of paired differences).
+    pub df: f64,
 }
 
 impl Diff {
@@ -95,6 +98,7 @@ pub fn welch(b: (f64, f64, usize), c: (f64, f64, usize)) -> Option<Diff> {
         delta: mc - mb,
         half_width,
         se,
+        df,
     })
 }
 
@@ -407,6 +411,7 @@ fn paired(b: &VariantStats, c: &VariantStats) -> Option<Diff> {
         delta: d.mean,
         half_width,
         se: half_width / t95(d.n - 1),
+        df: (d.n - 1) as f64,
     })
 }
 

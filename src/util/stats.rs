@@ -20,6 +20,17 @@ pub fn t95(df: usize) -> f64 {
     }
 }
 
+/// The one-sided upper `p` quantile of Student's t for `df` degrees of
+/// freedom (p = 0.95: the half-width factor of a 90% interval, the one two
+/// one-sided tests at α = 0.05 read).
+pub fn t_quantile(p: f64, df: usize) -> f64 {
+    use statrs::distribution::{ContinuousCDF, StudentsT};
+    match df {
+        0 => f64::INFINITY,
+        d => StudentsT::new(0.0, 1.0, d as f64).map_or(f64::NAN, |t| t.inverse_cdf(p)),
+    }
+}
+
 /// Wilson's 95% interval of a proportion, `k` of `n` (`None` for n = 0):
 /// unlike the normal approximation, it stays inside [0, 1] and is not zero
 /// wide at 0 or n successes.
