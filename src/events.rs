@@ -55,14 +55,19 @@ pub struct EpochRow {
 pub struct Clocks {
     /// Training epochs plus preprocessing (incl. whitening init), eval excluded.
     pub dawn_s: f64,
-    /// Whitening init + training epochs + the final (TTA) eval; data loading excluded.
+    /// Preprocessing on the device + whitening init + training epochs + the
+    /// final (TTA) eval; loading to the device and building the net excluded.
     pub airbench_s: f64,
     /// Training loop of each epoch only.
     pub hlb_s: f64,
     /// All evaluation passes.
     pub eval_s: f64,
-    /// Data preparation: normalise, pad, move to device (and whitening when not in the train clock).
+    /// Data preparation: move to the device, normalise, pad.
     pub prep_s: f64,
+    /// Of `prep_s`, the normalising and padding on the device (airbench's
+    /// timer covers it, not the upload before it).
+    #[serde(default)]
+    pub preprocess_s: f64,
     /// Whitening eigenbasis computation (0 when whitening is off).
     pub whiten_s: f64,
     /// Of `hlb_s`, the seconds the CPU loader spent building batches, or the

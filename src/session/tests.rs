@@ -73,6 +73,7 @@ impl Trainer for Fake {
                 hlb_s: 1.0,
                 eval_s: 0.1,
                 prep_s: 0.0,
+                preprocess_s: 0.0,
                 whiten_s: 0.0,
                 loader_s: 0.0,
                 wall_s: 1.2,

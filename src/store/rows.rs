@@ -327,6 +327,8 @@ runs_table! {
         pub hlb_s: Option<f64>,
         pub eval_s: Option<f64>,
         pub prep_s: Option<f64>,
+        /// Of `prep_s`, the preprocessing on the device (in airbench_s).
+        pub preprocess_s: Option<f64>,
         pub whiten_s: Option<f64>,
         pub loader_s: Option<f64>,
         pub wall_s: Option<f64>,
@@ -453,6 +455,7 @@ impl RunRow {
             hlb_s: c.map(|c| c.hlb_s),
             eval_s: c.map(|c| c.eval_s),
             prep_s: c.map(|c| c.prep_s),
+            preprocess_s: c.map(|c| c.preprocess_s),
             whiten_s: c.map(|c| c.whiten_s),
             loader_s: c.map(|c| c.loader_s),
             wall_s: c.map(|c| c.wall_s),

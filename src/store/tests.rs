@@ -21,6 +21,7 @@ pub fn summary(acc: f64, dawn: f64, ttt: Option<f64>) -> RunSummary {
             hlb_s: dawn * 0.8,
             eval_s: 1.0,
             prep_s: 0.1,
+            preprocess_s: 0.0,
             whiten_s: 0.0,
             loader_s: 0.0,
             wall_s: dawn + 2.0,

@@ -20,12 +20,33 @@ pub(super) fn build_net(
     layout: Layout,
     rng: &Rng,
 ) -> Result<(Net, NetConfig)> {
-    let dev = vs.device();
+    let (net, nc) = new_net(plan, src, vs)?;
+    fit_whitening(&net, &nc, src, vs.device(), layout, rng)?;
+    finish_net(plan, &net, layout);
+    Ok((net, nc))
+}
+
+/// The network as built, its weights at their inits (outside every clock:
+/// the references build their nets before their timers).
+pub(super) fn new_net(plan: &RunPlan, src: &Source, vs: &nn::VarStore) -> Result<(Net, NetConfig)> {
     let nc = NetConfig {
         num_classes: src.classes,
         ..plan.net.clone()
     };
     let net = Net::try_new(&vs.root(), &nc).context("building the network")?;
+    Ok((net, nc))
+}
+
+/// The whitening conv fitted to the training images (the whitening clock,
+/// `whiten_s`); nothing without whitening.
+pub(super) fn fit_whitening(
+    net: &Net,
+    nc: &NetConfig,
+    src: &Source,
+    dev: tch::Device,
+    layout: Layout,
+    rng: &Rng,
+) -> Result<()> {
     let images = match &nc.whitening {
         Whitening::Off => None,
         Whitening::Page { images, .. } | Whitening::Airbench { images, .. } => Some(*images),
@@ -49,6 +70,11 @@ pub(super) fn build_net(
         let x = layout.data(normalise(&picked));
         net.init_whitening(&x.to_kind(tch::Kind::Float))?;
     }
+    Ok(())
+}
+
+/// The plan's head init, precision and memory format, after the whitening.
+pub(super) fn finish_net(plan: &RunPlan, net: &Net, layout: Layout) {
     if plan.head_unit_std {
         net.init_head_unit_std();
     }
@@ -65,7 +91,6 @@ pub(super) fn build_net(
             }
         });
     }
-    Ok((net, nc))
 }
 
 /// The parameter groups of everything but Muon's filters, with the plan's

@@ -91,7 +91,7 @@ pub(super) fn tta_of(
 pub(super) fn time_on(clock: Clock, c: &Clocks, eval_s: f64, wall_s: f64) -> f64 {
     match clock {
         Clock::Dawn => c.prep_s + c.whiten_s + c.hlb_s,
-        Clock::Airbench => c.whiten_s + c.hlb_s + eval_s,
+        Clock::Airbench => c.preprocess_s + c.whiten_s + c.hlb_s + eval_s,
         Clock::Hlb => c.hlb_s,
         Clock::Wall => wall_s,
     }

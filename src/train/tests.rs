@@ -174,6 +174,39 @@ fn a_run_whose_batch_changes_by_phase_steps_each_epoch_at_its_batch() {
     assert_eq!(rows, 10);
 }
 
+/// The clocks as the references draw them (TRICKS.md section 5): the
+/// airbench clock is the preprocessing on the device (not the upload before
+/// it), the whitening fit (not the net's construction), the training epochs
+/// and the final evaluation; DAWNBench's adds the upload and leaves out the
+/// evaluations.
+#[test]
+fn the_airbench_clock_times_preprocessing_whitening_training_and_the_final_eval() {
+    let (r, ev) = run(&spec("tiny-airbench94", &["batch_size=40"]));
+    let Outcome::Finished(s) = r.unwrap() else {
+        panic!("cancelled")
+    };
+    let c = &s.clocks;
+    let last_eval = ev
+        .iter()
+        .rev()
+        .find_map(|e| match e {
+            Event::Epoch { row, .. } => Some(row.eval_s),
+            _ => None,
+        })
+        .unwrap();
+    let close = |a: f64, b: f64| (a - b).abs() < 1e-9;
+    assert!(
+        close(
+            c.airbench_s,
+            c.preprocess_s + c.whiten_s + c.hlb_s + last_eval
+        ),
+        "{c:?}"
+    );
+    assert!(close(c.dawn_s, c.prep_s + c.whiten_s + c.hlb_s), "{c:?}");
+    assert!(c.preprocess_s > 0.0 && c.preprocess_s <= c.prep_s, "{c:?}");
+    assert!(c.whiten_s > 0.0, "airbench94 whitens: {c:?}");
+}
+
 // Same-seed determinism is checked in tests/cli.rs with separate processes:
 // libtorch's CPU generator is global, and unit tests run in parallel threads.
 
