@@ -181,6 +181,8 @@ pub fn cmd_parity(a: ParityArgs) -> Result<i32> {
          - data: `{}` (hash {}), the first {} training and {} test images of each class, exported by `tricklab data export` in the order tricklab trains on them\n\
          - tricklab {} (commit {}), libtorch {}\n\
          - seeds {}..{} a side, alternating A B B A; the peers from `{}`\n\
+         - both sides warm (tricklab's trainer before its first run, each reference run in its own process with `--warmup`), except hlb, whose script has none: neither side warms there\n\
+         - on a CPU both sides in fp32, hiverge's Muon momentum buffers included\n\
          - verdicts by two one-sided tests at α = 0.05 (Schuirmann 1987): *equivalent* when the 90% CI of tricklab − reference lies within ±{:.0}% time (on log times) and ±{:.2} points accuracy; *different* when the 95% CI lies wholly beyond the margin; otherwise *inconclusive*, with about the runs a side that the measured spread says would settle it\n",
         date.format("%Y-%m-%d %H:%M"),
         trainer.device_name(),
@@ -204,6 +206,9 @@ pub fn cmd_parity(a: ParityArgs) -> Result<i32> {
     )?;
     for pair in pairs {
         let epochs = a.epochs.unwrap_or(pair.cpu_epochs);
+        // hlb's script has no warm-up of its own: neither side warms there
+        // (cold only in a process that has trained nothing before).
+        let warm = pair.recipe != "hlb";
         let repo = a.peers.join(pair.repo);
         if !repo.is_dir() {
             bail!(
@@ -246,10 +251,13 @@ pub fn cmd_parity(a: ParityArgs) -> Result<i32> {
                 epochs.to_string(),
                 "--device".into(),
                 if cuda { "cuda".into() } else { "cpu".into() },
+                // Both sides warm: tricklab's trainer warms before its
+                // first run, so each reference run warms in its process.
+                if warm { "--warmup" } else { "--no-warmup" }.into(),
             ]
         };
         let planned = crate::recipe::plan_run(&spec(0))?;
-        if let Some(msg) = trainer.warm_up(&planned, &NeverStop) {
+        if warm && let Some(msg) = trainer.warm_up(&planned, &NeverStop) {
             eprintln!("{msg}");
         }
         let mut samples = Vec::new();
@@ -344,10 +352,15 @@ fn side_overrides(
         },
     ];
     if !cuda {
-        o.push(Override::Trick {
-            key: "fp16".into(),
-            on: false,
-        });
+        // The adapter turns the peers' half precision to float on a CPU,
+        // hiverge's Muon momentum buffers included (`torch.half` ->
+        // `torch.float32`): the same dtypes on both sides.
+        for key in ["fp16", "muon_fp16_momentum"] {
+            o.push(Override::Trick {
+                key: key.into(),
+                on: false,
+            });
+        }
     }
     if recipe == "page-final" {
         o.push(Override::Set {
@@ -711,10 +724,11 @@ mod tests {
         assert!(v.contains("over 1000"), "{v}");
     }
 
-    /// page-final's side follows Page's simplified script's floor, the last
-    /// fifth of the run, at any length.
+    /// tricklab's side as the reference runs: page-final's floor the last
+    /// fifth of the run at any length, as Page's simplified script's; on a
+    /// CPU every recipe in fp32, Muon's momentum buffers included.
     #[test]
-    fn page_finals_floor_follows_the_peer_at_any_length() {
+    fn tricklabs_side_follows_the_peers_floor_and_dtypes() {
         let o = side_overrides("page-final", 1.0, (512, 100), false);
         assert!(o.contains(&Override::Set {
             key: "ema.floor_epochs".into(),
@@ -741,5 +755,18 @@ mod tests {
                 .iter()
                 .any(|o| matches!(o, Override::Set { key, .. } if key == "ema.floor_epochs"))
         );
+        // On a CPU every recipe resolves in fp32, hiverge's Muon buffers too.
+        for pair in PAIRS {
+            let spec = RunSpec {
+                recipe: pair.recipe.into(),
+                overrides: side_overrides(pair.recipe, pair.cpu_epochs, (512, 100), false),
+                ..spec.clone()
+            };
+            let p = crate::recipe::plan_run(&spec).unwrap().plan;
+            assert!(p.precision.half.is_none(), "{}", pair.recipe);
+            if let Some(m) = &p.optim.muon {
+                assert!(!m.half_momentum, "{}", pair.recipe);
+            }
+        }
     }
 }
