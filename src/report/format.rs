@@ -52,7 +52,7 @@ impl Report {
                 "dawn: DAWNBench-style (prep + whitening + train, eval excluded; Page's convention)"
             }
             Clock::Airbench => {
-                "airbench: airbench-style (whitening + train + final TTA eval; airbench's convention)"
+                "airbench: airbench-style (preprocessing on the device + whitening + train + final TTA eval; airbench's convention)"
             }
             Clock::Hlb => "hlb: hlb-style (training loop only)",
             Clock::Wall => "wall: wall clock of the whole run",
@@ -143,7 +143,7 @@ impl Report {
             .collect();
         if !bound.is_empty() {
             s.push_str(&format!(
-                "\n*Data-bound* (the training loop spent over {:.0}% of its time building batches, `loader_s / hlb_s`, mean over runs; with an asynchronous GPU that is at most the time the steps waited): {}. Their time measures the loader as much as the net.\n",
+                "\n*Data-bound* (the training loop spent over {:.0}% of its time building batches or waiting for the streaming loader's, `loader_s / hlb_s`, mean over runs; with an asynchronous GPU a built batch is at most the time the steps waited): {}. Their time measures the loader as much as the net.\n",
                 100.0 * super::DATA_BOUND_SHARE,
                 bound.join(", ")
             ));

@@ -12,6 +12,7 @@ use crate::data::stream::rect::{self, RectPlan};
 use crate::data::stream::{Crop, Images, Loader, LoaderOptions, OnBadImage, Pipeline, Subset};
 use crate::model::Net;
 use crate::plan::{EvalPlan, RunPlan, StreamPlan};
+use crate::util::native::pin_memory;
 use anyhow::{Context, Result};
 use std::sync::Arc;
 use std::time::Instant;
@@ -23,16 +24,31 @@ use tch::{Device, Kind, Tensor};
 pub const IMAGENET_MEAN: [f64; 3] = [0.485 * 255.0, 0.456 * 255.0, 0.406 * 255.0];
 pub const IMAGENET_STD: [f64; 3] = [0.229 * 255.0, 0.224 * 255.0, 0.225 * 255.0];
 
-/// uint8 N×3×H×W on the device → normalised float.
-pub fn normalise_imagenet(x: &Tensor) -> Tensor {
-    let dev = x.device();
-    let stat = |v: &[f64; 3]| {
-        Tensor::from_slice(v)
-            .to_kind(Kind::Float)
-            .to_device(dev)
-            .view([1, 3, 1, 1])
-    };
-    (x.to_kind(Kind::Float) - stat(&IMAGENET_MEAN)) / stat(&IMAGENET_STD)
+/// ImageNet's statistics on the device, made once a feed or an evaluation:
+/// a batch is normalised there with no copy of them from the host.
+pub(super) struct Normaliser {
+    mean: Tensor,
+    std: Tensor,
+}
+
+impl Normaliser {
+    pub fn new(device: Device) -> Normaliser {
+        let stat = |v: &[f64; 3]| {
+            Tensor::from_slice(v)
+                .to_kind(Kind::Float)
+                .to_device(device)
+                .view([1, 3, 1, 1])
+        };
+        Normaliser {
+            mean: stat(&IMAGENET_MEAN),
+            std: stat(&IMAGENET_STD),
+        }
+    }
+
+    /// uint8 N×3×H×W on the device → normalised float.
+    pub fn apply(&self, x: &Tensor) -> Tensor {
+        (x.to_kind(Kind::Float) - &self.mean) / &self.std
+    }
 }
 
 /// Decoding threads for one rank: the plan's, or this host's cores shared
@@ -64,7 +80,11 @@ fn on_bad(sp: &StreamPlan) -> OnBadImage {
 /// A loader batch on the device: uint8 bytes, copied without a host sync
 /// (pinned, non-blocking, as a DataLoader with `pin_memory` and
 /// `non_blocking=True` copies), then normalised.
-fn to_device(b: &crate::data::stream::Batch, device: Device) -> (Tensor, Tensor) {
+fn to_device(
+    b: &crate::data::stream::Batch,
+    norm: &Normaliser,
+    device: Device,
+) -> (Tensor, Tensor) {
     let n = b.len() as i64;
     // The loader's rows as they come (N×H×W×3), viewed as N×3×H×W on the
     // device: no transpose on the host.
@@ -72,14 +92,12 @@ fn to_device(b: &crate::data::stream::Batch, device: Device) -> (Tensor, Tensor)
     let y = Tensor::from_slice(&b.labels);
     let (x, y) = match device {
         Device::Cuda(_) => (
-            x.pin_memory(device)
-                .to_device_(device, Kind::Uint8, true, false),
-            y.pin_memory(device)
-                .to_device_(device, Kind::Int64, true, false),
+            pin_memory(&x).to_device_(device, Kind::Uint8, true, false),
+            pin_memory(&y).to_device_(device, Kind::Int64, true, false),
         ),
         _ => (x, y),
     };
-    (normalise_imagenet(&x.permute([0, 3, 1, 2])), y)
+    (norm.apply(&x.permute([0, 3, 1, 2])), y)
 }
 
 /// Each epoch's training batches from the streaming loader.
@@ -93,6 +111,7 @@ pub(super) struct StreamFeed<'a> {
     rank: usize,
     world: usize,
     loader: Option<Loader>,
+    norm: Normaliser,
     /// Lines naming the files left out since the last drain.
     skipped: Vec<String>,
 }
@@ -118,6 +137,7 @@ impl<'a> StreamFeed<'a> {
             rank,
             world,
             loader: None,
+            norm: Normaliser::new(device),
             skipped: Vec::new(),
         }
     }
@@ -162,7 +182,7 @@ impl<'a> StreamFeed<'a> {
             "the loader ran out of batches before the epoch's steps: this is a bug in tricklab, please report it",
         )??;
         self.skipped.extend(b.skipped.iter().cloned());
-        let (x, y) = to_device(&b, self.device);
+        let (x, y) = to_device(&b, &self.norm, self.device);
         let x = if self.layout.channels_last {
             x
         } else {
@@ -287,6 +307,7 @@ pub(super) fn evaluate_stream(
             |logits: &Tensor, y: &Tensor| logits.argmax(-1, false).eq_tensor(y).sum(Kind::Int64);
         let mut plain = Tensor::zeros([], (Kind::Int64, device));
         let mut tta = Tensor::zeros([], (Kind::Int64, device));
+        let norm = Normaliser::new(device);
         let mut n = 0usize;
         for b in Loader::new(images, pipeline, &opts)? {
             let b = b?;
@@ -295,7 +316,7 @@ pub(super) fn evaluate_stream(
                 continue;
             }
             n += b.len();
-            let (x, y) = to_device(&b, device);
+            let (x, y) = to_device(&b, &norm, device);
             let x = x.contiguous();
             let logits = fwd(&x);
             let _ = plain.g_add_(&hits(&logits, &y));

@@ -77,6 +77,13 @@ at::Tensor *tricklab_celu(const at::Tensor *x, double alpha) {
   return guarded([&] { return at::celu(*x, alpha); });
 }
 
+// Page-locked host memory for a non-blocking copy to the GPU. tch binds only
+// the form with a device argument, which libtorch 2.11 deprecates with a
+// warning on every call (one per batch of a streaming run).
+at::Tensor *tricklab_pin_memory(const at::Tensor *x) {
+  return guarded([&] { return x->pin_memory(); });
+}
+
 // A generator of the run's own (tch binds only the process-wide defaults,
 // which every worker thread would share).
 at::Generator *tricklab_generator_new(int cuda, int index, uint64_t seed) {

@@ -136,16 +136,14 @@ impl StreamData {
                 ids,
             })
         };
-        let mut hash = Sha256::new();
-        hash.update(self.hash.as_bytes());
-        hash.update(format!("{train_per_class:?}/{test_per_class:?}").as_bytes());
+        // A cut is another data set: its hash says which cut of which.
+        let hash = match (train_per_class, test_per_class) {
+            (None, None) => self.hash.clone(),
+            cut => hex::encode(Sha256::digest(format!("{}/{cut:?}", self.hash))),
+        };
         StreamData {
             name: self.name.clone(),
-            hash: if train_per_class.is_none() && test_per_class.is_none() {
-                self.hash.clone()
-            } else {
-                hex::encode(hash.finalize())
-            },
+            hash,
             classes: self.classes.clone(),
             train: take(&self.train, train_per_class),
             val: take(&self.val, test_per_class),
