@@ -16,6 +16,11 @@
 #         ladder:MATRIX:REPEATS           `tricklab run ablations/MATRIX.toml`, then its reports
 #         resume:PATH                     `tricklab run --resume` of a carried results folder
 #         train:RECIPE:SEEDS              `tricklab train` REPEATS times (the workbench's overhead)
+#         stream:CLASSES:PER_CLASS:RECIPE an ImageNet-like synthetic folder (`data synth`, the
+#                                         machine has no ImageNet): the loader's images/s on
+#                                         every core beside torchvision's on the same files,
+#                                         then one `tricklab train` of RECIPE (a streaming
+#                                         one, e.g. ffcv-rn18) from it on "$DEVICE"
 #         STEP@N                          any of these, given at most N seconds of what is left (so
 #                                         that a long step cannot starve the ones after it)
 # env:    DEADLINE  seconds from the start after which no step starts and the
@@ -152,6 +157,16 @@ EOF
       for s in $(seq 0 $(( b - 1 ))); do
         timed "$TL" train --recipe "$a" --device "$DEVICE" --data cifar10-jpeg --seed "$s" || break
       done
+      ;;
+    stream)
+      synth=/tmp/tricklab-synth-$a-$b
+      [ -d "$synth" ] || timed "$TL" data synth "$synth" --classes "$a" --train-per-class "$b" \
+        --val-per-class $(( b / 10 > 0 ? b / 10 : 1 ))
+      timed "$TL" data stream "$synth" --size 224 --batch 256 --decode-only
+      timed "$TL" data stream "$synth" --size 160 --batch 1024
+      timed "$PYTHON" "$ROOT/scripts/bench/torchvision_loader.py" "$synth" --workers "$(nproc)" \
+        --batch 256 --size 224 --epochs 2
+      timed "$TL" train --recipe "$c" --device "$DEVICE" --data "$synth" --seed 0 --target 0.5
       ;;
     *) log "unknown step $step"; ;;
   esac

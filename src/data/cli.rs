@@ -88,6 +88,27 @@ pub enum DataCommand {
         #[arg(long)]
         rect: bool,
     },
+    /// Write an ImageNet-like folder of synthetic JPEGs (train/<class>/*,
+    /// val/<class>/*): photo sizes and aspect ratios, a class's colour and
+    /// stripes, so that the loader, the streaming recipes and a GPU can be
+    /// tried where no ImageNet is.
+    Synth {
+        /// The folder to create (it must not exist).
+        dir: PathBuf,
+        #[arg(long, default_value_t = 10)]
+        classes: usize,
+        #[arg(long, default_value_t = 100)]
+        train_per_class: usize,
+        #[arg(long, default_value_t = 10)]
+        val_per_class: usize,
+        /// The long side's range in pixels, MIN-MAX (ImageNet's photos are about 400 x 350).
+        #[arg(long, default_value = "330-500")]
+        long_side: String,
+        #[arg(long, default_value_t = 90)]
+        quality: u8,
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
+    },
     /// Counts per class, image size, hash and problems found.
     Check {
         /// A data set spec: embedded, an imported name, a folder or an archive.
@@ -228,6 +249,71 @@ pub fn cmd_data(args: DataArgs) -> Result<i32> {
             decode_only,
             rect,
         }),
+        DataCommand::Synth {
+            dir,
+            classes,
+            train_per_class,
+            val_per_class,
+            long_side,
+            quality,
+            seed,
+        } => {
+            let bad = || {
+                anyhow::anyhow!(
+                    "--long-side {long_side:?} is not MIN-MAX in pixels with 1 <= MIN <= MAX (e.g. 330-500)"
+                )
+            };
+            let (lo, hi) = long_side.split_once('-').ok_or_else(bad)?;
+            let long_side: (u32, u32) = (
+                lo.trim().parse().map_err(|_| bad())?,
+                hi.trim().parse().map_err(|_| bad())?,
+            );
+            if long_side.0 == 0 || long_side.0 > long_side.1 {
+                return Err(bad());
+            }
+            if classes == 0 || train_per_class == 0 || !(1..=100).contains(&quality) {
+                bail!("--classes and --train-per-class must be at least 1 and --quality 1-100");
+            }
+            if dir.exists() {
+                bail!(
+                    "{} exists: give a new folder (synth never writes into an existing one)",
+                    dir.display()
+                );
+            }
+            // Written beside its place and renamed at the end: a killed run leaves no half folder under the name.
+            let partial = dir.with_extension("partial");
+            let _ = std::fs::remove_dir_all(&partial);
+            let t = std::time::Instant::now();
+            let spec = stream::synth::SynthSpec {
+                classes,
+                train_per_class,
+                val_per_class,
+                long_side,
+                quality,
+                seed,
+            };
+            let bytes = stream::synth::imagenet_like(&partial, &spec)?;
+            std::fs::rename(&partial, &dir).with_context(|| {
+                format!("cannot move {} to {}", partial.display(), dir.display())
+            })?;
+            let n = classes * (train_per_class + val_per_class);
+            println!(
+                "wrote {} train + {} val JPEGs of {classes} classes ({:.0} MB, {:.0} KB each, long side {}-{} px) into {} in {:.1} s",
+                classes * train_per_class,
+                classes * val_per_class,
+                bytes as f64 / 1e6,
+                bytes as f64 / n as f64 / 1024.0,
+                long_side.0,
+                long_side.1,
+                dir.display(),
+                t.elapsed().as_secs_f64()
+            );
+            println!(
+                "stream it with `tricklab data stream {}`, train on it with --data {0}",
+                dir.display()
+            );
+            Ok(0)
+        }
         DataCommand::Check { name } => {
             let dir = Path::new(&name);
             if dir.join("train").is_dir() {

@@ -1063,8 +1063,63 @@ fn data_stream_states_its_throughput_and_check_surveys_an_image_folder() {
         quality: 85,
         seed: 4,
     };
-    imagenet_like(&dir, &spec).unwrap();
     let d = dir.to_str().unwrap();
+    // `data synth` writes the folder the library writes for the same spec, whatever its threads.
+    let o = run(
+        &[
+            "data",
+            "synth",
+            d,
+            "--classes",
+            "3",
+            "--train-per-class",
+            "8",
+            "--val-per-class",
+            "2",
+            "--long-side",
+            "40-80",
+            "--quality",
+            "85",
+            "--seed",
+            "4",
+        ],
+        tmp.path(),
+    );
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{out}{err}");
+    assert!(
+        out.contains("wrote 24 train + 6 val JPEGs of 3 classes"),
+        "{out}"
+    );
+    let lib = tmp.path().join("by-the-library");
+    imagenet_like(&lib, &spec).unwrap();
+    for f in [
+        "train/n00000000/00000.JPEG",
+        "train/n00000002/00007.JPEG",
+        "val/n00000001/00001.JPEG",
+    ] {
+        assert_eq!(
+            std::fs::read(dir.join(f)).unwrap(),
+            std::fs::read(lib.join(f)).unwrap(),
+            "{f}"
+        );
+    }
+    assert!(!tmp.path().join("mini-imagenet.partial").exists());
+    let o = run(&["data", "synth", d], tmp.path());
+    let (_, err) = text(&o);
+    assert!(
+        !o.status.success() && err.contains("exists: give a new folder"),
+        "{err}"
+    );
+    let o = run(
+        &["data", "synth", "elsewhere", "--long-side", "500-300"],
+        tmp.path(),
+    );
+    let (_, err) = text(&o);
+    assert!(
+        !o.status.success() && err.contains("is not MIN-MAX"),
+        "{err}"
+    );
 
     let o = run(&["data", "check", d], tmp.path());
     let (out, err) = text(&o);

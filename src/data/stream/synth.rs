@@ -70,33 +70,65 @@ pub fn photo(c: usize, w: u32, h: u32, quality: u8, g: &mut SplitMix) -> Result<
 }
 
 /// Writes `root/train/<class>/NNNNN.JPEG` and `root/val/<class>/...`;
-/// returns the bytes written.
+/// returns the bytes written. Each (split, class) draws from its own
+/// generator, so that the classes are written on every core and a folder is
+/// the same whatever the number of threads.
 pub fn imagenet_like(root: &Path, spec: &SynthSpec) -> Result<u64> {
-    let mut g = SplitMix(spec.seed);
+    let jobs: Vec<(&str, usize, usize)> =
+        [("train", spec.train_per_class), ("val", spec.val_per_class)]
+            .into_iter()
+            .flat_map(|(split, per)| (0..spec.classes).map(move |c| (split, c, per)))
+            .collect();
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    std::thread::scope(|s| {
+        let workers: Vec<_> = (0..threads.min(jobs.len()).max(1))
+            .map(|_| {
+                s.spawn(|| -> Result<u64> {
+                    let mut bytes = 0;
+                    loop {
+                        let j = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        let Some(&(split, c, per)) = jobs.get(j) else {
+                            return Ok(bytes);
+                        };
+                        bytes += class_folder(root, spec, split, c, per)?;
+                    }
+                })
+            })
+            .collect();
+        workers
+            .into_iter()
+            .map(|w| w.join().expect("a synthetic-folder thread panicked"))
+            .sum()
+    })
+}
+
+/// One class of one split: `per` JPEGs of photo-like sizes.
+fn class_folder(root: &Path, spec: &SynthSpec, split: &str, c: usize, per: usize) -> Result<u64> {
     let ratios: [f64; 6] = [0.75, 0.5625, 0.8, 1.0, 0.667, 1.333];
+    let split_no = u64::from(split == "val");
+    let mut g = SplitMix(
+        spec.seed
+            .wrapping_mul(0x9E37_79B9_7F4A_7C15)
+            .wrapping_add(((c as u64) << 1 | split_no).wrapping_mul(0xD1B5_4A32_D192_ED03)),
+    );
+    let dir = root.join(split).join(format!("n{c:08}"));
+    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
     let mut bytes = 0u64;
-    for (split, per) in [("train", spec.train_per_class), ("val", spec.val_per_class)] {
-        for c in 0..spec.classes {
-            let dir = root.join(split).join(format!("n{c:08}"));
-            std::fs::create_dir_all(&dir)
-                .with_context(|| format!("cannot create {}", dir.display()))?;
-            for i in 0..per {
-                let span = u64::from(spec.long_side.1 - spec.long_side.0 + 1);
-                let long = spec.long_side.0 + (g.next_u64() % span) as u32;
-                let r = ratios[(g.next_u64() % ratios.len() as u64) as usize];
-                let short = ((f64::from(long) * r.min(1.0 / r)).round() as u32).max(1);
-                let (w, h) = if r <= 1.0 {
-                    (long, short)
-                } else {
-                    (short, long)
-                };
-                let jpg = photo(c, w, h, spec.quality, &mut g)?;
-                bytes += jpg.len() as u64;
-                let path = dir.join(format!("{i:05}.JPEG"));
-                std::fs::write(&path, jpg)
-                    .with_context(|| format!("cannot write {}", path.display()))?;
-            }
-        }
+    for i in 0..per {
+        let span = u64::from(spec.long_side.1 - spec.long_side.0 + 1);
+        let long = spec.long_side.0 + (g.next_u64() % span) as u32;
+        let r = ratios[(g.next_u64() % ratios.len() as u64) as usize];
+        let short = ((f64::from(long) * r.min(1.0 / r)).round() as u32).max(1);
+        let (w, h) = if r <= 1.0 {
+            (long, short)
+        } else {
+            (short, long)
+        };
+        let jpg = photo(c, w, h, spec.quality, &mut g)?;
+        bytes += jpg.len() as u64;
+        let path = dir.join(format!("{i:05}.JPEG"));
+        std::fs::write(&path, jpg).with_context(|| format!("cannot write {}", path.display()))?;
     }
     Ok(bytes)
 }
