@@ -92,12 +92,17 @@ pub fn cmd_train(args: TrainArgs) -> Result<i32> {
             );
         }
         Event::Epoch { row, .. } => println!(
-            "{:>5} {:>7} {:>10.4} {:>8.2}% {:>8.2}% {:>9} {:>8.2} {:>7.2} {:>9.0}",
+            "{:>5} {:>7} {:>10.4} {:>8.2}% {:>9} {:>9} {:>8.2} {:>7.2} {:>9.0}",
             row.epoch,
             row.steps,
             row.train_loss,
             100.0 * row.train_acc,
-            100.0 * row.test_acc,
+            // NaN: an epoch the recipe does not evaluate (`eval_every`).
+            if row.test_acc.is_nan() {
+                "-".to_string()
+            } else {
+                format!("{:.2}%", 100.0 * row.test_acc)
+            },
             row.test_acc_tta
                 .map(|a| format!("{:.2}%", 100.0 * a))
                 .unwrap_or_else(|| "-".into()),
