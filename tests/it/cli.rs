@@ -675,6 +675,10 @@ fn nightly_compares_with_the_baseline_and_keeps_a_history() {
     // One of the baseline's runs flagged noisy: warned about, then left out.
     set_noisy(&baseline, &[0]);
     for night in 1..=2 {
+        // Times on a shared CI machine are not this test's to control (a
+        // busy core made one variant "SLOWER" by [+5.5%, +919%]): the slowdown
+        // threshold at its largest, 1000%, keeps the verdicts on what this
+        // test checks. Regressions by time are compare's tests, on set times.
         let o = run(
             &[
                 "nightly",
@@ -685,6 +689,8 @@ fn nightly_compares_with_the_baseline_and_keeps_a_history() {
                 "hist",
                 "--results",
                 "res",
+                "--max-slowdown",
+                "10",
             ],
             tmp.path(),
         );
