@@ -53,7 +53,26 @@ pub struct TchTrainer {
     loader: fn(&str) -> Result<Dataset>,
     /// Where a finished run's weights go (safetensors), if anywhere.
     pub save_weights: Option<std::path::PathBuf>,
+    /// A golden trajectory's starting weights and draws, replayed instead
+    /// of the run's own (tests; `None` in every real run).
+    pub inject: Option<Injection>,
 }
+
+/// What a golden trajectory puts into a run: the weights every named
+/// variable starts from (after the whitening fit, where the references put
+/// them) and every data-side draw, in the engine's order.
+#[derive(Debug, Default)]
+pub struct Injection {
+    pub weights: Vec<(String, Tensor)>,
+    pub draws: Vec<(String, native::Draw)>,
+    /// After these optimiser steps (1-based, averaging applied), a copy of
+    /// every variable by name goes into `snapshots`.
+    pub at_steps: Vec<u64>,
+    pub snapshots: std::cell::RefCell<Vec<(u64, Named)>>,
+}
+
+/// Tensors by variable name.
+pub type Named = Vec<(String, Tensor)>;
 
 impl TchTrainer {
     pub fn new(device: &str) -> Result<TchTrainer> {
@@ -64,6 +83,7 @@ impl TchTrainer {
             streams: HashMap::new(),
             loader: crate::data::load,
             save_weights: None,
+            inject: None,
         })
     }
 
@@ -212,10 +232,14 @@ impl TchTrainer {
             device,
             label: self.label.clone(),
             layout: Layout::of(&run.plan),
-            rng: Rng::new(device, run.spec.seed),
+            rng: match &self.inject {
+                Some(i) => Rng::replaying(device, i.draws.clone()),
+                None => Rng::new(device, run.spec.seed),
+            },
             rates: run.plan.rates(n as u64),
             dist,
             save: self.save_weights.as_deref(),
+            inject: self.inject.as_ref(),
             rect_cache: Default::default(),
         }
         .train(run.config_json(&data_name, &data_hash), ctl, emit)
@@ -257,6 +281,8 @@ struct Run<'a> {
     dist: Option<&'a Collective>,
     /// Where the trained weights go.
     save: Option<&'a std::path::Path>,
+    /// Injected starting weights and draws (golden trajectories).
+    inject: Option<&'a Injection>,
     /// fast.ai's validation rectangles, made at the first rectangular eval.
     rect_cache: super::stream::RectCache,
 }
@@ -327,6 +353,55 @@ impl Run<'_> {
     }
 }
 
+/// Overwrites the named variables with `weights`; every name must exist
+/// with the same shape, and every variable must be named.
+fn inject_weights(vs: &nn::VarStore, weights: &[(String, Tensor)]) -> Result<()> {
+    let mut vars = vs.variables();
+    for (name, w) in weights {
+        let Some(mut v) = vars.remove(name) else {
+            bail!("injected weight `{name}`: the net has no such variable");
+        };
+        if v.size() != w.size() {
+            bail!(
+                "injected weight `{name}`: shape {:?}, the net's is {:?}",
+                w.size(),
+                v.size()
+            );
+        }
+        tch::no_grad(|| v.copy_(w));
+    }
+    if !vars.is_empty() {
+        let mut left: Vec<_> = vars.into_keys().collect();
+        left.sort();
+        bail!(
+            "injected weights leave {} variable(s) as built: {}",
+            left.len(),
+            left.join(", ")
+        );
+    }
+    Ok(())
+}
+
+/// The run's variables as safetensors, by name, written beside `path` and
+/// renamed into place. Contiguous copies: channels_last filters are strided,
+/// and safetensors stores only dense row-major data.
+fn save_weights(vs: &nn::VarStore, path: &std::path::Path) -> Result<()> {
+    let mut named: Vec<(String, Tensor)> = vs
+        .variables()
+        .into_iter()
+        .map(|(k, t)| (k, t.contiguous()))
+        .collect();
+    named.sort_by(|a, b| a.0.cmp(&b.0));
+    let tmp = crate::util::temp_sibling(path);
+    Tensor::write_safetensors(&named, &tmp)
+        .map_err(anyhow::Error::from)
+        .and_then(|()| std::fs::rename(&tmp, path).map_err(Into::into))
+        .inspect_err(|_| {
+            let _ = std::fs::remove_file(&tmp);
+        })
+        .with_context(|| format!("cannot save the weights to {}", path.display()))
+}
+
 pub(super) fn sync(device: Device) {
     if let Device::Cuda(i) = device {
         tch::Cuda::synchronize(i as i64);
@@ -373,6 +448,8 @@ struct Loop<'a> {
     metrics: StepMetrics,
     /// Optimiser steps taken.
     step: u64,
+    /// The variables a golden trajectory copies at its steps (`Injection::at_steps`).
+    snapshot_of: Option<Vec<(String, Tensor)>>,
     clocks: Clocks,
     /// (seconds on the run's clock, epoch) at the first evaluation at the target.
     to_target: Option<(f64, usize)>,
@@ -483,6 +560,9 @@ impl Run<'_> {
                 let (fit, whiten_s) =
                     self.timed(|| fit_whitening(&net, &nc, self.src, dev, self.layout, &self.rng))?;
                 fit?;
+                if let Some(i) = self.inject {
+                    inject_weights(&vs, &i.weights)?;
+                }
                 finish_net(plan, &net, self.layout);
                 Ok((net, nc, whiten_s))
             })?;
@@ -498,6 +578,10 @@ impl Run<'_> {
             tch::no_grad(|| d.broadcast(&vars, 0))?;
         }
         let mut m = self.model(net, &nc, &vs)?;
+        let snapshot_of = self
+            .inject
+            .filter(|i| !i.at_steps.is_empty())
+            .map(|_| vs.variables().into_iter().collect::<Vec<_>>());
         let feed = self.feed(&data);
         let mut lp = Loop {
             feed,
@@ -519,6 +603,7 @@ impl Run<'_> {
                 .gpu_index()
                 .map(crate::util::machine::GpuWatch::nvidia_smi),
             allreduce_s: 0.0,
+            snapshot_of,
         };
         let epochs = plan.epochs.ceil() as usize;
         for epoch in 0..epochs {
@@ -538,8 +623,7 @@ impl Run<'_> {
             }
         }
         if let Some(path) = self.save {
-            vs.save(path)
-                .with_context(|| format!("cannot save the weights to {}", path.display()))?;
+            save_weights(&vs, path)?;
         }
         Ok(Outcome::Finished(self.summary(lp)?))
     }
@@ -676,6 +760,7 @@ impl Run<'_> {
             m.opt.step(plan, s, r, plan.step.zero_grad_none);
             lp.step += 1;
             m.avg.after_step(lp.step, i, epoch, r.total);
+            self.snapshot(lp);
             let at = epoch as f64 + (i + 1) as f64 / per_epoch as f64;
             let lr = plan.optim.lr * r.main[s as usize];
             lp.metrics.push((lp.step, at, lr), batch, secs, out);
@@ -696,6 +781,16 @@ impl Run<'_> {
         let mut tr = lp.end_epoch(steps, batch, start, (loader_s, paused));
         tr.loader_images_per_s = rate;
         Ok(Some(tr))
+    }
+
+    /// A golden trajectory's copy of every variable after this step, when it asks for one.
+    fn snapshot(&self, lp: &Loop) {
+        if let (Some(inj), Some(vars)) = (self.inject, &lp.snapshot_of)
+            && inj.at_steps.contains(&lp.step)
+        {
+            let copy = vars.iter().map(|(n, t)| (n.clone(), t.copy())).collect();
+            inj.snapshots.borrow_mut().push((lp.step, copy));
+        }
     }
 
     /// The global batch of epoch `epoch` and the loss's multiplier for it:

@@ -47,7 +47,7 @@ fn group_of(recipe: &str, name: &str) -> ParamGroup {
 
 /// The generator's inputs: splitmix64 uniforms on [lo, hi), built in f64 and
 /// rounded to f32, row-major.
-fn input(spec: &Value) -> Tensor {
+pub(super) fn input(spec: &Value) -> Tensor {
     let seed = spec["seed"].as_u64().expect("seed");
     let shape: Vec<i64> = spec["shape"]
         .as_array()

@@ -16,9 +16,11 @@ mod step;
 mod stream;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod trajectory;
 mod warm;
 
-pub use engine::TchTrainer;
+pub use engine::{Injection, TchTrainer};
 pub use pipeline::{jitter_with, normalise};
 pub use warm::{Probe, warm_up_run};
 

@@ -98,6 +98,49 @@ fn split(device: Device) -> (c_int, c_int) {
 pub struct Rng {
     cpu: *mut c_void,
     device: Option<(Device, *mut c_void)>,
+    /// Recorded draws given back in order instead of drawing (a golden
+    /// trajectory's: a reference's own draws written as this engine's).
+    replay: Option<Replay>,
+}
+
+/// One recorded draw, in the form `Rng`'s methods return it.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Draw {
+    /// `randperm(n)`: a permutation of 0..n.
+    Perm(Vec<i64>),
+    /// `randint(high, shape)`: integers in [0, high), row-major.
+    Int {
+        high: i64,
+        shape: Vec<i64>,
+        values: Vec<i64>,
+    },
+    /// `rand(shape)`: floats in [0, 1), row-major.
+    Float { shape: Vec<i64>, values: Vec<f32> },
+}
+
+impl Draw {
+    /// The call the draw answers, without its values.
+    pub fn summary(&self) -> String {
+        match self {
+            Draw::Perm(v) => format!("Perm({})", v.len()),
+            Draw::Int { high, shape, .. } => format!("Int({high}, {shape:?})"),
+            Draw::Float { shape, .. } => format!("Float({shape:?})"),
+        }
+    }
+}
+
+/// What a draw asks for: `randperm(n)`, `randint(high, shape)`, `rand(shape)`.
+#[derive(Clone, Copy, Debug)]
+enum Asked<'a> {
+    Perm(i64),
+    Int(i64, &'a [i64]),
+    Float(&'a [i64]),
+}
+
+/// Labelled draws and how many have been given back.
+struct Replay {
+    draws: Vec<(String, Draw)>,
+    next: Mutex<usize>,
 }
 
 // SAFETY: ATen generators lock their own mutex around every draw.
@@ -115,7 +158,67 @@ impl Rng {
         Rng {
             cpu: make(Device::Cpu),
             device: device.is_cuda().then(|| (device, make(device))),
+            replay: None,
         }
+    }
+
+    /// A generator that gives back `draws` (label, draw) in order, and
+    /// panics naming the first one that is not what the run asks for:
+    /// a replay that drifts from the recording is a failed golden test.
+    pub fn replaying(device: Device, draws: Vec<(String, Draw)>) -> Rng {
+        // Not `..Rng::new()`: its pointers would be copied out of a value
+        // whose drop frees them.
+        let mut rng = Rng::new(device, 0);
+        rng.replay = Some(Replay {
+            draws,
+            next: Mutex::new(0),
+        });
+        rng
+    }
+
+    /// The recorded draws not yet asked for (0 when a replay ran to its end).
+    pub fn draws_left(&self) -> usize {
+        self.replay.as_ref().map_or(0, |r| {
+            r.draws.len() - *r.next.lock().unwrap_or_else(|e| e.into_inner())
+        })
+    }
+
+    /// The next recorded draw, checked against what the run asks for.
+    fn replayed(&self, asked: Asked, device: Device) -> Option<Tensor> {
+        let r = self.replay.as_ref()?;
+        let mut next = r.next.lock().unwrap_or_else(|e| e.into_inner());
+        let i = *next;
+        let Some((label, d)) = r.draws.get(i) else {
+            panic!(
+                "replay: the run asked for draw {i}, {asked:?}, past the {} recorded",
+                r.draws.len()
+            );
+        };
+        let fits = match (asked, d) {
+            (Asked::Perm(n), Draw::Perm(v)) => v.len() as i64 == n,
+            (
+                Asked::Int(h, s),
+                Draw::Int {
+                    high,
+                    shape,
+                    values,
+                },
+            ) => h == *high && s == shape.as_slice() && values.iter().all(|v| (0..h).contains(v)),
+            (Asked::Float(s), Draw::Float { shape, .. }) => s == shape.as_slice(),
+            _ => false,
+        };
+        assert!(
+            fits,
+            "replay: draw {i} is `{label}`, recorded as {}, but the run asked for {asked:?}",
+            d.summary()
+        );
+        *next += 1;
+        let t = match d {
+            Draw::Perm(v) => Tensor::from_slice(v),
+            Draw::Int { shape, values, .. } => Tensor::from_slice(values).view(shape.as_slice()),
+            Draw::Float { shape, values } => Tensor::from_slice(values).view(shape.as_slice()),
+        };
+        Some(t.to_device(device))
     }
 
     /// The device the run trains on.
@@ -133,6 +236,9 @@ impl Rng {
 
     /// A random permutation of 0..n.
     pub fn randperm(&self, n: i64, device: Device) -> Tensor {
+        if let Some(t) = self.replayed(Asked::Perm(n), device) {
+            return t;
+        }
         let (cuda, index) = split(device);
         let g = self.generator(device);
         owned(unsafe { tricklab_randperm(g, n, cuda, index) }, "randperm")
@@ -140,6 +246,9 @@ impl Rng {
 
     /// Integers uniform in [0, high).
     pub fn randint(&self, high: i64, shape: &[i64], device: Device) -> Tensor {
+        if let Some(t) = self.replayed(Asked::Int(high, shape), device) {
+            return t;
+        }
         let (cuda, index) = split(device);
         let g = self.generator(device);
         let ndim = shape.len() as c_int;
@@ -151,6 +260,9 @@ impl Rng {
 
     /// Floats uniform in [0, 1).
     pub fn rand(&self, shape: &[i64], device: Device) -> Tensor {
+        if let Some(t) = self.replayed(Asked::Float(shape), device) {
+            return t;
+        }
         let (cuda, index) = split(device);
         let g = self.generator(device);
         let ndim = shape.len() as c_int;
@@ -301,6 +413,45 @@ pub fn autocast<T>(device: Device, kind: Option<AutocastKind>, f: impl FnOnce() 
 mod tests {
     use super::*;
     use tch::Kind;
+
+    /// A replaying generator gives back its draws in order, and the first
+    /// call that does not fit the recording fails naming that draw.
+    #[test]
+    fn a_replay_gives_back_its_draws_and_names_the_first_that_does_not_fit() {
+        let draws = vec![
+            ("order".to_string(), Draw::Perm(vec![2, 0, 1])),
+            (
+                "crops".to_string(),
+                Draw::Int {
+                    high: 5,
+                    shape: vec![2, 2],
+                    values: vec![4, 0, 1, 3],
+                },
+            ),
+            ("flip".to_string(), Draw::Perm(vec![1, 0])),
+        ];
+        let rng = Rng::replaying(Device::Cpu, draws);
+        assert_eq!(
+            Vec::<i64>::try_from(rng.randperm(3, Device::Cpu)).unwrap(),
+            [2, 0, 1]
+        );
+        let c = rng.randint(5, &[2, 2], Device::Cpu);
+        assert_eq!(c.size(), [2, 2]);
+        assert_eq!(
+            Vec::<i64>::try_from(c.flatten(0, -1)).unwrap(),
+            [4, 0, 1, 3]
+        );
+        assert_eq!(rng.draws_left(), 1);
+        let err = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            rng.randint(2, &[2], Device::Cpu)
+        }))
+        .unwrap_err();
+        let msg = err.downcast_ref::<String>().cloned().unwrap_or_default();
+        assert!(
+            msg.contains("draw 2 is `flip`, recorded as Perm(2)") && msg.contains("Int(2, [2])"),
+            "{msg}"
+        );
+    }
 
     /// Page-locked memory needs a CUDA driver: without one the call fails
     /// with libtorch's own message (so the stream feeds call it only for a

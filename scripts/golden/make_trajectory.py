@@ -1,0 +1,279 @@
+"""Golden trajectories (issue 36, item 1): a published script trained by its own code,
+in fp32 on the CPU at a reduced size, from weights a seeded generator makes, with every
+random draw it takes recorded; tests/golden/trajectory/<recipe>.json keeps the seeds,
+the draws (written as tricklab's engine asks for them), the loss of every step and the
+final weights' checksums. `src/train/trajectory.rs` replays them through tricklab's own
+plan and engine and must agree.
+
+The script is read from a fetched copy (as make_golden.py reads it), changed only by the
+substitutions scripts/peers/peer.py lists for a CPU run plus the ones below (which
+name what they change), and executed; the repository keeps the recorded numbers, never
+the script.
+
+usage: python3 scripts/golden/make_trajectory.py --airbench PEERS/cifar10-airbench \
+           --tricklab target/debug/tricklab --out tests/golden/trajectory
+"""
+import argparse
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import types
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "scripts" / "peers"))
+sys.path.insert(0, str(REPO / "scripts" / "golden"))
+import peer  # noqa: E402
+from make_golden import uniforms  # noqa: E402
+
+# The reduced run: 256 training and 10 test images a class of the embedded set, the
+# script's own batch of 1024 (2 steps an epoch), 16 epochs = 32 steps, the net at 1/8 of
+# its widths. The batch stays the script's: its lr and weight decay are per 1024 images
+# (the step grows with the batch), tricklab's per batch, so the two agree at 1024 only
+# (a smaller batch here steps 1024/B times further in tricklab).
+TRAIN_PER_CLASS = 256
+TEST_PER_CLASS = 10
+BATCH = 1024
+EPOCHS = 16
+WIDTH_MULT = 0.125
+# Steps after which every variable's checksum is kept (1-based; the weights as the next
+# step reads them, after the optimiser and any averaging).
+CHECKPOINTS = (1, 2, 5, 10, 20)
+
+
+def uniform(seed, shape, lo, hi):
+    """splitmix64 uniforms on [lo, hi), built in float64, rounded to float32, row-major
+    (golden.rs `input`)."""
+    import torch
+    n = math.prod(shape)
+    vals = [lo + (hi - lo) * u for u in uniforms(seed, n)]
+    return torch.tensor(vals, dtype=torch.float64).view(shape).float()
+
+
+def weight_spec(i, ours, ref_name, t):
+    """A starting value for one variable: a constant where the reference's is one by
+    construction (BatchNorm's fixed scale and running statistics), else uniform draws
+    of a fan-in scale."""
+    shape = list(t.shape)
+    if ref_name.endswith("running_mean"):
+        return {"name": ours, "reference": ref_name, "shape": shape, "fill": 0.0}
+    if ref_name.endswith("running_var"):
+        return {"name": ours, "reference": ref_name, "shape": shape, "fill": 1.0}
+    if ".norm" in ref_name and ref_name.endswith("weight"):
+        return {"name": ours, "reference": ref_name, "shape": shape, "fill": 1.0}
+    fan_in = math.prod(shape[1:]) if len(shape) > 1 else 16
+    b = 1.0 / math.sqrt(fan_in)
+    return {"name": ours, "reference": ref_name, "shape": shape, "seed": 7000 + i, "lo": -b, "hi": b}
+
+
+def value_of(spec):
+    import torch
+    if "fill" in spec:
+        return torch.full(spec["shape"], spec["fill"], dtype=torch.float32)
+    return uniform(spec["seed"], spec["shape"], spec["lo"], spec["hi"])
+
+
+def checksum(t):
+    import torch
+    d = t.detach().to(torch.float64).flatten()
+    return {"sum": d.sum().item(), "sumsq": (d * d).sum().item(), "head": d[:4].tolist()}
+
+
+# -- airbench94 -------------------------------------------------------------
+
+def airbench94_names(ref):
+    """The reference's state names -> tricklab's variable names."""
+    if ref.startswith("0."):
+        return "stem.whiten." + ref[2:]
+    if ref.startswith("7."):
+        return "head.weight"
+    block, layer, what = ref.split(".")
+    group = {"2": 1, "3": 2, "4": 3}[block]
+    half = {"conv1": "a", "norm1": "a", "conv2": "b", "norm2": "b"}[layer]
+    part = "conv" if layer.startswith("conv") else "bn"
+    return f"body.group{group}.{half}.{part}.{what}"
+
+
+def airbench94_draws(raw, n, pad):
+    """The reference's draws as tricklab's engine asks for them.
+    - epoch 0 flips every image with rand(n) < 0.5 before padding; tricklab draws the
+      same mask as randint(2, [n]) once, before the first epoch;
+    - each epoch crops with randint(-r, r+1, (n, 2)); tricklab draws one of (2r+1)^2
+      offsets per image, row-major, and flips after cropping where the reference flips
+      before: crop(pad(flip x), oy, ox) = flip(crop(pad x, oy, 2r - ox)), so a pre-flipped
+      image's column offset is mirrored;
+    - each epoch's order is randperm(n) after the crops in both."""
+    side = 2 * pad + 1
+    out, flip0 = [], None
+    epoch = 0
+    for kind, value in raw:
+        if kind == "rand":
+            flip0 = (value.flatten() < 0.5).long()
+            out.append({"label": "flip mask (epoch 0)", "kind": "int", "high": 2, "shape": [n],
+                        "values": flip0.tolist()})
+        elif kind == "randint":
+            oy = value[:, 0] + pad
+            ox = value[:, 1] + pad
+            ox = ox.where(flip0 == 0, 2 * pad - ox)
+            out.append({"label": f"crop offsets (epoch {epoch})", "kind": "int", "high": side * side,
+                        "shape": [n], "values": (oy * side + ox).tolist()})
+        elif kind == "randperm":
+            out.append({"label": f"order (epoch {epoch})", "kind": "perm", "values": value.tolist()})
+            epoch += 1
+        else:
+            raise SystemExit(f"airbench94: unexpected draw {kind}")
+    return out
+
+
+def trajectory_airbench94(repo, data, tmp):
+    import torch
+    f = "legacy/airbench94.py"
+    ctx = types.SimpleNamespace(cuda=False, warmup=False, compile=False)
+    changes = peer.changes_airbench94(ctx) + [
+        peer.Sub(f, f"widths x{WIDTH_MULT}: block1 64 -> {int(64 * WIDTH_MULT)}",
+                 "'block1': 64,", "'block1': __peer__.widths[0],"),
+        peer.Sub(f, f"widths x{WIDTH_MULT}: block2 256 -> {int(256 * WIDTH_MULT)}",
+                 "'block2': 256,", "'block2': __peer__.widths[1],"),
+        peer.Sub(f, f"widths x{WIDTH_MULT}: block3 256 -> {int(256 * WIDTH_MULT)}",
+                 "'block3': 256,", "'block3': __peer__.widths[2],"),
+        peer.Sub(f, "trajectory: the starting weights injected after the whitening fit, and the "
+                 "draws recorded from there",
+                 "    init_whitening_conv(model[0], train_images)\n",
+                 "    init_whitening_conv(model[0], train_images)\n    __peer__.inject(model)\n"),
+        peer.Sub(f, "trajectory: the weights recorded at the checkpoints, before the next step's forward pass",
+                 "            outputs = model(inputs)\n",
+                 "            __peer__.before_step()\n            outputs = model(inputs)\n"),
+        peer.Sub(f, "trajectory: each step's loss recorded (loss.item(), a host sync)",
+                 "            loss.backward()\n",
+                 "            __peer__.step_loss(loss)\n            loss.backward()\n"),
+        peer.Sub(f, "trajectory: the weights recorded after training, before the TTA evaluation",
+                 "    tta_val_acc = evaluate(model, test_loader, tta_level=hyp['net']['tta_level'])",
+                 "    __peer__.final(model)\n"
+                 "    tta_val_acc = evaluate(model, test_loader, tta_level=hyp['net']['tta_level'])"),
+    ]
+    text = (Path(repo) / f).read_text()
+    for c in changes:
+        if isinstance(c, peer.Sub):
+            text = c.apply(text)
+
+    rt = peer.Runtime(False, EPOCHS, tmp, data)
+    peer.write_airbench_pt(data, tmp)
+    rt.batch_size = BATCH
+    rt.widths = [int(64 * WIDTH_MULT), int(256 * WIDTH_MULT), int(256 * WIDTH_MULT)]
+    rec = {"weights": [], "raw": [], "losses": [], "final": {}, "checkpoints": {}, "model": None}
+    real = {k: getattr(torch, k) for k in ("rand", "randint", "randperm")}
+
+    def recording(kind):
+        def f(*args, **kwargs):
+            out = real[kind](*args, **kwargs)
+            rec["raw"].append((kind, out.clone()))
+            return out
+        return f
+
+    def inject(model):
+        state = model.state_dict()
+        for i, (name, t) in enumerate(state.items()):
+            if name.endswith("num_batches_tracked"):
+                continue
+            spec = weight_spec(i, airbench94_names(name), name, t)
+            with torch.no_grad():
+                t.copy_(value_of(spec))
+            rec["weights"].append(spec)
+        rec["model"] = model
+        for k in real:
+            setattr(torch, k, recording(k))
+
+    def before_step():
+        done = len(rec["losses"])
+        if done in CHECKPOINTS:
+            rec["checkpoints"][str(done)] = {
+                airbench94_names(k): checksum(t) for k, t in rec["model"].state_dict().items()
+                if not k.endswith("num_batches_tracked")}
+
+    def step_loss(loss):
+        rec["losses"].append(loss.item() / BATCH)
+
+    def final(model):
+        for k, fn in real.items():
+            setattr(torch, k, fn)
+        for name, t in model.state_dict().items():
+            if not name.endswith("num_batches_tracked"):
+                rec["final"][airbench94_names(name)] = checksum(t)
+
+    rt.inject, rt.before_step, rt.step_loss, rt.final = inject, before_step, step_loss, final
+    mod = types.ModuleType("peer_airbench94_trajectory")
+    mod.__dict__["__peer__"] = rt
+    peer.seed_all(0)
+    exec(compile(text, f, "exec"), mod.__dict__)
+    mod.main(0)
+    n = len(data["train_labels"])
+    return {
+        "recipe": "airbench94",
+        "reference": {"repo": "KellerJordan/cifar10-airbench", "commit": "f1c599c", "file": f,
+                      "sha256": peer.sha256(str(Path(repo) / f))},
+        "settings": {"epochs": EPOCHS, "batch_size": BATCH, "width_mult": WIDTH_MULT},
+        "changes": [c.describe() if isinstance(c, peer.Sub) else c for c in changes],
+        "weights": rec["weights"],
+        "draws": airbench94_draws(rec["raw"], n, 2),
+        "losses": rec["losses"],
+        "checkpoints": rec["checkpoints"],
+        "final": rec["final"],
+    }
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--airbench", required=True, type=Path, help="KellerJordan/cifar10-airbench at f1c599c")
+    ap.add_argument("--tricklab", type=Path, default=REPO / "target" / "debug" / "tricklab",
+                    help="the binary that exports the embedded images in its training order")
+    ap.add_argument("--out", type=Path, default=REPO / "tests" / "golden" / "trajectory")
+    a = ap.parse_args(argv)
+    import torch
+    torch.set_num_threads(int(os.environ.get("TRAJECTORY_THREADS", "1")))  # sums in one order
+    tmp = tempfile.mkdtemp(prefix="tricklab-trajectory-")
+    try:
+        export = os.path.join(tmp, "export")
+        subprocess.run([str(a.tricklab), "data", "export", "embedded", "--out", export,
+                        "--train-per-class", str(TRAIN_PER_CLASS), "--test-per-class", str(TEST_PER_CLASS)],
+                       check=True, stdout=sys.stderr)
+        data = peer.read_export(export)
+        a.out.mkdir(parents=True, exist_ok=True)
+        for name, make in (("airbench94", lambda d: trajectory_airbench94(a.airbench, data, d)),):
+            work = os.path.join(tmp, name)
+            os.makedirs(work)
+            g = make(work)
+            g.update({
+                "torch": torch.__version__,
+                "generator": "scripts/golden/make_trajectory.py",
+                "data": {"set": "embedded", "train_per_class": TRAIN_PER_CLASS,
+                         "test_per_class": TEST_PER_CLASS, "meta": data["meta"]},
+                "notes": [
+                    "fp32 on the CPU, one thread; weights: uniform(seed, shape, lo, hi) as golden.rs "
+                    "`input` builds them, or a constant (fill); injected after the whitening fit",
+                    "draws: the reference's own torch.rand/randint/randperm results from the injection "
+                    "on, rewritten in the form and order tricklab's engine asks for them (each label "
+                    "says which)",
+                    "losses: each step's summed loss / batch, before its optimiser step",
+                    "checkpoints: after steps " + ", ".join(map(str, CHECKPOINTS)) + " (the weights the "
+                    "next step reads); final: after training (after the last Lookahead copy), before "
+                    "the TTA evaluation; each as the float64 sum, sum of squares and first 4 values "
+                    "of every variable",
+                ],
+            })
+            path = a.out / f"{name}.json"
+            # One line a key: the draws are long lists of small numbers.
+            path.write_text("{\n" + ",\n".join(f"{json.dumps(k)}: {json.dumps(v)}" for k, v in g.items())
+                            + "\n}\n")
+            print(f"{path}: {len(g['losses'])} steps, {len(g['draws'])} draws, "
+                  f"loss {g['losses'][0]:.4f} -> {g['losses'][-1]:.4f}", file=sys.stderr)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
