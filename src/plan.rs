@@ -62,6 +62,8 @@ pub struct RunPlan {
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct DataPlan {
+    /// The per-channel constants the 8-bit images are normalised with.
+    pub norm: Norm,
     /// Images per class kept from the data set (0 = all).
     pub train_per_class: usize,
     pub test_per_class: usize,
@@ -80,11 +82,44 @@ pub struct DataPlan {
     pub max_images: Option<(usize, usize)>,
 }
 
+/// Per-channel mean and standard deviation of 8-bit RGB images, in 0-255
+/// units: a pixel v becomes (v − mean) / std.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Norm {
+    pub mean: [f64; 3],
+    pub std: [f64; 3],
+}
+
+impl Norm {
+    /// Page's CIFAR-10 constants (cifar10-fast `torch_backend.py`, 0-255 units).
+    pub const PAGE: Norm = Norm {
+        mean: [125.31, 122.95, 113.87],
+        std: [62.99, 62.09, 66.70],
+    };
+    /// airbench's `CIFAR_MEAN`, `CIFAR_STD` (0-1 units, here × 255), as the
+    /// scripts hold them: `torch.tensor((0.4914, ...))` is float32, so the
+    /// constants are 0.4914 rounded to float32 (7e-9 apart, which a float64
+    /// golden trajectory sees).
+    pub const AIRBENCH: Norm = Norm {
+        mean: [
+            0.4914f32 as f64 * 255.0,
+            0.4822f32 as f64 * 255.0,
+            0.4465f32 as f64 * 255.0,
+        ],
+        std: [
+            0.2470f32 as f64 * 255.0,
+            0.2435f32 as f64 * 255.0,
+            0.2616f32 as f64 * 255.0,
+        ],
+    };
+}
+
 impl DataPlan {
     /// The data plan of `settings` with every trick off: the whole set in
     /// memory, fed by the CPU loader, no augmentation.
     fn base(s: &RunConfig) -> DataPlan {
         DataPlan {
+            norm: Norm::PAGE,
             train_per_class: s.train_per_class,
             test_per_class: s.test_per_class,
             resident: false,
@@ -290,6 +325,21 @@ pub struct Precision {
     pub cudnn_benchmark: bool,
     /// torch.compile: asked for, but libtorch has no compiler (`validate` refuses it).
     pub compile: bool,
+    /// Everything in float64, the normalisation included: a golden
+    /// trajectory's replay, where float32 rounding would swamp the comparison
+    /// (no trick sets it; `half` and `amp` stay off).
+    pub float64: bool,
+}
+
+impl Precision {
+    /// The type images are normalised in.
+    pub fn data_kind(&self) -> tch::Kind {
+        if self.float64 {
+            tch::Kind::Double
+        } else {
+            tch::Kind::Float
+        }
+    }
 }
 
 #[derive(Clone, Debug, PartialEq)]

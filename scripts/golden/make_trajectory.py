@@ -1,14 +1,20 @@
-"""Golden trajectories (issue 36, item 1): a published script trained by its own code,
-in fp32 on the CPU at a reduced size, from weights a seeded generator makes, with every
-random draw it takes recorded; tests/golden/trajectory/<recipe>.json keeps the seeds,
-the draws (written as tricklab's engine asks for them), the loss of every step and the
-final weights' checksums. `src/train/trajectory.rs` replays them through tricklab's own
-plan and engine and must agree.
+"""Golden trajectories (issue 36, item 1): a published script trained by its own code on
+the CPU at a reduced size, from weights a seeded generator makes, with every random draw
+it takes recorded; tests/golden/trajectory/<name>.json keeps the seeds, the draws (written
+as tricklab's engine asks for them), the loss of every step and every variable's checksums
+at checkpoints and after training. `src/train/trajectory.rs` replays them through
+tricklab's own plan and engine and must agree.
+
+Each run is written twice: in float64 (`<recipe>.json`: the script's float32 turned to
+float64 by named substitutions, the replay's plan in float64), where the whole run must
+agree, and in float32 as published on a CPU (`<recipe>-float32.json`), where BatchNorm's
+cancelling sums make any two summation orders drift apart after a few steps (the script
+against itself at 2 threads: 1.3e-4 at step 4), so only the first steps are compared.
 
 The script is read from a fetched copy (as make_golden.py reads it), changed only by the
-substitutions scripts/peers/peer.py lists for a CPU run plus the ones below (which
-name what they change), and executed; the repository keeps the recorded numbers, never
-the script.
+substitutions scripts/peers/peer.py lists for a CPU run plus the ones below (which name
+what they change), and executed; the repository keeps the recorded numbers, never the
+script.
 
 usage: python3 scripts/golden/make_trajectory.py --airbench PEERS/cifar10-airbench \
            --tricklab target/debug/tricklab --out tests/golden/trajectory
@@ -38,11 +44,11 @@ from make_golden import uniforms  # noqa: E402
 TRAIN_PER_CLASS = 256
 TEST_PER_CLASS = 10
 BATCH = 1024
-EPOCHS = 16
+EPOCHS = int(os.environ.get("TRAJECTORY_EPOCHS", "16"))
 WIDTH_MULT = 0.125
 # Steps after which every variable's checksum is kept (1-based; the weights as the next
 # step reads them, after the optimiser and any averaging).
-CHECKPOINTS = (1, 2, 5, 10, 20)
+CHECKPOINTS = (1, 2, 3, 4, 5, 6, 10, 20)
 
 
 def uniform(seed, shape, lo, hi):
@@ -129,7 +135,7 @@ def airbench94_draws(raw, n, pad):
     return out
 
 
-def trajectory_airbench94(repo, data, tmp):
+def trajectory_airbench94(repo, data, tmp, float64):
     import torch
     f = "legacy/airbench94.py"
     ctx = types.SimpleNamespace(cuda=False, warmup=False, compile=False)
@@ -141,9 +147,12 @@ def trajectory_airbench94(repo, data, tmp):
         peer.Sub(f, f"widths x{WIDTH_MULT}: block3 256 -> {int(256 * WIDTH_MULT)}",
                  "'block3': 256,", "'block3': __peer__.widths[2],"),
         peer.Sub(f, "trajectory: the starting weights injected after the whitening fit, and the "
-                 "draws recorded from there",
+                 "draws recorded from there; the Lookahead state taken again from them (the script "
+                 "takes it before the fit, so its first update at step 5 mixes 0.3% of the net as "
+                 "built, whitening filter included, back in; tricklab's starts after the fit)",
                  "    init_whitening_conv(model[0], train_images)\n",
-                 "    init_whitening_conv(model[0], train_images)\n    __peer__.inject(model)\n"),
+                 "    init_whitening_conv(model[0], train_images)\n    __peer__.inject(model)\n"
+                 "    lookahead_state = LookaheadState(model)\n"),
         peer.Sub(f, "trajectory: the weights recorded at the checkpoints, before the next step's forward pass",
                  "            outputs = model(inputs)\n",
                  "            __peer__.before_step()\n            outputs = model(inputs)\n"),
@@ -155,6 +164,21 @@ def trajectory_airbench94(repo, data, tmp):
                  "    __peer__.final(model)\n"
                  "    tta_val_acc = evaluate(model, test_loader, tta_level=hyp['net']['tta_level'])"),
     ]
+    if float64:
+        changes += [
+            peer.Sub(f, "float64: images `.float()` -> `.double()`",
+                     "(self.images.float() / 255)", "(self.images.double() / 255)"),
+            peer.Sub(f, "float64: `net.float()` -> `net.double()`", "net = net.float()", "net = net.double()"),
+            peer.Sub(f, "float64: BatchNorm's `mod.float()` -> `mod.double()`",
+                     "            mod.float()\n", "            mod.double()\n"),
+            peer.Sub(f, "float64: the Lookahead decays in float64 (`torch.arange(...) / n` makes them "
+                     "float32 in the script, about 1e-8 off; tricklab computes them in float64)",
+                     "(torch.arange(total_train_steps+1) / total_train_steps)**3",
+                     "(torch.arange(total_train_steps+1, dtype=torch.float64) / total_train_steps)**3"),
+            peer.Sub(f, "float64: the Lookahead update takes float64 tensors too",
+                     "if net_param.dtype in (torch.half, torch.float):",
+                     "if net_param.dtype in (torch.half, torch.float, torch.double):"),
+        ]
     text = (Path(repo) / f).read_text()
     for c in changes:
         if isinstance(c, peer.Sub):
@@ -215,7 +239,8 @@ def trajectory_airbench94(repo, data, tmp):
         "recipe": "airbench94",
         "reference": {"repo": "KellerJordan/cifar10-airbench", "commit": "f1c599c", "file": f,
                       "sha256": peer.sha256(str(Path(repo) / f))},
-        "settings": {"epochs": EPOCHS, "batch_size": BATCH, "width_mult": WIDTH_MULT},
+        "settings": {"epochs": EPOCHS, "batch_size": BATCH, "width_mult": WIDTH_MULT,
+                     "dtype": "float64" if float64 else "float32"},
         "changes": [c.describe() if isinstance(c, peer.Sub) else c for c in changes],
         "weights": rec["weights"],
         "draws": airbench94_draws(rec["raw"], n, 2),
@@ -242,7 +267,11 @@ def main(argv=None):
                        check=True, stdout=sys.stderr)
         data = peer.read_export(export)
         a.out.mkdir(parents=True, exist_ok=True)
-        for name, make in (("airbench94", lambda d: trajectory_airbench94(a.airbench, data, d)),):
+        runs = (
+            ("airbench94", lambda d: trajectory_airbench94(a.airbench, data, d, True)),
+            ("airbench94-float32", lambda d: trajectory_airbench94(a.airbench, data, d, False)),
+        )
+        for name, make in runs:
             work = os.path.join(tmp, name)
             os.makedirs(work)
             g = make(work)
@@ -252,7 +281,7 @@ def main(argv=None):
                 "data": {"set": "embedded", "train_per_class": TRAIN_PER_CLASS,
                          "test_per_class": TEST_PER_CLASS, "meta": data["meta"]},
                 "notes": [
-                    "fp32 on the CPU, one thread; weights: uniform(seed, shape, lo, hi) as golden.rs "
+                    "on the CPU, one thread, in settings.dtype; weights: uniform(seed, shape, lo, hi) as golden.rs "
                     "`input` builds them, or a constant (fill); injected after the whitening fit",
                     "draws: the reference's own torch.rand/randint/randperm results from the injection "
                     "on, rewritten in the form and order tricklab's engine asks for them (each label "

@@ -760,7 +760,13 @@ impl Net {
             Pool::Avg => avg(&h),
             Pool::Max => global_max(&h),
         };
-        (self.head.forward(&feat) * self.cfg.logit_scale).to_kind(Kind::Float)
+        let logits = self.head.forward(&feat) * self.cfg.logit_scale;
+        // float32 logits from a half net; a float64 net (a golden
+        // trajectory's replay) keeps float64.
+        match logits.kind() {
+            Kind::Double => logits,
+            _ => logits.to_kind(Kind::Float),
+        }
     }
 
     /// Fits the frozen whitening conv to `images` (normalised float NCHW,

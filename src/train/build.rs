@@ -21,7 +21,8 @@ pub(super) fn build_net(
     rng: &Rng,
 ) -> Result<(Net, NetConfig)> {
     let (net, nc) = new_net(plan, src, vs)?;
-    fit_whitening(&net, &nc, src, vs.device(), layout, rng)?;
+    let norm = (&plan.data.norm, plan.precision.data_kind());
+    fit_whitening(&net, &nc, norm, src, vs.device(), layout, rng)?;
     finish_net(plan, &net, layout);
     Ok((net, nc))
 }
@@ -42,6 +43,7 @@ pub(super) fn new_net(plan: &RunPlan, src: &Source, vs: &nn::VarStore) -> Result
 pub(super) fn fit_whitening(
     net: &Net,
     nc: &NetConfig,
+    (norm, kind): (&crate::plan::Norm, tch::Kind),
     src: &Source,
     dev: tch::Device,
     layout: Layout,
@@ -67,7 +69,7 @@ pub(super) fn fit_whitening(
             } => train.index_select(0, &rng.randperm(n, dev).narrow(0, 0, k)),
             _ => train.narrow(0, 0, k),
         };
-        let x = layout.data(normalise(&picked));
+        let x = layout.data(normalise(&picked, norm, kind));
         net.init_whitening(&x.to_kind(tch::Kind::Float))?;
     }
     Ok(())

@@ -74,8 +74,42 @@ fn preprocess_once_normalises_and_pads_before_training() {
     assert_eq!(raw.train.size()[2..], [16, 16]);
     // Normalised with Page's statistics: byte 0 of channel 0 becomes -125.31/62.99.
     let zero = Tensor::zeros([1, 3, 1, 1], (Kind::Uint8, Device::Cpu));
-    let n = normalise(&zero);
+    let n = normalise(
+        &zero,
+        &plan("tiny-page-resnet9", &[]).data.norm,
+        Kind::Float,
+    );
     assert!((n.double_value(&[0, 0, 0, 0]) + 125.31 / 62.99).abs() < 1e-5);
+}
+
+/// airbench's constants reach every place a run normalises: the preprocessed
+/// training set and the test set hold (v/255 − CIFAR_MEAN) / CIFAR_STD.
+#[test]
+fn airbench_norm_normalises_with_airbench_constants() {
+    let src = source();
+    let (mean, std) = ([0.4914, 0.4822, 0.4465], [0.2470, 0.2435, 0.2616]);
+    for (on, page) in [("airbench_norm=on", false), ("airbench_norm=off", true)] {
+        let p = plan("tiny-page-resnet9", &["preprocess_once", on]);
+        let d = prepare(&p, &src, Device::Cpu);
+        let v = src.test_u8.double_value(&[0, 2, 3, 5]);
+        let got = d.test_x.double_value(&[0, 2, 3, 5]);
+        let want = if page {
+            (v - 113.87) / 66.70
+        } else {
+            (v / 255.0 - mean[2]) / std[2]
+        };
+        assert!((got - want).abs() < 1e-5, "{on}: {got} against {want}");
+        let v = src.train_u8.double_value(&[1, 0, 0, 0]);
+        let want = if page {
+            (v - 125.31) / 62.99
+        } else {
+            (v / 255.0 - mean[0]) / std[0]
+        };
+        // Training images are preprocessed once and padded: pixel (0, 0) sits at (pad, pad).
+        let pad = p.data.augment.pad;
+        let got = d.train.double_value(&[1, 0, pad, pad]);
+        assert!((got - want).abs() < 1e-5, "{on}: {got} against {want}");
+    }
 }
 
 #[test]
@@ -216,7 +250,11 @@ fn grad_accum_equals_one_pass_with_ghost_batches_of_the_same_size() {
         let vs = nn::VarStore::new(Device::Cpu);
         let net = net_from(&p, &src, &vs, &mut init);
         let idx = Tensor::from_slice(order);
-        let x = normalise(&src.train_u8.index_select(0, &idx));
+        let x = normalise(
+            &src.train_u8.index_select(0, &idx),
+            &p.data.norm,
+            Kind::Float,
+        );
         let y = src.train_y.index_select(0, &idx);
         let loss = step_loss(&p, &net, &src, &x, &y);
         let g: Vec<Tensor> = net
@@ -370,7 +408,11 @@ fn net_from(plan: &RunPlan, src: &Source, vs: &nn::VarStore, init: &mut Option<W
 fn first_conv_grad(plan: &RunPlan, src: &Source, n: i64, init: &mut Option<Weights>) -> Tensor {
     let vs = nn::VarStore::new(Device::Cpu);
     let net = net_from(plan, src, &vs, init);
-    let x = Layout::of(plan).input(normalise(&src.train_u8.narrow(0, 0, n)));
+    let x = Layout::of(plan).input(normalise(
+        &src.train_u8.narrow(0, 0, n),
+        &plan.data.norm,
+        Kind::Float,
+    ));
     let y = src.train_y.narrow(0, 0, n);
     let _ = step_loss(plan, &net, src, &x, &y);
     let w = &net.param_groups().conv_filters[0];
@@ -459,7 +501,11 @@ fn amp_autocasts_the_training_forward_pass_on_a_cpu() {
         let vs = nn::VarStore::new(Device::Cpu);
         let net = net_from(&p, &src, &vs, &mut init);
         let idx = Tensor::arange(16, (Kind::Int64, Device::Cpu));
-        let x = normalise(&src.train_u8.index_select(0, &idx));
+        let x = normalise(
+            &src.train_u8.index_select(0, &idx),
+            &p.data.norm,
+            Kind::Float,
+        );
         let y = src.train_y.index_select(0, &idx);
         let l = step_loss(&p, &net, &src, &x, &y);
         let w = &net.param_groups().weights[0];
@@ -561,6 +607,7 @@ fn effect_test(trick: TrickId) -> fn() {
             super::pipeline::tests::page_groups_share_one_option_and_options_are_distinct
         }
         TrickId::PreprocessOnce => preprocess_once_normalises_and_pads_before_training,
+        TrickId::AirbenchNorm => airbench_norm_normalises_with_airbench_constants,
         TrickId::Fp16 => precision_tricks_set_the_layout_on_any_device,
         TrickId::Amp => amp_autocasts_the_training_forward_pass_on_a_cpu,
         TrickId::ChannelsLast => precision_tricks_set_the_layout_on_any_device,

@@ -557,8 +557,17 @@ impl Run<'_> {
         let (net, nc, whiten_s) =
             native::with_seeded_inits(dev, self.run.spec.seed, || -> Result<_> {
                 let (net, nc) = new_net(plan, self.src, &vs)?;
-                let (fit, whiten_s) =
-                    self.timed(|| fit_whitening(&net, &nc, self.src, dev, self.layout, &self.rng))?;
+                let (fit, whiten_s) = self.timed(|| {
+                    fit_whitening(
+                        &net,
+                        &nc,
+                        (&plan.data.norm, plan.precision.data_kind()),
+                        self.src,
+                        dev,
+                        self.layout,
+                        &self.rng,
+                    )
+                })?;
                 fit?;
                 if let Some(i) = self.inject {
                     inject_weights(&vs, &i.weights)?;
@@ -578,10 +587,7 @@ impl Run<'_> {
             tch::no_grad(|| d.broadcast(&vars, 0))?;
         }
         let mut m = self.model(net, &nc, &vs)?;
-        let snapshot_of = self
-            .inject
-            .filter(|i| !i.at_steps.is_empty())
-            .map(|_| vs.variables().into_iter().collect::<Vec<_>>());
+        let snapshot_of = self.snapshot_vars(&vs);
         let feed = self.feed(&data);
         let mut lp = Loop {
             feed,
@@ -781,6 +787,13 @@ impl Run<'_> {
         let mut tr = lp.end_epoch(steps, batch, start, (loader_s, paused));
         tr.loader_images_per_s = rate;
         Ok(Some(tr))
+    }
+
+    /// The variables a golden trajectory copies at its checkpoints, if it asks.
+    fn snapshot_vars(&self, vs: &nn::VarStore) -> Option<Named> {
+        self.inject
+            .filter(|i| !i.at_steps.is_empty())
+            .map(|_| vs.variables().into_iter().collect())
     }
 
     /// A golden trajectory's copy of every variable after this step, when it asks for one.

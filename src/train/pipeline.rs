@@ -3,13 +3,10 @@
 //! augments per sample and copies each batch to the device (off).
 
 use crate::data::Split;
+use crate::plan::Norm;
 pub use crate::plan::{Augment, ColourJitter};
 use crate::util::native::Rng;
 use tch::{Device, Kind, Tensor};
-
-/// Page's CIFAR-10 statistics on the 0-255 scale (TRICKS.md 1.1).
-pub const MEAN: [f64; 3] = [125.31, 122.95, 113.87];
-pub const STD: [f64; 3] = [62.99, 62.09, 66.70];
 
 /// uint8 N×C×H×W bytes → a tensor on `device`.
 pub fn to_tensor(split: &Split, c: usize, h: usize, w: usize, device: Device) -> (Tensor, Tensor) {
@@ -22,14 +19,15 @@ pub fn to_tensor(split: &Split, c: usize, h: usize, w: usize, device: Device) ->
     (x, y)
 }
 
-/// uint8 → normalised float.
-pub fn normalise(x: &Tensor) -> Tensor {
+/// uint8 → normalised float, with the plan's constants (`norm`), computed
+/// in `kind` (float32; float64 for a golden trajectory's replay).
+pub fn normalise(x: &Tensor, norm: &Norm, kind: Kind) -> Tensor {
     let dev = x.device();
     let c = x.size()[1];
     let (mean, std) = if c == 3 {
         (
-            Tensor::from_slice(&MEAN).to_device(dev),
-            Tensor::from_slice(&STD).to_device(dev),
+            Tensor::from_slice(&norm.mean).to_device(dev),
+            Tensor::from_slice(&norm.std).to_device(dev),
         )
     } else {
         (
@@ -37,8 +35,8 @@ pub fn normalise(x: &Tensor) -> Tensor {
             Tensor::full([c], 64.0, (Kind::Double, dev)),
         )
     };
-    ((x.to_kind(Kind::Float) - mean.to_kind(Kind::Float).view([1, c, 1, 1]))
-        / std.to_kind(Kind::Float).view([1, c, 1, 1]))
+    ((x.to_kind(kind) - mean.to_kind(kind).view([1, c, 1, 1]))
+        / std.to_kind(kind).view([1, c, 1, 1]))
     .contiguous()
 }
 
@@ -191,6 +189,8 @@ pub struct CpuLoader {
     pub x: Tensor,
     pub y: Tensor,
     pub pre_normalised: bool,
+    /// The constants it normalises with, when not preprocessed, and the type.
+    pub norm: (Norm, Kind),
     pub pre_padded: bool,
     pub pad: i64,
     pub h: i64,
@@ -247,7 +247,7 @@ impl CpuLoader {
         let ix = Tensor::from_slice(idx);
         let mut x = self.x.index_select(0, &ix);
         if !self.pre_normalised {
-            x = normalise(&x);
+            x = normalise(&x, &self.norm.0, self.norm.1);
         }
         if a.pad > 0 {
             if !self.pre_padded {
@@ -443,7 +443,7 @@ mod loader_tests {
             .map(|&i| {
                 let mut img = l.x.get(i);
                 if !l.pre_normalised {
-                    img = normalise(&img.unsqueeze(0)).squeeze_dim(0);
+                    img = normalise(&img.unsqueeze(0), &l.norm.0, l.norm.1).squeeze_dim(0);
                 }
                 if a.pad > 0 {
                     if !l.pre_padded {
@@ -513,7 +513,7 @@ mod loader_tests {
             ),
         ] {
             let x = if once {
-                reflect_pad(&normalise(&raw), a.pad)
+                reflect_pad(&normalise(&raw, &Norm::PAGE, Kind::Float), a.pad)
             } else {
                 raw.shallow_clone()
             };
@@ -521,6 +521,7 @@ mod loader_tests {
                 x: x.shallow_clone(),
                 y: y.shallow_clone(),
                 pre_normalised: once,
+                norm: (Norm::PAGE, Kind::Float),
                 pre_padded: once,
                 pad: a.pad,
                 h: 8,

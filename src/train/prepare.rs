@@ -33,6 +33,15 @@ pub(super) struct Layout {
 
 impl Layout {
     pub fn of(plan: &RunPlan) -> Layout {
+        if plan.precision.float64 {
+            // Weights, BatchNorm and inputs in float64 (a golden trajectory's replay).
+            return Layout {
+                half: Some(Kind::Double),
+                bn_half: true,
+                amp: None,
+                channels_last: plan.precision.channels_last,
+            };
+        }
         Layout {
             half: plan.precision.half.map(Half::kind),
             bn_half: plan.precision.bn_half,
@@ -180,7 +189,10 @@ pub(super) fn upload(plan: &RunPlan, src: &Source, dev: Device) -> Prepared {
 pub(super) fn preprocess(plan: &RunPlan, up: Prepared) -> Prepared {
     let d = &plan.data;
     let train = if d.preprocess_once {
-        let x = reflect_pad(&normalise(&up.train), d.augment.pad);
+        let x = reflect_pad(
+            &normalise(&up.train, &d.norm, plan.precision.data_kind()),
+            d.augment.pad,
+        );
         match plan.precision.half {
             Some(h) => x.to_kind(h.kind()),
             None => x,
@@ -190,7 +202,7 @@ pub(super) fn preprocess(plan: &RunPlan, up: Prepared) -> Prepared {
     };
     Prepared {
         train,
-        test_x: normalise(&up.test_x),
+        test_x: normalise(&up.test_x, &d.norm, plan.precision.data_kind()),
         ..up
     }
 }
@@ -241,6 +253,7 @@ impl<'a> Batches<'a> {
             x: data.train.shallow_clone(),
             y: data.train_y.shallow_clone(),
             pre_normalised: plan.data.preprocess_once,
+            norm: (plan.data.norm, plan.precision.data_kind()),
             pre_padded: plan.data.preprocess_once,
             pad: plan.data.augment.pad,
             h: src.h,
@@ -277,7 +290,10 @@ impl<'a> Batches<'a> {
             let src = if plan.data.preprocess_once {
                 data.train.shallow_clone()
             } else {
-                reflect_pad(&normalise(&data.train), aug.pad)
+                reflect_pad(
+                    &normalise(&data.train, &plan.data.norm, plan.precision.data_kind()),
+                    aug.pad,
+                )
             };
             augment_epoch(self.rng, &src, self.h, self.w, aug, epoch, &self.flip0)
         });

@@ -60,8 +60,12 @@ impl Trainee<'_> {
                 }
                 None => (xm.shallow_clone(), None),
             };
-            let logits = autocast(dev, self.layout.amp, || self.net.forward_t(&input, true))
-                .to_kind(Kind::Float);
+            let logits = autocast(dev, self.layout.amp, || self.net.forward_t(&input, true));
+            // The loss in float32 at least (a float64 replay keeps float64).
+            let logits = match logits.kind() {
+                Kind::Double => logits,
+                _ => logits.to_kind(Kind::Float),
+            };
             let loss = batch_loss(&plan.loss, &logits, &ym, soft.as_ref());
             // Summed over the batch (the micro-batch mean x the batch / accum).
             (&loss * (self.loss_scale / accum as f64)).backward();

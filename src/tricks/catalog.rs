@@ -125,6 +125,23 @@ catalog! {
             Ok(())
         },
     },
+    AirbenchNorm => TrickSpec {
+        key: "airbench_norm",
+        ids: &["T2b"],
+        name: "airbench's normalisation constants",
+        category: Data,
+        help: "Normalise with airbench's CIFAR_MEAN (0.4914, 0.4822, 0.4465) and CIFAR_STD (0.2470, 0.2435, 0.2616) instead of Page's (125.31, 122.95, 113.87) / (62.99, 62.09, 66.70) on 0-255.",
+        source: "airbench94.py, airbench94_muon.py, cifar10_speedrun.py (CIFAR_MEAN, CIFAR_STD); found by the golden trajectory",
+        off: "Page's constants",
+        on: "airbench's constants (inputs differ by about 1e-4 of a unit)",
+        params: &[],
+        requires: &[],
+        conflicts: &[],
+        apply: |p, _| {
+            p.data.norm = crate::plan::Norm::AIRBENCH;
+            Ok(())
+        },
+    },
     Fp16 => TrickSpec {
         key: "fp16",
         ids: &["T3", "P3a"],
