@@ -16,6 +16,11 @@ substitutions scripts/peers/peer.py lists for a CPU run plus the ones below (whi
 what they change), and executed; the repository keeps the recorded numbers, never the
 script.
 
+Two environment knobs are for measuring, not for the committed files:
+TRAJECTORY_THREADS (default 1) runs the script on more threads, which is how the
+float32 drift of the script against itself was measured. TRAJECTORY_EPOCHS (default
+16) shortens the run.
+
 usage: python3 scripts/golden/make_trajectory.py --airbench PEERS/cifar10-airbench \
            --tricklab target/debug/tricklab --out tests/golden/trajectory
 """
