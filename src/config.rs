@@ -303,6 +303,15 @@ pub struct RunConfig {
     pub momentum: f64,
     /// Coupled: the per-step decay is lr * weight_decay.
     pub weight_decay: f64,
+    /// The batch `lr` is written at, for references that sum their loss
+    /// with a per-example lr (airbench: "per 1024 examples"), so that their
+    /// step grows with the batch: lr × batch_size / lr_batch. 0: per batch.
+    #[serde(default)]
+    pub lr_batch: usize,
+    /// The same for the per-step weight decay (hlb's grows with the batch
+    /// where its gradient step does not). 0: per batch.
+    #[serde(default)]
+    pub wd_batch: usize,
     pub optimizer: OptimizerKind,
     pub schedule: ScheduleKind,
     /// Fraction of the epochs at which the schedule peaks.
@@ -369,6 +378,14 @@ pub const SETTINGS: &[(&str, &str)] = &[
     (
         "weight_decay",
         "coupled weight decay (per-step decay lr*wd)",
+    ),
+    (
+        "lr_batch",
+        "the batch lr is written at: the step scales by batch_size/lr_batch, as in scripts with a per-example lr (0 = per batch)",
+    ),
+    (
+        "wd_batch",
+        "the batch the per-step decay is written at: it scales by batch_size/wd_batch (0 = per batch)",
     ),
     (
         "optimizer",

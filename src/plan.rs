@@ -661,6 +661,30 @@ pub enum ParamGroup {
 }
 
 impl OptimPlan {
+    /// The lr and decays as the run's `batch` takes them, from the values a
+    /// recipe wrote at `lr_batch` and `wd_batch` images (0: per batch, as
+    /// written). A reference that sums its loss under a per-example lr
+    /// (airbench: lr and weight decay "per 1024 examples", `lr /
+    /// kilostep_scale`, `wd * batch_size`) steps further with a larger
+    /// batch, by batch / lr_batch; the decay per step, lr · weight_decay,
+    /// scales by batch / wd_batch alone (hlb: a per-batch gradient step, a
+    /// decay `6.687e-4 * batchsize`). Muon's own lr is per step whatever the
+    /// batch (its update is orthogonalised); its decoupled decay scales like
+    /// the others'.
+    pub fn at_batch(&mut self, batch: usize, lr_batch: usize, wd_batch: usize) {
+        let per = |written: usize| match written {
+            0 => 1.0,
+            n => batch as f64 / n as f64,
+        };
+        let (lr_scale, wd_scale) = (per(lr_batch), per(wd_batch));
+        self.lr *= lr_scale;
+        // lr · weight_decay is the decay: undo the lr's scale, take the decay's.
+        self.weight_decay *= wd_scale / lr_scale;
+        if let Some(m) = &mut self.muon {
+            m.weight_decay *= wd_scale;
+        }
+    }
+
     /// A group's (lr multiplier, weight-decay multiplier) on the run's lr and
     /// wd: the per-step decay of its weights is lr·lr_mult × wd·wd_mult.
     pub fn mults(&self, g: ParamGroup) -> (f64, f64) {

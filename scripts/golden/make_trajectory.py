@@ -43,9 +43,10 @@ from make_golden import uniforms  # noqa: E402
 
 # The reduced run: 256 training and 10 test images a class of the embedded set, the
 # script's own batch of 1024 (2 steps an epoch), 16 epochs = 32 steps, the net at 1/8 of
-# its widths. The batch stays the script's: its lr and weight decay are per 1024 images
-# (the step grows with the batch), tricklab's per batch, so the two agree at 1024 only
-# (a smaller batch here steps 1024/B times further in tricklab).
+# its widths. The batch stays the script's. Its lr and weight decay are per 1024 images
+# (the step grows with the batch), and the recipe writes them at 1024 (`lr_batch`,
+# `wd_batch`), so another batch would replay alike; the first recording, made before
+# those settings, found the difference as a 1024/B-fold step.
 TRAIN_PER_CLASS = 256
 TEST_PER_CLASS = 10
 BATCH = 1024

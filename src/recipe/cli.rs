@@ -52,13 +52,26 @@ pub fn cmd_recipe_show(args: RecipeShowArgs) -> Result<i32> {
     println!("arch          {:?} x{}", c.arch, c.width_mult);
     println!("epochs        {}", c.epochs);
     println!("batch_size    {}", c.batch_size);
+    // Where a value is written at another batch, what this batch takes.
+    let written_at = |n: usize| match n {
+        0 => String::new(),
+        n if n == c.batch_size => format!(", written at batch {n}"),
+        n => format!(", written at batch {n}: × {}/{n} here", c.batch_size),
+    };
     println!(
-        "lr            {} (peak, mean-loss), schedule {:?}, peak at {:.3} of the run, final {}",
-        c.lr, c.schedule, c.peak_epoch, c.final_lr_frac
+        "lr            {} (peak, mean-loss{}), schedule {:?}, peak at {:.3} of the run, final {}",
+        c.lr,
+        written_at(c.lr_batch),
+        c.schedule,
+        c.peak_epoch,
+        c.final_lr_frac
     );
     println!(
-        "optimizer     {:?}, momentum {}, weight_decay {}",
-        c.optimizer, c.momentum, c.weight_decay
+        "optimizer     {:?}, momentum {}, weight_decay {} (per-step decay lr·wd{})",
+        c.optimizer,
+        c.momentum,
+        c.weight_decay,
+        written_at(c.wd_batch)
     );
     if c.train_per_class > 0 || c.test_per_class > 0 {
         println!(

@@ -200,6 +200,8 @@ fn set_hyper(cfg: &mut RunConfig, key: &str, value: &str) -> Result<()> {
                 cfg.final_lr_frac = v
             }
         }
+        "lr_batch" => cfg.lr_batch = count(parse_num(key, value)?)?,
+        "wd_batch" => cfg.wd_batch = count(parse_num(key, value)?)?,
         "train_per_class" => cfg.train_per_class = count(parse_num(key, value)?)?,
         "test_per_class" => cfg.test_per_class = count(parse_num(key, value)?)?,
         "eval_every" => cfg.eval_every = count(pos(parse_num(key, value)?)?)?,

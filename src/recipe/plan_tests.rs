@@ -175,3 +175,65 @@ fn a_run_no_longer_than_the_ema_floor_is_refused_not_flattened() {
         "{m:?}"
     );
 }
+
+/// A `batch_size` edit steps as the edited script would: airbench's lr and
+/// decay are per example (the summed loss under `lr / kilostep_scale`, the
+/// decay `wd * batch_size`), hlb's gradient step is per batch (its loss is
+/// scaled by 512/batchsize) but its decay per example, Muon's own lr per
+/// step, and Page's and FFCV's everything per batch.
+#[test]
+fn a_batch_edit_scales_the_step_as_each_reference_does() {
+    use crate::plan::{ParamGroup, RunPlan};
+    let set = |s: &str| crate::config::Override::parse_set(s).unwrap();
+    let at = |recipe: &str, batch: &str| -> RunPlan {
+        super::resolve_plan(recipe, &[set(&format!("batch_size={batch}"))])
+            .unwrap()
+            .1
+    };
+    // A group's (lr, decay) at the schedule's peak.
+    let first = |p: &RunPlan, g: ParamGroup| {
+        let peak = crate::plan::StepRates {
+            total: 1,
+            per_epoch: 1,
+            epoch_steps: vec![1],
+            main: vec![1.0],
+            whiten_bias_steps: None,
+        };
+        p.group_rate(g, 0, &peak)
+    };
+    let close = |a: f64, b: f64| (a - b).abs() <= 1e-12 * b.abs().max(1e-30);
+    let halved = |recipe: &str, g: ParamGroup, want: (f64, f64)| {
+        let (full, half) = (first(&at(recipe, "1024"), g), first(&at(recipe, "512"), g));
+        assert!(
+            close(half.0, want.0 * full.0) && close(half.1, want.1 * full.1),
+            "{recipe} {g:?} at half the batch: (lr, decay) {half:?} against {full:?}, want × {} and × {}",
+            want.0,
+            want.1
+        );
+    };
+    for (recipe, group, want) in [
+        ("airbench94", ParamGroup::Weights, (0.5, 0.5)),
+        ("airbench94", ParamGroup::BnBiases, (0.5, 0.5)),
+        ("airbench94-muon", ParamGroup::BnBiases, (0.5, 0.5)),
+        ("airbench94-muon", ParamGroup::Weights, (0.5, 0.5)),
+        ("airbench94-muon", ParamGroup::Filters, (1.0, 1.0)),
+        ("hiverge-speedrun", ParamGroup::Filters, (1.0, 0.5)),
+        ("hlb", ParamGroup::Weights, (1.0, 0.5)),
+        ("page-final", ParamGroup::Weights, (1.0, 1.0)),
+        ("ffcv-rn18", ParamGroup::Weights, (1.0, 1.0)),
+    ] {
+        halved(recipe, group, want);
+    }
+    // At the written batch, the values as the recipes state them: airbench94's
+    // mean-loss lr 11.5 / kilostep and per-step decay 0.0153 / kilostep.
+    let kilostep = 1.0 + 1.0 / (1.0 - 0.85);
+    let (lr, decay) = first(&at("airbench94", "1024"), ParamGroup::Weights);
+    assert!(close(lr, 11.5 / kilostep) && close(decay, 0.0153 / kilostep));
+    // The script's own batch, 2000, against airbench94-muon's: 0.053 a summed
+    // example, so 0.053 × 1000 at batch 1000, the decay 2e-6 × 1000.
+    let (lr, decay) = first(&at("airbench94-muon", "1000"), ParamGroup::BnBiases);
+    assert!(close(lr, 53.0) && close(decay, 2e-3), "{lr} {decay}");
+    // The tiny forms keep the measured per-batch peaks.
+    let tiny = super::resolve_plan("tiny-airbench94", &[]).unwrap().1;
+    assert!(close(tiny.optim.lr, 11.5 / kilostep));
+}

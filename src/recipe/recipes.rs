@@ -78,6 +78,8 @@ pub(super) fn blank() -> RunConfig {
         lr: 0.0,
         momentum: 0.0,
         weight_decay: 0.0,
+        lr_batch: 0,
+        wd_batch: 0,
         optimizer: OptimizerKind::SgdTorch,
         schedule: ScheduleKind::Constant,
         peak_epoch: 0.0,

@@ -194,6 +194,8 @@ pub(crate) fn unchecked_plan(cfg: &RunConfig) -> Result<RunPlan> {
         };
         (t.apply)(&mut plan, &args)?;
     }
+    plan.optim
+        .at_batch(cfg.batch_size, cfg.lr_batch, cfg.wd_batch);
     Ok(plan)
 }
 
