@@ -16,10 +16,11 @@ substitutions scripts/peers/peer.py lists for a CPU run plus the ones below (whi
 what they change), and executed; the repository keeps the recorded numbers, never the
 script.
 
-Two environment knobs are for measuring, not for the committed files:
+Three environment knobs are for measuring, not for the committed files:
 TRAJECTORY_THREADS (default 1) runs the script on more threads, which is how the
 float32 drift of the script against itself was measured. TRAJECTORY_EPOCHS (default
-16) shortens the run.
+16 for airbench94, 8 for airbench94-muon) shortens the run. TRAJECTORY_ONLY (names,
+comma-separated) writes only those files.
 
 usage: python3 scripts/golden/make_trajectory.py --airbench PEERS/cifar10-airbench \
            --tricklab target/debug/tricklab --out tests/golden/trajectory
@@ -141,8 +142,94 @@ def airbench94_draws(raw, n, pad):
     return out
 
 
+class Recorder:
+    """What a run records from the injection on: the weights it was given, every
+    torch.rand/randint/randperm result, each step's loss and the checksums at the
+    checkpoints and after training. The script calls it through `__peer__`."""
+
+    def __init__(self, names, batch):
+        import torch
+        self.torch, self.names, self.batch = torch, names, batch
+        self.weights, self.raw, self.losses = [], [], []
+        self.checkpoints, self.final_sums, self.model = {}, {}, None
+        self.real = {k: getattr(torch, k) for k in ("rand", "randint", "randperm")}
+
+    def _recording(self, kind):
+        def f(*args, **kwargs):
+            out = self.real[kind](*args, **kwargs)
+            self.raw.append((kind, out.clone()))
+            return out
+        return f
+
+    def _state(self, model):
+        return [(k, t) for k, t in model.state_dict().items() if not k.endswith("num_batches_tracked")]
+
+    def inject(self, model):
+        """The seeded weights copied in, and the draws recorded from here on."""
+        torch = self.torch
+        for i, (name, t) in enumerate(model.state_dict().items()):
+            if name.endswith("num_batches_tracked"):
+                continue
+            spec = weight_spec(i, self.names(name), name, t)
+            with torch.no_grad():
+                t.copy_(value_of(spec).to(t.dtype))
+            self.weights.append(spec)
+        self.model = model
+        for k in self.real:
+            setattr(torch, k, self._recording(k))
+
+    def before_step(self):
+        done = len(self.losses)
+        if done in CHECKPOINTS:
+            self.checkpoints[str(done)] = {self.names(k): checksum(t) for k, t in self._state(self.model)}
+
+    def step_loss(self, loss):
+        self.losses.append(loss.item() / self.batch)
+
+    def final(self, model):
+        for k, fn in self.real.items():
+            setattr(self.torch, k, fn)
+        self.final_sums = {self.names(k): checksum(t) for k, t in self._state(model)}
+
+    def attach(self, rt):
+        rt.inject, rt.before_step, rt.step_loss, rt.final = (
+            self.inject, self.before_step, self.step_loss, self.final)
+
+
+def execute(f, text, rt, name):
+    """The changed script as a module, its `__peer__` the runtime."""
+    mod = types.ModuleType(name)
+    mod.__dict__["__peer__"] = rt
+    peer.seed_all(0)
+    exec(compile(text, f, "exec"), mod.__dict__)
+    return mod
+
+
+def changed(repo, f, changes):
+    text = (Path(repo) / f).read_text()
+    for c in changes:
+        if isinstance(c, peer.Sub):
+            text = c.apply(text)
+    return text
+
+
+def recorded(recipe, f, repo, changes, rec, n, settings, extra_sets=()):
+    """The trajectory file's recipe-specific part."""
+    return {
+        "recipe": recipe,
+        "reference": {"repo": "KellerJordan/cifar10-airbench", "commit": "f1c599c", "file": f,
+                      "sha256": peer.sha256(str(Path(repo) / f))},
+        "settings": dict(settings, set=list(extra_sets)),
+        "changes": [c.describe() if isinstance(c, peer.Sub) else c for c in changes],
+        "weights": rec.weights,
+        "draws": airbench94_draws(rec.raw, n, 2),
+        "losses": rec.losses,
+        "checkpoints": rec.checkpoints,
+        "final": rec.final_sums,
+    }
+
+
 def trajectory_airbench94(repo, data, tmp, float64):
-    import torch
     f = "legacy/airbench94.py"
     ctx = types.SimpleNamespace(cuda=False, warmup=False, compile=False)
     changes = peer.changes_airbench94(ctx) + [
@@ -185,75 +272,91 @@ def trajectory_airbench94(repo, data, tmp, float64):
                      "if net_param.dtype in (torch.half, torch.float):",
                      "if net_param.dtype in (torch.half, torch.float, torch.double):"),
         ]
-    text = (Path(repo) / f).read_text()
-    for c in changes:
-        if isinstance(c, peer.Sub):
-            text = c.apply(text)
-
+    text = changed(repo, f, changes)
     rt = peer.Runtime(False, EPOCHS, tmp, data)
     peer.write_airbench_pt(data, tmp)
     rt.batch_size = BATCH
     rt.widths = [int(64 * WIDTH_MULT), int(256 * WIDTH_MULT), int(256 * WIDTH_MULT)]
-    rec = {"weights": [], "raw": [], "losses": [], "final": {}, "checkpoints": {}, "model": None}
-    real = {k: getattr(torch, k) for k in ("rand", "randint", "randperm")}
+    rec = Recorder(airbench94_names, BATCH)
+    rec.attach(rt)
+    execute(f, text, rt, "peer_airbench94_trajectory").main(0)
+    return recorded("airbench94", f, repo, changes, rec, len(data["train_labels"]),
+                    {"epochs": EPOCHS, "batch_size": BATCH, "width_mult": WIDTH_MULT,
+                     "dtype": "float64" if float64 else "float32"})
 
-    def recording(kind):
-        def f(*args, **kwargs):
-            out = real[kind](*args, **kwargs)
-            rec["raw"].append((kind, out.clone()))
-            return out
-        return f
 
-    def inject(model):
-        state = model.state_dict()
-        for i, (name, t) in enumerate(state.items()):
-            if name.endswith("num_batches_tracked"):
-                continue
-            spec = weight_spec(i, airbench94_names(name), name, t)
-            with torch.no_grad():
-                t.copy_(value_of(spec))
-            rec["weights"].append(spec)
-        rec["model"] = model
-        for k in real:
-            setattr(torch, k, recording(k))
+# -- airbench94-muon ---------------------------------------------------------
 
-    def before_step():
-        done = len(rec["losses"])
-        if done in CHECKPOINTS:
-            rec["checkpoints"][str(done)] = {
-                airbench94_names(k): checksum(t) for k, t in rec["model"].state_dict().items()
-                if not k.endswith("num_batches_tracked")}
+# The script's batch of 2000 is a single step an epoch of 2,560 images: at 256 the
+# run is 10 steps an epoch, 80 in all, the whitening bias training for 30. Its bias lr,
+# head lr and decay are per example (summed loss, `wd = 2e-6 * batch_size`), and so
+# are the recipe's (`lr_batch = 2000`), so the replay at 256 checks that too.
+MUON_BATCH = 256
+MUON_EPOCHS = int(os.environ.get("TRAJECTORY_EPOCHS", "8"))
 
-    def step_loss(loss):
-        rec["losses"].append(loss.item() / BATCH)
 
-    def final(model):
-        for k, fn in real.items():
-            setattr(torch, k, fn)
-        for name, t in model.state_dict().items():
-            if not name.endswith("num_batches_tracked"):
-                rec["final"][airbench94_names(name)] = checksum(t)
+def muon_names(ref):
+    """airbench94_muon's state names -> tricklab's variable names."""
+    if ref.startswith("whiten."):
+        return "stem." + ref
+    if ref.startswith("head."):
+        return ref
+    _, block, layer, what = ref.split(".")
+    half = {"conv1": "a", "norm1": "a", "conv2": "b", "norm2": "b"}[layer]
+    part = "conv" if layer.startswith("conv") else "bn"
+    return f"body.group{block}.{half}.{part}.{what}"
 
-    rt.inject, rt.before_step, rt.step_loss, rt.final = inject, before_step, step_loss, final
-    mod = types.ModuleType("peer_airbench94_trajectory")
-    mod.__dict__["__peer__"] = rt
-    peer.seed_all(0)
-    exec(compile(text, f, "exec"), mod.__dict__)
-    mod.main(0)
-    n = len(data["train_labels"])
-    return {
-        "recipe": "airbench94",
-        "reference": {"repo": "KellerJordan/cifar10-airbench", "commit": "f1c599c", "file": f,
-                      "sha256": peer.sha256(str(Path(repo) / f))},
-        "settings": {"epochs": EPOCHS, "batch_size": BATCH, "width_mult": WIDTH_MULT,
+
+def trajectory_muon(repo, data, tmp, float64):
+    f = "airbench94_muon.py"
+    ctx = types.SimpleNamespace(cuda=False, warmup=False, compile=False)
+    w = [int(64 * WIDTH_MULT), int(256 * WIDTH_MULT), int(256 * WIDTH_MULT)]
+    changes = peer.changes_muon(ctx) + [
+        peer.Sub(f, f"widths x{WIDTH_MULT}: 64/256/256 -> {w[0]}/{w[1]}/{w[2]}",
+                 "widths = dict(block1=64, block2=256, block3=256)",
+                 f"widths = dict(block1={w[0]}, block2={w[1]}, block3={w[2]})"),
+        peer.Sub(f, f"batch: 2000 -> {MUON_BATCH} (its lr and decay are per example: they follow)",
+                 "    batch_size = 2000\n", f"    batch_size = {MUON_BATCH}\n"),
+        peer.Sub(f, "trajectory: the starting weights injected after the whitening fit, and the "
+                 "draws recorded from there",
+                 "    model.init_whiten(train_images)\n",
+                 "    model.init_whiten(train_images)\n    __peer__.inject(model)\n"),
+        peer.Sub(f, "trajectory: the weights recorded at the checkpoints, before the next step's forward pass",
+                 "            outputs = model(inputs, whiten_bias_grad",
+                 "            __peer__.before_step()\n            outputs = model(inputs, whiten_bias_grad"),
+        peer.Sub(f, "trajectory: each step's loss kept as `loss` and recorded (loss.item(), a host sync)",
+                 '            F.cross_entropy(outputs, labels, label_smoothing=0.2, reduction="sum").backward()\n',
+                 '            loss = F.cross_entropy(outputs, labels, label_smoothing=0.2, reduction="sum")\n'
+                 "            __peer__.step_loss(loss)\n            loss.backward()\n"),
+        peer.Sub(f, "trajectory: the weights recorded after training, before the TTA evaluation",
+                 "    tta_val_acc = evaluate(model, test_loader, tta_level=2)",
+                 "    __peer__.final(model)\n    tta_val_acc = evaluate(model, test_loader, tta_level=2)"),
+    ]
+    if float64:
+        changes += [
+            peer.Sub(f, "float64: images `.float()` -> `.double()`",
+                     "(self.images.float() / 255)", "(self.images.double() / 255)"),
+            peer.Sub(f, "float64: CifarNet's `mod.float()` -> `mod.double()` (BatchNorm and the rest)",
+                     "mod.float()", "mod.double()", 2),
+            peer.Sub(f, "float64: Newton-Schulz in float64, not bf16 (a copy, as `.bfloat16()` makes one; "
+                     "the replay's Muon iterates in the gradients' type)",
+                     "    X = G.bfloat16()\n", "    X = G.to(torch.float64, copy=True)\n"),
+        ]
+    text = changed(repo, f, changes)
+    rt = peer.Runtime(False, MUON_EPOCHS, tmp, data)
+    peer.write_airbench_pt(data, tmp)
+    rec = Recorder(muon_names, MUON_BATCH)
+    rec.attach(rt)
+    mod = execute(f, text, rt, "peer_muon_trajectory")
+    import torch
+    model = mod.CifarNet().to(memory_format=torch.channels_last)
+    mod.main(0, model)
+    # The head divides by its input's width, 32 at 1/8 (`x.size(-1)`); the recipe
+    # writes the published 1/256 as a constant.
+    return recorded("airbench94-muon", f, repo, changes, rec, len(data["train_labels"]),
+                    {"epochs": MUON_EPOCHS, "batch_size": MUON_BATCH, "width_mult": WIDTH_MULT,
                      "dtype": "float64" if float64 else "float32"},
-        "changes": [c.describe() if isinstance(c, peer.Sub) else c for c in changes],
-        "weights": rec["weights"],
-        "draws": airbench94_draws(rec["raw"], n, 2),
-        "losses": rec["losses"],
-        "checkpoints": rec["checkpoints"],
-        "final": rec["final"],
-    }
+                    [f"logit_scale.scale=1/{w[2]}"])
 
 
 def main(argv=None):
@@ -276,8 +379,13 @@ def main(argv=None):
         runs = (
             ("airbench94", lambda d: trajectory_airbench94(a.airbench, data, d, True)),
             ("airbench94-float32", lambda d: trajectory_airbench94(a.airbench, data, d, False)),
+            ("airbench94-muon", lambda d: trajectory_muon(a.airbench, data, d, True)),
+            ("airbench94-muon-float32", lambda d: trajectory_muon(a.airbench, data, d, False)),
         )
+        only = [x for x in os.environ.get("TRAJECTORY_ONLY", "").split(",") if x]
         for name, make in runs:
+            if only and name not in only:
+                continue
             work = os.path.join(tmp, name)
             os.makedirs(work)
             g = make(work)

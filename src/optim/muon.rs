@@ -296,8 +296,13 @@ impl Optimizer for Muon {
                     let scale = (w.norm() + eps).reciprocal() * rows;
                     let _ = w.g_mul_(&scale.to_kind(w.kind()));
                 }
-                // add_(update, alpha=−lr): the product in fp32, then into w.
-                let _ = w.g_sub_(&(update.to_kind(Kind::Float) * lr));
+                // add_(update, alpha=−lr): the product in fp32 at least (a
+                // half filter's too), then into w; a float64 replay's in float64.
+                let product = match w.kind() {
+                    Kind::Double => Kind::Double,
+                    _ => Kind::Float,
+                };
+                let _ = w.g_sub_(&(update.to_kind(product) * lr));
                 if shrink != 1.0 {
                     let _ = w.g_mul_scalar_(shrink);
                 }

@@ -569,10 +569,14 @@ impl Run<'_> {
                     )
                 })?;
                 fit?;
+                finish_net(plan, &net, self.layout);
+                // After every init, the head's unit-std rescale included, as
+                // the references' weights are final once reset() and the
+                // whitening fit are done (`copy_` keeps each variable's type
+                // and memory format).
                 if let Some(i) = self.inject {
                     inject_weights(&vs, &i.weights)?;
                 }
-                finish_net(plan, &net, self.layout);
                 Ok((net, nc, whiten_s))
             })?;
         if let Some(d) = self.dist {

@@ -94,6 +94,16 @@ fn spec(recipe: &str, g: &Value) -> RunSpec {
         format!("train_per_class={}", d["train_per_class"]),
         format!("test_per_class={}", d["test_per_class"]),
     ];
+    // Settings the recording names (the 1/8 net's head divides by its own
+    // width where the recipe writes the published one as a constant).
+    let named: Vec<String> = s["set"]
+        .as_array()
+        .map(|v| {
+            v.iter()
+                .map(|x| x.as_str().expect("a setting").to_string())
+                .collect()
+        })
+        .unwrap_or_default();
     RunSpec {
         id: RunId {
             matrix: "trajectory".into(),
@@ -109,6 +119,7 @@ fn spec(recipe: &str, g: &Value) -> RunSpec {
         // reference's cudnn.benchmark flag never does.
         overrides: sets
             .iter()
+            .chain(&named)
             .map(|s| Override::parse_set(s).unwrap())
             .chain(
                 ["fp16=off", "muon_fp16_momentum=off", "cudnn_benchmark=off"]
@@ -161,7 +172,14 @@ fn replay(name: &str) -> Replayed {
     trainer.inject = Some(inject);
     trainer.save_weights = Some(saved.clone());
     let mut planned = crate::recipe::plan_run(&spec(recipe, &g)).unwrap();
-    planned.plan.precision.float64 = g["settings"]["dtype"] == "float64";
+    if g["settings"]["dtype"] == "float64" {
+        planned.plan.precision.float64 = true;
+        // Newton–Schulz in the gradients' float64 (the script's `.bfloat16()`
+        // turned to float64, a named substitution).
+        if let Some(m) = &mut planned.plan.optim.muon {
+            m.ns_dtype = crate::plan::NsDtype::Filters;
+        }
+    }
     let mut losses = Vec::new();
     trainer
         .run(&planned, &NeverStop, &mut |e| {
@@ -296,6 +314,30 @@ fn airbench94_replays_its_whole_reference_trajectory_in_float64() {
     same_losses("airbench94", &r, r.want.len(), true);
     same_weights(
         "airbench94",
+        "after training",
+        &r.final_weights,
+        &r.golden["final"],
+    );
+}
+
+/// airbench94_muon's first float32 steps: the same promise as airbench94's,
+/// with Muon's bf16 Newton–Schulz on both sides.
+#[test]
+fn airbench94_muon_replays_the_first_float32_steps_of_its_reference() {
+    let r = replay("airbench94-muon-float32");
+    same_losses("airbench94-muon", &r, 2, false);
+}
+
+/// airbench94_muon's whole run in float64 at batch 256 (the script's 2000
+/// with its per-example lr and decay following, as the recipe's `lr_batch`
+/// makes them): Muon's renormalisation, Newton–Schulz and Nesterov step, the
+/// whitening bias's own schedule and its stop, the linear decay to 0.
+#[test]
+fn airbench94_muon_replays_its_whole_reference_trajectory_in_float64() {
+    let r = replay("airbench94-muon");
+    same_losses("airbench94-muon", &r, r.want.len(), true);
+    same_weights(
+        "airbench94-muon",
         "after training",
         &r.final_weights,
         &r.golden["final"],
