@@ -84,6 +84,11 @@ fn matrix_json(file: &std::path::Path, m: &super::Matrix) -> Result<serde_json::
         "budget_s": m.budget.map(|b| b.as_secs_f64()),
         "variants": variants,
         "runs": m.runs().len(),
+        "design": m.design.as_ref().map(|d| serde_json::json!({
+            "factors": d.factors,
+            "configs": d.configs,
+            "description": d.describe(),
+        })),
         "warnings": m.warnings,
     }))
 }
@@ -143,6 +148,9 @@ pub fn cmd_matrix(args: MatrixArgs) -> Result<i32> {
                 }
                 if let Some(b) = m.budget {
                     println!("  budget: {:.0} s", b.as_secs_f64());
+                }
+                for line in m.design.iter().flat_map(super::Design::describe) {
+                    println!("  {line}");
                 }
                 for (i, v) in m.variants.iter().enumerate() {
                     let cfg = crate::recipe::resolve(&m.recipe, &v.overrides)?;

@@ -21,6 +21,126 @@ pub enum Kind {
     AddOne,
     Grid,
     List,
+    /// Every on/off combination of the factors (2^k variants).
+    Factorial,
+    /// A 2^(k−p) fraction of it, at a stated resolution.
+    Fractional,
+    /// Random orders of the factors, each a ladder; shared configurations run once.
+    Shapley,
+}
+
+/// The factors of a factorial, fractional or Shapley matrix and where each
+/// variant sits among them: what the effects analysis reads.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Design {
+    /// Factor names, in the order of the words' bits: the `vary` tricks, then
+    /// the `[levels]` settings.
+    pub factors: Vec<String>,
+    /// Each variant's configuration (bit i: factor i at its high level), in
+    /// the order of `Matrix::variants`.
+    pub configs: Vec<crate::util::doe::Word>,
+    pub plan: DesignPlan,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum DesignPlan {
+    /// A full factorial (no defining words) or a regular fraction of one.
+    Factorial(crate::util::doe::Design),
+    /// The sampled orders, each a ladder over the factors.
+    Shapley { orders: Vec<Vec<usize>>, seed: u64 },
+}
+
+impl Design {
+    /// The variant at configuration `w`, if the design ran it.
+    pub fn variant_of(&self, w: crate::util::doe::Word) -> Option<usize> {
+        self.configs.iter().position(|c| *c == w)
+    }
+
+    /// What `matrix show` prints about the design: its size, the defining
+    /// relation and aliases of a fraction, or what sharing saves in Shapley orders.
+    pub fn describe(&self) -> Vec<String> {
+        use crate::util::doe::{letters, word_label};
+        let names = &self.factors;
+        let mut out = vec![format!(
+            "factors: {}",
+            names
+                .iter()
+                .enumerate()
+                .map(|(i, n)| format!("{}={n}", letters(1 << i)))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )];
+        match &self.plan {
+            DesignPlan::Factorial(d) if d.defining_relation.is_empty() => {
+                out.push(format!(
+                    "full factorial 2^{}: {} configurations; every main effect and interaction is estimable",
+                    d.k,
+                    d.n_runs()
+                ));
+            }
+            DesignPlan::Factorial(d) => {
+                let p = d.generators.len();
+                out.push(format!(
+                    "fractional 2^({}-{p}) = {} configurations, resolution {}; generators {}",
+                    d.k,
+                    d.n_runs(),
+                    roman(d.resolution().unwrap_or(0)),
+                    d.generators
+                        .iter()
+                        .map(|(f, w)| format!("{}={}", letters(1 << f), letters(*w)))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ));
+                out.push(format!(
+                    "defining relation: I = {}",
+                    d.defining_relation
+                        .iter()
+                        .map(|w| letters(*w))
+                        .collect::<Vec<_>>()
+                        .join(" = ")
+                ));
+                for (term, aliases) in d.alias_table(3) {
+                    if aliases.is_empty() {
+                        continue;
+                    }
+                    out.push(format!(
+                        "  {} = {}{}",
+                        word_label(term, names),
+                        aliases
+                            .iter()
+                            .map(|w| word_label(*w, names))
+                            .collect::<Vec<_>>()
+                            .join(" = "),
+                        if d.estimable(term) {
+                            ""
+                        } else {
+                            "  (aliased: not estimable alone)"
+                        }
+                    ));
+                }
+            }
+            DesignPlan::Shapley { orders, seed } => {
+                let (rungs, distinct) = crate::util::doe::runs_saved(orders);
+                out.push(format!(
+                    "shapley: {} random orders (seed {seed}) of {} factors = {rungs} ladder rungs; {distinct} distinct configurations run once each ({} saved)",
+                    orders.len(),
+                    names.len(),
+                    rungs - distinct
+                ));
+            }
+        }
+        out
+    }
+}
+
+/// Resolution in the textbook's Roman numerals.
+fn roman(r: u32) -> &'static str {
+    [
+        "-", "I", "II", "III", "IV", "V", "VI", "VII", "VIII", "IX", "X",
+    ]
+    .get(r as usize)
+    .copied()
+    .unwrap_or("X+")
 }
 
 impl Kind {
@@ -32,6 +152,9 @@ impl Kind {
             Kind::AddOne => "add-one",
             Kind::Grid => "grid",
             Kind::List => "list",
+            Kind::Factorial => "factorial",
+            Kind::Fractional => "fractional",
+            Kind::Shapley => "shapley",
         }
     }
 }
@@ -75,6 +198,9 @@ pub struct Matrix {
     /// (i, N): only the i-th (1-based) of N shares of the runs.
     pub shard: Option<(usize, usize)>,
     pub variants: Vec<Variant>,
+    /// The factors and each variant's place among them (factorial,
+    /// fractional and Shapley matrices).
+    pub design: Option<Design>,
     /// Found by comparing the variants' plans: identical variants, settings of
     /// tricks that are never on. Shown by `matrix show` and at the start of a run.
     pub warnings: Vec<String>,

@@ -148,6 +148,7 @@ impl Report {
                 bound.join(", ")
             ));
         }
+        s.push_str(&super::effects::to_markdown(&self.effects));
         s
     }
 

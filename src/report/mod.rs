@@ -6,6 +6,7 @@
 mod compare;
 pub mod curves;
 pub mod delta;
+pub mod effects;
 mod format;
 pub mod history;
 
@@ -143,6 +144,9 @@ pub struct Report {
     /// Noisy runs were left out (`--drop-noisy`): the charts that read runs
     /// themselves leave them out too.
     pub dropped_noisy: bool,
+    /// Main effects, interactions and Shapley values of the folders whose
+    /// matrix is a factorial, fractional or Shapley design.
+    pub effects: Vec<effects::Effects>,
 }
 
 fn runs_file(dir: &Path) -> Result<PathBuf> {
@@ -556,6 +560,7 @@ pub fn aggregate(dirs: &[PathBuf], opts: &ReportOptions) -> Result<Report> {
         dirs: dirs.to_vec(),
         rows,
         dropped_noisy: opts.drop_noisy,
+        effects: effects::analyse(dirs, opts.clock, opts.drop_noisy),
     })
 }
 

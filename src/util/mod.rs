@@ -3,6 +3,8 @@
 
 pub mod collective;
 pub mod device;
+pub mod doe;
+pub mod effects;
 pub mod lock;
 pub mod machine;
 pub mod native;

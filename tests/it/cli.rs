@@ -1333,3 +1333,65 @@ fn a_streaming_recipe_trains_from_an_image_folder_and_names_a_broken_file() {
         "{out}{err}"
     );
 }
+
+/// A factorial matrix runs end to end: one variant a configuration, and the
+/// report's effects (main effects, interactions, exact Shapley values) for
+/// time and accuracy, in Markdown and JSON.
+#[test]
+fn a_tiny_factorial_runs_and_reports_its_effects() {
+    let tmp = tempfile::tempdir().unwrap();
+    let fixture = repo().join("tests/fixtures/tiny-factorial.toml");
+    let o = run(
+        &[
+            "run",
+            fixture.to_str().unwrap(),
+            "--headless",
+            "--devices",
+            "cpu",
+            "--results",
+            "res",
+        ],
+        tmp.path(),
+    );
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{out}\n{err}");
+    assert!(out.contains("(8 runs finished, 0 failed)"), "{out}");
+    let dir = results_dir(&tmp.path().join("res"), "tiny-factorial");
+    let md = std::fs::read_to_string(dir.join("report.md")).unwrap();
+    assert!(md.contains("## Effects: tiny-factorial (8 runs"), "{md}");
+    assert!(md.contains("full factorial 2^3"), "{md}");
+    for term in ["label_smoothing", "tta×lookahead"] {
+        assert!(md.contains(&format!("| {term} |")), "{md}");
+    }
+    let json = run(
+        &["report", dir.to_str().unwrap(), "--format", "json"],
+        tmp.path(),
+    );
+    let v: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    let e = &v["effects"][0];
+    assert_eq!(e["runs"], 8);
+    let acc = &e["analyses"][1];
+    assert_eq!(acc["response"], "accuracy");
+    assert_eq!(acc["effects"].as_array().unwrap().len(), 6);
+    // Exact Shapley values add up to all-on minus all-off.
+    let shapley: f64 = acc["shapley"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["estimate"].as_f64().unwrap())
+        .sum();
+    let mean_of = |name: &str| {
+        v["rows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["variant"] == name)
+            .and_then(|r| r["acc_tta_mean"].as_f64())
+            .unwrap_or_else(|| panic!("no row {name}"))
+    };
+    let all_minus_none = mean_of("+label_smoothing +tta +lookahead") - mean_of("base");
+    assert!(
+        (shapley - all_minus_none).abs() < 1e-9,
+        "{shapley} {all_minus_none}"
+    );
+}
