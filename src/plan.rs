@@ -112,6 +112,22 @@ impl Norm {
             0.2616f32 as f64 * 255.0,
         ],
     };
+    /// The same constants as cifar10_speedrun.py holds them, `dtype=torch.half`:
+    /// rounded to fp16 (0.4914 → 0.491455078125; the blue std 0.2616 →
+    /// 0.26171875, 4.5e-4 above). `half` has no const constructor here, so
+    /// the values are written out; a test rounds them with libtorch.
+    pub const AIRBENCH_FP16: Norm = Norm {
+        mean: [
+            0.491455078125 * 255.0,
+            0.482177734375 * 255.0,
+            0.446533203125 * 255.0,
+        ],
+        std: [
+            0.2469482421875 * 255.0,
+            0.2435302734375 * 255.0,
+            0.26171875 * 255.0,
+        ],
+    };
 }
 
 impl DataPlan {

@@ -213,7 +213,7 @@ def changed(repo, f, changes):
     return text
 
 
-def recorded(recipe, f, repo, changes, rec, n, settings, extra_sets=()):
+def recorded(recipe, f, repo, changes, rec, n, settings, extra_sets=(), draws=None):
     """The trajectory file's recipe-specific part."""
     return {
         "recipe": recipe,
@@ -222,7 +222,7 @@ def recorded(recipe, f, repo, changes, rec, n, settings, extra_sets=()):
         "settings": dict(settings, set=list(extra_sets)),
         "changes": [c.describe() if isinstance(c, peer.Sub) else c for c in changes],
         "weights": rec.weights,
-        "draws": airbench94_draws(rec.raw, n, 2),
+        "draws": (draws or airbench94_draws)(rec.raw, n, 2),
         "losses": rec.losses,
         "checkpoints": rec.checkpoints,
         "final": rec.final_sums,
@@ -359,9 +359,116 @@ def trajectory_muon(repo, data, tmp, float64):
                     [f"logit_scale.scale=1/{w[2]}"])
 
 
+# -- hiverge-speedrun ---------------------------------------------------------
+
+# The record's batch of 1536 is one step an epoch of 2,560 images: at 256, 10 steps an
+# epoch, ceil(7.59 x 10) = 76 in all, the whitening bias training for ceil(0.19 x 10) = 2.
+# Its lr and decay are per example (`wd = 1.0418e-6 * training_batch_size`), and so are
+# the recipe's (`lr_batch = 1536`).
+SPEEDRUN_BATCH = 256
+SPEEDRUN_EPOCHS = float(os.environ.get("TRAJECTORY_EPOCHS", "7.59"))
+
+
+def speedrun_draws(raw, n, pad):
+    """The record's draws as tricklab's engine asks for them.
+    - epoch 0 flips with rand(n) < 0.5 before padding, as airbench94_muon;
+    - each epoch crops with two rand(n) (rows, then columns) times 2r+1, truncated, of
+      the padded image, then jitters with two rand(n, 1, 1, 1) (brightness, contrast),
+      then shuffles with randperm; tricklab draws the crop as one of (2r+1)^2 offsets,
+      then the order, then the jitter; a pre-flipped image's column is mirrored."""
+    import torch
+    side = 2 * pad + 1
+    kinds = [k for k, _ in raw]
+    if not kinds or kinds[0] != "rand" or (len(kinds) - 1) % 5:
+        raise SystemExit(f"hiverge-speedrun: unexpected draws {kinds[:12]}")
+    flip0 = (raw[0][1].flatten() < 0.5).long()
+    out = [{"label": "flip mask (epoch 0)", "kind": "int", "high": 2, "shape": [n],
+            "values": flip0.tolist()}]
+    for epoch, i in enumerate(range(1, len(raw), 5)):
+        (ky, y), (kx, x), (ku, u), (kv, v), (kp, perm) = raw[i:i + 5]
+        if (ky, kx, ku, kv, kp) != ("rand", "rand", "rand", "rand", "randperm"):
+            raise SystemExit(f"hiverge-speedrun: epoch {epoch}: unexpected draws {(ky, kx, ku, kv, kp)}")
+        oy = (y * side).long()
+        ox = (x * side).long()
+        ox = ox.where(flip0 == 0, 2 * pad - ox)
+        out.append({"label": f"crop offsets (epoch {epoch})", "kind": "int", "high": side * side,
+                    "shape": [n], "values": (oy * side + ox).tolist()})
+        out.append({"label": f"order (epoch {epoch})", "kind": "perm", "values": perm.tolist()})
+        for name, t in (("brightness", u), ("contrast", v)):
+            out.append({"label": f"jitter {name} (epoch {epoch})", "kind": "float",
+                        "shape": list(t.shape), "values": t.to(torch.float32).flatten().tolist()})
+    return out
+
+
+def trajectory_speedrun(repo, data, tmp, float64):
+    f = "cifar10_speedrun.py"
+    ctx = types.SimpleNamespace(cuda=False, warmup=False, compile=False)
+    w = [int(64 * WIDTH_MULT), int(256 * WIDTH_MULT), int(256 * WIDTH_MULT)]
+    changes = peer.changes_speedrun(ctx) + [
+        peer.Sub(f, "CIFAR_MEAN and CIFAR_STD kept in fp16 as published (the CPU adapter made them float32; "
+                 "T.Normalize casts them to the images' type)",
+                 "CIFAR_MEAN = torch.tensor((0.4914, 0.4822, 0.4465), dtype=torch.float32)\n"
+                 "CIFAR_STD = torch.tensor((0.247, 0.2435, 0.2616), dtype=torch.float32)\n",
+                 "CIFAR_MEAN = torch.tensor((0.4914, 0.4822, 0.4465), dtype=torch.half)\n"
+                 "CIFAR_STD = torch.tensor((0.247, 0.2435, 0.2616), dtype=torch.half)\n"),
+        peer.Sub(f, f"widths x{WIDTH_MULT}: 64/256/256 -> {w[0]}/{w[1]}/{w[2]}",
+                 "widths = dict(block1=64, block2=256, block3=256)",
+                 f"widths = dict(block1={w[0]}, block2={w[1]}, block3={w[2]})"),
+        peer.Sub(f, f"batch: 1536 -> {SPEEDRUN_BATCH} (its lr and decay are per example: they follow)",
+                 "    training_batch_size = 1536\n", f"    training_batch_size = {SPEEDRUN_BATCH}\n"),
+        peer.Sub(f, "trajectory: the starting weights injected after the whitening fit, and the "
+                 "draws recorded from there",
+                 "        model.init_whiten(train_images)\n",
+                 "        model.init_whiten(train_images)\n        __peer__.inject(model)\n"),
+        peer.Sub(f, "trajectory: the weights recorded at the checkpoints, before the next step's forward pass",
+                 "            loss = forward_step(inputs, labels, whiten_bias_grad)\n",
+                 "            __peer__.before_step()\n"
+                 "            loss = forward_step(inputs, labels, whiten_bias_grad)\n"),
+        peer.Sub(f, "trajectory: each step's loss recorded (loss.item(), a host sync)",
+                 "            loss.backward()\n",
+                 "            __peer__.step_loss(loss)\n            loss.backward()\n"),
+        peer.Sub(f, "trajectory: the weights recorded after training, before the TTA evaluation",
+                 '    __peer__.mark("train_end")\n',
+                 '    __peer__.final(model)\n    __peer__.mark("train_end")\n'),
+    ]
+    if float64:
+        changes += [
+            peer.Sub(f, "float64: images `.float()` -> `.double()`",
+                     "(self.images.float() / 255)", "(self.images.double() / 255)"),
+            peer.Sub(f, "float64: CifarNet's `mod.float()` -> `mod.double()`", "mod.float()", "mod.double()"),
+            peer.Sub(f, "float64: Muon's momentum buffers in float64 (the CPU adapter's float32, the record's fp16)",
+                     'optimizer2.param_groups[0]["momentum_buffer_dtype"] = torch.float32',
+                     'optimizer2.param_groups[0]["momentum_buffer_dtype"] = torch.float64'),
+            peer.Sub(f, "float64: Muon's test for its momentum buffers' type follows",
+                     'group["momentum_buffer_dtype"] == torch.float32 else None',
+                     'group["momentum_buffer_dtype"] == torch.float64 else None'),
+            peer.Sub(f, "float64: the jitter's uniforms drawn in float32 as tricklab's engine draws them, "
+                     "then in the images' type (the record draws them in the images' fp16)",
+                     "device=device, dtype=dtype)", "device=device).to(dtype)", 2),
+        ]
+    text = changed(repo, f, changes)
+    rt = peer.Runtime(False, SPEEDRUN_EPOCHS, tmp, data)
+    peer.write_airbench_pt(data, tmp)
+    rec = Recorder(muon_names, SPEEDRUN_BATCH)
+    rec.attach(rt)
+    mod = execute(f, text, rt, "peer_speedrun_trajectory")
+    import torch
+    model = mod.CifarNet().to(memory_format=torch.channels_last)
+    mod.main(1, model)
+    out = recorded("hiverge-speedrun", f, repo, changes, rec, len(data["train_labels"]),
+                   {"epochs": SPEEDRUN_EPOCHS, "batch_size": SPEEDRUN_BATCH, "width_mult": WIDTH_MULT,
+                    "dtype": "float64" if float64 else "float32"},
+                   [f"logit_scale.scale=1/{w[2]}"], speedrun_draws)
+    out["reference"] = {"repo": "hiverge/cifar10-speedrun", "commit": "5cd49b1", "file": f,
+                        "sha256": peer.sha256(str(Path(repo) / f))}
+    return out
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--airbench", required=True, type=Path, help="KellerJordan/cifar10-airbench at f1c599c")
+    ap.add_argument("--speedrun", type=Path, help="hiverge/cifar10-speedrun at 5cd49b1 (its trajectory is "
+                    "written only when given)")
     ap.add_argument("--tricklab", type=Path, default=REPO / "target" / "debug" / "tricklab",
                     help="the binary that exports the embedded images in its training order")
     ap.add_argument("--out", type=Path, default=REPO / "tests" / "golden" / "trajectory")
@@ -381,7 +488,10 @@ def main(argv=None):
             ("airbench94-float32", lambda d: trajectory_airbench94(a.airbench, data, d, False)),
             ("airbench94-muon", lambda d: trajectory_muon(a.airbench, data, d, True)),
             ("airbench94-muon-float32", lambda d: trajectory_muon(a.airbench, data, d, False)),
-        )
+        ) + ((
+            ("hiverge-speedrun", lambda d: trajectory_speedrun(a.speedrun, data, d, True)),
+            ("hiverge-speedrun-float32", lambda d: trajectory_speedrun(a.speedrun, data, d, False)),
+        ) if a.speedrun else ())
         only = [x for x in os.environ.get("TRAJECTORY_ONLY", "").split(",") if x]
         for name, make in runs:
             if only and name not in only:

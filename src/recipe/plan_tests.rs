@@ -237,3 +237,32 @@ fn a_batch_edit_scales_the_step_as_each_reference_does() {
     let tiny = super::resolve_plan("tiny-airbench94", &[]).unwrap().1;
     assert!(close(tiny.optim.lr, 11.5 / kilostep));
 }
+
+/// cifar10_speedrun.py holds CIFAR_MEAN and CIFAR_STD in fp16 and the
+/// airbench scripts in float32: each recipe normalises with its own
+/// script's rounding, the written-out fp16 values being libtorch's.
+#[test]
+fn each_airbench_recipe_normalises_with_its_scripts_rounding() {
+    use crate::plan::Norm;
+    let rounded = |v: f64, k: tch::Kind| {
+        tch::Tensor::from(v)
+            .to_kind(k)
+            .to_kind(tch::Kind::Double)
+            .double_value(&[])
+            * 255.0
+    };
+    let published = ([0.4914, 0.4822, 0.4465], [0.2470, 0.2435, 0.2616]);
+    for (norm, kind) in [
+        (Norm::AIRBENCH, tch::Kind::Float),
+        (Norm::AIRBENCH_FP16, tch::Kind::Half),
+    ] {
+        for c in 0..3 {
+            assert_eq!(norm.mean[c], rounded(published.0[c], kind), "{kind:?}");
+            assert_eq!(norm.std[c], rounded(published.1[c], kind), "{kind:?}");
+        }
+    }
+    let norm = |r: &str| super::resolve_plan(r, &[]).unwrap().1.data.norm;
+    assert_eq!(norm("hiverge-speedrun"), Norm::AIRBENCH_FP16);
+    assert_eq!(norm("airbench94-muon"), Norm::AIRBENCH);
+    assert_eq!(norm("airbench94"), Norm::AIRBENCH);
+}

@@ -173,9 +173,14 @@ pub fn augment_epoch(
 /// image, b = (2u − 1)·brightness, c = 1 + (2v − 1)·contrast for uniform u,
 /// v of shape [n, 1, 1, 1]. The contrast acts about 0, the data set's mean.
 pub fn jitter_with(x: &Tensor, u: &Tensor, v: &Tensor, j: &ColourJitter) -> Tensor {
-    let b = (u * 2.0 - 1.0) * j.brightness;
-    let c = (v * 2.0 - 1.0) * j.contrast + 1.0;
-    ((x.to_kind(Kind::Float) + b) * c).to_kind(x.kind())
+    // In float32 at least (half images too); a float64 replay's in float64.
+    let k = match x.kind() {
+        Kind::Double => Kind::Double,
+        _ => Kind::Float,
+    };
+    let b = (u.to_kind(k) * 2.0 - 1.0) * j.brightness;
+    let c = (v.to_kind(k) * 2.0 - 1.0) * j.contrast + 1.0;
+    ((x.to_kind(k) + b) * c).to_kind(x.kind())
 }
 
 /// The epoch's jitter draws for `n` images: (u, v) as `jitter_with` takes them.

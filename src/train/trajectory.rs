@@ -72,6 +72,15 @@ fn injection(g: &Value) -> Injection {
                     shape: ints(&d["shape"]),
                     values: ints(&d["values"]),
                 },
+                Some("float") => Draw::Float {
+                    shape: ints(&d["shape"]),
+                    values: d["values"]
+                        .as_array()
+                        .expect("values")
+                        .iter()
+                        .map(|x| x.as_f64().expect("a number") as f32)
+                        .collect(),
+                },
                 other => panic!("draw `{label}`: unknown kind {other:?}"),
             };
             (label, draw)
@@ -338,6 +347,29 @@ fn airbench94_muon_replays_its_whole_reference_trajectory_in_float64() {
     same_losses("airbench94-muon", &r, r.want.len(), true);
     same_weights(
         "airbench94-muon",
+        "after training",
+        &r.final_weights,
+        &r.golden["final"],
+    );
+}
+
+/// hiverge's record's first float32 steps.
+#[test]
+fn hiverge_speedrun_replays_the_first_float32_steps_of_its_reference() {
+    let r = replay("hiverge-speedrun-float32");
+    same_losses("hiverge-speedrun", &r, 2, false);
+}
+
+/// hiverge's record's whole run in float64 at batch 256: SiLU, its batched
+/// Newton–Schulz with the magnitude schedule, the growing renormalisation
+/// interval, decoupled weight decay, colour jitter, label smoothing 0.09,
+/// BN momentum 0.4434 and its fp16 normalisation constants.
+#[test]
+fn hiverge_speedrun_replays_its_whole_reference_trajectory_in_float64() {
+    let r = replay("hiverge-speedrun");
+    same_losses("hiverge-speedrun", &r, r.want.len(), true);
+    same_weights(
+        "hiverge-speedrun",
         "after training",
         &r.final_weights,
         &r.golden["final"],

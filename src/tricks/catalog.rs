@@ -134,11 +134,19 @@ catalog! {
         source: "airbench94.py, airbench94_muon.py, cifar10_speedrun.py (CIFAR_MEAN, CIFAR_STD); found by the golden trajectory",
         off: "Page's constants",
         on: "airbench's constants (inputs differ by about 1e-4 of a unit)",
-        params: &[],
+        params: &[c(
+            "dtype",
+            "the type the script holds the constants in: fp32 (airbench94, airbench94_muon) or fp16 (cifar10_speedrun.py, whose blue std 0.2616 becomes 0.26171875)",
+            "fp32",
+            &["fp32", "fp16"],
+        )],
         requires: &[],
         conflicts: &[],
-        apply: |p, _| {
-            p.data.norm = crate::plan::Norm::AIRBENCH;
+        apply: |p, a| {
+            p.data.norm = match a.text("dtype")? {
+                "fp16" => crate::plan::Norm::AIRBENCH_FP16,
+                _ => crate::plan::Norm::AIRBENCH,
+            };
             Ok(())
         },
     },
