@@ -235,8 +235,65 @@ pub enum Clock {
     Wall,
 }
 
+/// A stage of a run as the clocks see it (TRICKS.md section 5), named as
+/// the golden trajectories record the references' own timed regions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stage {
+    /// Moving the data set to the device.
+    Loading,
+    /// Building and initialising the net (every reference does it untimed).
+    NetBuild,
+    /// The whitening basis from the training images.
+    Whitening,
+    /// Normalising, flipping and padding the resident set (airbench's
+    /// loader does it in its first epoch, inside the timer).
+    Preprocessing,
+    /// The training loop of each epoch.
+    Training,
+    /// The evaluations between epochs.
+    EpochEvaluation,
+    /// The final (TTA) evaluation.
+    FinalEvaluation,
+}
+
+impl Stage {
+    /// As a golden trajectory names it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Stage::Loading => "loading",
+            Stage::NetBuild => "net build",
+            Stage::Whitening => "whitening",
+            Stage::Preprocessing => "preprocessing",
+            Stage::Training => "training",
+            Stage::EpochEvaluation => "per-epoch evaluation",
+            Stage::FinalEvaluation => "final evaluation",
+        }
+    }
+}
+
 impl Clock {
     pub const ALL: [Clock; 4] = [Clock::Dawn, Clock::Airbench, Clock::Hlb, Clock::Wall];
+
+    /// The stages this clock's seconds cover: the one place each convention
+    /// is written down (`None`: the wall clock, everything start to summary).
+    pub fn stages(self) -> Option<&'static [Stage]> {
+        match self {
+            Clock::Dawn => Some(&[
+                Stage::Loading,
+                Stage::Preprocessing,
+                Stage::Whitening,
+                Stage::Training,
+            ]),
+            Clock::Airbench => Some(&[
+                Stage::Preprocessing,
+                Stage::Whitening,
+                Stage::Training,
+                Stage::FinalEvaluation,
+            ]),
+            Clock::Hlb => Some(&[Stage::Training]),
+            Clock::Wall => None,
+        }
+    }
 
     pub fn name(self) -> &'static str {
         match self {

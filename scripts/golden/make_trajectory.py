@@ -11,6 +11,9 @@ agree, and in float32 as published on a CPU (`<recipe>-float32.json`), where Bat
 cancelling sums make any two summation orders drift apart after a few steps (the script
 against itself at 2 threads: 1.3e-4 at step 4), so only the first steps are compared.
 
+Each file also keeps `timed`, the named stages inside each of the script's timed regions
+(its timer events, recorded in order with the stage markers), and `untimed`, those outside.
+
 The script is read from a fetched copy (as make_golden.py reads it), changed only by the
 substitutions scripts/peers/peer.py lists for a CPU run plus the ones below (which name
 what they change), and executed; the repository keeps the recorded numbers, never the
@@ -153,6 +156,8 @@ class Recorder:
         self.weights, self.raw, self.losses = [], [], []
         self.checkpoints, self.final_sums, self.model = {}, {}, None
         self.real = {k: getattr(torch, k) for k in ("rand", "randint", "randperm")}
+        # What the script does, in order: named stages and its timers' records.
+        self.log = []
 
     def _recording(self, kind):
         def f(*args, **kwargs):
@@ -178,7 +183,31 @@ class Recorder:
         for k in self.real:
             setattr(torch, k, self._recording(k))
 
+    def stage(self, name):
+        """A named stage begins (repeats of the same stage kept once)."""
+        if not self.log or self.log[-1] != name:
+            self.log.append(name)
+
+    def regions(self):
+        """The stages each timed region covers (a region runs from its start
+        event's record to the next record of another event), and those outside."""
+        timed, untimed, start, current = [], [], None, None
+        for x in self.log:
+            if isinstance(x, tuple):
+                if start is None:
+                    start, current = x[1], []
+                elif x[1] != start:
+                    timed.append(current)
+                    start, current = None, None
+            elif current is not None:
+                if x not in current:
+                    current.append(x)
+            elif x not in untimed:
+                untimed.append(x)
+        return timed, untimed
+
     def before_step(self):
+        self.stage("training")
         done = len(self.losses)
         if done in CHECKPOINTS:
             self.checkpoints[str(done)] = {self.names(k): checksum(t) for k, t in self._state(self.model)}
@@ -187,13 +216,42 @@ class Recorder:
         self.losses.append(loss.item() / self.batch)
 
     def final(self, model):
+        self.stage("final evaluation")
         for k, fn in self.real.items():
             setattr(self.torch, k, fn)
         self.final_sums = {self.names(k): checksum(t) for k, t in self._state(model)}
 
     def attach(self, rt):
-        rt.inject, rt.before_step, rt.step_loss, rt.final = (
-            self.inject, self.before_step, self.step_loss, self.final)
+        rt.inject, rt.before_step, rt.step_loss, rt.final, rt.stage = (
+            self.inject, self.before_step, self.step_loss, self.final, self.stage)
+        made = rt.Event
+
+        def event(**kwargs):
+            e = made(**kwargs)
+            record = e.record
+
+            def logged(*args, **kw):
+                self.log.append(("timer", id(e)))
+                return record(*args, **kw)
+            e.record = logged
+            return e
+        rt.Event = event
+
+
+def stage_subs(f, evaluate_line=None, build_line=None):
+    """Named-stage markers: the loader's epoch-0 preprocessing, and where given the
+    per-epoch evaluation and the net's construction (the whitening, the training steps
+    and the final evaluation are marked by the trajectory's own hooks)."""
+    subs = [peer.Sub(f, "trajectory: the loader's epoch-0 preprocessing marked as a stage",
+                     "        if self.epoch == 0:\n",
+                     "        if self.epoch == 0:\n            __peer__.stage(\"preprocessing\")\n")]
+    if evaluate_line:
+        subs.append(peer.Sub(f, "trajectory: the per-epoch evaluation marked as a stage", evaluate_line,
+                             evaluate_line.replace("val_acc = ", "__peer__.stage(\"per-epoch evaluation\"); val_acc = ", 1)))
+    if build_line:
+        subs.append(peer.Sub(f, "trajectory: the net's construction marked as a stage", build_line,
+                             build_line.replace("model = ", "__peer__.stage(\"net build\"); model = ", 1)))
+    return subs
 
 
 def execute(f, text, rt, name):
@@ -226,6 +284,8 @@ def recorded(recipe, f, repo, changes, rec, n, settings, extra_sets=(), draws=No
         "losses": rec.losses,
         "checkpoints": rec.checkpoints,
         "final": rec.final_sums,
+        "timed": rec.regions()[0],
+        "untimed": rec.regions()[1],
     }
 
 
@@ -244,6 +304,7 @@ def trajectory_airbench94(repo, data, tmp, float64):
                  "takes it before the fit, so its first update at step 5 mixes 0.3% of the net as "
                  "built, whitening filter included, back in; tricklab's starts after the fit)",
                  "    init_whitening_conv(model[0], train_images)\n",
+                 "    __peer__.stage(\"whitening\")\n"
                  "    init_whitening_conv(model[0], train_images)\n    __peer__.inject(model)\n"
                  "    lookahead_state = LookaheadState(model)\n"),
         peer.Sub(f, "trajectory: the weights recorded at the checkpoints, before the next step's forward pass",
@@ -256,7 +317,7 @@ def trajectory_airbench94(repo, data, tmp, float64):
                  "    tta_val_acc = evaluate(model, test_loader, tta_level=hyp['net']['tta_level'])",
                  "    __peer__.final(model)\n"
                  "    tta_val_acc = evaluate(model, test_loader, tta_level=hyp['net']['tta_level'])"),
-    ]
+    ] + stage_subs(f, "        val_acc = evaluate(model, test_loader, tta_level=0)\n", "    model = make_net()\n")
     if float64:
         changes += [
             peer.Sub(f, "float64: images `.float()` -> `.double()`",
@@ -320,6 +381,7 @@ def trajectory_muon(repo, data, tmp, float64):
         peer.Sub(f, "trajectory: the starting weights injected after the whitening fit, and the "
                  "draws recorded from there",
                  "    model.init_whiten(train_images)\n",
+                 "    __peer__.stage(\"whitening\")\n"
                  "    model.init_whiten(train_images)\n    __peer__.inject(model)\n"),
         peer.Sub(f, "trajectory: the weights recorded at the checkpoints, before the next step's forward pass",
                  "            outputs = model(inputs, whiten_bias_grad",
@@ -331,7 +393,7 @@ def trajectory_muon(repo, data, tmp, float64):
         peer.Sub(f, "trajectory: the weights recorded after training, before the TTA evaluation",
                  "    tta_val_acc = evaluate(model, test_loader, tta_level=2)",
                  "    __peer__.final(model)\n    tta_val_acc = evaluate(model, test_loader, tta_level=2)"),
-    ]
+    ] + stage_subs(f, "        val_acc = evaluate(model, test_loader, tta_level=0)\n")
     if float64:
         changes += [
             peer.Sub(f, "float64: images `.float()` -> `.double()`",
@@ -349,6 +411,7 @@ def trajectory_muon(repo, data, tmp, float64):
     rec.attach(rt)
     mod = execute(f, text, rt, "peer_muon_trajectory")
     import torch
+    rec.stage("net build")
     model = mod.CifarNet().to(memory_format=torch.channels_last)
     mod.main(0, model)
     # The head divides by its input's width, 32 at 1/8 (`x.size(-1)`); the recipe
@@ -419,6 +482,7 @@ def trajectory_speedrun(repo, data, tmp, float64):
         peer.Sub(f, "trajectory: the starting weights injected after the whitening fit, and the "
                  "draws recorded from there",
                  "        model.init_whiten(train_images)\n",
+                 "        __peer__.stage(\"whitening\")\n"
                  "        model.init_whiten(train_images)\n        __peer__.inject(model)\n"),
         peer.Sub(f, "trajectory: the weights recorded at the checkpoints, before the next step's forward pass",
                  "            loss = forward_step(inputs, labels, whiten_bias_grad)\n",
@@ -430,7 +494,11 @@ def trajectory_speedrun(repo, data, tmp, float64):
         peer.Sub(f, "trajectory: the weights recorded after training, before the TTA evaluation",
                  '    __peer__.mark("train_end")\n',
                  '    __peer__.final(model)\n    __peer__.mark("train_end")\n'),
-    ]
+        peer.Sub(f, "trajectory: the accuracy reports after the timer marked as a stage",
+                 "    train_acc = evaluate(model, train_loader, tta_level=0)\n",
+                 "    __peer__.stage(\"accuracy reports\")\n"
+                 "    train_acc = evaluate(model, train_loader, tta_level=0)\n"),
+    ] + stage_subs(f)
     if float64:
         changes += [
             peer.Sub(f, "float64: images `.float()` -> `.double()`",
@@ -453,6 +521,7 @@ def trajectory_speedrun(repo, data, tmp, float64):
     rec.attach(rt)
     mod = execute(f, text, rt, "peer_speedrun_trajectory")
     import torch
+    rec.stage("net build")
     model = mod.CifarNet().to(memory_format=torch.channels_last)
     mod.main(1, model)
     out = recorded("hiverge-speedrun", f, repo, changes, rec, len(data["train_labels"]),

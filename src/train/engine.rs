@@ -15,6 +15,10 @@
 //!   evaluation: airbench's first epoch normalises, flips and pads the
 //!   uploaded set inside its timer, and its loader uploaded before it.
 //!
+//! `Clock::stages` (config.rs) lists each convention's stages and
+//! `eval::time_on` sums them; the golden trajectories record which stages
+//! the airbench scripts' own timers cover, and a test compares the two.
+//!
 //! A run of world size N is one of N rank processes, each with its own
 //! device and this same loop (data-parallel, as DDP runs it): every rank
 //! draws the same global batch and trains its 1/N slice of it, the
@@ -28,6 +32,7 @@ use super::step::{StepMetrics, Trainee};
 use super::stream::{StreamFeed, evaluate_stream};
 use super::warm::warm_up_run;
 use super::{Control, Flow, Outcome, Trainer};
+use crate::config::Clock;
 use crate::data::Dataset;
 use crate::data::stream::StreamData;
 use crate::events::LogLevel;
@@ -894,7 +899,7 @@ impl Run<'_> {
             lp.acc = accs;
             if last {
                 let c = &mut lp.clocks;
-                c.airbench_s = c.preprocess_s + c.whiten_s + c.hlb_s + eval_s;
+                c.airbench_s = time_on(Clock::Airbench, c, eval_s, f64::NAN);
             }
             let headline = if plan.eval.tta_level > 0 {
                 accs.1
@@ -998,7 +1003,7 @@ impl Run<'_> {
             None => Vec::new(),
         };
         let mut clocks = lp.clocks;
-        clocks.dawn_s = clocks.prep_s + clocks.whiten_s + clocks.hlb_s;
+        clocks.dawn_s = time_on(Clock::Dawn, &clocks, 0.0, f64::NAN);
         clocks.wall_s = wall_s;
         Ok(RunSummary {
             acc: lp.acc.0,

@@ -89,10 +89,20 @@ pub(super) fn tta_of(
 /// convention would have timed had the run stopped there (`eval_s`: this
 /// evaluation's seconds, which airbench's clock counts and the others do not).
 pub(super) fn time_on(clock: Clock, c: &Clocks, eval_s: f64, wall_s: f64) -> f64 {
-    match clock {
-        Clock::Dawn => c.prep_s + c.whiten_s + c.hlb_s,
-        Clock::Airbench => c.preprocess_s + c.whiten_s + c.hlb_s + eval_s,
-        Clock::Hlb => c.hlb_s,
-        Clock::Wall => wall_s,
-    }
+    use crate::config::Stage;
+    let Some(stages) = clock.stages() else {
+        return wall_s;
+    };
+    // Each stage's own stopwatch; loading is what prep_s adds to the
+    // preprocessing (prep_s times both, preprocess_s the second alone).
+    let seconds = |s: &Stage| match s {
+        Stage::Loading => c.prep_s - c.preprocess_s,
+        Stage::Preprocessing => c.preprocess_s,
+        Stage::Whitening => c.whiten_s,
+        Stage::Training => c.hlb_s,
+        Stage::FinalEvaluation => eval_s,
+        // No clock covers them (`stages` says which do).
+        Stage::NetBuild | Stage::EpochEvaluation => 0.0,
+    };
+    stages.iter().map(seconds).sum()
 }

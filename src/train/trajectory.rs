@@ -375,3 +375,72 @@ fn hiverge_speedrun_replays_its_whole_reference_trajectory_in_float64() {
         &r.golden["final"],
     );
 }
+
+/// Item 3: the stages each reference's own timers cover, as the recording
+/// names them, are the stages of the airbench clock (`Clock::stages`), and
+/// what the references do outside their timers (building the net, the
+/// evaluations between epochs) is outside the clock.
+#[test]
+fn the_airbench_clock_covers_what_the_references_time() {
+    use crate::config::{Clock, Stage};
+    let clock: Vec<&str> = Clock::Airbench
+        .stages()
+        .expect("a sum of stages")
+        .iter()
+        .map(|s| s.name())
+        .collect();
+    let known = [
+        Stage::Loading,
+        Stage::NetBuild,
+        Stage::Whitening,
+        Stage::Preprocessing,
+        Stage::Training,
+        Stage::EpochEvaluation,
+        Stage::FinalEvaluation,
+    ]
+    .map(Stage::name);
+    for name in ["airbench94", "airbench94-muon", "hiverge-speedrun"] {
+        let g = golden(name);
+        let recipe = g["recipe"].as_str().unwrap();
+        let (_, plan) = crate::recipe::resolve_plan(recipe, &[]).unwrap();
+        assert_eq!(plan.clock, Clock::Airbench, "{recipe}");
+        let names = |v: &Value| -> Vec<String> {
+            v.as_array()
+                .unwrap_or_else(|| panic!("{name}: no timed regions recorded"))
+                .iter()
+                .map(|x| x.as_str().unwrap().to_string())
+                .collect()
+        };
+        let mut timed: Vec<String> = g["timed"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{name}: no timed regions recorded"))
+            .iter()
+            .flat_map(names)
+            .collect();
+        timed.sort();
+        timed.dedup();
+        let untimed = names(&g["untimed"]);
+        for n in timed.iter().chain(&untimed) {
+            assert!(
+                known.contains(&n.as_str()) || n == "accuracy reports",
+                "{name}: the recording names a stage tricklab does not know: `{n}`"
+            );
+        }
+        let mut want: Vec<String> = clock.iter().map(ToString::to_string).collect();
+        want.sort();
+        assert_eq!(
+            timed, want,
+            "{name}: the script's timers cover {timed:?}; tricklab's airbench clock {want:?}"
+        );
+        for n in &untimed {
+            assert!(
+                !clock.contains(&n.as_str()),
+                "{name}: `{n}` is outside the script's timers but inside tricklab's airbench clock"
+            );
+        }
+        assert!(
+            untimed.iter().any(|n| n == "net build"),
+            "{name}: {untimed:?}"
+        );
+    }
+}
