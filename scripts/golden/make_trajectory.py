@@ -169,6 +169,36 @@ class Recorder:
     def _state(self, model):
         return [(k, t) for k, t in model.state_dict().items() if not k.endswith("num_batches_tracked")]
 
+    def start(self):
+        """The draws recorded from here on (inject starts it where not called)."""
+        torch = self.torch
+        if getattr(self, "started", False):
+            return
+        self.started = True
+        for k in self.real:
+            setattr(torch, k, self._recording(k))
+        self.real_like, self.real_random_ = torch.rand_like, torch.Tensor.random_
+        real_like, real_random_ = self.real_like, self.real_random_
+
+        def rand_like(*args, **kwargs):
+            out = real_like(*args, **kwargs)
+            self.raw.append(("rand", out.clone()))
+            return out
+
+        def random_(t, *args, **kwargs):
+            out = real_random_(t, *args, **kwargs)
+            self.raw.append(("random_", (out.clone(), args)))
+            return out
+        torch.rand_like, torch.Tensor.random_ = rand_like, random_
+
+    def stop(self):
+        torch = self.torch
+        for k, fn in self.real.items():
+            setattr(torch, k, fn)
+        if getattr(self, "started", False):
+            torch.rand_like, torch.Tensor.random_ = self.real_like, self.real_random_
+        self.started = False
+
     def inject(self, model):
         """The seeded weights copied in, and the draws recorded from here on."""
         torch = self.torch
@@ -180,8 +210,7 @@ class Recorder:
                 t.copy_(value_of(spec).to(t.dtype))
             self.weights.append(spec)
         self.model = model
-        for k in self.real:
-            setattr(torch, k, self._recording(k))
+        self.start()
 
     def stage(self, name):
         """A named stage begins (repeats of the same stage kept once)."""
@@ -217,13 +246,12 @@ class Recorder:
 
     def final(self, model):
         self.stage("final evaluation")
-        for k, fn in self.real.items():
-            setattr(self.torch, k, fn)
+        self.stop()
         self.final_sums = {self.names(k): checksum(t) for k, t in self._state(model)}
 
     def attach(self, rt):
-        rt.inject, rt.before_step, rt.step_loss, rt.final, rt.stage = (
-            self.inject, self.before_step, self.step_loss, self.final, self.stage)
+        rt.inject, rt.before_step, rt.step_loss, rt.final, rt.stage, rt.start = (
+            self.inject, self.before_step, self.step_loss, self.final, self.stage, self.start)
         made = rt.Event
 
         def event(**kwargs):
@@ -533,11 +561,159 @@ def trajectory_speedrun(repo, data, tmp, float64):
     return out
 
 
+# -- hlb ---------------------------------------------------------------------
+
+# hlb's batch of 1024 is 2 steps an epoch of 2,560 images: at 256, 10 steps an epoch and
+# ceil(10 x 12.1) = 121 in all (the last epoch's tenth is round(0.1 x 10) = 1 step). Its
+# gradient step is per batch (the loss is scaled by 512/batchsize) and its decay per
+# example (`6.687e-4 * batchsize`), as the recipe writes them (`wd_batch = 1024`).
+HLB_BATCH = 256
+HLB_EPOCHS = float(os.environ.get("TRAJECTORY_EPOCHS", "12.1"))
+
+
+def hlb_names(ref):
+    """hlb's state names -> tricklab's variable names."""
+    if ref == "net_dict.initial_block.whiten.weight":
+        return "stem.whiten.weight"
+    if ref == "net_dict.linear.weight":
+        return "head.weight"
+    _, group, layer, what = ref.split(".")
+    half = {"conv1": "a", "norm1": "a", "conv2": "b", "norm2": "b"}[layer]
+    part = "conv" if layer.startswith("conv") else "bn"
+    return f"body.group{group[-1]}.{half}.{part}.{what}"
+
+
+def hlb_draws(raw, n, pad):
+    """hlb's draws as tricklab's engine asks for them.
+    - the whitening's sample order (make_net: randperm of the training set), then the
+      epoch-0 flip mask tricklab draws whatever the flip (unused without alternating
+      flip: recorded as zeros);
+    - each epoch hlb shuffles (randperm), crops by mask centres random_(15, 19) for rows
+      and columns (offsets 0-3 of tricklab's 0-4: TRICKS.md 3), flips with rand_like < 0.5,
+      and mixes the whole set (randperm, then, in its CutMix epochs only, square centres
+      random_(1, 31) for rows and columns; the partner order of an epoch without CutMix
+      goes unused and is dropped); tricklab draws the crop as one of 25 offsets,
+      the flip, the order, then CutMix's partner order and the squares' corners;
+    - each evaluation's randperm of the test set is dropped: tricklab's evaluation draws
+      nothing."""
+    side = 2 * pad + 1
+    if os.environ.get("TRAJECTORY_DEBUG"):
+        print([(k, tuple(v.shape) if hasattr(v, "shape") else (tuple(v[0].shape), v[1])) for k, v in raw],
+              file=sys.stderr)
+    ev = [(k, v) for k, v in raw if not (k == "randperm" and v.numel() != n)]
+    (k0, order0), rest = ev[0], ev[1:]
+    if k0 != "randperm":
+        raise SystemExit(f"hlb: the first draw is {k0}, not the whitening's sample order")
+    out = [{"label": "whitening sample order", "kind": "perm", "values": order0.tolist()},
+           {"label": "flip mask (epoch 0; unused without alternating flip)", "kind": "int", "high": 2,
+            "shape": [n], "values": [0] * n}]
+    i, epoch = 0, 0
+    while i < len(rest):
+        kinds = [k for k, _ in rest[i:i + 7]]
+        if kinds[:4] != ["randperm", "random_", "random_", "rand"]:
+            raise SystemExit(f"hlb: epoch {epoch}: unexpected draws {kinds}")
+        order, (cy, _), (cx, _), flip = (v for _, v in rest[i:i + 4])
+        oy, ox = cy - (16 - 1), cx - (16 - 1)
+        out.append({"label": f"crop offsets (epoch {epoch})", "kind": "int", "high": side * side,
+                    "shape": [n], "values": (oy * side + ox).tolist()})
+        out.append({"label": f"flips (epoch {epoch})", "kind": "int", "high": 2, "shape": [n],
+                    "values": (flip.flatten() < 0.5).long().tolist()})
+        out.append({"label": f"order (epoch {epoch})", "kind": "perm", "values": order.tolist()})
+        i += 4
+        # `batch_cutmix` draws its partner order every epoch, and its squares only in
+        # CutMix's epochs (their centres' bounds tell them from the next crop's).
+        if kinds[4:7] == ["randperm", "random_", "random_"] and rest[i + 1][1][1] == (1, 31):
+            partner, (my, _), (mx, _) = (v for _, v in rest[i:i + 3])
+            out.append({"label": f"cutmix partners (epoch {epoch})", "kind": "perm", "values": partner.tolist()})
+            for name, c in (("rows", my), ("columns", mx)):
+                out.append({"label": f"cutmix square {name} (epoch {epoch})", "kind": "int", "high": 30,
+                            "shape": [n], "values": (c - 1).tolist()})
+            i += 3
+        elif kinds[4:5] == ["randperm"]:
+            i += 1  # the unused partner order of an epoch without CutMix: tricklab draws none
+        epoch += 1
+    return out
+
+
+def trajectory_hlb(repo, data, tmp, float64):
+    f = "main.py"
+    n_test = len(data["test_labels"])
+    ctx = types.SimpleNamespace(cuda=False, warmup=False, compile=False, test_images=n_test)
+    base = int(64 * WIDTH_MULT)
+    changes = peer.changes_hlb(ctx) + [
+        peer.Sub(f, "data: the training set kept in the export's order (the script's DataLoader shuffles it "
+                 "once into data.pt; tricklab trains on the export's order: the same set, another fixed order)",
+                 "shuffle=True, num_workers=2", "shuffle=False, num_workers=2"),
+        peer.Sub(f, "normalisation: Page's CIFAR-10 constants, as tricklab's hlb recipe (hlb's own use the "
+                 "data set's mean and std: a known difference, README)",
+                 "        cifar10_std, cifar10_mean = torch.std_mean(train_dataset_gpu['images'], dim=(0, 2, 3))",
+                 "        cifar10_std, cifar10_mean = (torch.tensor([62.99, 62.09, 66.70], dtype=torch.float64) / 255, "
+                 "torch.tensor([125.31, 122.95, 113.87], dtype=torch.float64) / 255)\n"
+                 "        _unused = (train_dataset_gpu['images'], dim:=(0, 2, 3))"),
+        peer.Sub(f, f"widths x{WIDTH_MULT}: base_depth 64 -> {base}", "'base_depth': 64", f"'base_depth': {base}"),
+        peer.Sub(f, f"batch: 1024 -> {HLB_BATCH} (its lr is per batch, its decay per example: they follow)",
+                 "batchsize = 1024\n", f"batchsize = {HLB_BATCH}\n"),
+        peer.Sub(f, "trajectory: draws recorded from main()'s net build on (its whitening's sample order); "
+                 "the starting weights injected after it",
+                 "    net = make_net()\n",
+                 "    __peer__.start()\n    __peer__.stage(\"net build\")\n    net = make_net()\n"
+                 "    __peer__.inject(net)\n"),
+        peer.Sub(f, "trajectory: the weights recorded at the checkpoints, before the next step's forward pass",
+                 "              ## Run everything through the network\n              outputs = net(inputs)\n",
+                 "              __peer__.before_step()\n              outputs = net(inputs)\n"),
+        peer.Sub(f, "trajectory: each step's loss recorded (loss.item(), a host sync), per example "
+                 "(the loss is summed x 512/batchsize: / 512)",
+                 "              loss.backward()\n",
+                 "              __peer__.step_loss(loss)\n              loss.backward()\n"),
+        peer.Sub(f, "trajectory: the per-epoch evaluation marked as a stage",
+                 "          net.eval()\n", "          __peer__.stage(\"per-epoch evaluation\")\n          net.eval()\n"),
+        peer.Sub(f, "trajectory: the weights recorded after training (after the last evaluation)",
+                 "    return ema_val_acc #", "    __peer__.final(net)\n    return ema_val_acc #"),
+    ]
+    if float64:
+        changes += [
+            peer.Sub(f, "float64: the images' 8-bit values recovered from ToTensor's float32 (x 255, rounded) "
+                     "and normalised in float64",
+                     "            return (input_images - mean.view(1, -1, 1, 1)) / std.view(1, -1, 1, 1)",
+                     "            return ((input_images.double() * 255).round() / 255 - mean.view(1, -1, 1, 1))"
+                     " / std.view(1, -1, 1, 1)"),
+            peer.Sub(f, "float64: train images `.float()` -> `.double()`",
+                     "data['train']['images'] = data['train']['images'].float()",
+                     "data['train']['images'] = data['train']['images'].double()"),
+            peer.Sub(f, "float64: test images `.float()` -> `.double()`",
+                     "data['eval']['images']  = data['eval']['images'].float()",
+                     "data['eval']['images']  = data['eval']['images'].double()"),
+            peer.Sub(f, "float64: one-hot targets `.float()` -> `.double()`",
+                     "F.one_hot(data['train']['targets']).float()", "F.one_hot(data['train']['targets']).double()"),
+            peer.Sub(f, "float64: one-hot test targets `.float()` -> `.double()`",
+                     "F.one_hot(data['eval']['targets']).float()", "F.one_hot(data['eval']['targets']).double()"),
+            peer.Sub(f, "float64: `net.float()` -> `net.double()`", "    net.float() #", "    net.double() #"),
+            peer.Sub(f, "float64: the EMA updates float64 tensors too",
+                     "if incoming_net_parameter.dtype in (torch.half, torch.float):",
+                     "if incoming_net_parameter.dtype in (torch.half, torch.float, torch.double):"),
+        ]
+    text = changed(repo, f, changes)
+    rt = peer.Runtime(False, HLB_EPOCHS, tmp, data)
+    rt.hlb_eval_batchsize = peer.hlb_eval_batchsize(n_test)
+    rec = Recorder(hlb_names, 512)
+    rec.attach(rt)
+    mod = execute(f, text, rt, "peer_hlb_trajectory")
+    mod.main()
+    out = recorded("hlb", f, repo, changes, rec, len(data["train_labels"]),
+                   {"epochs": HLB_EPOCHS, "batch_size": HLB_BATCH, "width_mult": WIDTH_MULT,
+                    "dtype": "float64" if float64 else "float32"}, (), hlb_draws)
+    out["reference"] = {"repo": "tysam-code/hlb-CIFAR10", "commit": "ad103b4", "file": f,
+                        "sha256": peer.sha256(str(Path(repo) / f))}
+    return out
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--airbench", required=True, type=Path, help="KellerJordan/cifar10-airbench at f1c599c")
     ap.add_argument("--speedrun", type=Path, help="hiverge/cifar10-speedrun at 5cd49b1 (its trajectory is "
                     "written only when given)")
+    ap.add_argument("--hlb", type=Path, help="tysam-code/hlb-CIFAR10 at ad103b4 (its trajectory is written "
+                    "only when given)")
     ap.add_argument("--tricklab", type=Path, default=REPO / "target" / "debug" / "tricklab",
                     help="the binary that exports the embedded images in its training order")
     ap.add_argument("--out", type=Path, default=REPO / "tests" / "golden" / "trajectory")
@@ -560,7 +736,10 @@ def main(argv=None):
         ) + ((
             ("hiverge-speedrun", lambda d: trajectory_speedrun(a.speedrun, data, d, True)),
             ("hiverge-speedrun-float32", lambda d: trajectory_speedrun(a.speedrun, data, d, False)),
-        ) if a.speedrun else ())
+        ) if a.speedrun else ()) + ((
+            ("hlb", lambda d: trajectory_hlb(a.hlb, data, d, True)),
+            ("hlb-float32", lambda d: trajectory_hlb(a.hlb, data, d, False)),
+        ) if a.hlb else ())
         only = [x for x in os.environ.get("TRAJECTORY_ONLY", "").split(",") if x]
         for name, make in runs:
             if only and name not in only:

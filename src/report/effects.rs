@@ -211,9 +211,19 @@ fn analysis(response: &str, obs: &[Obs], design: &Design) -> Analysis {
         let words: Vec<Word> = terms.iter().map(|t| t.0).collect();
         match fx::fit(obs, k, &words) {
             Ok(fit) => {
+                // The residual's degrees of freedom: replicates (pure error)
+                // and the terms the fit leaves out (lack of fit).
+                let configs = config_means(obs).len();
+                let pure = obs.len() - configs;
                 a.method = match fit.method {
                     fx::ErrorMethod::Replicates { df } => format!(
-                        "least squares on ±1 coding; 95% t intervals from the replicates' residual error ({df} df)"
+                        "least squares on ±1 coding; 95% t intervals from the residual error ({df} df: {pure} from repeats, {} from the terms left out of the fit{})",
+                        df.saturating_sub(pure),
+                        if pure == 0 {
+                            "; no repeats, so the left-out terms are taken as noise"
+                        } else {
+                            ""
+                        }
                     ),
                     fx::ErrorMethod::Lenth { df } => format!(
                         "least squares on ±1 coding; no replicates: Lenth's pseudo standard error (Lenth 1989), t on {df:.1} df"
@@ -256,13 +266,7 @@ fn shapley(obs: &[Obs], design: &Design) -> Result<(Vec<Interval>, String), Stri
     let v = |w: Word| means.iter().find(|(c, _)| *c == w).map(|m| m.1);
     match &design.plan {
         DesignPlan::Shapley { orders, .. } => fx::shapley_sampled(orders, v).map(|vals| {
-            (
-                vals,
-                format!(
-                    "Shapley values from {} sampled orders (permutation estimator, Castro et al. 2009), t across orders",
-                    orders.len()
-                ),
-            )
+            with_noise(vals, orders, obs, k)
         }),
         DesignPlan::Factorial(d) if d.defining_relation.is_empty() => {
             fx::shapley_exact(obs, k).map(|s| {
@@ -281,6 +285,76 @@ fn shapley(obs: &[Obs], design: &Design) -> Result<(Vec<Interval>, String), Stri
                 .into(),
         ),
     }
+}
+
+/// Sampled orders' Shapley intervals widened by the measurement noise.
+/// The t interval across orders (Castro et al. 2009) covers which orders
+/// were drawn, not the noise in each configuration's mean: orders that share
+/// a configuration share its noise. Each estimate is a linear combination
+/// Σ c_S v(S) of configuration means (+1/m at prefix ∪ {i}, −1/m at the
+/// prefix, per order), so its noise variance is σ² Σ c_S² / n_S with σ² the
+/// pooled within-configuration variance; the two half-widths are added in
+/// quadrature (independent sources).
+fn with_noise(
+    vals: Vec<Interval>,
+    orders: &[Vec<usize>],
+    obs: &[Obs],
+    k: usize,
+) -> (Vec<Interval>, String) {
+    let m = orders.len() as f64;
+    let means = config_means(obs);
+    let counts = |w: Word| obs.iter().filter(|o| o.config == w).count() as f64;
+    let sse: f64 = obs
+        .iter()
+        .map(|o| {
+            let mean = means.iter().find(|c| c.0 == o.config).map_or(o.y, |c| c.1);
+            (o.y - mean).powi(2)
+        })
+        .sum();
+    let df = obs.len() - means.len();
+    let mut how = format!(
+        "Shapley values from {} sampled orders (permutation estimator, Castro et al. 2009)",
+        orders.len()
+    );
+    if df == 0 {
+        how.push_str(
+            "; the intervals cover the sampling of orders only (no repeats measure the noise: run repeats)",
+        );
+        return (vals, how);
+    }
+    let var = sse / df as f64;
+    let t = crate::util::stats::t95(df);
+    let widened = (0..k)
+        .zip(vals)
+        .map(|(i, iv)| {
+            let mut c: std::collections::BTreeMap<Word, f64> = Default::default();
+            for o in orders {
+                let at = o
+                    .iter()
+                    .position(|f| *f == i)
+                    .expect("every factor in every order");
+                let prefix: Word = o[..at].iter().map(|f| 1 << f).sum();
+                *c.entry(prefix | 1 << i).or_default() += 1.0 / m;
+                *c.entry(prefix).or_default() -= 1.0 / m;
+            }
+            let noise = t * (var * c.iter().map(|(w, x)| x * x / counts(*w)).sum::<f64>()).sqrt();
+            let order = (iv.hi - iv.lo) / 2.0;
+            let half = if order.is_finite() {
+                order.hypot(noise)
+            } else {
+                order
+            };
+            Interval {
+                estimate: iv.estimate,
+                lo: iv.estimate - half,
+                hi: iv.estimate + half,
+            }
+        })
+        .collect();
+    how.push_str(&format!(
+        "; 95% intervals: t across orders and the repeats' noise ({df} df), added in quadrature"
+    ));
+    (widened, how)
 }
 
 /// The mean response of each configuration with runs.
@@ -435,13 +509,66 @@ mod tests {
             .iter()
             .find(|a| a.response == "accuracy")
             .unwrap();
-        assert!(acc.method.contains("replicates") && acc.method.contains("exact Shapley"));
+        assert!(
+            acc.method.contains("12 from repeats") && acc.method.contains("exact Shapley"),
+            "{}",
+            acc.method
+        );
         let total: f64 = acc.shapley.iter().map(|s| s.estimate).sum();
         assert!((total - 0.02).abs() < 0.004, "Shapley total {total}");
         let md = r.to_markdown();
         assert!(
             md.contains("## Effects: m") && md.contains("| main effect | tta |"),
             "{md}"
+        );
+    }
+    /// Sampled orders of an additive truth: every order credits each trick
+    /// with the same amount, so the spread across orders is only the noise
+    /// the orders share through their configurations' means. The intervals
+    /// must carry that noise (from the repeats) to cover the planted values.
+    #[test]
+    fn sampled_shapley_intervals_carry_the_measurement_noise() {
+        let text = "name = \"s\"\nrecipe = \"tiny-airbench94\"\nkind = \"shapley\"\norders = 6\nrepeats = 3\nvary = [\"tta\", \"lookahead\", \"label_smoothing\"]\n";
+        let m = crate::matrix::parse(text, "s.toml").unwrap();
+        let truth = [0.04, 0.0, -0.02];
+        let mut covered = 0;
+        for folder in 0..20u64 {
+            let root = tempfile::tempdir().unwrap();
+            let mut w = ResultsWriter::create(root.path(), "m", text).unwrap();
+            let mut rng = SplitMix64(100 + folder);
+            for rep in 0..3 {
+                for (idx, v) in m.variants.iter().enumerate() {
+                    let c = m.design.as_ref().unwrap().configs[idx];
+                    let mean: f64 = (0..3).map(|i| truth[i] * f64::from(c >> i & 1)).sum();
+                    // Sums of uniforms: sd about 0.01.
+                    let noise = 0.01 * ((0..12).map(|_| rng.unit_f64()).sum::<f64>() - 6.0);
+                    st::feed(
+                        &mut w,
+                        st::rid(&v.name, idx, rep),
+                        rep as u64,
+                        Some(st::summary(0.5 + mean + noise, 10.0, None)),
+                    );
+                }
+            }
+            let r =
+                crate::report::aggregate(&[w.dir().to_path_buf()], &Default::default()).unwrap();
+            let acc = r.effects[0]
+                .analyses
+                .iter()
+                .find(|a| a.response == "accuracy")
+                .unwrap();
+            assert!(acc.method.contains("repeats' noise"), "{}", acc.method);
+            covered += acc
+                .shapley
+                .iter()
+                .zip(truth)
+                .filter(|(s, t)| s.lo <= *t && *t <= s.hi)
+                .count();
+        }
+        // 60 intervals at 95% (conservative: the quadrature sum): at least 54.
+        assert!(
+            covered >= 54,
+            "{covered} of 60 intervals cover the planted values"
         );
     }
 }

@@ -49,7 +49,7 @@ fn step_loss(plan: &RunPlan, net: &Net, src: &Source, x: &Tensor, y: &Tensor) ->
         classes: src.classes,
         loss_scale: plan.loss.scale,
     };
-    f64::try_from(trainee.forward_backward(x, y, None).0).unwrap()
+    f64::try_from(trainee.forward_backward(x, y, super::step::Mix::None).0).unwrap()
 }
 
 #[test]

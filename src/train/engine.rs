@@ -28,7 +28,7 @@
 use super::build::{Averager, Optimisers, finish_net, fit_whitening, new_net, warm_kernels};
 use super::eval::{evaluate, time_on};
 use super::prepare::{Batches, Layout, Prepared, Source, preprocess, upload};
-use super::step::{StepMetrics, Trainee};
+use super::step::{Mix, StepMetrics, Trainee};
 use super::stream::{StreamFeed, evaluate_stream};
 use super::warm::warm_up_run;
 use super::{Control, Flow, Outcome, Trainer};
@@ -321,13 +321,19 @@ impl Run<'_> {
     /// disjoint and together the one-process batch, and a rank's share is
     /// exactly the sub-batch ghost BN with world_size splits normalises
     /// together (it interleaves the same way).
-    fn shard(&self, x: Tensor, y: Tensor) -> (Tensor, Tensor) {
+    fn shard(
+        &self,
+        x: Tensor,
+        y: Tensor,
+        soft: Option<Tensor>,
+    ) -> (Tensor, Tensor, Option<Tensor>) {
         match self.dist {
             Some(d) if d.world > 1 => {
                 let (n, r, w) = (x.size()[0], d.rank as i64, d.world as i64);
-                (x.slice(0, r, n, w), y.slice(0, r, n, w))
+                let soft = soft.map(|s| s.slice(0, r, n, w));
+                (x.slice(0, r, n, w), y.slice(0, r, n, w), soft)
             }
-            _ => (x, y),
+            _ => (x, y, soft),
         }
     }
 
@@ -760,12 +766,22 @@ impl Run<'_> {
             }
             let (x, y, secs) = lp.feed.batch(i as i64)?;
             loader_s += secs;
-            // The streaming loader decodes only this rank's share.
-            let (x, y) = match lp.feed {
-                Feed::Stream(_) => (x, y),
-                Feed::Memory(_) => self.shard(x, y),
+            // A resident set mixed as a whole this epoch: the batch's soft targets.
+            let soft = match &lp.feed {
+                Feed::Memory(b) => b.soft(i as i64),
+                Feed::Stream(_) => None,
             };
-            let out = trainee.forward_backward(&x, &y, cutmix);
+            // The streaming loader decodes only this rank's share.
+            let (x, y, soft) = match lp.feed {
+                Feed::Stream(_) => (x, y, soft),
+                Feed::Memory(_) => self.shard(x, y, soft),
+            };
+            let mix = match (&soft, cutmix) {
+                (Some(s), _) => Mix::Given(s),
+                (None, Some(c)) => Mix::Batch(c),
+                (None, None) => Mix::None,
+            };
+            let out = trainee.forward_backward(&x, &y, mix);
             let out = self.reduce(m, out, lp)?;
             if let Some(max_norm) = plan.step.clip_norm {
                 // The gradients carry the loss scale; the limit is in mean-loss units.

@@ -3,7 +3,8 @@
 //! each epoch's batches, augmented on the device or by the CPU loader.
 
 use super::pipeline::{
-    CpuLoader, augment_epoch, jitter_draws, jitter_with, normalise, reflect_pad, to_tensor,
+    CpuLoader, augment_epoch, cutmix_batch, jitter_draws, jitter_with, normalise, reflect_pad,
+    to_tensor,
 };
 use crate::data::Dataset;
 use crate::data::stream::StreamData;
@@ -219,6 +220,7 @@ pub(super) struct Batches<'a> {
     device: Device,
     h: i64,
     w: i64,
+    classes: i64,
     /// The epoch-0 flip draw that alternating flip keeps.
     flip0: Tensor,
     loader: Option<CpuLoader>,
@@ -235,6 +237,9 @@ struct EpochState {
     jitter: Option<(Tensor, Tensor)>,
     /// Side of the downscaled images while training small.
     small: Option<i64>,
+    /// CutMix's soft targets for every image, when the epoch's resident set
+    /// was mixed as a whole.
+    soft: Option<Tensor>,
 }
 
 impl<'a> Batches<'a> {
@@ -269,6 +274,7 @@ impl<'a> Batches<'a> {
             device,
             h: src.h,
             w: src.w,
+            classes: src.classes,
             flip0,
             loader,
             epoch: None,
@@ -312,6 +318,22 @@ impl<'a> Batches<'a> {
             (Some(x), Some(j), Some((u, v))) => Some(jitter_with(&x, u, v, j)),
             (x, _, _) => x,
         };
+        // hlb mixes the whole augmented set once per epoch, before batching
+        // (`get_batches`): each image's partner is from a permutation of
+        // every image. A resident set does the same; the CPU loader, which
+        // builds one batch at a time, mixes within the batch (the step does).
+        let cutmix = plan
+            .loss
+            .cutmix
+            .as_ref()
+            .filter(|c| c.active_at(epoch, plan.epochs));
+        let (images, soft) = match (images, cutmix) {
+            (Some(x), Some(c)) => {
+                let (mixed, soft) = cutmix_batch(self.rng, &x, &data.train_y, c.size, self.classes);
+                (Some(mixed), Some(soft))
+            }
+            (x, _) => (x, None),
+        };
         let small = plan
             .data
             .progressive
@@ -325,8 +347,17 @@ impl<'a> Batches<'a> {
             perm_host,
             jitter,
             small,
+            soft,
         });
         Ok(())
+    }
+
+    /// Batch `s`'s soft targets, when the epoch's set was mixed as a whole.
+    pub fn soft(&self, s: i64) -> Option<Tensor> {
+        let bs = self.plan.batch_size as i64;
+        let e = self.epoch.as_ref()?;
+        let soft = e.soft.as_ref()?;
+        Some(soft.index_select(0, &e.perm.narrow(0, s * bs, bs)))
     }
 
     /// The side the epoch trains at, when smaller than the images.

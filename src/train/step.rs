@@ -25,6 +25,16 @@ pub(crate) fn batch_loss(
     }
 }
 
+/// How a step's batch is mixed: not at all, by CutMix within the batch (a
+/// feed that builds batches one at a time), or already, over the whole set
+/// for the epoch (hlb's `get_batches`), with these soft targets.
+#[derive(Clone, Copy)]
+pub enum Mix<'a> {
+    None,
+    Batch(&'a CutMix),
+    Given(&'a Tensor),
+}
+
 /// What a training step acts on: the net, the run's draws, its layout.
 pub(super) struct Trainee<'a> {
     pub plan: &'a RunPlan,
@@ -41,24 +51,23 @@ impl Trainee<'_> {
     /// Forward and backward over the step's micro-batches: the gradients of
     /// the loss summed over the batch. Returns the step's mean loss and its
     /// correct predictions, both left on the device.
-    pub fn forward_backward(
-        &self,
-        x: &Tensor,
-        y: &Tensor,
-        cutmix: Option<&CutMix>,
-    ) -> (Tensor, Tensor) {
+    pub fn forward_backward(&self, x: &Tensor, y: &Tensor, mix: Mix<'_>) -> (Tensor, Tensor) {
         let (plan, accum) = (self.plan, self.plan.step.accum);
         let dev = x.device();
         let mut loss_sum = Tensor::zeros([], (Kind::Float, dev));
         let mut correct = Tensor::zeros([], (Kind::Int64, dev));
-        for (xm, ym) in x.chunk(accum, 0).iter().zip(y.chunk(accum, 0)) {
+        let given: Vec<Option<Tensor>> = match mix {
+            Mix::Given(soft) => soft.chunk(accum, 0).into_iter().map(Some).collect(),
+            _ => (0..accum).map(|_| None).collect(),
+        };
+        for ((xm, ym), given) in x.chunk(accum, 0).iter().zip(y.chunk(accum, 0)).zip(given) {
             // With CutMix the mixed batch is the only forward pass (one BN update per step).
-            let (input, soft) = match cutmix {
-                Some(c) => {
+            let (input, soft) = match (mix, given) {
+                (Mix::Batch(c), _) => {
                     let (xc, soft) = cutmix_batch(self.rng, xm, &ym, c.size, self.classes);
                     (xc, Some(soft))
                 }
-                None => (xm.shallow_clone(), None),
+                (_, given) => (xm.shallow_clone(), given),
             };
             let logits = autocast(dev, self.layout.amp, || self.net.forward_t(&input, true));
             // The loss in float32 at least (a float64 replay keeps float64).

@@ -377,18 +377,13 @@ fn hiverge_speedrun_replays_its_whole_reference_trajectory_in_float64() {
 }
 
 /// Item 3: the stages each reference's own timers cover, as the recording
-/// names them, are the stages of the airbench clock (`Clock::stages`), and
-/// what the references do outside their timers (building the net, the
-/// evaluations between epochs) is outside the clock.
+/// names them, are the stages of its recipe's clock (`Clock::stages`: the
+/// airbench clock for the airbench scripts, hlb's for hlb), and what the
+/// references do outside their timers (building the net, the evaluations
+/// between epochs) is outside the clock.
 #[test]
 fn the_airbench_clock_covers_what_the_references_time() {
     use crate::config::{Clock, Stage};
-    let clock: Vec<&str> = Clock::Airbench
-        .stages()
-        .expect("a sum of stages")
-        .iter()
-        .map(|s| s.name())
-        .collect();
     let known = [
         Stage::Loading,
         Stage::NetBuild,
@@ -399,11 +394,22 @@ fn the_airbench_clock_covers_what_the_references_time() {
         Stage::FinalEvaluation,
     ]
     .map(Stage::name);
-    for name in ["airbench94", "airbench94-muon", "hiverge-speedrun"] {
+    for (name, convention) in [
+        ("airbench94", Clock::Airbench),
+        ("airbench94-muon", Clock::Airbench),
+        ("hiverge-speedrun", Clock::Airbench),
+        ("hlb", Clock::Hlb),
+    ] {
         let g = golden(name);
         let recipe = g["recipe"].as_str().unwrap();
         let (_, plan) = crate::recipe::resolve_plan(recipe, &[]).unwrap();
-        assert_eq!(plan.clock, Clock::Airbench, "{recipe}");
+        assert_eq!(plan.clock, convention, "{recipe}");
+        let clock: Vec<&str> = convention
+            .stages()
+            .expect("a sum of stages")
+            .iter()
+            .map(|s| s.name())
+            .collect();
         let names = |v: &Value| -> Vec<String> {
             v.as_array()
                 .unwrap_or_else(|| panic!("{name}: no timed regions recorded"))
@@ -429,13 +435,15 @@ fn the_airbench_clock_covers_what_the_references_time() {
         let mut want: Vec<String> = clock.iter().map(ToString::to_string).collect();
         want.sort();
         assert_eq!(
-            timed, want,
-            "{name}: the script's timers cover {timed:?}; tricklab's airbench clock {want:?}"
+            timed,
+            want,
+            "{name}: the script's timers cover {timed:?}; tricklab's {} clock {want:?}",
+            convention.name()
         );
         for n in &untimed {
             assert!(
                 !clock.contains(&n.as_str()),
-                "{name}: `{n}` is outside the script's timers but inside tricklab's airbench clock"
+                "{name}: `{n}` is outside the script's timers but inside tricklab's clock"
             );
         }
         assert!(
@@ -443,4 +451,27 @@ fn the_airbench_clock_covers_what_the_references_time() {
             "{name}: {untimed:?}"
         );
     }
+}
+
+/// hlb's first float32 steps.
+#[test]
+fn hlb_replays_the_first_float32_steps_of_its_reference() {
+    let r = replay("hlb-float32");
+    same_losses("hlb", &r, 2, false);
+}
+
+/// hlb's whole run in float64 at batch 256 (121 steps): its OneCycle, the
+/// BN-bias lr ×64 and decay ÷64, its EMA from epoch 2 copied back into the
+/// net every 5 steps, CutMix over the whole set in its last 6 epochs,
+/// random flips, label smoothing 0.2 on the mixed targets.
+#[test]
+fn hlb_replays_its_whole_reference_trajectory_in_float64() {
+    let r = replay("hlb");
+    same_losses("hlb", &r, r.want.len(), true);
+    same_weights(
+        "hlb",
+        "after training",
+        &r.final_weights,
+        &r.golden["final"],
+    );
 }
