@@ -321,6 +321,22 @@ impl Run<'_> {
     /// disjoint and together the one-process batch, and a rank's share is
     /// exactly the sub-batch ghost BN with world_size splits normalises
     /// together (it interleaves the same way).
+    /// Batch `i` of the epoch as this rank trains it: its images, labels,
+    /// the soft targets of a set mixed as a whole this epoch, and the
+    /// seconds the loader took.
+    fn rank_batch(&self, feed: &mut Feed, i: i64) -> Result<(Tensor, Tensor, Option<Tensor>, f64)> {
+        let (x, y, secs) = feed.batch(i)?;
+        let (x, y, soft) = match feed {
+            // The streaming loader decodes only this rank's share.
+            Feed::Stream(_) => (x, y, None),
+            Feed::Memory(b) => {
+                let soft = b.soft(i);
+                self.shard(x, y, soft)
+            }
+        };
+        Ok((x, y, soft, secs))
+    }
+
     fn shard(
         &self,
         x: Tensor,
@@ -764,18 +780,8 @@ impl Run<'_> {
                 // The references detach the bias from this step on.
                 m.net.set_whiten_bias_trainable(false);
             }
-            let (x, y, secs) = lp.feed.batch(i as i64)?;
+            let (x, y, soft, secs) = self.rank_batch(&mut lp.feed, i as i64)?;
             loader_s += secs;
-            // A resident set mixed as a whole this epoch: the batch's soft targets.
-            let soft = match &lp.feed {
-                Feed::Memory(b) => b.soft(i as i64),
-                Feed::Stream(_) => None,
-            };
-            // The streaming loader decodes only this rank's share.
-            let (x, y, soft) = match lp.feed {
-                Feed::Stream(_) => (x, y, soft),
-                Feed::Memory(_) => self.shard(x, y, soft),
-            };
             let mix = match (&soft, cutmix) {
                 (Some(s), _) => Mix::Given(s),
                 (None, Some(c)) => Mix::Batch(c),
