@@ -2,7 +2,7 @@
 //! results folder to browse.
 
 use super::Backend;
-use super::state::{PickerEntry, ResultRow, RunSeries};
+use super::state::{PickerEntry, Reported, ResultRow, RunSeries};
 use crate::events::{Command, QueueItem, RunId, RunStatus};
 use crate::report::{ReportOptions, aggregate};
 use crate::session::Session;
@@ -12,16 +12,22 @@ use anyhow::Result;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-fn rows(dirs: &[PathBuf]) -> Result<Vec<ResultRow>> {
+/// The rows and the effects of the folders with a finished run, from one
+/// report.
+fn reported(dirs: &[PathBuf]) -> Result<Reported> {
     let ready: Vec<PathBuf> = dirs
         .iter()
         .filter(|d| d.join("runs.parquet").is_file())
         .cloned()
         .collect();
     if ready.is_empty() {
-        return Ok(Vec::new());
+        return Ok(Reported::default());
     }
-    Ok(result_rows(&aggregate(&ready, &ReportOptions::default())?))
+    let report = aggregate(&ready, &ReportOptions::default())?;
+    Ok(Reported {
+        rows: result_rows(&report),
+        effects: report.effects,
+    })
 }
 
 /// Rows for the Results and Ladder screens, from a report.
@@ -262,8 +268,8 @@ impl Backend for SessionBackend {
             .collect()
     }
 
-    fn results(&mut self) -> Result<Vec<ResultRow>> {
-        rows(&self.s().results_dirs())
+    fn results(&mut self) -> Result<Reported> {
+        reported(&self.s().results_dirs())
     }
 
     fn export(&mut self) -> Result<Vec<PathBuf>> {
@@ -376,8 +382,8 @@ impl Backend for BrowseBackend {
         Vec::new()
     }
 
-    fn results(&mut self) -> Result<Vec<ResultRow>> {
-        rows(std::slice::from_ref(&self.dir))
+    fn results(&mut self) -> Result<Reported> {
+        reported(std::slice::from_ref(&self.dir))
     }
 
     fn export(&mut self) -> Result<Vec<PathBuf>> {

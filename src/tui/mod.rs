@@ -15,7 +15,7 @@ use anyhow::Result;
 use futures_util::StreamExt;
 use ratatui::Terminal;
 use ratatui::backend::Backend as TermBackend;
-use state::{AppState, Overlay, ResultRow};
+use state::{AppState, Overlay, Reported};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 use update::Action;
@@ -29,8 +29,8 @@ pub trait Backend {
     /// Matrix files the user can pick from, each with what queueing it
     /// would do (in its `--tiny` form if `tiny`).
     fn matrix_files(&self, tiny: bool) -> Vec<state::PickerEntry>;
-    /// The current results table (called after runs finish).
-    fn results(&mut self) -> Result<Vec<ResultRow>>;
+    /// The current results table and effects (called after runs finish).
+    fn results(&mut self) -> Result<Reported>;
     /// Writes report.md and the charts; returns the written paths.
     fn export(&mut self) -> Result<Vec<PathBuf>>;
 }
@@ -62,14 +62,7 @@ where
         if refresh_results {
             refresh_results = false;
             unreported = true;
-            match backend.results() {
-                Ok(rows) => state.results = rows,
-                Err(e) => state.log(
-                    LogLevel::Warn,
-                    format!("results table: {}", crate::util::one_line(&e)),
-                ),
-            }
-            state.dirty = true;
+            refresh(state, backend);
         }
         // The queue has ended: the report is written without being asked.
         if unreported && !state.browse_only && state.queue_idle() {
@@ -127,6 +120,20 @@ where
             _ = tokio::time::sleep(redraw_in), if state.dirty => {}
         }
     }
+}
+
+/// Reads the report again after a run ended: the Results, Ladder and
+/// Tricks rows and the Effects of designed matrices, from one aggregation.
+/// Only here, never while drawing: a frame only reads what this stored.
+fn refresh(state: &mut AppState, backend: &mut dyn Backend) {
+    match backend.results() {
+        Ok(r) => state.set_reported(r),
+        Err(e) => state.log(
+            LogLevel::Warn,
+            format!("results table: {}", crate::util::one_line(&e)),
+        ),
+    }
+    state.dirty = true;
 }
 
 fn perform(a: Action, state: &mut AppState, backend: &mut dyn Backend) {

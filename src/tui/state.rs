@@ -3,6 +3,7 @@
 
 use crate::config::Reference;
 use crate::events::{EpochRow, LogLevel, QueueItem, RunId, RunStatus};
+use crate::report::effects::{Analysis, Effects, Estimate};
 use std::collections::BTreeMap;
 use std::time::Instant;
 
@@ -14,16 +15,20 @@ pub enum Tab {
     Ladder,
     Tricks,
     Log,
+    Effects,
 }
 
 impl Tab {
-    pub const ALL: [Tab; 6] = [
+    /// In key order (`1` is the first): a new screen goes last, so that
+    /// the digits learnt for the others keep their screens.
+    pub const ALL: [Tab; 7] = [
         Tab::Queue,
         Tab::Live,
         Tab::Results,
         Tab::Ladder,
         Tab::Tricks,
         Tab::Log,
+        Tab::Effects,
     ];
 
     pub fn title(self) -> &'static str {
@@ -34,6 +39,7 @@ impl Tab {
             Tab::Ladder => "Ladder",
             Tab::Tricks => "Tricks",
             Tab::Log => "Log",
+            Tab::Effects => "Effects",
         }
     }
 }
@@ -307,6 +313,63 @@ impl AppState {
     }
 }
 
+/// What one pass of the report gives the screens, read again when a run
+/// ends: the Results, Ladder and Tricks rows, and the Effects of the
+/// designed matrices (one aggregation for both, never one a frame).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Reported {
+    pub rows: Vec<ResultRow>,
+    pub effects: Vec<Effects>,
+}
+
+/// One line of the Effects screen: the report's effects flattened in the
+/// order they are drawn, so that ↑↓ move through them and the view draws a
+/// window of them. One row is one line whatever the width (a line that does
+/// not fit is cut, never wrapped), so the keys can count them.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum EffectRow<'a> {
+    /// A designed matrix's heading: its name, runs, clock and folder.
+    Matrix(&'a Effects),
+    /// A line of what `matrix show` says of its design.
+    Design(&'a str),
+    /// A response (time or accuracy), its unit and how its intervals were made.
+    Response(&'a Analysis),
+    /// The column heads over a response's effects, or over its Shapley values.
+    Header { shapley: bool },
+    /// A main effect or an interaction, or a factor's Shapley value; `of`
+    /// is its response, whose unit and largest estimate the line needs.
+    Term { of: &'a Analysis, x: &'a Estimate },
+    /// Why part of a response could not be estimated.
+    Note(&'a str),
+}
+
+/// One designed matrix's lines on the Effects screen.
+fn matrix_rows(e: &Effects) -> Vec<EffectRow<'_>> {
+    let mut out = vec![EffectRow::Matrix(e)];
+    out.extend(e.design.iter().map(|d| EffectRow::Design(d)));
+    for a in &e.analyses {
+        out.push(EffectRow::Response(a));
+        for (shapley, xs) in [(false, &a.effects), (true, &a.shapley)] {
+            if !xs.is_empty() {
+                out.push(EffectRow::Header { shapley });
+                out.extend(xs.iter().map(|x| EffectRow::Term { of: a, x }));
+            }
+        }
+        out.extend(a.notes.iter().map(|n| EffectRow::Note(n)));
+    }
+    out
+}
+
+/// A response's unit and the factor from its stored values to that unit:
+/// seconds as they are, accuracy (a fraction) in points.
+pub fn response_unit(a: &Analysis) -> (&'static str, f64) {
+    if a.response == "accuracy" {
+        ("points", 100.0)
+    } else {
+        ("s", 1.0)
+    }
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SortKey {
     Rung,
@@ -373,6 +436,11 @@ pub struct AppState {
     pub runs: BTreeMap<RunId, RunSeries>,
     pub current: Option<RunId>,
     pub results: Vec<ResultRow>,
+    /// The effects of each designed matrix among the results (filled with
+    /// `results`, from the same report).
+    pub effects: Vec<Effects>,
+    /// The Effects screen's selected line (of `effect_rows`).
+    pub effects_selected: usize,
     pub sort: SortKey,
     pub results_selected: usize,
     pub tricks_selected: usize,
@@ -425,6 +493,8 @@ impl AppState {
             runs: BTreeMap::new(),
             current: None,
             results: Vec::new(),
+            effects: Vec::new(),
+            effects_selected: 0,
             sort: SortKey::Rung,
             results_selected: 0,
             tricks_selected: 0,
@@ -541,6 +611,22 @@ impl AppState {
                 false
             }
         }
+    }
+
+    /// Takes a new pass of the report; the Effects selection stays on its
+    /// line, or the last one if there are fewer now.
+    pub fn set_reported(&mut self, r: Reported) {
+        self.results = r.rows;
+        self.effects = r.effects;
+        self.effects_selected = self
+            .effects_selected
+            .min(self.effect_rows().len().saturating_sub(1));
+        self.dirty = true;
+    }
+
+    /// Every line of the Effects screen, matrix after matrix.
+    pub fn effect_rows(&self) -> Vec<EffectRow<'_>> {
+        self.effects.iter().flat_map(matrix_rows).collect()
     }
 
     /// The rows by matrix (in the order they came), then rung.

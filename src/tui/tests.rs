@@ -926,3 +926,269 @@ fn the_live_header_shows_the_loader_wait_and_rate() {
     s.loader_images_per_s = None;
     assert_eq!(loader_part(&s).as_deref(), Some("loader 2%"));
 }
+
+/// A designed matrix's results folder for the Effects tests: runs fed
+/// through the store as a session records them, with planted effects (the
+/// first factor +4 points and +2 s, the second −2 points) and seed noise.
+struct Designed {
+    configs: Vec<u32>,
+    names: Vec<String>,
+    w: crate::store::ResultsWriter,
+    rng: crate::util::splitmix::SplitMix64,
+}
+
+impl Designed {
+    fn new(root: &std::path::Path, text: &str) -> Designed {
+        let m = crate::matrix::parse(text, "m.toml").unwrap();
+        Designed {
+            configs: m.design.as_ref().unwrap().configs.clone(),
+            names: m.variants.iter().map(|v| v.name.clone()).collect(),
+            w: crate::store::ResultsWriter::create(root, "m", text).unwrap(),
+            rng: crate::util::splitmix::SplitMix64(7),
+        }
+    }
+
+    /// Repeat `rep` of the variants `idx`; each run's summary.
+    fn feed(&mut self, rep: usize, idx: std::ops::Range<usize>) -> Vec<(RunId, RunSummary)> {
+        use crate::store::tests as st;
+        let mut done = Vec::new();
+        for i in idx {
+            let c = self.configs[i];
+            let (a, b) = (f64::from(c & 1), f64::from(c >> 1 & 1));
+            let acc = 0.5 + 0.04 * a - 0.02 * b + 0.004 * (self.rng.unit_f64() - 0.5);
+            // summary(): the airbench clock is 0.9 × the dawn one.
+            let secs = (10.0 + 2.0 * a + 0.02 * (self.rng.unit_f64() - 0.5)) / 0.9;
+            let (run, sum) = (
+                st::rid(&self.names[i], i, rep),
+                st::summary(acc, secs, None),
+            );
+            st::feed(&mut self.w, run.clone(), rep as u64, Some(sum.clone()));
+            done.push((run, sum));
+        }
+        done
+    }
+
+    fn dir(&self) -> std::path::PathBuf {
+        self.w.dir().to_path_buf()
+    }
+}
+
+const FACTORIAL: &str = "name = \"m\"\nrecipe = \"tiny-airbench94\"\nkind = \"factorial\"\nrepeats = 2\nvary = [\"tta\", \"lookahead\", \"label_smoothing\"]\n";
+
+/// The Effects screen of a finished 2^3 factorial with two seeds, at 80×24
+/// (cut and scrolled) and 160×45 (whole, wider bars): the design, each
+/// response's effects with their intervals and the Shapley values.
+#[test]
+fn the_effects_tab_shows_a_designed_folders_effects_small_and_large() {
+    let root = tempfile::tempdir().unwrap();
+    let mut d = Designed::new(root.path(), FACTORIAL);
+    for rep in 0..2 {
+        d.feed(rep, 0..8);
+    }
+    let mut backend = super::backend::BrowseBackend::new(d.dir()).unwrap();
+    let mut s = AppState::new(true);
+    s.browse_only = true;
+    super::refresh(&mut s, &mut backend);
+    assert_eq!(s.effects.len(), 1);
+    // The folder's name has the session's time in it: a fixed one to draw.
+    s.effects[0].folder = "results/m/20261126-120000".into();
+    on_key(&mut s, key(KeyCode::Char('7')));
+    assert_eq!(s.tab, Tab::Effects);
+    let small = screen(&s, 80, 24);
+    snapshot("tui_effects_factorial_80x24", &small);
+    let large = screen(&s, 160, 45);
+    snapshot("tui_effects_factorial_160x45", &large);
+    // Every line fits at 160×45; the planted effects are there and decided.
+    assert!(!large.contains(" of 27"), "{large}");
+    let line = |text: &str, start: &str, after: &str| -> String {
+        let from = text
+            .find(after)
+            .unwrap_or_else(|| panic!("{after}: {text}"));
+        text[from..]
+            .lines()
+            .find(|l| l.trim_start_matches('│').trim_start().starts_with(start))
+            .unwrap_or_else(|| panic!("{start} after {after}: {text}"))
+            .to_string()
+    };
+    let tta_time = line(&large, "tta ", "time (s, high − low)");
+    assert!(
+        tta_time.contains("+2.0") && tta_time.contains("]*"),
+        "{tta_time}"
+    );
+    let tta_acc = line(&large, "tta ", "accuracy (points, high − low)");
+    assert!(
+        tta_acc.contains("+4.0") && tta_acc.contains("]*"),
+        "{tta_acc}"
+    );
+    let la_acc = line(&large, "lookahead ", "accuracy (points");
+    assert!(la_acc.contains("−2.0") && la_acc.contains("]*"), "{la_acc}");
+    // Accuracy's largest effect fills its side of the bar; a smaller one less.
+    let full = |l: &str| l.matches('█').count();
+    assert!(
+        full(&tta_acc) > full(&la_acc) && full(&la_acc) > 0,
+        "{large}"
+    );
+    assert!(
+        large.contains("exact Shapley values over all 2^3")
+            && large.contains("95% t intervals on 8 df"),
+        "{large}"
+    );
+    // At 80×24 the tail is below: ↓ brings it up, and stops at the last line.
+    assert!(small.contains("1–15 of 27"), "{small}");
+    let shapley_heads = |t: &str| t.matches("Shapley value   ").count();
+    assert_eq!(shapley_heads(&small), 1, "{small}");
+    for _ in 0..50 {
+        on_key(&mut s, key(KeyCode::Down));
+    }
+    assert_eq!(s.effects_selected, 26);
+    let end = screen(&s, 80, 24);
+    assert!(end.contains("–27 of 27"), "{end}");
+    assert_eq!(shapley_heads(&end), 2, "{end}");
+    // The last line, the third factor's Shapley value for accuracy, at the bottom.
+    let last = end.lines().nth(20).unwrap();
+    assert!(last.contains("│  label_smoothing "), "{end}");
+    on_key(&mut s, key(KeyCode::Char('k')));
+    assert_eq!(s.effects_selected, 25);
+}
+
+/// The Effects screen fills in when a run ends (the refresh that follows a
+/// `RunFinished`, as for the Results table) and not while drawing: a frame
+/// drawn after more runs were recorded still shows what the last refresh read.
+#[test]
+fn the_effects_tab_fills_in_as_runs_finish_not_per_frame() {
+    let root = tempfile::tempdir().unwrap();
+    let mut d = Designed::new(root.path(), FACTORIAL);
+    d.feed(0, 0..3);
+    let mut backend = super::backend::BrowseBackend::new(d.dir()).unwrap();
+    let mut s = AppState::new(true);
+    s.tab = Tab::Effects;
+    assert!(
+        screen(&s, 80, 24).contains("no finished runs yet: a designed matrix's effects fill in"),
+        "{}",
+        screen(&s, 80, 24)
+    );
+    super::refresh(&mut s, &mut backend);
+    let partial = screen(&s, 160, 45);
+    assert!(
+        partial.contains("▸ m: 3 runs") && partial.contains("note: effects:"),
+        "{partial}"
+    );
+    let mut finished = d.feed(0, 3..8);
+    finished.extend(d.feed(1, 0..8));
+    assert_eq!(
+        screen(&s, 160, 45),
+        partial,
+        "a frame must not read the folder"
+    );
+    let (run, summary) = finished.pop().unwrap();
+    assert!(apply(&mut s, Event::RunFinished { run, summary }));
+    super::refresh(&mut s, &mut backend);
+    let full = screen(&s, 160, 45);
+    assert!(
+        full.contains("▸ m: 16 runs") && !full.contains("note:") && full.contains("Shapley value"),
+        "{full}"
+    );
+}
+
+/// Where there is no designed matrix the screen says how to get one; a
+/// fraction's estimates name what they are aliased with, at 80 columns too.
+#[test]
+fn the_effects_tab_says_how_to_get_a_design_and_shows_a_fractions_aliases() {
+    let mut s = super::sample::sample_state(true);
+    s.tab = Tab::Effects;
+    let text = screen(&s, 80, 24);
+    assert!(
+        text.contains("no factorial, fractional or shapley matrix in these results")
+            && text.contains("ablations/README.md, Kinds"),
+        "{text}"
+    );
+    let root = tempfile::tempdir().unwrap();
+    let mut d = Designed::new(
+        root.path(),
+        "name = \"m\"\nrecipe = \"tiny-airbench94\"\nkind = \"fractional\"\nfraction = 1\nrepeats = 2\nvary = [\"tta\", \"lookahead\", \"label_smoothing\", \"whitening_bias\"]\n",
+    );
+    for rep in 0..2 {
+        d.feed(rep, 0..8);
+    }
+    let mut backend = super::backend::BrowseBackend::new(d.dir()).unwrap();
+    super::refresh(&mut s, &mut backend);
+    assert!(screen(&s, 80, 24).contains("resolution IV"));
+    // The time table's tta×lookahead, selected so that it is in sight at 80×24.
+    s.effects_selected = s
+        .effect_rows()
+        .iter()
+        .position(|r| matches!(r, EffectRow::Term { x, .. } if x.term == "tta×lookahead"))
+        .unwrap();
+    for (w, h) in [(80, 24), (160, 45)] {
+        let text = screen(&s, w, h);
+        let row = text
+            .lines()
+            .find(|l| l.contains("  tta×lookahead ") && l.contains(']'))
+            .unwrap_or_else(|| panic!("{text}"));
+        // Cut at 80 columns, whole at 160.
+        let alias = if w == 80 {
+            "label_smoothing×whitening_bi…"
+        } else {
+            "label_smoothing×whitening_bias"
+        };
+        assert!(row.contains(alias), "{w}x{h}: {row}");
+        assert!(text.contains("aliased with"), "{text}");
+    }
+    // A fraction has no Shapley values, and says why.
+    s.effects_selected = s.effect_rows().len() - 1;
+    let text = screen(&s, 160, 45);
+    assert!(
+        text.contains("note: shapley: a fraction does not run every configuration"),
+        "{text}"
+    );
+}
+
+/// A Shapley matrix: its design line says what its shared rungs save, and
+/// its tables are Shapley values only (from the sampled orders).
+#[test]
+fn a_shapley_matrix_shows_its_savings_and_its_shapley_values() {
+    let root = tempfile::tempdir().unwrap();
+    let text = "name = \"m\"\nrecipe = \"tiny-airbench94\"\nkind = \"shapley\"\norders = 6\nvary = [\"tta\", \"lookahead\", \"label_smoothing\"]\n";
+    let mut d = Designed::new(root.path(), text);
+    let n = d.names.len();
+    d.feed(0, 0..n);
+    let mut backend = super::backend::BrowseBackend::new(d.dir()).unwrap();
+    let mut s = AppState::new(true);
+    s.tab = Tab::Effects;
+    super::refresh(&mut s, &mut backend);
+    let text = screen(&s, 160, 45);
+    assert!(
+        text.contains("shapley: 6 random orders") && text.contains("saved)"),
+        "{text}"
+    );
+    assert!(
+        text.contains("Shapley values from 6 sampled orders") && !text.contains("  term "),
+        "{text}"
+    );
+    let tta = text
+        .lines()
+        .filter(|l| l.contains("│  tta "))
+        .map(|l| l.to_string())
+        .collect::<Vec<_>>();
+    assert_eq!(tta.len(), 2, "one a response: {text}");
+    // Accuracy's: the planted 4 points, within the seed noise.
+    let points: f64 = tta[1]
+        .split_whitespace()
+        .nth(2)
+        .unwrap()
+        .replace('−', "-")
+        .parse()
+        .unwrap();
+    assert!((points - 4.0).abs() < 0.3 && tta[1].contains('['), "{text}");
+}
+
+/// The bars: zero in the middle column, to half a cell either side.
+#[test]
+fn effect_bars_diverge_from_zero_to_half_a_cell() {
+    use super::view::bar;
+    assert_eq!(bar(1.0, 1.0, 7), "   │███");
+    assert_eq!(bar(-0.5, 1.0, 7), " ▐█│   ");
+    assert_eq!(bar(0.5, 1.0, 7), "   │█▌ ");
+    assert_eq!(bar(0.0, 0.0, 7), "   │   ");
+    assert_eq!(bar(-2.0, 1.0, 5), "██│  ");
+}

@@ -227,7 +227,9 @@ pub fn on_key(state: &mut AppState, key: KeyEvent) -> Vec<Action> {
         KeyCode::BackTab | KeyCode::Left => {
             state.tab = Tab::ALL[(tab_index + Tab::ALL.len() - 1) % Tab::ALL.len()]
         }
-        KeyCode::Char(c @ '1'..='6') => state.tab = Tab::ALL[c as usize - '1' as usize],
+        KeyCode::Char(c @ '1'..='9') if (c as usize - '1' as usize) < Tab::ALL.len() => {
+            state.tab = Tab::ALL[c as usize - '1' as usize]
+        }
         KeyCode::Char('?') => state.overlay = Overlay::Help,
         KeyCode::Char('q') | KeyCode::Esc => {
             if state.running() && !state.browse_only {
@@ -302,7 +304,13 @@ pub fn on_key(state: &mut AppState, key: KeyEvent) -> Vec<Action> {
 }
 
 fn move_selection(state: &mut AppState, delta: i64) {
+    // Counted before the match borrows the selection.
+    let effect_rows = match state.tab {
+        Tab::Effects => state.effect_rows().len(),
+        _ => 0,
+    };
     let (sel, len) = match state.tab {
+        Tab::Effects => (&mut state.effects_selected, effect_rows),
         Tab::Queue => (&mut state.queue_selected, state.queue.len()),
         Tab::Results | Tab::Ladder => (&mut state.results_selected, state.results.len()),
         Tab::Tricks => (&mut state.tricks_selected, crate::tricks::CATALOG.len()),
