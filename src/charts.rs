@@ -1,7 +1,10 @@
 //! Charts for write-ups, PNG and SVG, drawn with plotters and an embedded
 //! font (assets/fonts/DejaVuSans.ttf) so they render on machines without
 //! system fonts: the ladder, the accuracy distribution, the training curves
-//! and time against accuracy with its Pareto front.
+//! and time against accuracy with its Pareto front; for a designed matrix,
+//! its effects (`effects`).
+
+mod effects;
 
 use crate::report::curves::{Curve, TimeCurve, curves, time_curves};
 use crate::report::{Clock, Report};
@@ -292,11 +295,14 @@ fn titled_wrapped<DB: DrawingBackend>(
     Ok(area)
 }
 
-/// How a legend entry is drawn: a line or a hollow dot.
+/// How a legend entry is drawn: a line, a hollow dot, or a bar's swatch,
+/// plain or hatched.
 #[derive(Clone, Copy)]
 enum Mark {
     Line(RGBColor),
     Hollow(RGBColor),
+    Filled(RGBColor),
+    Hatched(RGBColor),
 }
 
 /// A legend in its own strip under the chart, entries flowing left to right
@@ -338,6 +344,21 @@ fn with_legend<DB: DrawingBackend>(
             Mark::Hollow(c) => {
                 strip.draw(&Circle::new((x + swatch / 2 - 2, y), 6, c.stroke_width(2)))?
             }
+            Mark::Filled(c) => strip.draw(&Rectangle::new(
+                [(x, y - 7), (x + swatch - 4, y + 7)],
+                c.mix(0.75).filled(),
+            ))?,
+            Mark::Hatched(c) => {
+                let (x1, y0, y1) = (x + swatch - 4, y - 7, y + 7);
+                strip.draw(&Rectangle::new([(x, y0), (x1, y1)], c.mix(0.25).filled()))?;
+                for a in (x..x1).step_by(6) {
+                    strip.draw(&PathElement::new(
+                        vec![(a, y0), ((a + 6).min(x1), y1)],
+                        c.stroke_width(1),
+                    ))?;
+                }
+                strip.draw(&Rectangle::new([(x, y0), (x1, y1)], c.stroke_width(2)))?;
+            }
         }
         strip.draw(&Text::new(
             text.clone(),
@@ -375,6 +396,35 @@ fn noisy_words(noisy: usize, n: usize) -> String {
     } else {
         String::new()
     }
+}
+
+/// A bar drawn hatched (a light fill, diagonal strokes, an outline), so that
+/// it reads apart from the plain bars in print without colour: a rung with
+/// noisy runs, an aliased effect. `x0 <= x1`; a stroke every `step`.
+fn hatched_bar<DB: DrawingBackend>(
+    c: &mut Chart2d<'_, DB>,
+    (x0, x1): (f64, f64),
+    (y0, y1): (f64, f64),
+    col: RGBColor,
+    step: f64,
+) -> Res
+where
+    DB::ErrorType: 'static,
+{
+    c.draw_series(std::iter::once(Rectangle::new(
+        [(x0, y0), (x1, y1)],
+        col.mix(0.25).filled(),
+    )))?;
+    let k = ((x1 - x0) / step).ceil() as usize;
+    c.draw_series((0..k).map(|j| {
+        let a = x0 + j as f64 * step;
+        PathElement::new(vec![(a, y0), ((a + step).min(x1), y1)], col.stroke_width(1))
+    }))?;
+    c.draw_series(std::iter::once(Rectangle::new(
+        [(x0, y0), (x1, y1)],
+        col.stroke_width(2),
+    )))?;
+    Ok(())
 }
 
 /// Page's figure from our data: time per rung with CI whiskers, and accuracy
@@ -457,25 +507,7 @@ where
         }
         let (x0, x1, y0, y1) = (0.0, s.mean, y - 0.32, y + 0.32);
         if x.noisy > 0 {
-            // Hatched: an outline and diagonal strokes, so a noisy rung
-            // reads apart in print without colour.
-            c.draw_series(std::iter::once(Rectangle::new(
-                [(x0, y0), (x1, y1)],
-                color(0).mix(0.25).filled(),
-            )))?;
-            let step = tmax / 40.0;
-            let k = (x1 / step).ceil() as usize;
-            c.draw_series((0..k).map(|j| {
-                let a = j as f64 * step;
-                PathElement::new(
-                    vec![(a, y0), ((a + step).min(x1), y1)],
-                    color(0).stroke_width(1),
-                )
-            }))?;
-            c.draw_series(std::iter::once(Rectangle::new(
-                [(x0, y0), (x1, y1)],
-                color(0).stroke_width(2),
-            )))?;
+            hatched_bar(&mut c, (x0, x1), (y0, y1), color(0), tmax / 40.0)?;
         } else {
             c.draw_series(std::iter::once(Rectangle::new(
                 [(x0, y0), (x1, y1)],
@@ -1270,6 +1302,9 @@ pub fn write_all(
         }
         files.extend(both(out, name, size, opts, png, svg)?);
     }
+    // Only a report with a designed matrix has these: every other report's
+    // charts stay as they were.
+    files.extend(effects::write(r, out, opts, tta, t)?);
     Ok(files)
 }
 
@@ -1395,7 +1430,7 @@ mod tests {
     fn glyphs_share_their_baseline() {
         register_font();
         let sizes: Vec<u32> = {
-            let src = include_str!("charts.rs");
+            let src = concat!(include_str!("charts.rs"), include_str!("charts/effects.rs"));
             // `t.font(N)` and the axes' `t.axes(mesh, N)`.
             let mut v: Vec<u32> = src
                 .match_indices("t.font(")
@@ -1880,7 +1915,7 @@ mod tests {
     }
 
     /// The polylines of an SVG as their points.
-    fn polylines(svg: &str) -> Vec<Vec<(f64, f64)>> {
+    pub(super) fn polylines(svg: &str) -> Vec<Vec<(f64, f64)>> {
         svg.split("<polyline")
             .skip(1)
             .filter_map(|p| {

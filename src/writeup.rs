@@ -129,6 +129,39 @@ mod tests {
         assert_eq!(html.matches("<svg").count(), 5, "the charts inline");
     }
 
+    /// A designed matrix's folder gets its effect charts too, linked from
+    /// report.md and inline in report.html.
+    #[test]
+    fn a_factorial_folder_gets_its_effect_charts_inline() {
+        let text = "name = \"w\"\nrecipe = \"tiny-airbench94\"\nkind = \"factorial\"\nrepeats = 2\nvary = [\"tta\", \"lookahead\"]\n";
+        let root = tempfile::tempdir().unwrap();
+        let (dir, _) = crate::report::effects::tests::planted(root.path(), text, 2, &|c, rng| {
+            (
+                0.5 + 0.02 * f64::from(c & 1) + 0.01 * rng.unit_f64(),
+                10.0 + rng.unit_f64(),
+            )
+        });
+        let files = super::write(&dir).unwrap();
+        // report.md, report.html, the 5 charts of every folder and the 4
+        // of a design, each as PNG and SVG.
+        assert_eq!(files.len(), 20, "{files:?}");
+        let md = std::fs::read_to_string(dir.join("report.md")).unwrap();
+        let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
+        for chart in [
+            "effects_time",
+            "effects_accuracy",
+            "interactions",
+            "shapley",
+        ] {
+            assert!(
+                md.contains(&format!("![{chart}]({chart}.png) ([SVG]({chart}.svg))")),
+                "{chart}: {md}"
+            );
+            assert!(html.contains(&format!("<h2>{chart}</h2>")), "{chart}");
+        }
+        assert_eq!(html.matches("<svg").count(), 9, "the charts inline");
+    }
+
     #[test]
     fn a_chart_that_cannot_be_drawn_loses_no_table() {
         let root = tempfile::tempdir().unwrap();

@@ -28,6 +28,17 @@ pub struct Estimate {
     pub aliases: Vec<String>,
 }
 
+impl Analysis {
+    /// Both methods in one sentence each, as the tables and the TUI show them.
+    pub fn methods(&self) -> String {
+        [self.method.as_str(), self.shapley_method.as_str()]
+            .into_iter()
+            .filter(|m| !m.is_empty())
+            .collect::<Vec<_>>()
+            .join(". ")
+    }
+}
+
 impl Estimate {
     fn of(term: String, i: &Interval, aliases: Vec<String>) -> Estimate {
         Estimate {
@@ -50,13 +61,63 @@ impl Estimate {
 pub struct Analysis {
     /// `time` or `accuracy`.
     pub response: String,
-    /// How the intervals were made, in words.
+    /// How the effects' intervals were made, in words (empty: no effects).
     pub method: String,
+    /// How the Shapley values and their intervals were made (empty: none).
+    pub shapley_method: String,
     /// Main effects, then two-way interactions (high minus low).
     pub effects: Vec<Estimate>,
     pub shapley: Vec<Estimate>,
+    /// The mean response of each configuration with runs, by `config`: the
+    /// interaction plot's points and the Shapley waterfall's ends (none and
+    /// all on) are drawn from them.
+    pub cells: Vec<Cell>,
     /// Why a part could not be estimated (a configuration without runs).
     pub notes: Vec<String>,
+}
+
+/// One configuration's runs: how many finished and their mean response.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Cell {
+    /// Bit i set: factor i (`Effects::factors`) at its high level.
+    pub config: Word,
+    /// The factors at their high level, by name (a trick on, a setting's
+    /// second value), so that the JSON reads without the bit order.
+    pub high: Vec<String>,
+    pub n: usize,
+    pub mean: f64,
+}
+
+impl Analysis {
+    /// The configuration's cell, if it has runs.
+    pub fn cell(&self, config: Word) -> Option<&Cell> {
+        self.cells.iter().find(|c| c.config == config)
+    }
+
+    /// The mean response at each level of factors `a` and `b`, `[a][b]` with
+    /// 0 low and 1 high: the mean of the cell means over the other factors,
+    /// the averages the least-squares effects of a balanced design are
+    /// differences of. `None` where a combination has no runs.
+    pub fn two_way_means(&self, a: usize, b: usize) -> Option<[[f64; 2]; 2]> {
+        let mut out = [[0.0; 2]; 2];
+        for (la, row) in out.iter_mut().enumerate() {
+            for (lb, m) in row.iter_mut().enumerate() {
+                let ys: Vec<f64> = self
+                    .cells
+                    .iter()
+                    .filter(|c| {
+                        (c.config >> a & 1) as usize == la && (c.config >> b & 1) as usize == lb
+                    })
+                    .map(|c| c.mean)
+                    .collect();
+                if ys.is_empty() {
+                    return None;
+                }
+                *m = ys.iter().sum::<f64>() / ys.len() as f64;
+            }
+        }
+        Some(out)
+    }
 }
 
 /// The effects of one results folder's design.
@@ -65,10 +126,22 @@ pub struct Effects {
     pub matrix: String,
     pub folder: PathBuf,
     pub clock: Clock,
+    /// The factors in the order of a configuration's bits.
+    pub factors: Vec<String>,
     /// What `matrix show` says of the design.
     pub design: Vec<String>,
     pub runs: usize,
     pub analyses: Vec<Analysis>,
+}
+
+impl Effects {
+    /// The two factors of an interaction's term (`tta×lookahead`), by their
+    /// bit; `None` for a main effect or a name not among the factors.
+    pub fn pair(&self, term: &str) -> Option<(usize, usize)> {
+        let (a, b) = term.split_once('×')?;
+        let at = |n: &str| self.factors.iter().position(|f| f == n);
+        Some((at(a)?, at(b)?))
+    }
 }
 
 /// The effects of every folder whose matrix is a designed one.
@@ -108,6 +181,7 @@ fn folder_effects(
         matrix: matrix.into(),
         folder: dir.into(),
         clock,
+        factors: design.factors.clone(),
         design: design.describe(),
         runs,
         analyses,
@@ -198,8 +272,10 @@ fn analysis(response: &str, obs: &[Obs], design: &Design) -> Analysis {
     let mut a = Analysis {
         response: response.into(),
         method: String::new(),
+        shapley_method: String::new(),
         effects: Vec::new(),
         shapley: Vec::new(),
+        cells: cells(obs, names),
         notes: Vec::new(),
     };
     if obs.is_empty() {
@@ -217,7 +293,7 @@ fn analysis(response: &str, obs: &[Obs], design: &Design) -> Analysis {
                 let pure = obs.len() - configs;
                 a.method = match fit.method {
                     fx::ErrorMethod::Replicates { df } => format!(
-                        "least squares on ±1 coding; 95% t intervals from the residual error ({df} df: {pure} from repeats, {} from the terms left out of the fit{})",
+                        "Least squares on ±1 coding; 95% t intervals from the residual error ({df} df: {pure} from repeats, {} from the terms left out of the fit{})",
                         df.saturating_sub(pure),
                         if pure == 0 {
                             "; no repeats, so the left-out terms are taken as noise"
@@ -226,7 +302,7 @@ fn analysis(response: &str, obs: &[Obs], design: &Design) -> Analysis {
                         }
                     ),
                     fx::ErrorMethod::Lenth { df } => format!(
-                        "least squares on ±1 coding; no replicates: Lenth's pseudo standard error (Lenth 1989), t on {df:.1} df"
+                        "Least squares on ±1 coding; no replicates: Lenth's pseudo standard error (Lenth 1989), t on {df:.1} df"
                     ),
                 };
                 for (t, (_, aliases)) in fit.terms.iter().zip(&terms) {
@@ -247,11 +323,7 @@ fn analysis(response: &str, obs: &[Obs], design: &Design) -> Analysis {
                 .enumerate()
                 .map(|(i, iv)| Estimate::of(names[i].clone(), iv, Vec::new()))
                 .collect();
-            if a.method.is_empty() {
-                a.method = how;
-            } else {
-                a.method = format!("{}; {how}", a.method);
-            }
+            a.shapley_method = how;
         }
         Err(e) => a.notes.push(format!("shapley: {}", names_in(&e, names))),
     }
@@ -263,7 +335,7 @@ fn analysis(response: &str, obs: &[Obs], design: &Design) -> Analysis {
 fn shapley(obs: &[Obs], design: &Design) -> Result<(Vec<Interval>, String), String> {
     let k = design.factors.len();
     let means = config_means(obs);
-    let v = |w: Word| means.iter().find(|(c, _)| *c == w).map(|m| m.1);
+    let v = |w: Word| means.iter().find(|m| m.0 == w).map(|m| m.1);
     match &design.plan {
         DesignPlan::Shapley { orders, .. } => fx::shapley_sampled(orders, v).map(|vals| {
             with_noise(vals, orders, obs, k)
@@ -271,9 +343,9 @@ fn shapley(obs: &[Obs], design: &Design) -> Result<(Vec<Interval>, String), Stri
         DesignPlan::Factorial(d) if d.defining_relation.is_empty() => {
             fx::shapley_exact(obs, k).map(|s| {
                 let how = match s.note {
-                    Some(n) => format!("exact Shapley values over all 2^{k} configurations; {n}"),
+                    Some(n) => format!("Exact Shapley values over all 2^{k} configurations; {n}"),
                     None => format!(
-                        "exact Shapley values over all 2^{k} configurations; 95% t intervals on {} df",
+                        "Exact Shapley values over all 2^{k} configurations; 95% t intervals on {} df",
                         s.df
                     ),
                 };
@@ -358,7 +430,7 @@ fn with_noise(
 }
 
 /// The mean response of each configuration with runs.
-fn config_means(obs: &[Obs]) -> Vec<(Word, f64)> {
+fn config_means(obs: &[Obs]) -> Vec<(Word, f64, usize)> {
     let mut sums: std::collections::BTreeMap<Word, (f64, usize)> = Default::default();
     for o in obs {
         let e = sums.entry(o.config).or_default();
@@ -366,7 +438,22 @@ fn config_means(obs: &[Obs]) -> Vec<(Word, f64)> {
         e.1 += 1;
     }
     sums.into_iter()
-        .map(|(w, (s, n))| (w, s / n as f64))
+        .map(|(w, (s, n))| (w, s / n as f64, n))
+        .collect()
+}
+
+fn cells(obs: &[Obs], names: &[String]) -> Vec<Cell> {
+    config_means(obs)
+        .into_iter()
+        .map(|(config, mean, n)| Cell {
+            config,
+            high: doe::factors_of(config)
+                .into_iter()
+                .filter_map(|i| names.get(i).cloned())
+                .collect(),
+            n,
+            mean,
+        })
         .collect()
 }
 
@@ -401,7 +488,8 @@ pub fn to_markdown(all: &[Effects]) -> String {
             };
             s.push_str(&format!(
                 "\n**{}** ({unit}, high − low). {}\n\n",
-                a.response, a.method
+                a.response,
+                a.methods()
             ));
             if !a.effects.is_empty() || !a.shapley.is_empty() {
                 s.push_str(
@@ -454,9 +542,39 @@ pub fn to_markdown(all: &[Effects]) -> String {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use crate::store::{ResultsWriter, tests as st};
+    use crate::util::doe::Word;
     use crate::util::splitmix::SplitMix64;
+    use std::path::{Path, PathBuf};
+
+    /// A results folder of the designed matrix `text` under `root`, each
+    /// variant run `repeats` times with `y(configuration, rng)` giving the
+    /// run's (accuracy, airbench seconds); returns the folder and each
+    /// configuration's responses as fed (accuracy with TTA, seconds).
+    pub(crate) fn planted(
+        root: &Path,
+        text: &str,
+        repeats: usize,
+        y: &dyn Fn(Word, &mut SplitMix64) -> (f64, f64),
+    ) -> (PathBuf, Vec<(Word, f64, f64)>) {
+        let m = crate::matrix::parse(text, "m.toml").unwrap();
+        let mut w = ResultsWriter::create(root, &m.name, text).unwrap();
+        let mut rng = SplitMix64(7);
+        let mut fed = Vec::new();
+        for rep in 0..repeats {
+            for (idx, v) in m.variants.iter().enumerate() {
+                let c = m.design.as_ref().unwrap().configs[idx];
+                let (acc, secs) = y(c, &mut rng);
+                // summary(): airbench seconds are 0.9 × the dawn ones, and
+                // the accuracy with TTA 0.01 above the one without.
+                let s = st::summary(acc - 0.01, secs / 0.9, None);
+                fed.push((c, s.acc_tta, s.clocks.airbench_s));
+                st::feed(&mut w, st::rid(&v.name, idx, rep), rep as u64, Some(s));
+            }
+        }
+        (w.dir().to_path_buf(), fed)
+    }
 
     /// A results folder of a 2^2 factorial with planted effects (tta +4
     /// points and +2 s, lookahead −2 points, no interaction) and seed noise:
@@ -465,27 +583,14 @@ mod tests {
     #[test]
     fn a_planted_factorial_is_recovered_by_the_report() {
         let text = "name = \"m\"\nrecipe = \"tiny-airbench94\"\nkind = \"factorial\"\nrepeats = 4\nvary = [\"tta\", \"lookahead\"]\n";
-        let m = crate::matrix::parse(text, "m.toml").unwrap();
         let root = tempfile::tempdir().unwrap();
-        let mut w = ResultsWriter::create(root.path(), "m", text).unwrap();
-        let mut rng = SplitMix64(7);
-        for rep in 0..4 {
-            for (idx, v) in m.variants.iter().enumerate() {
-                let c = m.design.as_ref().unwrap().configs[idx];
-                let (tta, la) = (f64::from(c & 1), f64::from(c >> 1 & 1));
-                let noise = 0.004 * (rng.unit_f64() - 0.5);
-                let acc = 0.5 + 0.04 * tta - 0.02 * la + noise;
-                // summary(): airbench seconds are 0.9 × the dawn ones.
-                let secs = (10.0 + 2.0 * tta + 0.02 * (rng.unit_f64() - 0.5)) / 0.9;
-                st::feed(
-                    &mut w,
-                    st::rid(&v.name, idx, rep),
-                    rep as u64,
-                    Some(st::summary(acc, secs, None)),
-                );
-            }
-        }
-        let dir = w.dir().to_path_buf();
+        let (dir, _) = planted(root.path(), text, 4, &|c, rng| {
+            let (tta, la) = (f64::from(c & 1), f64::from(c >> 1 & 1));
+            let noise = 0.004 * (rng.unit_f64() - 0.5);
+            let acc = 0.5 + 0.04 * tta - 0.02 * la + noise;
+            let secs = 10.0 + 2.0 * tta + 0.02 * (rng.unit_f64() - 0.5);
+            (acc, secs)
+        });
         let r = crate::report::aggregate(&[dir], &Default::default()).unwrap();
         let e = &r.effects[0];
         assert_eq!((e.runs, e.clock), (16, crate::config::Clock::Airbench));
@@ -510,9 +615,9 @@ mod tests {
             .find(|a| a.response == "accuracy")
             .unwrap();
         assert!(
-            acc.method.contains("12 from repeats") && acc.method.contains("exact Shapley"),
+            acc.method.contains("12 from repeats") && acc.shapley_method.contains("Exact Shapley"),
             "{}",
-            acc.method
+            acc.methods()
         );
         let total: f64 = acc.shapley.iter().map(|s| s.estimate).sum();
         assert!((total - 0.02).abs() < 0.004, "Shapley total {total}");
@@ -557,7 +662,11 @@ mod tests {
                 .iter()
                 .find(|a| a.response == "accuracy")
                 .unwrap();
-            assert!(acc.method.contains("repeats' noise"), "{}", acc.method);
+            assert!(
+                acc.shapley_method.contains("repeats' noise"),
+                "{}",
+                acc.shapley_method
+            );
             covered += acc
                 .shapley
                 .iter()
@@ -570,5 +679,57 @@ mod tests {
             covered >= 54,
             "{covered} of 60 intervals cover the planted values"
         );
+    }
+
+    /// Each configuration's cell is the mean of the responses fed to it, the
+    /// two-way means average the cells over the third factor, the Shapley
+    /// values climb from the all-off cell to the all-on one, and the JSON
+    /// carries the cells and the factors.
+    #[test]
+    fn cells_are_each_configurations_mean_response() {
+        let text = "name = \"m3\"\nrecipe = \"tiny-airbench94\"\nkind = \"factorial\"\nrepeats = 2\nvary = [\"tta\", \"lookahead\", \"label_smoothing\"]\n";
+        let root = tempfile::tempdir().unwrap();
+        let (dir, fed) = planted(root.path(), text, 2, &|c, rng| {
+            let on = |i: u32| f64::from(c >> i & 1);
+            let acc = 0.5 + 0.03 * on(0) + 0.02 * on(0) * on(1) + 0.01 * rng.unit_f64();
+            (acc, 10.0 + on(2) + rng.unit_f64())
+        });
+        let r = crate::report::aggregate(&[dir], &Default::default()).unwrap();
+        let e = &r.effects[0];
+        assert_eq!(e.factors, ["tta", "lookahead", "label_smoothing"]);
+        assert_eq!(e.pair("tta×label_smoothing"), Some((0, 2)));
+        assert_eq!((e.pair("tta"), e.pair("tta×nope")), (None, None));
+        let mean = |c: Word, acc: bool| {
+            let ys: Vec<f64> = fed
+                .iter()
+                .filter(|f| f.0 == c)
+                .map(|f| if acc { f.1 } else { f.2 })
+                .collect();
+            ys.iter().sum::<f64>() / ys.len() as f64
+        };
+        for a in &e.analyses {
+            let acc = a.response == "accuracy";
+            assert_eq!(a.cells.len(), 8, "{}", a.response);
+            for c in &a.cells {
+                assert_eq!(c.n, 2);
+                assert!((c.mean - mean(c.config, acc)).abs() < 1e-9, "{c:?}");
+            }
+            assert_eq!(a.cell(0b101).unwrap().high, ["tta", "label_smoothing"]);
+            assert!(a.cell(0).unwrap().high.is_empty());
+            // tta and lookahead both high: the mean over label smoothing's two levels.
+            let m = a.two_way_means(0, 1).unwrap();
+            let want = (mean(0b011, acc) + mean(0b111, acc)) / 2.0;
+            assert!((m[1][1] - want).abs() < 1e-9, "{m:?}");
+            let want = (mean(0b010, acc) + mean(0b110, acc)) / 2.0;
+            assert!((m[0][1] - want).abs() < 1e-9, "{m:?}");
+            let total: f64 = a.shapley.iter().map(|s| s.estimate).sum();
+            let ends = a.cell(0b111).unwrap().mean - a.cell(0).unwrap().mean;
+            assert!((total - ends).abs() < 1e-9, "{total} {ends}");
+        }
+        let json: serde_json::Value = serde_json::from_str(&r.to_json().unwrap()).unwrap();
+        let cell = &json["effects"][0]["analyses"][1]["cells"][3];
+        assert_eq!(cell["config"], 3);
+        assert_eq!(cell["high"], serde_json::json!(["tta", "lookahead"]));
+        assert_eq!(json["effects"][0]["factors"][2], "label_smoothing");
     }
 }

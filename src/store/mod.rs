@@ -44,8 +44,9 @@ fn identity(dir: &Path) -> Option<(u64, u64)> {
     std::fs::metadata(dir).ok().map(|m| (m.dev(), m.ino()))
 }
 
-/// Folder-name-safe version of a matrix name.
-fn safe(name: &str) -> String {
+/// Folder-name-safe version of a matrix name (also the charts' file-name
+/// suffix when a report holds several designed matrices).
+pub(crate) fn safe(name: &str) -> String {
     let s: String = name
         .chars()
         .map(|c| {

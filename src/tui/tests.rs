@@ -1029,7 +1029,7 @@ fn the_effects_tab_shows_a_designed_folders_effects_small_and_large() {
         "{large}"
     );
     assert!(
-        large.contains("exact Shapley values over all 2^3")
+        large.contains("Exact Shapley values over all 2^3")
             && large.contains("95% t intervals on 8 df"),
         "{large}"
     );

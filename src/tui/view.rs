@@ -1266,10 +1266,11 @@ fn effect_lines(
         EffectRow::Response(a) => {
             let (unit, _) = response_unit(a);
             let head = format!("{} ({unit}, high − low)", a.response);
-            let t = if a.method.is_empty() {
+            let methods = a.methods();
+            let t = if methods.is_empty() {
                 head.clone()
             } else {
-                format!("{head}: {}", a.method)
+                format!("{head}: {methods}")
             };
             let mut lines = text(t, "", "  ", Style::default());
             // The response's name in bold, its method as it is.

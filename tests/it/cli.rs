@@ -1363,6 +1363,17 @@ fn a_tiny_factorial_runs_and_reports_its_effects() {
     for term in ["label_smoothing", "tta×lookahead"] {
         assert!(md.contains(&format!("| {term} |")), "{md}");
     }
+    // The headless write-up draws the effects too, inline in report.html.
+    let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
+    for chart in [
+        "effects_time",
+        "effects_accuracy",
+        "interactions",
+        "shapley",
+    ] {
+        assert!(dir.join(format!("{chart}.png")).is_file(), "{chart}");
+        assert!(html.contains(&format!("<h2>{chart}</h2>")), "{chart}");
+    }
     let json = run(
         &["report", dir.to_str().unwrap(), "--format", "json"],
         tmp.path(),
