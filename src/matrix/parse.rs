@@ -64,6 +64,10 @@ struct RawMatrix {
     rung: Option<Vec<RawStep>>,
     variant: Option<Vec<RawStep>>,
     grid: Grid,
+    /// factorial, fractional, shapley: a factor that is several changes at
+    /// once (a ladder's rung): its `on`/`off`/`set` at high; at low, its
+    /// `on` tricks off and its `off` tricks on, its settings the recipe's.
+    factor: Option<Vec<RawStep>>,
     /// factorial, fractional, shapley: settings at two levels, KEY = [low, high].
     levels: Grid,
     /// fractional: p of 2^(k−p), the tabulated minimum-aberration generators.
@@ -78,8 +82,10 @@ struct RawMatrix {
 /// One two-level factor: its name and its (low, high) overrides.
 struct Factor {
     name: String,
-    low: (Override, Range<usize>),
-    high: (Override, Range<usize>),
+    low: Placed,
+    high: Placed,
+    /// A `[[factor]]` bundle: named by its name when high, not by its overrides.
+    bundle: bool,
 }
 
 /// A Shapley matrix's default number of orders: each ordering's credit is
@@ -103,18 +109,26 @@ fn configuration_name(factors: &[Factor], w: crate::util::doe::Word) -> String {
         .iter()
         .enumerate()
         .filter_map(|(i, f)| {
-            let level = if w >> i & 1 == 1 { &f.high.0 } else { &f.low.0 };
-            match level {
+            let high = w >> i & 1 == 1;
+            if f.bundle {
+                return high.then(|| format!("+{}", f.name));
+            }
+            match &(if high { &f.high } else { &f.low })[0].0 {
                 Override::Trick { key, on: true } => Some(format!("+{key}")),
                 Override::Trick { .. } => None,
                 set => Some(set.to_string()),
             }
         })
         .collect();
+    let full = parts.join(" ");
     if parts.is_empty() {
         "base".into()
+    } else if full.chars().count() <= crate::config::MAX_VARIANT_NAME {
+        full
     } else {
-        parts.join(" ")
+        // Too long to name a folder or a row: the textbook's name of the run,
+        // its high factors' letters in lower case (`matrix show` lists them).
+        crate::util::doe::letters(w).to_lowercase()
     }
 }
 
@@ -520,8 +534,31 @@ impl Ctx<'_> {
         for n in raw.vary.iter().flat_map(|v| v.get_ref()) {
             out.push(Factor {
                 name: n.get_ref().clone(),
-                low: (self.trick(n, false)?, n.span()),
-                high: (self.trick(n, true)?, n.span()),
+                low: vec![(self.trick(n, false)?, n.span())],
+                high: vec![(self.trick(n, true)?, n.span())],
+                bundle: false,
+            });
+        }
+        for (i, f) in raw.factor.iter().flatten().enumerate() {
+            let high = self.step(&f.on, &f.off, &None)?;
+            let mut all = high.clone();
+            all.extend(self.step(&None, &None, &f.set)?);
+            let low = high
+                .into_iter()
+                .map(|(o, sp)| match o {
+                    Override::Trick { key, on } => (Override::Trick { key, on: !on }, sp),
+                    set => (set, sp),
+                })
+                .collect();
+            let name = f
+                .name
+                .as_ref()
+                .map_or_else(|| format!("factor {}", i + 1), |n| n.get_ref().clone());
+            out.push(Factor {
+                name,
+                low,
+                high: all,
+                bundle: true,
             });
         }
         for (k, vals) in raw.levels.iter().flat_map(|g| g.get_ref()) {
@@ -537,13 +574,14 @@ impl Ctx<'_> {
             };
             out.push(Factor {
                 name: k.get_ref().clone(),
-                low: (self.grid_value(k.get_ref(), lo, vals.span())?, k.span()),
-                high: (self.grid_value(k.get_ref(), hi, vals.span())?, k.span()),
+                low: vec![(self.grid_value(k.get_ref(), lo, vals.span())?, k.span())],
+                high: vec![(self.grid_value(k.get_ref(), hi, vals.span())?, k.span())],
+                bundle: false,
             });
         }
         self.need(
             raw,
-            "factors: `vary = [...]` tricks (off/on) and/or a [levels] table of KEY = [low, high]",
+            "factors: `vary = [...]` tricks (off/on), [[factor]] tables (a rung's changes) and/or a [levels] table of KEY = [low, high]",
             !out.is_empty(),
         )?;
         let mut seen: Vec<&str> = out.iter().map(|f| f.name.as_str()).collect();
@@ -575,7 +613,7 @@ impl Ctx<'_> {
                 let placed: Placed = factors
                     .iter()
                     .enumerate()
-                    .map(|(i, f)| {
+                    .flat_map(|(i, f)| {
                         if w >> i & 1 == 1 {
                             f.high.clone()
                         } else {
@@ -1088,6 +1126,38 @@ on = ["celu"]
                 .unwrap_or_else(|| panic!("ablations/{name}.toml is missing"))
                 .1
         };
+
+        // The designed matrices (issue 37): their sizes, and Page's rungs all on
+        // is page-final itself.
+        use crate::matrix::DesignPlan;
+        let fact = get("airbench94-factorial");
+        assert_eq!((fact.kind, fact.variants.len()), (Kind::Factorial, 16));
+        let frac = get("speedrun-fractional");
+        let DesignPlan::Factorial(d) = &frac.design.as_ref().unwrap().plan else {
+            panic!("a fraction")
+        };
+        assert_eq!((frac.variants.len(), d.resolution()), (16, Some(4)));
+        let shap = get("page-shapley");
+        let d = shap.design.as_ref().unwrap();
+        assert_eq!((shap.kind, d.factors.len()), (Kind::Shapley, 9));
+        let all = d.variant_of((1 << 9) - 1).expect("every order ends all on");
+        let (_, final_plan) = crate::recipe::resolve_plan("page-final", &[]).unwrap();
+        let (_, all_on) =
+            crate::recipe::resolve_plan(&shap.recipe, &shap.variants[all].overrides).unwrap();
+        assert_eq!(all_on, final_plan);
+        // All off: every rung's tricks off, page-final's settings kept.
+        assert_eq!(shap.variants[0].name, "base");
+        let base = crate::recipe::resolve(&shap.recipe, &shap.variants[0].overrides).unwrap();
+        for t in [
+            "gpu_data",
+            "ghost_bn",
+            "whitening",
+            "ema",
+            "frozen_bn_scale",
+        ] {
+            assert!(!base.tricks_on().iter().any(|x| x == t), "{t} on at base");
+        }
+        assert_eq!(base.epochs, 10.0);
 
         // Page part 8: B0..B9b, and the last rung is the page-final recipe.
         let ladder = get("page-ladder");
