@@ -81,6 +81,10 @@ fn matrix_json(file: &std::path::Path, m: &super::Matrix) -> Result<serde_json::
         "description": m.description,
         "seeds": m.seeds,
         "adaptive": m.adaptive.map(|a| serde_json::json!({"ci_width": a.ci_width, "max": a.max})),
+        "until_decided": m.until_decided.map(|u| serde_json::json!({
+            "time": u.time, "acc": u.acc, "min": u.min, "max": u.max, "alpha": u.alpha,
+            "looks": u.looks(),
+        })),
         "budget_s": m.budget.map(|b| b.as_secs_f64()),
         "variants": variants,
         "runs": m.runs().len(),
@@ -91,6 +95,26 @@ fn matrix_json(file: &std::path::Path, m: &super::Matrix) -> Result<serde_json::
         })),
         "warnings": m.warnings,
     }))
+}
+
+/// `until_decided` in words, as `matrix show` prints it.
+pub fn until_words(u: &super::UntilDecided) -> String {
+    let mut margins = Vec::new();
+    if let Some(t) = u.time {
+        margins.push(format!("time ±{:.1}% of the reference's mean", 100.0 * t));
+    }
+    if let Some(a) = u.acc {
+        margins.push(format!("accuracy ±{:.2} points", 100.0 * a));
+    }
+    format!(
+        "a round of seeds at a time until every asked Δ is decided (its interval excludes 0, or lies within {}), at most {} rounds; α = {} split over {} looks (rounds {} to {}, Bonferroni over looks)",
+        margins.join(" / "),
+        u.max,
+        u.alpha,
+        u.looks(),
+        u.min,
+        u.max
+    )
 }
 
 #[allow(clippy::too_many_lines, reason = "one arm per matrix subcommand")]
@@ -139,12 +163,13 @@ pub fn cmd_matrix(args: MatrixArgs) -> Result<i32> {
                 if !m.description.is_empty() {
                     println!("  {}", m.description);
                 }
-                match m.adaptive {
-                    Some(a) => println!(
+                match (m.adaptive, m.until_decided) {
+                    (Some(a), _) => println!(
                         "  seeds: adaptive from {:?}, until the 95% CI of accuracy < {} (max {} runs per variant)",
                         m.seeds, a.ci_width, a.max
                     ),
-                    None => println!("  seeds: {:?}", m.seeds),
+                    (None, Some(u)) => println!("  seeds: {:?}, then {}", m.seeds, until_words(&u)),
+                    (None, None) => println!("  seeds: {:?}", m.seeds),
                 }
                 if let Some(b) = m.budget {
                     println!("  budget: {:.0} s", b.as_secs_f64());
@@ -165,7 +190,14 @@ pub fn cmd_matrix(args: MatrixArgs) -> Result<i32> {
                         println!("     overrides: {}", ov.join(" "));
                     }
                 }
-                println!("  {} runs", m.runs().len());
+                match m.until_decided {
+                    Some(u) => println!(
+                        "  {} runs to start, at most {}",
+                        m.runs().len(),
+                        u.max * m.variants.len()
+                    ),
+                    None => println!("  {} runs", m.runs().len()),
+                }
                 if let Some(e) = priced(&m)? {
                     println!("  estimate: {}", e.line(&m.name));
                 }
