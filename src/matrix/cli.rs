@@ -22,6 +22,21 @@ pub enum MatrixCommand {
         /// evaluations priced by a probe of its first run's net, with a range.
         #[arg(long, value_name = "DEVICE", num_args = 0..=1, default_missing_value = "cpu")]
         estimate: Option<String>,
+        /// From the measured spread of a results folder (a session, or
+        /// results/<matrix> for its newest), the seeds each difference the
+        /// matrix asks about needs to be resolved at 80% power, α = 0.05
+        /// (noncentral t): paired by seed where the folder's seeds match,
+        /// else two-sample; the replicates of the whole design for a
+        /// factorial or fractional matrix.
+        #[arg(long, value_name = "FOLDER")]
+        power: Option<PathBuf>,
+        /// The time difference to resolve, in seconds [default: 5% of the
+        /// reference's mean time (of the design's mean for an effect)].
+        #[arg(long, value_name = "SECONDS", requires = "power")]
+        delta_time: Option<f64>,
+        /// The accuracy difference to resolve, in points.
+        #[arg(long, value_name = "POINTS", requires = "power", default_value_t = 0.5)]
+        delta_acc: f64,
         #[arg(long, value_enum, default_value = "text")]
         format: crate::util::TextOrJson,
     },
@@ -120,11 +135,17 @@ pub fn until_words(u: &super::UntilDecided) -> String {
 #[allow(clippy::too_many_lines, reason = "one arm per matrix subcommand")]
 pub fn cmd_matrix(args: MatrixArgs) -> Result<i32> {
     match args.command {
+        MatrixCommand::Show { power: Some(_), .. } => {
+            anyhow::bail!(
+                "matrix show --power reads a results folder: run it through `tricklab matrix show`"
+            )
+        }
         MatrixCommand::Show {
             files,
             tiny,
             estimate,
             format,
+            ..
         } => {
             let priced = |m: &super::Matrix| -> Result<Option<super::Estimate>> {
                 estimate
