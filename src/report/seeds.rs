@@ -419,8 +419,8 @@ fn method_words(row: &Row) -> String {
     }
 }
 
-/// The header sentence both forms share.
-fn preamble(s: &Seeds) -> String {
+/// What was counted and the Δs asked: the header both forms share.
+fn counted_words(s: &Seeds) -> String {
     let time = match s.deltas.time_s {
         Some(t) => format!("{t} s"),
         None => format!(
@@ -428,19 +428,22 @@ fn preamble(s: &Seeds) -> String {
             100.0 * DEFAULT_TIME_SHARE
         ),
     };
-    let noisy = match (s.left_out, s.noisy_counted) {
-        (0, 0) => String::new(),
-        (l, 0) => format!(" ({l} flagged noisy left out: re-run, or --drop-noisy)"),
-        (0, c) => format!(" ({c} of them flagged noisy and not re-run)"),
-        (l, c) => format!(
-            " ({c} of them flagged noisy and not re-run; {l} more noisy left out: re-run, or --drop-noisy)"
-        ),
-    };
+    let mut parts = vec![format!("{} finished runs counted", s.runs)];
+    if s.noisy_counted > 0 {
+        parts.push(format!(
+            "{} of them flagged noisy (counted: their seed did not run again)",
+            s.noisy_counted
+        ));
+    }
+    if s.left_out > 0 {
+        parts.push(format!(
+            "{} noisy runs left out (their seed ran again, or --drop-noisy)",
+            s.left_out
+        ));
+    }
     format!(
-        "seeds to resolve each Δ at {:.0}% power, two-sided α = {ALPHA} (noncentral t), from {}: {} finished runs counted{noisy}, time on the {}; Δ time {time}, Δ accuracy {:.2} points",
-        100.0 * POWER,
-        s.folder.display(),
-        s.runs,
+        "{}; time on the {}; Δ time {time}, Δ accuracy {:.2} points",
+        parts.join(", "),
         s.clock.label(),
         100.0 * s.deltas.acc
     )
@@ -448,7 +451,13 @@ fn preamble(s: &Seeds) -> String {
 
 /// `matrix show --power` as text: one line a question.
 pub fn to_text(s: &Seeds) -> String {
-    let mut out = format!("{}: {}\n", s.matrix, preamble(s));
+    let mut out = format!(
+        "{}: seeds to resolve each Δ at {:.0}% power, two-sided α = {ALPHA} (noncentral t), from {}: {}\n",
+        s.matrix,
+        100.0 * POWER,
+        s.folder.display(),
+        counted_words(s)
+    );
     for row in &s.rows {
         let line = match (&row.note, row.method) {
             (Some(note), None) => format!("  {}: {note}", row.question),
@@ -512,10 +521,10 @@ pub fn to_markdown(all: &[Seeds]) -> String {
     let mut s = String::new();
     for f in all {
         s.push_str(&format!(
-            "\n## Seeds needed: {}\n\nSeeds to resolve each Δ at {:.0}% power, two-sided α = {ALPHA}, by the noncentral t ({}). *Paired* where both variants ran the same seeds (the sd of the per-seed differences), else *two-sample* at the pooled sd; a design's effects need replicates of the whole design. Other Δs: `tricklab matrix show FILE --power FOLDER --delta-time S --delta-acc P`. (`compare`'s \"more runs a side\" is what narrows an interval past a threshold, not this power.)\n\n| Δ | from | time: sd → seeds for Δ | accuracy: sd → seeds for Δ |\n|---|---|---|---|\n",
+            "\n## Seeds needed: {}\n\nSeeds to resolve each Δ at {:.0}% power, two-sided α = {ALPHA}, by the noncentral t, from this folder's spread: {}. *Paired* where both variants ran the same seeds (the sd of the per-seed differences), else *two-sample* at the pooled sd; a design's effects need replicates of the whole design. Other Δs: `tricklab matrix show FILE --power FOLDER --delta-time S --delta-acc P`. (`compare`'s \"more runs a side\" is what narrows an interval past a threshold, not this power.)\n\n| Δ | from | time: sd → seeds for Δ | accuracy: sd → seeds for Δ |\n|---|---|---|---|\n",
             f.matrix,
             100.0 * POWER,
-            preamble(f).split_once(": ").map_or("", |p| p.1)
+            counted_words(f)
         ));
         for row in &f.rows {
             let cell = |t: String| t.replace('|', "\\|");
