@@ -1,13 +1,16 @@
 //! The run queue: ordered runs with their status, persisted atomically as
-//! `queue.json`, with the user's operations (requeue, move, remove) and
-//! adaptive seeding (more repeats for a variant until its CI is narrow enough).
+//! `queue.json`, with the user's operations (requeue, move, remove),
+//! adaptive seeding (more repeats for a variant until its CI is narrow
+//! enough) and `until_decided` (a round of seeds across every variant at a
+//! time until each difference the matrix asks about is decided).
 
-use crate::config::RunSpec;
-use crate::events::{QueueItem, RunId, RunStatus};
-use crate::matrix::Matrix;
+use crate::config::{Clock, RunSpec};
+use crate::events::{QueueItem, RunId, RunStatus, RunSummary};
+use crate::matrix::{Matrix, Sample};
+use crate::util::effects::Verdict;
 use anyhow::Result;
 use serde::{Deserialize, Serialize};
-use std::collections::HashMap;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::PathBuf;
 use std::time::Instant;
 
@@ -18,12 +21,59 @@ pub struct Entry {
     pub reason: Option<String>,
 }
 
+/// What the queue reads of a finished run.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Measured {
+    /// Final accuracy with the run's TTA level.
+    pub acc: f64,
+    pub clocks: crate::events::Clocks,
+    /// Why its seconds are not to be trusted (the run row's `noisy`), if so.
+    pub noise: Option<String>,
+}
+
+impl Measured {
+    pub fn of(s: &RunSummary) -> Measured {
+        Measured {
+            acc: s.acc_tta,
+            clocks: s.clocks.clone(),
+            noise: s.noise.clone(),
+        }
+    }
+}
+
 /// Per-matrix state the queue needs beyond its entries.
 struct MatrixState {
     matrix: Matrix,
     deadline: Option<Instant>,
     /// Final accuracies per variant index, for adaptive seeding.
     accs: HashMap<usize, Vec<f64>>,
+    /// The clock `until_decided` reads times on: the recipe's convention,
+    /// as the report's Effects and Δ columns do.
+    clock: Clock,
+    /// Runs `until_decided` counts, per variant: finished, a noisy first
+    /// try of a seed left out.
+    counted: BTreeMap<usize, Vec<Sample>>,
+}
+
+impl MatrixState {
+    fn new(matrix: Matrix) -> MatrixState {
+        MatrixState {
+            deadline: matrix.budget.map(|b| Instant::now() + b),
+            clock: crate::recipe::convention(&matrix.recipe).unwrap_or(Clock::Dawn),
+            matrix,
+            accs: HashMap::new(),
+            counted: BTreeMap::new(),
+        }
+    }
+
+    /// Counts a finished run for `until_decided`.
+    fn count(&mut self, index: usize, seed: u64, m: &Measured) {
+        self.counted.entry(index).or_default().push(Sample {
+            seed,
+            secs: m.clocks.on(self.clock),
+            acc: m.acc,
+        });
+    }
 }
 
 #[derive(Default)]
@@ -32,6 +82,9 @@ pub struct Queue {
     matrices: HashMap<String, MatrixState>,
     /// Where each matrix's queue.json goes.
     files: HashMap<String, PathBuf>,
+    /// What the queue decided on its own (a round added, a question left
+    /// open), for the session's log: see [`Queue::take_notes`].
+    notes: Vec<(crate::events::LogLevel, String)>,
 }
 
 use crate::util::stats::ci95_half_width;
@@ -69,15 +122,7 @@ impl Queue {
         if let Some(f) = file {
             self.files.insert(m.name.clone(), f);
         }
-        let deadline = m.budget.map(|b| Instant::now() + b);
-        self.matrices.insert(
-            m.name.clone(),
-            MatrixState {
-                matrix: m,
-                deadline,
-                accs: HashMap::new(),
-            },
-        );
+        self.matrices.insert(m.name.clone(), MatrixState::new(m));
     }
 
     /// Continues a matrix from its folder's saved queue (`saved`, its
@@ -105,15 +150,7 @@ impl Queue {
         if let Some(f) = file {
             self.files.insert(m.name.clone(), f);
         }
-        let deadline = m.budget.map(|b| Instant::now() + b);
-        self.matrices.insert(
-            m.name.clone(),
-            MatrixState {
-                matrix: m,
-                deadline,
-                accs: HashMap::new(),
-            },
-        );
+        self.matrices.insert(m.name.clone(), MatrixState::new(m));
     }
 
     pub fn entries(&self) -> &[Entry] {
@@ -175,24 +212,113 @@ impl Queue {
         self.entries.iter_mut().find(|e| &e.spec.id == id)
     }
 
-    /// Records how a run ended; with adaptive seeding it may add a repeat.
+    /// Records how a run ended. With adaptive seeding it may add a repeat;
+    /// with `until_decided` it re-runs a noisy run once, and when the round
+    /// is over it looks at the questions and adds the next round while one
+    /// is open.
     pub fn finish(
         &mut self,
         id: &RunId,
         status: RunStatus,
         reason: Option<String>,
-        acc: Option<f64>,
+        measured: Option<Measured>,
     ) {
-        if let Some(e) = self.find(id) {
+        let seed = self.find(id).map(|e| {
             e.status = status;
             e.reason = reason;
+            e.spec.seed
+        });
+        if let (Some(m), Some(seed)) = (measured, seed) {
+            self.record(id, seed, &m);
+            self.adaptive_repeat(id);
         }
-        let Some(acc) = acc else { return };
+        self.next_round(&id.matrix);
+    }
+
+    /// Runs of a resumed matrix that finished in an earlier session, as
+    /// (variant index, repeat, seed, what it measured): counted as the runs
+    /// of this one are (a noisy run that was re-run left out), then the
+    /// round they complete is looked at.
+    pub fn recall(&mut self, matrix: &str, earlier: Vec<(usize, usize, u64, Measured)>) {
+        for (index, repeat, seed, m) in earlier {
+            let rerun = self.entries.iter().any(|e| {
+                e.spec.id.matrix == matrix
+                    && e.spec.id.index == index
+                    && e.spec.seed == seed
+                    && e.spec.id.repeat > repeat
+            });
+            let Some(ms) = self.matrices.get_mut(matrix) else {
+                return;
+            };
+            ms.accs.entry(index).or_default().push(m.acc);
+            if !(rerun && m.noise.is_some()) {
+                ms.count(index, seed, &m);
+            }
+        }
+        self.next_round(matrix);
+    }
+
+    /// What the queue decided on its own since the last call, for the log.
+    pub fn take_notes(&mut self) -> Vec<(crate::events::LogLevel, String)> {
+        std::mem::take(&mut self.notes)
+    }
+
+    /// Counts a finished run. Under `until_decided` a noisy run is left out
+    /// and its seed run again, once: a re-run counts whatever its flag, so
+    /// that a machine busy all along still decides.
+    fn record(&mut self, id: &RunId, seed: u64, m: &Measured) {
         let Some(ms) = self.matrices.get_mut(&id.matrix) else {
             return;
         };
-        let accs = ms.accs.entry(id.index).or_default();
-        accs.push(acc);
+        ms.accs.entry(id.index).or_default().push(m.acc);
+        let (Some(noise), Some(_)) = (&m.noise, ms.matrix.until_decided) else {
+            ms.count(id.index, seed, m);
+            return;
+        };
+        let tried = self.entries.iter().any(|e| {
+            e.spec.id.matrix == id.matrix
+                && e.spec.id.index == id.index
+                && e.spec.seed == seed
+                && e.spec.id.repeat != id.repeat
+        });
+        if tried {
+            if let Some(ms) = self.matrices.get_mut(&id.matrix) {
+                ms.count(id.index, seed, m);
+            }
+            return;
+        }
+        let repeat = self.next_repeat(&id.matrix, id.index);
+        let spec = self.matrices[&id.matrix]
+            .matrix
+            .spec(id.index, repeat, seed);
+        if let Some(e) = self.find(id) {
+            e.reason = Some(format!(
+                "noisy ({noise}): not counted, seed {seed} re-run as repeat {repeat}"
+            ));
+        }
+        self.entries.push(Entry {
+            spec,
+            status: RunStatus::Queued,
+            reason: None,
+        });
+    }
+
+    /// The first repeat number variant `index` of `matrix` has not used.
+    fn next_repeat(&self, matrix: &str, index: usize) -> usize {
+        self.entries
+            .iter()
+            .filter(|e| e.spec.id.matrix == matrix && e.spec.id.index == index)
+            .map(|e| e.spec.id.repeat + 1)
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// Adaptive seeding: another repeat of the variant while its accuracy's
+    /// 95% CI is wider than asked, from `min` up to `max` runs.
+    fn adaptive_repeat(&mut self, id: &RunId) {
+        let Some(ms) = self.matrices.get(&id.matrix) else {
+            return;
+        };
         let Some(a) = ms.matrix.adaptive else { return };
         let n_runs = self
             .entries
@@ -217,6 +343,82 @@ impl Queue {
                 reason: None,
             });
         }
+    }
+
+    /// `until_decided`: once no run of the matrix is queued or running, the
+    /// round is over; its look decides each question (`matrix::decide_all`,
+    /// `util::effects::decide` with α split over the planned looks), and
+    /// while one is open and rounds are left, every variant gets the next
+    /// seed, in variant order (interleaved, as repeats are).
+    fn next_round(&mut self, matrix: &str) {
+        let Some(ms) = self.matrices.get(matrix) else {
+            return;
+        };
+        let Some(u) = ms.matrix.until_decided else {
+            return;
+        };
+        let mine: Vec<&Entry> = self
+            .entries
+            .iter()
+            .filter(|e| e.spec.id.matrix == matrix)
+            .collect();
+        if mine
+            .iter()
+            .any(|e| matches!(e.status, RunStatus::Queued | RunStatus::Running))
+        {
+            return;
+        }
+        let seeds: BTreeSet<u64> = mine.iter().map(|e| e.spec.seed).collect();
+        let rounds = seeds.len();
+        let Some(look) = u.look_at(rounds) else {
+            return;
+        };
+        let decisions = crate::matrix::decide_all(&ms.matrix, &u, &ms.counted, look);
+        let open: Vec<String> = decisions
+            .iter()
+            .filter(|d| d.verdict == Verdict::Open)
+            .map(|d| format!("{} of {}", d.response.name(), d.question))
+            .collect();
+        use crate::events::LogLevel;
+        let note = match (open.is_empty(), rounds >= u.max) {
+            (true, _) => (
+                LogLevel::Info,
+                format!(
+                    "{matrix}: every asked difference is decided after {rounds} seeds a variant (look {look} of {})",
+                    u.looks()
+                ),
+            ),
+            (false, true) => (
+                LogLevel::Warn,
+                format!(
+                    "{matrix}: {} stayed open at the budget of {} seeds a variant: {}",
+                    open.len(),
+                    u.max,
+                    open.join(", ")
+                ),
+            ),
+            (false, false) => {
+                let seed = (rounds..)
+                    .map(|r| ms.matrix.seed_for(r))
+                    .find(|s| !seeds.contains(s))
+                    .expect("a seed not yet used");
+                let specs: Vec<RunSpec> = (0..ms.matrix.variants.len())
+                    .map(|i| ms.matrix.spec(i, self.next_repeat(matrix, i), seed))
+                    .collect();
+                let note = format!(
+                    "{matrix}: {} open after {rounds} seeds a variant (look {look} of {}): adding seed {seed}",
+                    open.len(),
+                    u.looks()
+                );
+                self.entries.extend(specs.into_iter().map(|spec| Entry {
+                    spec,
+                    status: RunStatus::Queued,
+                    reason: None,
+                }));
+                (LogLevel::Info, note)
+            }
+        };
+        self.notes.push(note);
     }
 
     pub fn requeue(&mut self, id: &RunId) -> bool {
@@ -334,7 +536,12 @@ mod tests {
             if s.id.index == 0 {
                 k += 1;
             }
-            q.finish(&s.id, RunStatus::Done, None, Some(acc));
+            q.finish(
+                &s.id,
+                RunStatus::Done,
+                None,
+                Some(measured(acc, 10.0, None)),
+            );
         }
         let count = |i: usize| q.entries().iter().filter(|e| e.spec.id.index == i).count();
         assert_eq!(count(0), 5, "noisy variant runs to max");
@@ -347,6 +554,157 @@ mod tests {
                 .collect::<std::collections::HashSet<_>>()
                 .len()
                 == 5
+        );
+    }
+
+    /// A run's outcome with `secs` on every clock.
+    fn measured(acc: f64, secs: f64, noise: Option<&str>) -> Measured {
+        Measured {
+            acc,
+            clocks: crate::events::Clocks {
+                dawn_s: secs,
+                airbench_s: secs,
+                hlb_s: secs,
+                wall_s: secs,
+                ..Default::default()
+            },
+            noise: noise.map(str::to_string),
+        }
+    }
+
+    /// Runs the queue dry, each run's outcome from `outcome`.
+    fn drain(q: &mut Queue, outcome: impl Fn(&RunSpec) -> Measured) {
+        while let Some(s) = q.next_run() {
+            q.finish(&s.id, RunStatus::Done, None, Some(outcome(&s)));
+        }
+    }
+
+    /// Seed noise shared by every variant (the same seed, the same data
+    /// order and init), so that the paired differences show the variant.
+    fn seed_noise(seed: u64) -> f64 {
+        crate::util::splitmix::SplitMix64(seed).unit_f64() - 0.5
+    }
+
+    const UNTIL: &str = "until_decided = { time = 0.05, acc = 0.005, max = 6 }";
+
+    #[test]
+    fn until_decided_stops_once_every_difference_is_decided() {
+        let mut q = Queue::default();
+        q.add_matrix(matrix(UNTIL), &Default::default(), None);
+        // Starts with min = 2 seeds a variant.
+        assert_eq!(q.entries().len(), 6);
+        // + celu: 5 s slower and 2 points better, clearly (NonZero); + flip:
+        // within ±0.01 s and ±0.001 points of the base (WithinMargin: ±5% of
+        // 40 s is ±2 s, and ±0.5 points). Every question is decided at the
+        // first look, after 2 seeds a variant, though 6 were allowed.
+        let tiny = |seed: u64| if seed.is_multiple_of(2) { 1.0 } else { -1.0 };
+        drain(&mut q, |s| {
+            let (n, k) = (seed_noise(s.seed), tiny(s.seed));
+            let (dt, da) = match s.id.index {
+                0 => (0.0, 0.0),
+                1 => (5.0 + 0.01 * k, 0.02 + 0.0001 * k),
+                _ => (0.01 * k, 0.00001 * k),
+            };
+            measured(0.5 + 0.05 * n + da, 40.0 + 4.0 * n + dt, None)
+        });
+        assert_eq!(q.entries().len(), 6, "no round added");
+        let notes = q.take_notes();
+        assert!(
+            notes
+                .last()
+                .unwrap()
+                .1
+                .contains("every asked difference is decided after 2 seeds"),
+            "{notes:?}"
+        );
+    }
+
+    #[test]
+    fn until_decided_runs_an_open_question_to_max_and_reruns_a_noisy_seed_once() {
+        let mut q = Queue::default();
+        q.add_matrix(matrix(UNTIL), &Default::default(), None);
+        // + flip is 1 s slower give or take 2 s (alternating): ±5% of 40 s
+        // is ±2 s, and its interval neither excludes 0 nor fits inside the
+        // margin at any look, so rounds are added up to max = 6.
+        let outcome = |s: &RunSpec| {
+            let n = seed_noise(s.seed);
+            let k = if s.seed.is_multiple_of(2) { 1.0 } else { -1.0 };
+            let dt = match s.id.index {
+                0 => 0.0,
+                1 => 5.0 + 0.01 * k,
+                _ => 1.0 + 2.0 * k,
+            };
+            // + celu's runs with seed 3 are noisy: the first is re-run, once,
+            // and the re-run counts though it is noisy too.
+            let noise = (s.id.index == 1 && s.seed == 3).then_some("busy");
+            measured(0.5 + 0.05 * n, 40.0 + 4.0 * n + dt, noise)
+        };
+        drain(&mut q, outcome);
+        let seeds = |i: usize| -> Vec<u64> {
+            q.entries()
+                .iter()
+                .filter(|e| e.spec.id.index == i)
+                .map(|e| e.spec.seed)
+                .collect()
+        };
+        // Six rounds, every variant on the same seeds, in order.
+        assert_eq!(seeds(0), [0, 1, 2, 3, 4, 5]);
+        assert_eq!(seeds(2), [0, 1, 2, 3, 4, 5]);
+        // The noisy run stays, not counted, and seed 3 ran again once.
+        assert_eq!(seeds(1), [0, 1, 2, 3, 3, 4, 5]);
+        let noisy = q
+            .entries()
+            .iter()
+            .find(|e| e.spec.id.index == 1 && e.spec.id.repeat == 3)
+            .unwrap();
+        assert!(
+            noisy
+                .reason
+                .as_deref()
+                .unwrap()
+                .contains("not counted, seed 3 re-run as repeat 4")
+        );
+        let counted = &q.matrices["q"].counted[&1];
+        assert_eq!(counted.len(), 6);
+        // Rounds 3 to 6 were added for the open question, which the last
+        // note names.
+        let notes = q.take_notes();
+        assert_eq!(
+            notes.iter().filter(|n| n.1.contains("adding seed")).count(),
+            4
+        );
+        let last = &notes.last().unwrap().1;
+        assert!(
+            last.contains("1 stayed open at the budget of 6 seeds")
+                && last.contains("time of + flip vs base"),
+            "{last}"
+        );
+        // A resumed session counts the earlier runs and goes on from there.
+        let mut r = Queue::default();
+        let m = matrix(UNTIL);
+        let saved: Vec<Entry> = q.entries().iter().take(6).cloned().collect();
+        let done = saved
+            .iter()
+            .map(|e| (e.spec.id.variant.clone(), e.spec.id.repeat))
+            .collect();
+        r.resume_matrix(m, saved.clone(), &done, None);
+        let earlier = saved
+            .iter()
+            .map(|e| {
+                (
+                    e.spec.id.index,
+                    e.spec.id.repeat,
+                    e.spec.seed,
+                    outcome(&e.spec),
+                )
+            })
+            .collect();
+        r.recall("q", earlier);
+        assert_eq!(r.entries().len(), 9, "the third round is queued at once");
+        assert!(
+            r.entries()[6..]
+                .iter()
+                .all(|e| e.spec.seed == 2 && e.status == RunStatus::Queued)
         );
     }
 

@@ -388,13 +388,13 @@ fn run_one(
         trainer.run(&planned?, &ctl, &mut |e| events.push(e))
     }));
     let id = spec.id.clone();
-    let (status, reason, acc, ev) = match result {
+    let (status, reason, measured, ev) = match result {
         Ok(Ok(Outcome::Finished(summary))) => {
-            let acc = summary.acc_tta;
+            let measured = crate::queue::Measured::of(&summary);
             (
                 RunStatus::Done,
                 None,
-                Some(acc),
+                Some(measured),
                 Event::RunFinished {
                     run: id.clone(),
                     summary,
@@ -433,11 +433,14 @@ fn run_one(
         }
     };
     events.push(ev);
-    shared
-        .queue
-        .lock()
-        .expect("queue")
-        .finish(&id, status, reason, acc);
+    let notes = {
+        let mut q = shared.queue.lock().expect("queue");
+        q.finish(&id, status, reason, measured);
+        q.take_notes()
+    };
+    for (level, message) in notes {
+        events.push(Event::Log { level, message });
+    }
 }
 
 /// The first line of a panic's message.

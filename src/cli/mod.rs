@@ -110,6 +110,18 @@ pub fn main() -> i32 {
         Some(Command::Merge(a)) => cluster::cmd_merge(a),
         Some(Command::Results(a)) => report::cmd_results(a),
         Some(Command::Slurm(a)) => cluster::cmd_slurm(a),
+        Some(Command::Matrix(crate::matrix::MatrixArgs {
+            command:
+                crate::matrix::MatrixCommand::Show {
+                    files,
+                    tiny,
+                    power: Some(folder),
+                    delta_time,
+                    delta_acc,
+                    format,
+                    ..
+                },
+        })) => report::cmd_power(&files, tiny, &folder, delta_time, delta_acc, format),
         Some(Command::Matrix(a)) => crate::matrix::cmd_matrix(a),
         Some(Command::Train(a)) => train::cmd_train(a),
         Some(Command::Rank(a)) => rank::cmd_rank(a),

@@ -114,6 +114,51 @@ pub fn session_folder(dir: &Path) -> Result<PathBuf> {
     )
 }
 
+/// `tricklab matrix show FILE --power FOLDER`: the seeds each question of
+/// the matrix needs at 80% power, from the folder's measured spread.
+pub fn cmd_power(
+    files: &[PathBuf],
+    tiny: bool,
+    folder: &Path,
+    delta_time: Option<f64>,
+    delta_acc: f64,
+    format: crate::util::TextOrJson,
+) -> Result<i32> {
+    use crate::report::seeds;
+    let [file] = files else {
+        anyhow::bail!(
+            "--power reads one matrix's results: name one matrix file (got {})",
+            files.len()
+        );
+    };
+    if let Some(t) = delta_time.filter(|t| !(t.is_finite() && *t > 0.0)) {
+        anyhow::bail!("--delta-time {t}: give a positive number of seconds, e.g. 0.5");
+    }
+    if !(delta_acc.is_finite() && delta_acc > 0.0 && delta_acc <= 100.0) {
+        anyhow::bail!("--delta-acc {delta_acc}: give accuracy points in (0, 100], e.g. 0.5");
+    }
+    let m = crate::matrix::load(file)?;
+    let m = if tiny { m.tiny()? } else { m };
+    let dir = session_folder(folder)?;
+    let clock = crate::report::clock_of_recipe(&m.recipe);
+    let deltas = seeds::Deltas {
+        time_s: delta_time,
+        acc: delta_acc / 100.0,
+    };
+    let s = seeds::seeds(&dir, &m, clock, deltas, false)?;
+    match format {
+        crate::util::TextOrJson::Json => {
+            let mut v = serde_json::to_value(&s)?;
+            v["file"] = serde_json::json!(file);
+            v["power"] = seeds::POWER.into();
+            v["alpha"] = seeds::ALPHA.into();
+            crate::util::print_json(serde_json::json!({ "matrices": [v] }));
+        }
+        crate::util::TextOrJson::Text => print!("{}", seeds::to_text(&s)),
+    }
+    Ok(0)
+}
+
 #[derive(clap::Args, Debug)]
 pub struct ResultsArgs {
     /// The results root.

@@ -22,6 +22,21 @@ pub enum MatrixCommand {
         /// evaluations priced by a probe of its first run's net, with a range.
         #[arg(long, value_name = "DEVICE", num_args = 0..=1, default_missing_value = "cpu")]
         estimate: Option<String>,
+        /// From the measured spread of a results folder (a session, or
+        /// results/<matrix> for its newest), the seeds each difference the
+        /// matrix asks about needs to be resolved at 80% power, α = 0.05
+        /// (noncentral t): paired by seed where the folder's seeds match,
+        /// else two-sample; the replicates of the whole design for a
+        /// factorial or fractional matrix.
+        #[arg(long, value_name = "FOLDER")]
+        power: Option<PathBuf>,
+        /// The time difference to resolve, in seconds [default: 5% of the
+        /// reference's mean time (of the design's mean for an effect)].
+        #[arg(long, value_name = "SECONDS", requires = "power")]
+        delta_time: Option<f64>,
+        /// The accuracy difference to resolve, in points.
+        #[arg(long, value_name = "POINTS", requires = "power", default_value_t = 0.5)]
+        delta_acc: f64,
         #[arg(long, value_enum, default_value = "text")]
         format: crate::util::TextOrJson,
     },
@@ -81,6 +96,10 @@ fn matrix_json(file: &std::path::Path, m: &super::Matrix) -> Result<serde_json::
         "description": m.description,
         "seeds": m.seeds,
         "adaptive": m.adaptive.map(|a| serde_json::json!({"ci_width": a.ci_width, "max": a.max})),
+        "until_decided": m.until_decided.map(|u| serde_json::json!({
+            "time": u.time, "acc": u.acc, "min": u.min, "max": u.max, "alpha": u.alpha,
+            "looks": u.looks(),
+        })),
         "budget_s": m.budget.map(|b| b.as_secs_f64()),
         "variants": variants,
         "runs": m.runs().len(),
@@ -93,14 +112,40 @@ fn matrix_json(file: &std::path::Path, m: &super::Matrix) -> Result<serde_json::
     }))
 }
 
+/// `until_decided` in words, as `matrix show` prints it.
+pub fn until_words(u: &super::UntilDecided) -> String {
+    let mut margins = Vec::new();
+    if let Some(t) = u.time {
+        margins.push(format!("time ±{:.1}% of the reference's mean", 100.0 * t));
+    }
+    if let Some(a) = u.acc {
+        margins.push(format!("accuracy ±{:.2} points", 100.0 * a));
+    }
+    format!(
+        "a round of seeds at a time until every asked Δ is decided (its interval excludes 0, or lies within {}), at most {} rounds; α = {} split over {} looks (rounds {} to {}, Bonferroni over looks)",
+        margins.join(" / "),
+        u.max,
+        u.alpha,
+        u.looks(),
+        u.min,
+        u.max
+    )
+}
+
 #[allow(clippy::too_many_lines, reason = "one arm per matrix subcommand")]
 pub fn cmd_matrix(args: MatrixArgs) -> Result<i32> {
     match args.command {
+        MatrixCommand::Show { power: Some(_), .. } => {
+            anyhow::bail!(
+                "matrix show --power reads a results folder: run it through `tricklab matrix show`"
+            )
+        }
         MatrixCommand::Show {
             files,
             tiny,
             estimate,
             format,
+            ..
         } => {
             let priced = |m: &super::Matrix| -> Result<Option<super::Estimate>> {
                 estimate
@@ -139,12 +184,13 @@ pub fn cmd_matrix(args: MatrixArgs) -> Result<i32> {
                 if !m.description.is_empty() {
                     println!("  {}", m.description);
                 }
-                match m.adaptive {
-                    Some(a) => println!(
+                match (m.adaptive, m.until_decided) {
+                    (Some(a), _) => println!(
                         "  seeds: adaptive from {:?}, until the 95% CI of accuracy < {} (max {} runs per variant)",
                         m.seeds, a.ci_width, a.max
                     ),
-                    None => println!("  seeds: {:?}", m.seeds),
+                    (None, Some(u)) => println!("  seeds: {:?}, then {}", m.seeds, until_words(&u)),
+                    (None, None) => println!("  seeds: {:?}", m.seeds),
                 }
                 if let Some(b) = m.budget {
                     println!("  budget: {:.0} s", b.as_secs_f64());
@@ -165,7 +211,14 @@ pub fn cmd_matrix(args: MatrixArgs) -> Result<i32> {
                         println!("     overrides: {}", ov.join(" "));
                     }
                 }
-                println!("  {} runs", m.runs().len());
+                match m.until_decided {
+                    Some(u) => println!(
+                        "  {} runs to start, at most {}",
+                        m.runs().len(),
+                        u.max * m.variants.len()
+                    ),
+                    None => println!("  {} runs", m.runs().len()),
+                }
                 if let Some(e) = priced(&m)? {
                     println!("  estimate: {}", e.line(&m.name));
                 }

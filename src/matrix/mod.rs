@@ -4,10 +4,14 @@
 mod cli;
 mod estimate;
 mod parse;
+mod questions;
 
-pub use cli::{MatrixArgs, cmd_matrix, matrix_files, resolved_variants};
+pub use cli::{
+    MatrixArgs, MatrixCommand, cmd_matrix, matrix_files, resolved_variants, until_words,
+};
 pub use estimate::{DataCounts, Estimate, estimate, human};
 pub use parse::{load, parse, parse_shard};
+pub use questions::{Asked, Decision, Response, Sample, decide_all};
 
 use crate::config::{Override, Reference, RunSpec};
 use crate::events::RunId;
@@ -54,6 +58,37 @@ impl Design {
     /// The variant at configuration `w`, if the design ran it.
     pub fn variant_of(&self, w: crate::util::doe::Word) -> Option<usize> {
         self.configs.iter().position(|c| *c == w)
+    }
+
+    /// The terms an analysis of the design fits: every main effect and
+    /// two-way interaction, one per alias set of a fraction (the first in
+    /// order), each with the aliases of order ≤ 2 it stands for. A Shapley
+    /// design fits none: its credit comes from the sampled orders.
+    pub fn terms(&self) -> Vec<(crate::util::doe::Word, Vec<crate::util::doe::Word>)> {
+        use crate::util::doe::{Word, order};
+        let k = self.factors.len();
+        let mut all: Vec<Word> = (0..k).map(|i| 1 << i).collect();
+        for i in 0..k {
+            for j in i + 1..k {
+                all.push(1 << i | 1 << j);
+            }
+        }
+        let DesignPlan::Factorial(d) = &self.plan else {
+            return Vec::new();
+        };
+        let mut out: Vec<(Word, Vec<Word>)> = Vec::new();
+        for w in all {
+            let aliases: Vec<Word> = d
+                .aliases(w)
+                .into_iter()
+                .filter(|a| *a != w && order(*a) <= 2)
+                .collect();
+            if out.iter().any(|(kept, _)| aliases.contains(kept)) {
+                continue;
+            }
+            out.push((w, aliases));
+        }
+        out
     }
 
     /// What `matrix show` prints about the design: its size, the defining
@@ -168,6 +203,38 @@ pub struct Adaptive {
     pub max: usize,
 }
 
+/// Keep adding seeds, one round across every variant at a time, until each
+/// difference the matrix asks about (see [`Matrix::asked`]) is decided by
+/// `util::effects::decide`: its interval excludes 0, or lies within
+/// ±margin. The looks are at rounds `min` to `max`, and α is split evenly
+/// over those planned looks (Bonferroni over looks).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct UntilDecided {
+    /// The time margin as a fraction of the reference's mean time (of the
+    /// design's mean for an effect); `None`: time is not asked.
+    pub time: Option<f64>,
+    /// The accuracy margin, a fraction (0.005 = 0.5 points); `None`: not asked.
+    pub acc: Option<f64>,
+    /// The first look's round (seeds a variant): at least 2, for a spread.
+    pub min: usize,
+    /// The most rounds; the last planned look.
+    pub max: usize,
+    /// Family-wise error rate over all looks.
+    pub alpha: f64,
+}
+
+impl UntilDecided {
+    /// Planned looks: one after each round from `min` to `max`.
+    pub fn looks(&self) -> usize {
+        self.max + 1 - self.min
+    }
+
+    /// The look after `rounds` complete rounds (1-based), `None` before `min`.
+    pub fn look_at(&self, rounds: usize) -> Option<usize> {
+        (rounds >= self.min).then(|| (rounds + 1 - self.min).min(self.looks()))
+    }
+}
+
 #[derive(Clone, Debug, PartialEq)]
 pub struct Variant {
     pub name: String,
@@ -195,6 +262,8 @@ pub struct Matrix {
     /// Seeds of the fixed repeats (with `adaptive`, the first `min` of them).
     pub seeds: Vec<u64>,
     pub adaptive: Option<Adaptive>,
+    /// Seeds added a round at a time until every asked Δ is decided.
+    pub until_decided: Option<UntilDecided>,
     /// (i, N): only the i-th (1-based) of N shares of the runs.
     pub shard: Option<(usize, usize)>,
     pub variants: Vec<Variant>,
@@ -324,9 +393,9 @@ impl Matrix {
     pub fn with_shard(mut self, i: usize, n: usize) -> anyhow::Result<Matrix> {
         let s = format!("{i}/{n}");
         parse_shard(&s).map_err(anyhow::Error::msg)?;
-        if self.adaptive.is_some() {
+        if self.adaptive.is_some() || self.until_decided.is_some() {
             anyhow::bail!(
-                "{}: a matrix with adaptive repeats cannot be sharded (each shard would add its own seeds)",
+                "{}: a matrix with adaptive repeats or until_decided cannot be sharded (each shard would add its own seeds)",
                 self.name
             );
         }

@@ -2,7 +2,7 @@
 //! the header (names, recipe, target, budget, seeds, sharding), then one
 //! expansion per matrix kind, then every variant resolved against its recipe.
 
-use super::{Adaptive, Kind, Matrix, Variant};
+use super::{Adaptive, Kind, Matrix, UntilDecided, Variant};
 use crate::config::{Override, RunConfig, check_matrix_name, check_variant_name};
 use crate::plan::RunPlan;
 use crate::recipe;
@@ -42,6 +42,16 @@ struct RawAdaptive {
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
+struct RawUntil {
+    time: Option<f64>,
+    acc: Option<f64>,
+    min: Option<usize>,
+    max: usize,
+    alpha: Option<f64>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 struct RawMatrix {
     name: Spanned<String>,
     description: Option<String>,
@@ -55,6 +65,7 @@ struct RawMatrix {
     repeats: Option<Spanned<usize>>,
     base_seed: Option<u64>,
     adaptive: Option<Spanned<RawAdaptive>>,
+    until_decided: Option<Spanned<RawUntil>>,
     /// "i/N": this file runs the i-th of N deterministic shares of its runs.
     shard: Option<Spanned<String>>,
     on: Names,
@@ -153,6 +164,7 @@ struct Header {
     budget: Option<Duration>,
     seeds: Vec<u64>,
     adaptive: Option<Adaptive>,
+    until_decided: Option<UntilDecided>,
     shard: Option<(usize, usize)>,
 }
 
@@ -281,6 +293,7 @@ impl Ctx<'_> {
             None => None,
         };
         let adaptive = self.adaptive(raw)?;
+        let until_decided = self.until_decided(raw, kind)?;
         // Syntax only: whether the device exists and the data is there is checked
         // when a session starts, so GPU matrices can be read on any machine.
         if let Some(d) = &raw.device {
@@ -295,14 +308,14 @@ impl Ctx<'_> {
             crate::data::locate(d.get_ref())
                 .map_err(|e| self.err(d.span(), crate::util::one_line(&e)))?;
         }
-        let seeds = self.seeds(raw, &adaptive)?;
+        let seeds = self.seeds(raw, adaptive.as_ref(), until_decided.as_ref())?;
         let shard = match &raw.shard {
             Some(s) => {
                 let parsed = parse_shard(s.get_ref()).map_err(|e| self.err(s.span(), e))?;
-                if adaptive.is_some() {
+                if adaptive.is_some() || until_decided.is_some() {
                     return Err(self.err(
                         s.span(),
-                        "a matrix with adaptive repeats cannot be sharded: each shard would add its own seeds; give fixed repeats",
+                        "a matrix with adaptive repeats or until_decided cannot be sharded: each shard would add its own seeds; give fixed repeats",
                     ));
                 }
                 Some(parsed)
@@ -315,6 +328,7 @@ impl Ctx<'_> {
             budget,
             seeds,
             adaptive,
+            until_decided,
             shard,
         })
     }
@@ -349,8 +363,97 @@ impl Ctx<'_> {
         }))
     }
 
+    /// `until_decided = { time, acc, min, max, alpha }`, each value checked
+    /// against what it means.
+    fn until_decided(&self, raw: &RawMatrix, kind: Kind) -> Result<Option<UntilDecided>> {
+        let Some(u) = &raw.until_decided else {
+            return Ok(None);
+        };
+        let r = u.get_ref();
+        let bad = |msg: String| Err(self.err(u.span(), msg));
+        let fraction = |x: Option<f64>| x.is_none_or(|v| v.is_finite() && v > 0.0 && v <= 1.0);
+        let (min, alpha) = (r.min.unwrap_or(2), r.alpha.unwrap_or(0.05));
+        if raw.adaptive.is_some() {
+            return bad(
+                "give `adaptive` or `until_decided`, not both: each adds seeds its own way".into(),
+            );
+        }
+        if kind == Kind::Shapley {
+            return bad("a shapley matrix's intervals come from its sampled orders, not its seeds: raise `orders` instead of using until_decided".into());
+        }
+        if r.time.is_none() && r.acc.is_none() {
+            return bad("until_decided asks nothing: give `time` (a fraction of the reference's mean time, e.g. 0.05) and/or `acc` (an accuracy margin, e.g. 0.005)".into());
+        }
+        if !fraction(r.time) {
+            return bad(format!(
+                "until_decided time = {}: give the margin as a fraction of the mean time in (0, 1], e.g. 0.05 for ±5%",
+                r.time.unwrap_or(f64::NAN)
+            ));
+        }
+        if !fraction(r.acc) {
+            return bad(format!(
+                "until_decided acc = {}: give an accuracy margin in (0, 1], e.g. 0.005 for ±0.5 points",
+                r.acc.unwrap_or(f64::NAN)
+            ));
+        }
+        if !(alpha.is_finite() && alpha > 0.0 && alpha <= 0.5) {
+            return bad(format!(
+                "until_decided alpha = {alpha}: give a family-wise error rate in (0, 0.5], e.g. 0.05"
+            ));
+        }
+        if min < 2 {
+            return bad(format!(
+                "until_decided min = {min}: the first look needs 2 seeds a variant for a spread; give min ≥ 2"
+            ));
+        }
+        if r.max < min || r.max > MAX_REPEATS {
+            return bad(format!(
+                "until_decided max = {}: give from min ({min}) to {MAX_REPEATS} rounds of seeds",
+                r.max
+            ));
+        }
+        Ok(Some(UntilDecided {
+            time: r.time,
+            acc: r.acc,
+            min,
+            max: r.max,
+            alpha,
+        }))
+    }
+
+    /// The seeds a matrix starts with; `until_decided`'s max must leave
+    /// room for them.
+    fn seeds(
+        &self,
+        raw: &RawMatrix,
+        adaptive: Option<&Adaptive>,
+        until: Option<&UntilDecided>,
+    ) -> Result<Vec<u64>> {
+        let grows = match (adaptive, until) {
+            (Some(a), _) => Some((a.min, a.max)),
+            (None, Some(u)) => Some((u.min, u.max)),
+            (None, None) => None,
+        };
+        let seeds = self.listed_seeds(raw, grows)?;
+        if let (Some(u), Some(r)) = (until, &raw.until_decided)
+            && seeds.len() > u.max
+        {
+            return Err(self.err(
+                r.span(),
+                format!(
+                    "until_decided max = {} is below the {} seeds the matrix starts with: raise max or give fewer repeats",
+                    u.max,
+                    seeds.len()
+                ),
+            ));
+        }
+        Ok(seeds)
+    }
+
     /// `seeds = [...]`, or `repeats = N` from `base_seed`, without wrapping.
-    fn seeds(&self, raw: &RawMatrix, adaptive: &Option<Adaptive>) -> Result<Vec<u64>> {
+    /// `grows` is (min, max) of a matrix that adds seeds (`adaptive`,
+    /// `until_decided`): without seeds or repeats it starts with `min`.
+    fn listed_seeds(&self, raw: &RawMatrix, grows: Option<(usize, usize)>) -> Result<Vec<u64>> {
         let origin = self.origin;
         if let (Some(_), Some(r)) = (&raw.seeds, &raw.repeats) {
             return Err(self.err(
@@ -367,7 +470,7 @@ impl Ctx<'_> {
             }
             Ok((0..n as u64).map(|i| base + i).collect())
         };
-        match (&raw.seeds, &raw.repeats, adaptive) {
+        match (&raw.seeds, &raw.repeats, grows) {
             (Some(s), _, _) if s.is_empty() => Err(anyhow!(
                 "{origin}: `seeds` is empty; list at least one seed or drop it"
             )),
@@ -383,19 +486,19 @@ impl Ctx<'_> {
                 "{origin}: {} seeds is over the limit of {MAX_REPEATS}: list fewer",
                 s.len()
             )),
-            (Some(s), _, Some(a)) if s.iter().max().is_some_and(|m| m.checked_add(a.max as u64).is_none()) => {
+            (Some(s), _, Some((_, max))) if s.iter().max().is_some_and(|m| m.checked_add(max as u64).is_none()) => {
                 Err(anyhow!(
                     "{origin}: adaptive repeats continue the seeds past the largest one (2^64 - 1): list smaller seeds"
                 ))
             }
             (Some(s), _, _) => Ok(s.clone()),
             (None, Some(r), _) => count(*r.get_ref()),
-            (None, None, Some(a)) => count(a.max),
+            (None, None, Some((_, max))) => count(max),
             (None, None, None) => Ok(vec![base]),
         }
         .map(|mut seeds| {
-            if let (None, None, Some(a)) = (&raw.seeds, &raw.repeats, adaptive) {
-                seeds.truncate(a.min);
+            if let (None, None, Some((min, _))) = (&raw.seeds, &raw.repeats, grows) {
+                seeds.truncate(min);
             }
             seeds
         })
@@ -822,6 +925,22 @@ fn parse_duration(s: &str) -> Option<Duration> {
         .then(|| Duration::from_secs_f64(secs))
 }
 
+/// Refuses a matrix past [`MAX_VARIANTS`] or [`MAX_RUNS`], counting the
+/// seeds `adaptive` or `until_decided` may add.
+fn check_size(origin: &str, variants: usize, h: &Header) -> Result<()> {
+    let most = (h.adaptive.as_ref().map(|a| a.max))
+        .or(h.until_decided.as_ref().map(|u| u.max))
+        .unwrap_or(0);
+    let runs = variants.saturating_mul(h.seeds.len().max(most));
+    if variants > MAX_VARIANTS || runs > MAX_RUNS {
+        return Err(anyhow!(
+            "{origin}: {variants} variants x {} seeds = {runs} runs, over the limit of {MAX_VARIANTS} variants and {MAX_RUNS} runs a matrix: split it, or fewer repeats",
+            h.seeds.len()
+        ));
+    }
+    Ok(())
+}
+
 /// Parses and expands a matrix; every variant is resolved against its recipe
 /// so that a bad name or value is reported here, at its place in the file.
 pub fn parse(text: &str, origin: &str) -> Result<Matrix> {
@@ -862,16 +981,7 @@ pub fn parse(text: &str, origin: &str) -> Result<Matrix> {
         let overrides = base.iter().chain(&extra).map(|(o, _)| o.clone()).collect();
         variants.push((Variant { name, overrides }, span));
     }
-    let runs = variants
-        .len()
-        .saturating_mul(h.seeds.len().max(h.adaptive.as_ref().map_or(0, |a| a.max)));
-    if variants.len() > MAX_VARIANTS || runs > MAX_RUNS {
-        return Err(anyhow!(
-            "{origin}: {} variants x {} seeds = {runs} runs, over the limit of {MAX_VARIANTS} variants and {MAX_RUNS} runs a matrix: split it, or fewer repeats",
-            variants.len(),
-            h.seeds.len()
-        ));
-    }
+    check_size(origin, variants.len(), &h)?;
     let mut names: Vec<&str> = variants.iter().map(|(v, _)| v.name.as_str()).collect();
     names.sort();
     if let Some(w) = names.windows(2).find(|w| w[0] == w[1]) {
@@ -882,7 +992,11 @@ pub fn parse(text: &str, origin: &str) -> Result<Matrix> {
     }
     let resolved = cx.resolve(&variants)?;
     let plain: Vec<Variant> = variants.into_iter().map(|(v, _)| v).collect();
-    Ok(Matrix {
+    let until_at = raw
+        .until_decided
+        .as_ref()
+        .map(|u| locate(origin, text, u.span().start));
+    let m = Matrix {
         warnings: plan_warnings(origin, &plain, &resolved),
         name: raw.name.get_ref().clone(),
         description: raw.description.unwrap_or_default(),
@@ -900,10 +1014,17 @@ pub fn parse(text: &str, origin: &str) -> Result<Matrix> {
         budget: h.budget,
         seeds: h.seeds,
         adaptive: h.adaptive,
+        until_decided: h.until_decided,
         shard: h.shard,
         variants: plain,
         design,
-    })
+    };
+    match until_at {
+        Some(at) if m.asked().is_empty() => Err(anyhow!(
+            "{at}: until_decided has nothing to decide: this matrix compares no two variants; add a variant or drop until_decided"
+        )),
+        _ => Ok(m),
+    }
 }
 
 /// "i/N" with 1 ≤ i ≤ N.

@@ -6,7 +6,6 @@
 use crate::store::{Ended, RunRow};
 use crate::util::stats::t95;
 use serde::Serialize;
-use std::collections::BTreeMap;
 
 /// A difference of means (this − reference) with its 95% CI.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]
@@ -49,61 +48,53 @@ fn mean_sd(x: &[f64]) -> (f64, f64) {
 }
 
 /// this − reference over runs given as (seed, value): paired by seed when
-/// every seed of the smaller side ran on both, else Welch.
+/// every seed of the smaller side ran on both, else Welch (the matching is
+/// `util::effects::match_by_seed`, which `matrix show --power` and
+/// `until_decided` share).
 pub fn between(reference: &[(u64, f64)], this: &[(u64, f64)]) -> Option<Delta> {
-    let finite = |v: &[(u64, f64)]| -> BTreeMap<u64, Vec<f64>> {
-        let mut m: BTreeMap<u64, Vec<f64>> = BTreeMap::new();
-        for &(s, x) in v.iter().filter(|(_, x)| x.is_finite()) {
-            m.entry(s).or_default().push(x);
+    use crate::util::effects::{Matched, match_by_seed};
+    match match_by_seed(reference, this)? {
+        Matched::Paired(pairs) => {
+            let (m, sd) = mean_sd(&pairs);
+            let n = pairs.len();
+            let h = if n >= 2 {
+                t95(n - 1) * sd / (n as f64).sqrt()
+            } else {
+                f64::NAN
+            };
+            Some(Delta {
+                mean: m,
+                lo: m - h,
+                hi: m + h,
+                n,
+                paired: true,
+            })
         }
-        m
-    };
-    let (a, b) = (finite(reference), finite(this));
-    if a.is_empty() || b.is_empty() {
-        return None;
+        Matched::Independent {
+            reference: xa,
+            this: xb,
+        } => {
+            let ((ma, sa), (mb, sb)) = (mean_sd(&xa), mean_sd(&xb));
+            let n = xa.len().min(xb.len());
+            let w = super::welch((ma, sa, xa.len()), (mb, sb, xb.len()));
+            Some(match w {
+                Some(d) => Delta {
+                    mean: d.delta,
+                    lo: d.lo(),
+                    hi: d.hi(),
+                    n,
+                    paired: false,
+                },
+                None => Delta {
+                    mean: mb - ma,
+                    lo: f64::NAN,
+                    hi: f64::NAN,
+                    n,
+                    paired: false,
+                },
+            })
+        }
     }
-    let avg = |v: &Vec<f64>| v.iter().sum::<f64>() / v.len() as f64;
-    let pairs: Vec<f64> = b
-        .iter()
-        .filter_map(|(s, xs)| a.get(s).map(|ys| avg(xs) - avg(ys)))
-        .collect();
-    if pairs.len() == a.len().min(b.len()) {
-        let (m, sd) = mean_sd(&pairs);
-        let n = pairs.len();
-        let h = if n >= 2 {
-            t95(n - 1) * sd / (n as f64).sqrt()
-        } else {
-            f64::NAN
-        };
-        return Some(Delta {
-            mean: m,
-            lo: m - h,
-            hi: m + h,
-            n,
-            paired: true,
-        });
-    }
-    let xa: Vec<f64> = a.values().flatten().copied().collect();
-    let xb: Vec<f64> = b.values().flatten().copied().collect();
-    let ((ma, sa), (mb, sb)) = (mean_sd(&xa), mean_sd(&xb));
-    let n = xa.len().min(xb.len());
-    let w = super::welch((ma, sa, xa.len()), (mb, sb, xb.len()));
-    Some(match w {
-        Some(d) => Delta {
-            mean: d.delta,
-            lo: d.lo(),
-            hi: d.hi(),
-            n,
-            paired: false,
-        },
-        None => Delta {
-            mean: mb - ma,
-            lo: f64::NAN,
-            hi: f64::NAN,
-            n,
-            paired: false,
-        },
-    })
 }
 
 /// Values keyed by the seed that gave them.

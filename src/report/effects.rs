@@ -236,35 +236,6 @@ fn observations(
     Ok((t, a))
 }
 
-/// The terms a design's fit takes: every main effect and two-way
-/// interaction, one per alias set of a fraction (the first in order), each
-/// with the aliases it stands for.
-fn terms(design: &Design) -> Vec<(Word, Vec<Word>)> {
-    let k = design.factors.len();
-    let mut all: Vec<Word> = (0..k).map(|i| 1 << i).collect();
-    for i in 0..k {
-        for j in i + 1..k {
-            all.push(1 << i | 1 << j);
-        }
-    }
-    let DesignPlan::Factorial(d) = &design.plan else {
-        return all.into_iter().map(|w| (w, Vec::new())).collect();
-    };
-    let mut out: Vec<(Word, Vec<Word>)> = Vec::new();
-    for w in all {
-        let aliases: Vec<Word> = d
-            .aliases(w)
-            .into_iter()
-            .filter(|a| *a != w && doe::order(*a) <= 2)
-            .collect();
-        if out.iter().any(|(kept, _)| aliases.contains(kept)) {
-            continue;
-        }
-        out.push((w, aliases));
-    }
-    out
-}
-
 fn analysis(response: &str, obs: &[Obs], design: &Design) -> Analysis {
     let names = &design.factors;
     let k = names.len();
@@ -283,7 +254,7 @@ fn analysis(response: &str, obs: &[Obs], design: &Design) -> Analysis {
         return a;
     }
     if let DesignPlan::Factorial(_) = &design.plan {
-        let terms = terms(design);
+        let terms = design.terms();
         let words: Vec<Word> = terms.iter().map(|t| t.0).collect();
         match fx::fit(obs, k, &words) {
             Ok(fit) => {

@@ -149,6 +149,7 @@ impl Report {
             ));
         }
         s.push_str(&super::effects::to_markdown(&self.effects));
+        s.push_str(&super::seeds::to_markdown(&self.seeds));
         s
     }
 

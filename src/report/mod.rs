@@ -9,6 +9,7 @@ pub mod delta;
 pub mod effects;
 mod format;
 pub mod history;
+pub mod seeds;
 
 pub use compare::{
     Comparison, Diff, Rel, Thresholds, TimeModel, Verdict, compare, control, drift, welch,
@@ -147,6 +148,9 @@ pub struct Report {
     /// Main effects, interactions and Shapley values of the folders whose
     /// matrix is a factorial, fractional or Shapley design.
     pub effects: Vec<effects::Effects>,
+    /// The seeds each folder's questions need at 80% power, and where its
+    /// `until_decided` stands.
+    pub seeds: Vec<seeds::Seeds>,
 }
 
 fn runs_file(dir: &Path) -> Result<PathBuf> {
@@ -561,6 +565,7 @@ pub fn aggregate(dirs: &[PathBuf], opts: &ReportOptions) -> Result<Report> {
         rows,
         dropped_noisy: opts.drop_noisy,
         effects: effects::analyse(dirs, opts.clock, opts.drop_noisy),
+        seeds: seeds::analyse(dirs, opts.clock, opts.drop_noisy),
     })
 }
 

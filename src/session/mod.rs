@@ -114,6 +114,40 @@ fn saved_queue(dir: &std::path::Path, events: &EventQueue) -> Option<Vec<crate::
 /// A saved queue obeyed on resume must be runs of the folder's own matrix:
 /// one naming another matrix, a variant the matrix lacks or a variant that
 /// changes differently is refused, not trained.
+/// A resumed folder's finished runs as the queue counts them: (variant
+/// index, repeat, seed, what it measured), a run recorded twice as its last row.
+fn earlier_runs(rows: &[crate::store::RunRow]) -> Vec<(usize, usize, u64, crate::queue::Measured)> {
+    let mut last: std::collections::BTreeMap<(String, i64), &crate::store::RunRow> =
+        Default::default();
+    for r in rows
+        .iter()
+        .filter(|r| r.status == crate::store::Ended::Done)
+    {
+        last.insert((r.variant.clone(), r.repeat as i64), r);
+    }
+    last.into_values()
+        .map(|r| {
+            let secs = |x: Option<f64>| x.unwrap_or(f64::NAN);
+            let noise = match (r.noisy, &r.noise) {
+                (Some(true), n) => Some(n.clone().unwrap_or_else(|| "flagged noisy".into())),
+                _ => None,
+            };
+            let m = crate::queue::Measured {
+                acc: r.acc_tta.unwrap_or(f64::NAN),
+                clocks: crate::events::Clocks {
+                    dawn_s: secs(r.dawn_s),
+                    airbench_s: secs(r.airbench_s),
+                    hlb_s: secs(r.hlb_s),
+                    wall_s: secs(r.wall_s),
+                    ..Default::default()
+                },
+                noise,
+            };
+            (r.index as usize, r.repeat as usize, r.seed, m)
+        })
+        .collect()
+}
+
 fn reconcile(m: &Matrix, saved: &[crate::queue::Entry], dir: &std::path::Path) -> Result<()> {
     let q = dir.join("queue.json");
     let fix = "restore it, or delete it to resume from the manifest's matrix";
@@ -353,7 +387,11 @@ impl Session {
                 reconcile(&m, entries, store.dir())?;
             }
             match saved {
-                Some(entries) => queue.resume_matrix(m, entries, &done, Some(qfile)),
+                Some(entries) => {
+                    let (name, earlier) = (m.name.clone(), earlier_runs(store.runs()));
+                    queue.resume_matrix(m, entries, &done, Some(qfile));
+                    queue.recall(&name, earlier);
+                }
                 None => queue.add_matrix(m, &done, Some(qfile)),
             }
         }

@@ -526,6 +526,67 @@ fn resume_follows_the_folders_queue_and_cleans_up_after_a_kill() {
     assert_eq!(rows(&dir), before, "one row per run, replaced");
 }
 
+/// `until_decided` through the whole session, as `run --headless` and the
+/// TUI drive it: the fake trainer gives "+ celu" the base's very time and
+/// accuracy (decided: within the margin at once) and fails every "+ flip",
+/// whose question so stays open: a round is added at a time up to max,
+/// and the log says which question stayed open. A resume counts the
+/// folder's earlier runs.
+#[test]
+fn until_decided_adds_rounds_through_the_session_and_says_what_stayed_open() {
+    let root = tempfile::tempdir().unwrap();
+    let text = "name='s'\nrecipe='tiny-page-resnet9'\nkind='add-one'\nvary=['celu','flip']\nuntil_decided = { time = 0.05, acc = 0.005, max = 3 }\n";
+    let m = crate::matrix::parse(text, "s.toml").unwrap();
+    let mut s = Session::start(vec![m], opts(root.path(), &["a"]), factory(1, 0, false)).unwrap();
+    let dir = s.results_dirs()[0].clone();
+    let ev = drain(&mut s);
+    s.join();
+    let started = |ev: &[Event]| {
+        ev.iter()
+            .filter(|e| matches!(e, Event::RunStarted { .. }))
+            .count()
+    };
+    let logs = |ev: &[Event], level: LogLevel| -> Vec<String> {
+        ev.iter()
+            .filter_map(|e| match e {
+                Event::Log { level: l, message } if *l == level => Some(message.clone()),
+                _ => None,
+            })
+            .collect()
+    };
+    assert_eq!(started(&ev), 9, "3 variants, 3 rounds");
+    let info = logs(&ev, LogLevel::Info);
+    assert!(
+        info.iter()
+            .any(|m| m.contains("2 open after 2 seeds a variant (look 1 of 2): adding seed 2")),
+        "{info:?}"
+    );
+    let warn = logs(&ev, LogLevel::Warn);
+    assert!(
+        warn.iter().any(|m| m.contains("2 stayed open at the budget of 3 seeds a variant: time of + flip vs base, accuracy of + flip vs base")),
+        "{warn:?}"
+    );
+    // Resumed: the failed runs of "+ flip" run again (and fail), the
+    // earlier runs of the others count, and no fourth round is added.
+    let mut again = Session::start(
+        vec![],
+        SessionOptions {
+            resume: Some(dir),
+            ..opts(root.path(), &["a"])
+        },
+        factory(1, 0, false),
+    )
+    .unwrap();
+    let ev = drain(&mut again);
+    again.join();
+    assert_eq!(started(&ev), 3);
+    assert!(
+        logs(&ev, LogLevel::Warn)
+            .iter()
+            .any(|m| m.contains("2 stayed open"))
+    );
+}
+
 /// Devices are grouped into gangs as large as the largest world size queued
 /// (what is left over stays idle), and a run larger than the session is
 /// refused with both numbers.

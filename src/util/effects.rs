@@ -914,7 +914,8 @@ pub struct Question {
 }
 
 /// Outcome of [`decide`] for one question at one look.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
 pub enum Verdict {
     /// Not decided yet: add seeds.
     Open,
@@ -922,6 +923,17 @@ pub enum Verdict {
     NonZero,
     /// The difference lies within ±`within` (practically no difference).
     WithinMargin,
+}
+
+impl Verdict {
+    /// In words, for tables.
+    pub fn words(self) -> &'static str {
+        match self {
+            Verdict::Open => "open",
+            Verdict::NonZero => "non-zero",
+            Verdict::WithinMargin => "within the margin",
+        }
+    }
 }
 
 /// Decide a question at look number `look` (1-based) of at most `max_looks`
@@ -956,8 +968,7 @@ pub fn decide(q: &Question, look: usize, max_looks: usize, alpha: f64, within: f
     if !valid {
         return Verdict::Open;
     }
-    let level = 1.0 - alpha / max_looks as f64;
-    let ci = Interval::symmetric(q.estimate, t_multiplier(level, q.df) * q.se);
+    let ci = look_interval(q, max_looks, alpha);
     if ci.lo > 0.0 || ci.hi < 0.0 {
         Verdict::NonZero
     } else if ci.lo > -within && ci.hi < within {
@@ -965,6 +976,174 @@ pub fn decide(q: &Question, look: usize, max_looks: usize, alpha: f64, within: f
     } else {
         Verdict::Open
     }
+}
+
+/// The interval one look of [`decide`] judges: the two-sided
+/// (1 − α/max_looks) t interval estimate ± t(1 − α/(2·max_looks); df)·se,
+/// α split evenly over the planned looks (Bonferroni). Unbounded where the
+/// question carries no error estimate (df ≤ 0 or a non-finite se).
+pub fn look_interval(q: &Question, max_looks: usize, alpha: f64) -> Interval {
+    if !(q.df > 0.0 && q.se.is_finite() && q.se >= 0.0 && max_looks >= 1) {
+        return Interval::unbounded(q.estimate);
+    }
+    let level = 1.0 - alpha / max_looks as f64;
+    Interval::symmetric(q.estimate, t_multiplier(level, q.df) * q.se)
+}
+
+/// Sample mean and standard deviation (n − 1 divisor; NaN below 2 values).
+fn mean_sd(x: &[f64]) -> (f64, f64) {
+    let n = x.len() as f64;
+    let m = x.iter().sum::<f64>() / n;
+    let var = x.iter().map(|v| (v - m).powi(2)).sum::<f64>() / (n - 1.0);
+    (m, if x.len() < 2 { f64::NAN } else { var.sqrt() })
+}
+
+/// Two variants' runs matched by seed, by the rule of the report's Δ
+/// columns: paired where every seed of the side with fewer seeds ran on
+/// both (the seed's data order and initialisation are then shared, and
+/// cancel in the difference), else two independent samples.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Matched {
+    /// The per-seed differences this − reference, each seed's runs
+    /// averaged first.
+    Paired(Vec<f64>),
+    /// The two samples as they are.
+    Independent { reference: Vec<f64>, this: Vec<f64> },
+}
+
+/// Matches `this` against `reference`, each given as (seed, value);
+/// non-finite values are left out. `None` when a side has no value.
+pub fn match_by_seed(reference: &[(u64, f64)], this: &[(u64, f64)]) -> Option<Matched> {
+    let by_seed = |v: &[(u64, f64)]| -> BTreeMap<u64, Vec<f64>> {
+        let mut m: BTreeMap<u64, Vec<f64>> = BTreeMap::new();
+        for &(s, x) in v.iter().filter(|(_, x)| x.is_finite()) {
+            m.entry(s).or_default().push(x);
+        }
+        m
+    };
+    let (a, b) = (by_seed(reference), by_seed(this));
+    if a.is_empty() || b.is_empty() {
+        return None;
+    }
+    let avg = |v: &Vec<f64>| v.iter().sum::<f64>() / v.len() as f64;
+    let pairs: Vec<f64> = b
+        .iter()
+        .filter_map(|(s, xs)| a.get(s).map(|ys| avg(xs) - avg(ys)))
+        .collect();
+    if pairs.len() == a.len().min(b.len()) {
+        return Some(Matched::Paired(pairs));
+    }
+    Some(Matched::Independent {
+        reference: a.into_values().flatten().collect(),
+        this: b.into_values().flatten().collect(),
+    })
+}
+
+impl Matched {
+    pub fn is_paired(&self) -> bool {
+        matches!(self, Matched::Paired(_))
+    }
+
+    /// Pairs, or the smaller side's runs.
+    pub fn n(&self) -> usize {
+        match self {
+            Matched::Paired(d) => d.len(),
+            Matched::Independent { reference, this } => reference.len().min(this.len()),
+        }
+    }
+
+    /// The estimated difference this − reference.
+    pub fn estimate(&self) -> f64 {
+        match self {
+            Matched::Paired(d) => mean_sd(d).0,
+            Matched::Independent { reference, this } => mean_sd(this).0 - mean_sd(reference).0,
+        }
+    }
+
+    /// The difference as a [`Question`]. Paired: the mean difference d̄, se =
+    /// s_d/√n on n − 1 d.f. (the paired t). Independent: Welch's se =
+    /// √(s₁²/n₁ + s₂²/n₂) on the Welch–Satterthwaite d.f.
+    /// (s₁²/n₁ + s₂²/n₂)² / ((s₁²/n₁)²/(n₁−1) + (s₂²/n₂)²/(n₂−1)) (Welch
+    /// 1947, Biometrika 34:28–35), n₁ + n₂ − 2 when both spreads are 0.
+    /// `None` below 2 pairs or 2 runs a side: no spread to measure.
+    pub fn question(&self) -> Option<Question> {
+        match self {
+            Matched::Paired(d) if d.len() >= 2 => {
+                let (m, sd) = mean_sd(d);
+                let n = d.len() as f64;
+                Some(Question {
+                    estimate: m,
+                    se: sd / n.sqrt(),
+                    df: n - 1.0,
+                })
+            }
+            Matched::Independent { reference, this } if reference.len().min(this.len()) >= 2 => {
+                let ((ma, sa), (mb, sb)) = (mean_sd(reference), mean_sd(this));
+                let (na, nb) = (reference.len() as f64, this.len() as f64);
+                let (va, vb) = (sa * sa / na, sb * sb / nb);
+                let se = (va + vb).sqrt();
+                let df = if se > 0.0 {
+                    (va + vb).powi(2) / (va * va / (na - 1.0) + vb * vb / (nb - 1.0))
+                } else {
+                    na + nb - 2.0
+                };
+                Some(Question {
+                    estimate: mb - ma,
+                    se,
+                    df,
+                })
+            }
+            _ => None,
+        }
+    }
+
+    /// The standard deviation a power calculation for this pair uses: that
+    /// of the per-seed differences when paired, else the pooled
+    /// s_p = √(((n₁−1)s₁² + (n₂−1)s₂²)/(n₁ + n₂ − 2)) of the two-sample t
+    /// test. `None` below 2 pairs or 2 runs a side.
+    pub fn spread(&self) -> Option<f64> {
+        match self {
+            Matched::Paired(d) if d.len() >= 2 => Some(mean_sd(d).1),
+            Matched::Independent { reference, this } if reference.len().min(this.len()) >= 2 => {
+                let ((_, sa), (_, sb)) = (mean_sd(reference), mean_sd(this));
+                let (na, nb) = (reference.len() as f64, this.len() as f64);
+                let pooled = ((na - 1.0) * sa * sa + (nb - 1.0) * sb * sb) / (na + nb - 2.0);
+                Some(pooled.sqrt())
+            }
+            _ => None,
+        }
+    }
+
+    /// Seeds (pairs, or runs a side) that detect a true difference `delta`
+    /// with probability `power` by the two-sided level-`alpha` test this
+    /// matching calls for, at the measured [`Matched::spread`]: see
+    /// [`seeds_needed`]. `None` without a spread, with a zero one, or past
+    /// `max`.
+    pub fn seeds_needed(&self, delta: f64, alpha: f64, power: f64, max: usize) -> Option<usize> {
+        let sd = self.spread()?;
+        seeds_needed(delta, sd, alpha, power, self.is_paired(), max)
+    }
+}
+
+/// The pooled within-configuration ("pure error") standard deviation of
+/// replicated observations, σ̂² = Σ_c Σ_i (y_ci − ȳ_c)² / (n − C) over the C
+/// configurations observed (Montgomery, *Design and Analysis of
+/// Experiments*, §6.2: the error mean square of a replicated 2^k), with its
+/// n − C d.f. `None` when no configuration has two observations.
+pub fn pure_error(obs: &[Obs]) -> Option<(f64, usize)> {
+    let cells = group(obs);
+    let df = obs.len() - cells.len();
+    if df == 0 {
+        return None;
+    }
+    let ss: f64 = cells
+        .values()
+        .map(|ys| {
+            let m = ys.iter().sum::<f64>() / ys.len() as f64;
+            ys.iter().map(|y| (y - m).powi(2)).sum::<f64>()
+        })
+        .sum();
+    Some(((ss / df as f64).sqrt(), df))
 }
 
 #[cfg(test)]
@@ -1636,5 +1815,96 @@ mod tests {
         println!("sequential false NonZero rate: Bonferroni {bonferroni}, naive {naive}");
         assert!(bonferroni <= 0.05, "{bonferroni}");
         assert!(naive > 0.1, "control: naive repeated testing {naive}");
+    }
+
+    #[test]
+    fn matched_by_seed_gives_the_paired_or_welch_question() {
+        // Same seeds: paired, differences [1, 2, 3] → d̄ = 2, s_d = 1,
+        // se = 1/√3 on 2 d.f.
+        let reference = [(0, 10.0), (1, 20.0), (2, 30.0)];
+        let this = [(0, 11.0), (1, 22.0), (2, 33.0)];
+        let m = match_by_seed(&reference, &this).unwrap();
+        assert!(m.is_paired() && m.n() == 3);
+        let q = m.question().unwrap();
+        assert!((q.estimate - 2.0).abs() < 1e-12 && q.df == 2.0);
+        assert!((q.se - 1.0 / 3f64.sqrt()).abs() < 1e-12);
+        assert!((m.spread().unwrap() - 1.0).abs() < 1e-12);
+        // Other seeds: Welch. Means 10 and 12, sds 1 and 2, n 5 a side (the
+        // values of report::compare's hand-computed test): se = √(1/5 + 4/5)
+        // = 1, df = 1/(0.04/4 + 0.64/4) = 5.882.
+        let base = [8.5, 9.5, 10.0, 10.5, 11.5];
+        let (mb, sb) = mean_sd(&base);
+        let base: Vec<f64> = base.iter().map(|x| mb + (x - mb) / sb).collect();
+        let cand: Vec<f64> = base.iter().map(|x| 12.0 + 2.0 * (x - 10.0)).collect();
+        let r: Vec<(u64, f64)> = base
+            .iter()
+            .enumerate()
+            .map(|(i, &x)| (i as u64, x))
+            .collect();
+        let c: Vec<(u64, f64)> = cand
+            .iter()
+            .enumerate()
+            .map(|(i, &x)| (10 + i as u64, x))
+            .collect();
+        let m = match_by_seed(&r, &c).unwrap();
+        assert!(!m.is_paired());
+        let q = m.question().unwrap();
+        assert!((q.estimate - 2.0).abs() < 1e-12 && (q.se - 1.0).abs() < 1e-12);
+        assert!(
+            (q.df - 1.0 / (0.04 / 4.0 + 0.64 / 4.0)).abs() < 1e-9,
+            "{q:?}"
+        );
+        // Pooled sd √((4·1 + 4·4)/8) = √2.5.
+        assert!((m.spread().unwrap() - 2.5f64.sqrt()).abs() < 1e-12);
+        // One seed a side: a difference but no question.
+        let one = match_by_seed(&[(0, 1.0)], &[(0, 2.0)]).unwrap();
+        assert!(one.question().is_none() && one.spread().is_none());
+        assert!(match_by_seed(&[], &[(0, 2.0)]).is_none());
+    }
+
+    #[test]
+    fn matched_seeds_needed_are_the_t_tests_sample_sizes() {
+        // Pooled sd exactly 1 on different seeds: the two-sample t needs 17 a
+        // side for Δ = 1 (R: power.t.test(delta = 1, sd = 1, power = 0.8)).
+        let r = [(0, -1.0), (1, 0.0), (2, 1.0)];
+        let c = [(5, 0.0), (6, 1.0), (7, 2.0)];
+        let m = match_by_seed(&r, &c).unwrap();
+        assert_eq!(m.seeds_needed(1.0, 0.05, 0.8, 1000), Some(17));
+        // Paired differences with sd exactly 1: 10 pairs (power 0.803).
+        let c = [(0, 0.0), (1, 0.0), (2, 3.0)];
+        let m = match_by_seed(&r, &c).unwrap();
+        assert!((m.spread().unwrap() - 1.0).abs() < 1e-12);
+        assert_eq!(m.seeds_needed(1.0, 0.05, 0.8, 1000), Some(10));
+        assert_eq!(m.seeds_needed(1.0, 0.05, 0.8, 9), None);
+    }
+
+    #[test]
+    fn pure_error_pools_the_replicates() {
+        // Cells {1, 3}, {10, 14} and {7}: SS = 2 + 8 + 0 = 10 on 5 − 3 = 2
+        // d.f. (the unreplicated cell adds a mean and no error).
+        let obs = [(0, 1.0), (0, 3.0), (1, 10.0), (1, 14.0), (2, 7.0)]
+            .map(|(config, y)| Obs { config, y });
+        let (sd, df) = pure_error(&obs).unwrap();
+        assert_eq!(df, 2);
+        assert!((sd - 5f64.sqrt()).abs() < 1e-12);
+        assert!(pure_error(&obs[4..]).is_none());
+    }
+
+    #[test]
+    fn look_interval_is_the_one_decide_judges() {
+        let q = Question {
+            estimate: 0.24,
+            se: 0.1,
+            df: 20.0,
+        };
+        // t(1 − 0.05/10; 20) = 2.845 (R: qt(0.995, 20) = 2.845340).
+        let ci = look_interval(&q, 5, 0.05);
+        assert!((ci.hi - 0.24 - 0.2845340).abs() < 1e-6, "{ci:?}");
+        assert!(ci.lo < 0.0 && decide(&q, 1, 5, 0.05, 0.0) == Verdict::Open);
+        assert!(
+            look_interval(&Question { df: 0.0, ..q }, 5, 0.05)
+                .hi
+                .is_infinite()
+        );
     }
 }

@@ -1406,3 +1406,143 @@ fn a_tiny_factorial_runs_and_reports_its_effects() {
         "{shapley} {all_minus_none}"
     );
 }
+
+/// Issue 37, item 3, end to end on the tiny ladder: `until_decided` adds
+/// seeds a round at a time, headless (a noisy first try of a seed is run
+/// again, so a busy machine makes more runs, never fewer), the report says
+/// where the questions stand, and `matrix show --power` reads the folder:
+/// paired by seed, at the sd of the per-seed differences it measures.
+#[test]
+fn until_decided_runs_headless_and_matrix_show_power_reads_its_results() {
+    let tmp = tempfile::tempdir().unwrap();
+    let tiny = std::fs::read_to_string(repo().join("tests/fixtures/tiny.toml")).unwrap();
+    let body = tiny.replace(
+        "repeats = 2\n",
+        "repeats = 2\nuntil_decided = { time = 0.05, acc = 0.01, max = 3 }\n",
+    );
+    assert_ne!(body, tiny);
+    std::fs::write(tmp.path().join("t.toml"), &body).unwrap();
+    let o = run(
+        &[
+            "run",
+            "t.toml",
+            "--headless",
+            "--devices",
+            "cpu",
+            "--results",
+            "res",
+        ],
+        tmp.path(),
+    );
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{out}\n{err}");
+    let dir = results_dir(&tmp.path().join("res"), "tiny-test");
+    let rows = tricklab::store::read_runs(&dir.join("runs.parquet")).unwrap();
+    let seeds: std::collections::BTreeSet<u64> = rows.iter().map(|r| r.seed).collect();
+    assert!((4..=12).contains(&rows.len()), "{} runs", rows.len());
+    assert!(
+        seeds == [0, 1].into() || seeds == [0, 1, 2].into(),
+        "{seeds:?}"
+    );
+    let md = std::fs::read_to_string(dir.join("report.md")).unwrap();
+    for s in [
+        "## Seeds needed: tiny-test",
+        "## Run until decided: tiny-test",
+        "Bonferroni over looks",
+    ] {
+        assert!(md.contains(s), "{s}: {md}");
+    }
+    assert!(
+        md.contains("every asked Δ decided after 2 seeds")
+            || md.contains("stayed open at the budget of 3 seeds"),
+        "{md}"
+    );
+    // The sd of the per-seed differences of the counted runs (a noisy run
+    // whose seed ran again left out), computed here from the table.
+    let kept: Vec<&tricklab::store::RunRow> = rows
+        .iter()
+        .filter(|r| {
+            let rerun = rows
+                .iter()
+                .any(|o| o.variant == r.variant && o.seed == r.seed && o.repeat > r.repeat);
+            !(r.noisy == Some(true) && rerun)
+        })
+        .collect();
+    let at = |v: &str, seed: u64| {
+        kept.iter()
+            .find(|r| r.variant == v && r.seed == seed)
+            .and_then(|r| r.dawn_s)
+            .unwrap()
+    };
+    let diffs: Vec<f64> = seeds
+        .iter()
+        .map(|&s| at("+ label smoothing", s) - at("baseline", s))
+        .collect();
+    let n = diffs.len() as f64;
+    let mean = diffs.iter().sum::<f64>() / n;
+    let sd = (diffs.iter().map(|d| (d - mean).powi(2)).sum::<f64>() / (n - 1.0)).sqrt();
+    let d = dir.to_str().unwrap();
+    let o = run(&["matrix", "show", "t.toml", "--power", d], tmp.path());
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{out}\n{err}");
+    assert!(
+        out.starts_with("tiny-test: seeds to resolve each Δ at 80% power"),
+        "{out}"
+    );
+    assert!(
+        out.contains(&format!(
+            "+ label smoothing vs baseline: paired over {} seeds; time sd {sd:.3} s",
+            seeds.len()
+        )),
+        "{out}"
+    );
+    assert!(out.contains("until_decided: "), "{out}");
+    let o = run(
+        &[
+            "matrix",
+            "show",
+            "t.toml",
+            "--power",
+            d,
+            "--delta-time",
+            "0.5",
+            "--format",
+            "json",
+        ],
+        tmp.path(),
+    );
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let row = &v["matrices"][0]["rows"][0];
+    assert_eq!(row["method"], "paired");
+    assert!(
+        (row["time"]["sd"].as_f64().unwrap() - sd).abs() < 1e-9,
+        "{row}"
+    );
+    let want = tricklab::util::effects::seeds_needed(0.5, sd, 0.05, 0.8, true, 100);
+    assert_eq!(
+        row["time"]["seeds"].as_u64().map(|x| x as usize),
+        want,
+        "{row}"
+    );
+    // Another matrix's folder is refused in one line naming the fix.
+    let o = run(
+        &[
+            "matrix",
+            "show",
+            repo()
+                .join("tests/fixtures/tiny-factorial.toml")
+                .to_str()
+                .unwrap(),
+            "--power",
+            d,
+        ],
+        tmp.path(),
+    );
+    let (_, err) = text(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("holds runs of matrix `tiny-test`, not `tiny-factorial`")
+            && err.lines().count() == 1,
+        "{err}"
+    );
+}
