@@ -26,6 +26,24 @@ pub struct Estimate {
     /// The terms this one cannot be told apart from in a fraction (its
     /// aliases of order ≤ 2): its estimate is their sum.
     pub aliases: Vec<String>,
+    /// A main effect's or Shapley value's factor as a ladder among the same
+    /// folders credits it: the Δ of the rung that adds it alone.
+    pub ladder: Option<LadderCredit>,
+}
+
+/// What a ladder credits a factor with: its rung's Δ against the rung
+/// before (paired by seed where the seeds match), on the same clock.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct LadderCredit {
+    pub matrix: String,
+    pub rung: String,
+    pub estimate: f64,
+    /// The 95% interval (NaN where the rung has too few runs for one).
+    pub lo: f64,
+    pub hi: f64,
+    /// The two intervals do not overlap: the credit depends on the order
+    /// the tricks were added in.
+    pub order_dependent: bool,
 }
 
 impl Analysis {
@@ -47,6 +65,7 @@ impl Estimate {
             lo: i.lo,
             hi: i.hi,
             aliases,
+            ladder: None,
         }
     }
 
@@ -438,6 +457,125 @@ fn names_in(e: &str, names: &[String]) -> String {
     format!("{e} ({})", legend.join(", "))
 }
 
+/// One ladder rung: what it adds alone (a trick it turns on, or its name),
+/// and its Δ time and Δ accuracy against the rung before.
+struct Rung<'a> {
+    matrix: &'a str,
+    name: &'a str,
+    adds: Vec<String>,
+    time: Option<&'a super::delta::Delta>,
+    acc: Option<&'a super::delta::Delta>,
+    clock: Clock,
+}
+
+/// Beside each main effect and Shapley value, the credit a ladder among
+/// the same folders gives its factor (the rung that adds that trick alone,
+/// or the rung of that name for a `[[factor]]` bundle), on the same clock;
+/// flagged "order-dependent" where the two intervals do not overlap.
+pub fn add_ladder_credit(all: &mut [Effects], dirs: &[PathBuf], rows: &[super::VariantStats]) {
+    let ladders: Vec<crate::matrix::Matrix> = dirs
+        .iter()
+        .filter_map(|d| crate::store::recorded_matrix(&crate::store::read_manifest(d).ok()?))
+        .filter(|m| m.kind == crate::matrix::Kind::Ladder)
+        .collect();
+    let mut rungs = Vec::new();
+    for m in &ladders {
+        for (i, v) in m.variants.iter().enumerate().skip(1) {
+            let before = &m.variants[i - 1].overrides;
+            let adds = v
+                .overrides
+                .iter()
+                .filter(|o| !before.contains(o))
+                .filter_map(|o| match o {
+                    crate::config::Override::Trick { key, on: true } => Some(key.clone()),
+                    _ => None,
+                })
+                .collect();
+            if let Some(r) = rows.iter().find(|r| r.matrix == m.name && r.index == i) {
+                rungs.push(Rung {
+                    matrix: &m.name,
+                    name: &v.name,
+                    adds,
+                    time: r.delta_time.as_ref(),
+                    acc: r.delta_acc.as_ref(),
+                    clock: r.headline,
+                });
+            }
+        }
+    }
+    for e in all.iter_mut() {
+        for a in &mut e.analyses {
+            let time = a.response == "time";
+            for x in a.effects.iter_mut().chain(a.shapley.iter_mut()) {
+                let credit = rungs.iter().find_map(|r| {
+                    let alone = r.adds.len() == 1 && r.adds[0] == x.term;
+                    if !(alone || r.name == x.term) || (time && r.clock != e.clock) {
+                        return None;
+                    }
+                    let d = if time { r.time } else { r.acc }?;
+                    let apart =
+                        x.lo.is_finite() && d.lo.is_finite() && (d.lo > x.hi || x.lo > d.hi);
+                    Some(LadderCredit {
+                        matrix: r.matrix.to_string(),
+                        rung: r.name.to_string(),
+                        estimate: d.mean,
+                        lo: d.lo,
+                        hi: d.hi,
+                        order_dependent: apart,
+                    })
+                });
+                x.ladder = credit;
+            }
+        }
+    }
+}
+
+/// One row of an effects table: its kind, term, estimate, interval, aliases
+/// and a ladder's credit, in `scale`'s units.
+fn markdown_row(kind: &str, x: &Estimate, scale: f64) -> String {
+    let ci = if x.lo.is_finite() && x.hi.is_finite() {
+        format!(
+            "[{:+.3}, {:+.3}]{}",
+            scale * x.lo,
+            scale * x.hi,
+            if x.decided() { " *" } else { "" }
+        )
+    } else {
+        "no error estimate".into()
+    };
+    let ladder = x.ladder.as_ref().map_or_else(
+        || "-".to_string(),
+        |l| {
+            let ci = if l.lo.is_finite() {
+                format!(" [{:+.3}, {:+.3}]", scale * l.lo, scale * l.hi)
+            } else {
+                String::new()
+            };
+            let flag = if l.order_dependent {
+                " **order-dependent**"
+            } else {
+                ""
+            };
+            format!(
+                "{:+.3}{ci} ({}: {}){flag}",
+                scale * l.estimate,
+                l.matrix,
+                l.rung
+            )
+        },
+    );
+    let aliases = if x.aliases.is_empty() {
+        "-".into()
+    } else {
+        x.aliases.join(", ")
+    };
+    format!(
+        "| {kind} | {} | {:+.3} | {ci} | {aliases} | {ladder} |\n",
+        x.term,
+        scale * x.estimate
+    )
+}
+
 /// The effects as Markdown: one table a response, effects then Shapley values.
 pub fn to_markdown(all: &[Effects]) -> String {
     let mut s = String::new();
@@ -464,7 +602,7 @@ pub fn to_markdown(all: &[Effects]) -> String {
             ));
             if !a.effects.is_empty() || !a.shapley.is_empty() {
                 s.push_str(
-                    "| kind | term | estimate | 95% CI | aliased with |\n|---|---|---|---|---|\n",
+                    "| kind | term | estimate | 95% CI | aliased with | a ladder's credit |\n|---|---|---|---|---|---|\n",
                 );
             }
             let rows = a
@@ -482,26 +620,7 @@ pub fn to_markdown(all: &[Effects]) -> String {
                 })
                 .chain(a.shapley.iter().map(|x| ("shapley", x)));
             for (kind, x) in rows {
-                let ci = if x.lo.is_finite() && x.hi.is_finite() {
-                    format!(
-                        "[{:+.3}, {:+.3}]{}",
-                        scale * x.lo,
-                        scale * x.hi,
-                        if x.decided() { " *" } else { "" }
-                    )
-                } else {
-                    "no error estimate".into()
-                };
-                s.push_str(&format!(
-                    "| {kind} | {} | {:+.3} | {ci} | {} |\n",
-                    x.term,
-                    scale * x.estimate,
-                    if x.aliases.is_empty() {
-                        "-".into()
-                    } else {
-                        x.aliases.join(", ")
-                    }
-                ));
+                s.push_str(&markdown_row(kind, x, scale));
             }
             for n in &a.notes {
                 s.push_str(&format!("\nnote: {n}\n"));
@@ -702,5 +821,56 @@ pub(crate) mod tests {
         assert_eq!(cell["config"], 3);
         assert_eq!(cell["high"], serde_json::json!(["tta", "lookahead"]));
         assert_eq!(json["effects"][0]["factors"][2], "label_smoothing");
+    }
+
+    /// A ladder among the same folders credits tta with +10 points where the
+    /// factorial's main effect and Shapley value say +4: both are shown, and
+    /// the disagreement is flagged; lookahead, which no rung adds alone, has
+    /// no ladder credit.
+    #[test]
+    fn a_ladders_credit_is_shown_and_flagged_when_it_disagrees() {
+        let root = tempfile::tempdir().unwrap();
+        let fac = "name = \"m\"\nrecipe = \"tiny-airbench94\"\nkind = \"factorial\"\nrepeats = 3\nvary = [\"tta\", \"lookahead\"]\n";
+        let (fac_dir, _) = planted(root.path(), fac, 3, &|c, rng| {
+            (0.5 + 0.04 * f64::from(c & 1) + 0.002 * rng.unit_f64(), 10.0)
+        });
+        let lad = "name = \"lad\"\nrecipe = \"tiny-airbench94\"\nkind = \"ladder\"\nrepeats = 3\n[[rung]]\nname = \"base\"\nset = { epochs = 3 }\n[[rung]]\nname = \"+ tta\"\non = [\"tta\"]\n";
+        let mut w = ResultsWriter::create(root.path(), "lad", lad).unwrap();
+        for rep in 0..3 {
+            for (idx, (name, acc)) in [("base", 0.5), ("+ tta", 0.6)].into_iter().enumerate() {
+                let run = crate::events::RunId {
+                    matrix: "lad".into(),
+                    index: idx,
+                    variant: name.into(),
+                    repeat: rep,
+                };
+                let acc = acc + 0.001 * rep as f64;
+                st::feed(&mut w, run, rep as u64, Some(st::summary(acc, 10.0, None)));
+            }
+        }
+        let dirs = [fac_dir, w.dir().to_path_buf()];
+        let r = crate::report::aggregate(&dirs, &Default::default()).unwrap();
+        let acc = r.effects[0]
+            .analyses
+            .iter()
+            .find(|a| a.response == "accuracy")
+            .unwrap();
+        for x in acc
+            .effects
+            .iter()
+            .chain(&acc.shapley)
+            .filter(|x| x.term == "tta")
+        {
+            let l = x.ladder.as_ref().expect("the ladder's rung adds tta alone");
+            assert_eq!((l.matrix.as_str(), l.rung.as_str()), ("lad", "+ tta"));
+            assert!(
+                (l.estimate - 0.1).abs() < 1e-9 && l.order_dependent,
+                "{x:?}"
+            );
+        }
+        let la = acc.effects.iter().find(|x| x.term == "lookahead").unwrap();
+        assert!(la.ladder.is_none());
+        let md = r.to_markdown();
+        assert!(md.contains("(lad: + tta) **order-dependent**"), "{md}");
     }
 }

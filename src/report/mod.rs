@@ -557,6 +557,8 @@ pub fn aggregate(dirs: &[PathBuf], opts: &ReportOptions) -> Result<Report> {
     add_deltas(&mut rows, dirs, &unordered, opts);
     let clock = rows.first().map(|r| r.headline);
     let clock = clock.filter(|c| rows.iter().all(|r| r.headline == *c));
+    let mut effects = effects::analyse(dirs, opts.clock, opts.drop_noisy);
+    effects::add_ladder_credit(&mut effects, dirs, &rows);
     Ok(Report {
         setup: setup(dirs, &rows),
         target,
@@ -564,7 +566,7 @@ pub fn aggregate(dirs: &[PathBuf], opts: &ReportOptions) -> Result<Report> {
         dirs: dirs.to_vec(),
         rows,
         dropped_noisy: opts.drop_noisy,
-        effects: effects::analyse(dirs, opts.clock, opts.drop_noisy),
+        effects,
         seeds: seeds::analyse(dirs, opts.clock, opts.drop_noisy),
     })
 }
