@@ -305,11 +305,13 @@ impl ResultsWriter {
     /// was opened: recreating it would leave runs without a manifest that
     /// nothing could resume, compare or report.
     pub fn check_folder(&self) -> Result<()> {
+        // A failure of the machine's files, not of the input (exit 3), whether
+        // a write or the gate before the next run finds it first.
         if identity(&self.dir) != Some(self.identity) {
-            anyhow::bail!(
+            return Err(crate::util::failure(anyhow::anyhow!(
                 "results folder {} was deleted or replaced while the session ran; nothing more is written there: start a new session (the runs stored elsewhere are safe)",
                 self.dir.display()
-            );
+            )));
         }
         Ok(())
     }
