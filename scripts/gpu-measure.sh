@@ -21,6 +21,12 @@
 #                                         every core beside torchvision's on the same files,
 #                                         then one `tricklab train` of RECIPE (a streaming
 #                                         one, e.g. ffcv-rn18) from it on "$DEVICE"
+#         store:CLASSES:PER_CLASS:MAX_SIDE the same synthetic folder as a streaming store
+#                                         (`data import --max-side`, named synth-store), then
+#                                         that store's images/s through the loader
+#         trainon:DATA:RECIPE[:K=V,K=V]   one `tricklab train` of RECIPE from DATA (a folder, a
+#                                         store's name, or synth for the stream step's folder)
+#                                         on "$DEVICE", with the --set values given
 #         STEP@N                          any of these, given at most N seconds of what is left (so
 #                                         that a long step cannot starve the ones after it)
 # env:    DEADLINE  seconds from the start after which no step starts and the
@@ -167,6 +173,21 @@ EOF
       timed "$PYTHON" "$ROOT/scripts/bench/torchvision_loader.py" "$synth" --workers "$(nproc)" \
         --batch 256 --size 224 --epochs 2
       timed "$TL" train --recipe "$c" --device "$DEVICE" --data "$synth" --seed 0 --target 0.5
+      ;;
+    store)
+      synth=/tmp/tricklab-synth-$a-$b
+      [ -d "$synth" ] || timed "$TL" data synth "$synth" --classes "$a" --train-per-class "$b" \
+        --val-per-class $(( b / 10 > 0 ? b / 10 : 1 ))
+      timed "$TL" data import "$synth" --name synth-store --max-side "$c"
+      timed "$TL" data stream synth-store --size 224 --batch 256
+      ;;
+    trainon)
+      data=$a
+      [ "$data" = synth ] && data=$(ls -d /tmp/tricklab-synth-* | head -1)
+      sets=()
+      IFS=: read -r _ _ _ kv <<< "$step"
+      for s in ${kv//,/ }; do sets+=(--set "$s"); done
+      timed "$TL" train --recipe "$b" --device "$DEVICE" --data "$data" --seed 0 --target 0.5 "${sets[@]}"
       ;;
     *) log "unknown step $step"; ;;
   esac
