@@ -348,9 +348,17 @@ impl ResultsWriter {
     fn write_manifest(&self) -> Result<()> {
         self.check_folder()?;
         let text = serde_json::to_string_pretty(&self.manifest)?;
-        crate::util::write_atomic_into(&self.dir.join("manifest.json"), |f| {
-            std::io::Write::write_all(f, text.as_bytes()).map_err(Into::into)
-        })
+        self.vanished_or(crate::util::write_atomic_into(
+            &self.dir.join("manifest.json"),
+            |f| std::io::Write::write_all(f, text.as_bytes()).map_err(Into::into),
+        ))
+    }
+
+    /// A write that failed because the folder went away between the check
+    /// before it and its rename says so (`check_folder`'s failure, exit 3),
+    /// not which file it was moving: CI saw a folder deleted in that window.
+    fn vanished_or<T>(&self, r: Result<T>) -> Result<T> {
+        r.or_else(|e| self.check_folder().and(Err(e)))
     }
 
     fn note_unique(&mut self, field: &str, v: serde_json::Value) -> Result<()> {
@@ -413,6 +421,18 @@ impl ResultsWriter {
     }
 
     fn finish(
+        &mut self,
+        run: &RunId,
+        status: Ended,
+        reason: Option<String>,
+        summary: Option<&crate::events::RunSummary>,
+    ) -> Result<()> {
+        let r = self.store_run(run, status, reason, summary);
+        self.vanished_or(r)
+    }
+
+    /// The run's step and epoch tables and its row in runs.parquet.
+    fn store_run(
         &mut self,
         run: &RunId,
         status: Ended,

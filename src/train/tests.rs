@@ -85,7 +85,7 @@ fn every_tiny_recipe_trains_and_reports_in_order() {
             c.hlb_s > 0.0 && c.hlb_s <= c.dawn_s && c.dawn_s <= c.wall_s && c.eval_s > 0.0,
             "{recipe}: {c:?}"
         );
-        assert!((c.dawn_s - (c.prep_s + c.whiten_s + c.hlb_s)).abs() < 1e-9);
+        assert!((c.dawn_s - (c.prep_s + c.build_s + c.whiten_s + c.hlb_s)).abs() < 1e-9);
         let per_epoch = 200 / if recipe.contains("muon") { 50 } else { 40 };
         assert!(
             s.acc >= 0.0 && s.acc <= 1.0 && s.steps == 2 * per_epoch,
@@ -202,7 +202,10 @@ fn the_airbench_clock_times_preprocessing_whitening_training_and_the_final_eval(
         ),
         "{c:?}"
     );
-    assert!(close(c.dawn_s, c.prep_s + c.whiten_s + c.hlb_s), "{c:?}");
+    assert!(
+        close(c.dawn_s, c.prep_s + c.build_s + c.whiten_s + c.hlb_s),
+        "{c:?}"
+    );
     assert!(c.preprocess_s > 0.0 && c.preprocess_s <= c.prep_s, "{c:?}");
     assert!(c.whiten_s > 0.0, "airbench94 whitens: {c:?}");
 }
@@ -351,12 +354,14 @@ fn a_pause_is_kept_out_of_every_clock_and_recorded() {
     let plain = clocks(&NeverStop);
     let paused = clocks(&PauseOnce {
         polls: Cell::new(0),
-        secs: 2.0,
+        secs: 4.0,
     });
     assert_eq!(plain.paused_s, 0.0);
-    assert!(paused.paused_s >= 2.0, "{paused:?}");
-    // Same seed, same work: every clock within noise of the unpaused run's,
-    // far from the 2 s the pause lasted.
+    assert!(paused.paused_s >= 4.0, "{paused:?}");
+    // Same seed, same work: no clock of the paused run exceeds the unpaused
+    // run's by anything near the 4 s the pause lasted. One-sided, with half
+    // the pause as the bound, not a timing goal: on a loaded 2-core machine
+    // the first of two identical runs was seen 10 s slower than the second.
     for (what, a, b) in [
         ("hlb", plain.hlb_s, paused.hlb_s),
         ("dawn", plain.dawn_s, paused.dawn_s),
@@ -364,7 +369,7 @@ fn a_pause_is_kept_out_of_every_clock_and_recorded() {
         ("wall", plain.wall_s, paused.wall_s),
     ] {
         assert!(
-            (a - b).abs() < 0.8,
+            b - a < 2.0,
             "{what}: {a:.2} s unpaused, {b:.2} s paused"
         );
     }
