@@ -109,8 +109,8 @@ golden: $(TORCH_DEP)
 	    --page $(PEERS)/cifar10-fast --ffcv $(PEERS)/ffcv-imagenet --fastai $(PEERS)/imagenet18 --out tests/golden
 	$(CARGO_ENV) cargo build
 	$(VENV)/bin/python3 scripts/golden/make_trajectory.py --airbench $(PEERS)/cifar10-airbench \
-	    --speedrun $(PEERS)/cifar10-speedrun --hlb $(PEERS)/hlb-CIFAR10 --tricklab target/debug/tricklab \
-	    --out tests/golden/trajectory
+	    --speedrun $(PEERS)/cifar10-speedrun --hlb $(PEERS)/hlb-CIFAR10 --page $(PEERS)/cifar10-fast \
+	    --tricklab target/debug/tricklab --out tests/golden/trajectory
 
 # Each recipe beside the script it reproduces: results/reference/parity-DEVICE-DATE.md.
 # PARITY passes more arguments (recipes, --seeds, --device cuda, --data).

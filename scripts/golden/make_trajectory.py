@@ -22,10 +22,12 @@ script.
 Three environment knobs are for measuring, not for the committed files:
 TRAJECTORY_THREADS (default 1) runs the script on more threads, which is how the
 float32 drift of the script against itself was measured. TRAJECTORY_EPOCHS (default
-16 for airbench94, 8 for airbench94-muon) shortens the run. TRAJECTORY_ONLY (names,
-comma-separated) writes only those files.
+16 for airbench94, 8 for airbench94-muon, 7.59 for hiverge's record, 12.1 for hlb; Page's
+new_dawn.py keeps its own 10, which its schedule is written in) shortens the run.
+TRAJECTORY_ONLY (names, comma-separated) writes only those files.
 
 usage: python3 scripts/golden/make_trajectory.py --airbench PEERS/cifar10-airbench \
+           [--speedrun PEERS/cifar10-speedrun] [--hlb PEERS/hlb-CIFAR10] [--page PEERS/cifar10-fast] \
            --tricklab target/debug/tricklab --out tests/golden/trajectory
 """
 import argparse
@@ -79,7 +81,7 @@ def weight_spec(i, ours, ref_name, t):
         return {"name": ours, "reference": ref_name, "shape": shape, "fill": 0.0}
     if ref_name.endswith("running_var"):
         return {"name": ours, "reference": ref_name, "shape": shape, "fill": 1.0}
-    if ".norm" in ref_name and ref_name.endswith("weight"):
+    if (".norm" in ref_name and ref_name.endswith("weight")) or ours.endswith(".bn.weight"):
         return {"name": ours, "reference": ref_name, "shape": shape, "fill": 1.0}
     fan_in = math.prod(shape[1:]) if len(shape) > 1 else 16
     b = 1.0 / math.sqrt(fan_in)
@@ -707,12 +709,316 @@ def trajectory_hlb(repo, data, tmp, float64):
     return out
 
 
+# -- page-final (davidcpage/cifar10-fast new_dawn.py) --------------------------
+
+# Page's final script at its own batch of 512: 5 steps an epoch of 2,560 images, its 10
+# epochs 50 steps. Its lr schedule is in epochs (PiecewiseLinear over step / steps an
+# epoch), its lr per example (÷ batch, the loss summed) and its decay × batch, as the
+# recipe's per-batch values work out at any batch; the EMA's counter restarts every epoch
+# (a fresh update_ema per train_epoch call), so at 5 steps an epoch it averages once an
+# epoch, at the first step.
+PAGE_EPOCHS = 10
+
+
+def page_names(ref):
+    """new_dawn.py's state names (Network's `/` paths as `_`) -> tricklab's."""
+    node, what = ref.split(".")
+    if node == "linear":
+        return "head.weight"
+    if node.startswith("prep_"):
+        return {"prep_whiten": "stem.whiten", "prep_conv": "stem.proj", "prep_norm": "stem.bn"}[node] + "." + what
+    parts = node.split("_")
+    layer, kind = parts[0], parts[-1]
+    where = parts[2] if len(parts) == 4 else "down"  # layerN_residual_resK_conv, or layerN_conv
+    return f"body.{layer}.{where}.{'conv' if kind == 'conv' else 'bn'}.{what}"
+
+
+def page_groups(name, n, k, assign, perm):
+    """One of Page's chunked choices as tricklab's engine draws it.
+
+    Page's `transformed` permutes the set (`perm`), cuts it into k even_splits chunks and
+    gives chunk c option `assign[c]`; tricklab's `draws` with groups takes a chosen order
+    of the options (Perm(options)) and puts image j in group floor(P[j]·k / n) for a
+    Perm(n) P. The two cut the set into groups of the same sizes (k of n // k or
+    n // k + 1), in another order, so each Page chunk is paired with a tricklab group of
+    its size; chosen[group] is the chunk's option and P gives the chunk's images that
+    group's slots. Returns those two draws, and each image's option (for the order)."""
+    import torch
+    bounds = list(map(int, page_groups.even_splits(n, k)))
+    chunks = [perm[a:b].tolist() for a, b in zip(bounds, bounds[1:])]
+    slots = [[] for _ in range(k)]
+    for m in range(n):
+        slots[m * k // n].append(m)
+    by_size = lambda xs: sorted(range(k), key=lambda i: (len(xs[i]), i))
+    pair = dict(zip(by_size(slots), by_size(chunks)))
+    if any(len(slots[g]) != len(chunks[c]) for g, c in pair.items()):
+        raise SystemExit(f"page-final: {name}: Page's chunk sizes do not match tricklab's groups")
+    chosen = [assign[pair[g]] for g in range(k)]
+    p = torch.empty(n, dtype=torch.long)
+    for g, c in pair.items():
+        p[torch.tensor(chunks[c])] = torch.tensor(slots[g])
+    return chosen, p
+
+
+def page_draws(raw, n, pad):
+    """new_dawn.py's draws as tricklab's engine asks for them.
+    - each epoch GPUBatches permutes the set, shuffles the 81 crop options and crops
+      each of 81 chunks at its own; permutes again, shuffles the two flip options and
+      flips one half; then shuffles the order (`transformed`, then `__iter__`); tricklab
+      draws the crop choices and groups, the flip choices and groups, then the order;
+    - the epoch-0 flip mask tricklab draws whatever the flip is recorded as zeros
+      (unused without alternating flip);
+    - the evaluations draw nothing (shuffle=False, no transforms).
+    The padding is new_dawn.py's `pad(border=4)`, not the `pad` the airbench recordings
+    pass (2)."""
+    side = 2 * 4 + 1
+    kinds = [k for k, _ in raw]
+    if len(kinds) % 5 or kinds[:5] != ["randperm", "shuffle", "randperm", "shuffle", "randperm"]:
+        raise SystemExit(f"page-final: unexpected draws {kinds[:10]}")
+    out = [{"label": "flip mask (epoch 0; unused without alternating flip)", "kind": "int", "high": 2,
+            "shape": [n], "values": [0] * n}]
+    for epoch, i in enumerate(range(0, len(raw), 5)):
+        (_, i1), (_, crops), (_, i2), (_, flips), (_, i3) = raw[i:i + 5]
+        crop_of = [o["y0"] * side + o["x0"] for o in crops]
+        chosen, p = page_groups(f"crops (epoch {epoch})", n, len(crops), crop_of, i1)
+        out.append({"label": f"crop choices (epoch {epoch})", "kind": "perm", "values": chosen})
+        out.append({"label": f"crop groups (epoch {epoch})", "kind": "perm", "values": p.tolist()})
+        # The flip chunks are positions of the cropped set, which is in i1's order.
+        flip_of = [1 if o["choice"] else 0 for o in flips]
+        chosen, p = page_groups(f"flips (epoch {epoch})", n, len(flips), flip_of, i1[i2])
+        out.append({"label": f"flip choices (epoch {epoch})", "kind": "perm", "values": chosen})
+        out.append({"label": f"flip groups (epoch {epoch})", "kind": "perm", "values": p.tolist()})
+        out.append({"label": f"order (epoch {epoch})", "kind": "perm", "values": i1[i2[i3]].tolist()})
+    return out
+
+
+class PageRecorder(Recorder):
+    """What new_dawn.py's run records: Recorder's, plus its numpy shuffles of the
+    augmentation options, its Timer's laps (the DAWNBench clock: a lap's seconds count
+    unless it says include_in_total=False) and its train and valid steps."""
+
+    def __init__(self, names, batch, total_steps, steps_per_epoch):
+        super().__init__(names, batch)
+        self.total_steps, self.steps_per_epoch = total_steps, steps_per_epoch
+        self.first_batches, self.padded = [], None
+
+    def regions(self):
+        """The stages of each lap that counts (a lap runs from the Timer's previous
+        call, or its creation, to this call), and the stages outside them. A stage goes
+        on into a lap in which no other starts (new_dawn.py's test-set preprocessing is a
+        lap of its own after the training set's)."""
+        timed, untimed, current, active = [], [], None, None
+
+        def add(xs, names):
+            xs.extend(x for x in names if x not in xs)
+        for x in self.log:
+            if isinstance(x, tuple):
+                if current is not None:
+                    current = current or ([active] if active else [])
+                    if x[1]:
+                        timed.append(current)
+                    else:
+                        add(untimed, current)
+                current = []
+            else:
+                active = x
+                if current is None:
+                    add(untimed, [x])
+                elif x not in current:
+                    current.append(x)
+        add(untimed, current or [])
+        covered = {s for r in timed for s in r}
+        return timed, [s for s in untimed if s not in covered]
+
+    def timer(self, base):
+        rec = self
+
+        class Timer(base):
+            """core.Timer, each lap logged (same laps, same clock)."""
+
+            def __init__(self, *args, **kwargs):
+                super().__init__(*args, **kwargs)
+                rec.log.append(("lap", False))
+
+            def __call__(self, include_in_total=True):
+                rec.log.append(("lap", include_in_total))
+                return super().__call__(include_in_total)
+        return Timer
+
+    def train_step(self, batch, state):
+        if batch:
+            if len(self.losses) % self.steps_per_epoch == 0:
+                self.first_batches.append(batch["input"].clone())
+            self.before_step()
+
+    def batches(self, real):
+        """GPUBatches.__iter__, the padded training set it augments kept (for the check
+        that the rewritten draws rebuild the script's batches)."""
+        def f(batches):
+            if batches.transforms:
+                self.padded = batches.dataset["data"]
+            return real(batches)
+        return f
+
+    def check(self, draws, side):
+        """The draws as tricklab's engine reads them (pipeline.rs `augment_epoch`: each
+        image's option is chosen[floor(P·k / n)]; crop, then flip; then the order) must
+        rebuild the first batch of every epoch of the script's own."""
+        import torch
+        xp, n = self.padded, self.padded.shape[0]
+        per = {d["label"]: d["values"] for d in draws}
+        for epoch, want in enumerate(self.first_batches):
+            def option(what):
+                chosen = torch.tensor(per[f"{what} choices (epoch {epoch})"])
+                p = torch.tensor(per[f"{what} groups (epoch {epoch})"])
+                return chosen[p * len(chosen) // n]
+            crop = option("crop")
+            dy, dx = crop // side, crop % side
+            x = torch.stack([xp[j, :, dy[j]:dy[j] + 32, dx[j]:dx[j] + 32] for j in range(n)])
+            x = torch.where((option("flip") == 1).view(n, 1, 1, 1), x.flip(-1), x)
+            got = x[torch.tensor(per[f"order (epoch {epoch})"])[:len(want)]]
+            if not torch.equal(got, want):
+                bad = (got != want).flatten(1).any(1).nonzero().flatten()[:5].tolist()
+                raise SystemExit(f"page-final: epoch {epoch}: the rewritten draws do not rebuild the script's "
+                                 f"first batch (images at {bad} differ)")
+
+    def loss_step(self, batch, state):
+        if batch:
+            self.step_loss(state["output"]["loss"].sum())
+
+    def valid_step(self, batch, state):
+        if batch:
+            self.stage("final evaluation" if len(self.losses) >= self.total_steps else "per-epoch evaluation")
+
+    def shuffled(self, real):
+        def f(xs, inplace=False):
+            out = real(xs, inplace)
+            self.raw.append(("shuffle", [dict(o) for o in out]))
+            return out
+        return f
+
+
+def trajectory_page(repo, data, tmp, float64):
+    import importlib
+    import torch
+    n = len(data["train_labels"])
+    ch = {"prep": int(64 * WIDTH_MULT), "layer1": int(128 * WIDTH_MULT), "layer2": int(256 * WIDTH_MULT),
+          "layer3": int(512 * WIDTH_MULT)}
+    dtype = "torch.float64" if float64 else "torch.float32"
+    cast = "double" if float64 else "float"
+    libs = {
+        "core.py": [
+            peer.Sub("core.py", "pandas not installed here: `import pandas` kept out (only Table.df uses it, "
+                     "and nothing calls it)", "import pandas as pd\n", "pd = None\n"),
+            peer.Sub("core.py", "numpy 2 has no np.float: np.float64 (the type it aliased)",
+                     "isinstance(val, (float, np.float))", "isinstance(val, (float, np.float64))"),
+        ],
+        "torch_backend.py": [
+            peer.Sub("torch_backend.py", "torch.symeig (removed) -> torch.linalg.eigh (the same lower triangle, "
+                     "eigenvalues ascending as symeig's)", "torch.symeig(Σ, eigenvectors=True)",
+                     "torch.linalg.eigh(Σ)"),
+            peer.Sub("torch_backend.py", "torch 2's CPU convolutions keep a permuted (channels-last) input's "
+                     "layout, which GhostBatchNorm's `view` cannot take: the NHWC -> NCHW transpose made "
+                     "contiguous (the same values)",
+                     "    return x.permute([source.index(d) for d in target]) \n",
+                     "    return x.permute([source.index(d) for d in target]).contiguous()\n"),
+            peer.Sub("torch_backend.py", "numpy 2 has no np.float: np.float64 (the type it aliased)",
+                     ".astype(np.float) for", ".astype(np.float64) for"),
+        ],
+        "dawn_utils.py": [],
+    }
+    f = "new_dawn.py"
+    changes = [c for subs in libs.values() for c in subs] + [
+        peer.Sub(f, "arguments: none from the command line; the log in the run's temp folder",
+                 "    args = parser.parse_args()\n", "    args = parser.parse_args(['--log_dir', __peer__.data_dir])\n"),
+        peer.Sub(f, "data: the export's images (uint8 NHWC, int64 labels, its order; no download)",
+                 "cifar10(args.data_dir)", "__peer__.page_data()"),
+        peer.Sub(f, "CPU: cuDNN's warm-up on random batches left out (forward and backward of a model that "
+                 "is thrown away, no optimiser step; its batches are .cuda())",
+                 "    for size in [batch_size, len(dataset['valid']['targets']) % batch_size]:\n"
+                 "        warmup_cudnn(model, loss, random_batch(size))\n", "\n"),
+        peer.Sub(f, "CPU: the Timer without torch.cuda.synchronize, each lap logged (__peer__.Timer, a "
+                 "core.Timer subclass)", "    timer = Timer(synch=torch.cuda.synchronize)\n",
+                 "    timer = __peer__.Timer()\n"),
+        peer.Sub(f, f"{'float64' if float64 else 'CPU fp32'}: the data set in {dtype}, not fp16",
+                 "        to(dtype=torch.float16),\n", f"        to(dtype={dtype}),\n"),
+        peer.Sub(f, f"{'float64' if float64 else 'CPU fp32'}: the normalisation constants in {dtype}, not fp16",
+                 "T = lambda x: torch.tensor(x, dtype=torch.float16, device=device)",
+                 f"T = lambda x: torch.tensor(x, dtype={dtype}, device=device)"),
+        peer.Sub(f, "trajectory: the upload and the preprocessing marked as stages",
+                 "    dataset = map_nested(to(device), dataset)\n",
+                 "    __peer__.stage(\"loading\")\n    dataset = map_nested(to(device), dataset)\n"
+                 "    __peer__.stage(\"preprocessing\")\n"),
+        peer.Sub(f, f"widths x{WIDTH_MULT} ({ch}); {'float64' if float64 else 'CPU fp32'}: the net "
+                 f"`.{cast}()`, not `.half()`; trajectory: whitening and the net's build marked as stages, "
+                 "the starting weights injected after them and the draws recorded from there",
+                 "    Λ, V = eigens(patches(train_set['data'][:10000,:,4:-4,4:-4])) #center crop to remove padding\n"
+                 "    model = Network(net(weight=1/16, conv_bn=conv_bn, prep=partial(whitening_block, Λ=Λ, V=V)))"
+                 ".to(device).half()    \n",
+                 "    __peer__.stage(\"whitening\")\n"
+                 "    Λ, V = eigens(patches(train_set['data'][:10000,:,4:-4,4:-4])) #center crop to remove padding\n"
+                 "    __peer__.stage(\"net build\")\n"
+                 f"    model = Network(net(channels={ch!r}, weight=1/16, conv_bn=conv_bn, "
+                 f"prep=partial(whitening_block, Λ=Λ, V=V))).to(device).{cast}()\n"
+                 "    __peer__.inject(model)\n"),
+        peer.Sub(f, "trajectory: a train step first that records the checkpoints, one after the forward pass "
+                 "that records the summed loss (loss.item(), a host sync), and a valid step that marks the "
+                 "evaluation as a stage",
+                 "train_steps=(*default_train_steps, update_ema(momentum=0.99, update_freq=5)),\n"
+                 "                                                          valid_steps=(forward_tta(",
+                 "train_steps=(__peer__.train_step, *default_train_steps[:2], __peer__.loss_step, "
+                 "*default_train_steps[2:], update_ema(momentum=0.99, update_freq=5)),\n"
+                 "                                                          valid_steps=(__peer__.valid_step, forward_tta("),
+        peer.Sub(f, "trajectory: the weights recorded after training (after the last evaluation, which reads "
+                 "the EMA copy)", "    with open(os.path.join(", "    __peer__.final(model)\n    with open(os.path.join("),
+    ]
+    # Page's modules from changed copies in a folder of their own, then new_dawn.py run
+    # as a module with `__peer__` the recorder's runtime.
+    libdir = os.path.join(tmp, "page")
+    os.makedirs(libdir)
+    for name, subs in libs.items():
+        Path(libdir, name).write_text(changed(repo, name, subs))
+    for m in ("core", "torch_backend", "dawn_utils"):
+        sys.modules.pop(m, None)
+    sys.path.insert(0, libdir)
+    try:
+        tb = importlib.import_module("torch_backend")
+        core = importlib.import_module("core")
+        page_groups.even_splits = tb.even_splits
+        rt = peer.Runtime(False, PAGE_EPOCHS, tmp, data)
+        rec = PageRecorder(page_names, 512, PAGE_EPOCHS * (n // 512), n // 512)
+        rec.attach(rt)
+        rt.Timer = rec.timer(core.Timer)
+        rt.train_step, rt.loss_step, rt.valid_step = rec.train_step, rec.loss_step, rec.valid_step
+        rt.page_data = lambda: {
+            "train": {"data": data["train_images"], "targets": data["train_labels"]},
+            "valid": {"data": data["test_images"], "targets": data["test_labels"]},
+        }
+        tb.shuffled = rec.shuffled(tb.shuffled)
+        tb.GPUBatches.__iter__ = rec.batches(tb.GPUBatches.__iter__)
+        text = changed(repo, f, [c for c in changes if c.file == f])
+        execute(f, text, rt, "peer_page_trajectory")
+    finally:
+        sys.path.remove(libdir)
+        for m in ("core", "torch_backend", "dawn_utils"):
+            sys.modules.pop(m, None)
+    out = recorded("page-final", f, repo, changes, rec, n,
+                   {"epochs": PAGE_EPOCHS, "batch_size": 512, "width_mult": WIDTH_MULT,
+                    "dtype": "float64" if float64 else "float32"}, (), page_draws)
+    rec.check(out["draws"], 9)
+    out["reference"] = {"repo": "davidcpage/cifar10-fast", "commit": "f79e8b8", "file": f,
+                        "sha256": peer.sha256(str(Path(repo) / f))}
+    return out
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--airbench", required=True, type=Path, help="KellerJordan/cifar10-airbench at f1c599c")
     ap.add_argument("--speedrun", type=Path, help="hiverge/cifar10-speedrun at 5cd49b1 (its trajectory is "
                     "written only when given)")
     ap.add_argument("--hlb", type=Path, help="tysam-code/hlb-CIFAR10 at ad103b4 (its trajectory is written "
+                    "only when given)")
+    ap.add_argument("--page", type=Path, help="davidcpage/cifar10-fast at f79e8b8 (its trajectory is written "
                     "only when given)")
     ap.add_argument("--tricklab", type=Path, default=REPO / "target" / "debug" / "tricklab",
                     help="the binary that exports the embedded images in its training order")
@@ -739,7 +1045,10 @@ def main(argv=None):
         ) if a.speedrun else ()) + ((
             ("hlb", lambda d: trajectory_hlb(a.hlb, data, d, True)),
             ("hlb-float32", lambda d: trajectory_hlb(a.hlb, data, d, False)),
-        ) if a.hlb else ())
+        ) if a.hlb else ()) + ((
+            ("page-final", lambda d: trajectory_page(a.page, data, d, True)),
+            ("page-final-float32", lambda d: trajectory_page(a.page, data, d, False)),
+        ) if a.page else ())
         only = [x for x in os.environ.get("TRAJECTORY_ONLY", "").split(",") if x]
         for name, make in runs:
             if only and name not in only:

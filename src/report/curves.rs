@@ -204,6 +204,8 @@ fn run_evals(f: &Path, row: &crate::store::RunRow, clock: Clock) -> Result<Vec<(
         col_f("eval_s")?,
     );
     let (prep, whiten) = (row.prep_s.unwrap_or(0.0), row.whiten_s.unwrap_or(0.0));
+    // Runs stored before it was recorded counted no net build here.
+    let build = row.build_s.unwrap_or(0.0);
     // Runs stored before it was recorded counted no preprocessing here.
     let preprocess = row.preprocess_s.unwrap_or(0.0);
     let (mut trained, mut evaluated) = (0.0, 0.0);
@@ -216,7 +218,7 @@ fn run_evals(f: &Path, row: &crate::store::RunRow, clock: Clock) -> Result<Vec<(
             continue;
         };
         let secs = match clock {
-            Clock::Dawn => prep + whiten + trained,
+            Clock::Dawn => prep + build + whiten + trained,
             Clock::Airbench => preprocess + whiten + trained + eval[i].unwrap_or(0.0),
             Clock::Hlb => trained,
             Clock::Wall => prep + whiten + trained + evaluated,

@@ -75,6 +75,7 @@ impl Trainer for Fake {
                 prep_s: 0.0,
                 preprocess_s: 0.0,
                 whiten_s: 0.0,
+                build_s: 0.0,
                 loader_s: 0.0,
                 wall_s: 1.2,
                 paused_s: 0.0,

@@ -330,6 +330,8 @@ runs_table! {
         /// Of `prep_s`, the preprocessing on the device (in airbench_s).
         pub preprocess_s: Option<f64>,
         pub whiten_s: Option<f64>,
+        /// Building the net (in dawn_s).
+        pub build_s: Option<f64>,
         pub loader_s: Option<f64>,
         pub wall_s: Option<f64>,
         /// Seconds the run stood paused, kept out of every clock.
@@ -457,6 +459,7 @@ impl RunRow {
             prep_s: c.map(|c| c.prep_s),
             preprocess_s: c.map(|c| c.preprocess_s),
             whiten_s: c.map(|c| c.whiten_s),
+            build_s: c.map(|c| c.build_s),
             loader_s: c.map(|c| c.loader_s),
             wall_s: c.map(|c| c.wall_s),
             paused_s: c.map(|c| c.paused_s),

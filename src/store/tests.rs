@@ -23,6 +23,7 @@ pub fn summary(acc: f64, dawn: f64, ttt: Option<f64>) -> RunSummary {
             prep_s: 0.1,
             preprocess_s: 0.0,
             whiten_s: 0.0,
+            build_s: 0.0,
             loader_s: 0.0,
             wall_s: dawn + 2.0,
             paused_s: 0.0,

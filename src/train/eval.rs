@@ -99,10 +99,11 @@ pub(super) fn time_on(clock: Clock, c: &Clocks, eval_s: f64, wall_s: f64) -> f64
         Stage::Loading => c.prep_s - c.preprocess_s,
         Stage::Preprocessing => c.preprocess_s,
         Stage::Whitening => c.whiten_s,
+        Stage::NetBuild => c.build_s,
         Stage::Training => c.hlb_s,
         Stage::FinalEvaluation => eval_s,
         // No clock covers them (`stages` says which do).
-        Stage::NetBuild | Stage::EpochEvaluation => 0.0,
+        Stage::EpochEvaluation => 0.0,
     };
     stages.iter().map(seconds).sum()
 }
