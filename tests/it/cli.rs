@@ -1405,6 +1405,80 @@ fn a_tiny_factorial_runs_and_reports_its_effects() {
         (shapley - all_minus_none).abs() < 1e-9,
         "{shapley} {all_minus_none}"
     );
+    effects_csv_matches_the_json(&dir, &v, tmp.path());
+}
+
+/// `report --format csv --table effects` on the tiny factorial's folder: one
+/// rectangular table, a row for each of the JSON's estimates with the same
+/// numbers, which polars reads as typed columns; `--table effects` without
+/// `--format csv` is refused in one line naming the fix.
+fn effects_csv_matches_the_json(dir: &Path, json: &serde_json::Value, cwd: &Path) {
+    use polars::prelude::DataType;
+    use polars_io::prelude::{CsvReadOptions, SerReader};
+    let d = dir.to_str().unwrap();
+    let o = run(&["report", d, "--format", "csv", "--table", "effects"], cwd);
+    let (csv, err) = text(&o);
+    assert!(o.status.success(), "{csv}\n{err}");
+    let path = cwd.join("effects.csv");
+    std::fs::write(&path, &csv).unwrap();
+    let df = CsvReadOptions::default()
+        .with_has_header(true)
+        .try_into_reader_with_file_path(Some(path))
+        .unwrap()
+        .finish()
+        .unwrap();
+    // 2 responses × (3 main effects + 3 interactions + 3 Shapley values).
+    assert_eq!((df.height(), df.width()), (18, 19), "{csv}");
+    assert_eq!(df.column("estimate").unwrap().dtype(), &DataType::Float64);
+    assert_eq!(df.column("excludes_0").unwrap().dtype(), &DataType::Boolean);
+    let strings = |c: &str| -> Vec<String> {
+        let col = df.column(c).unwrap().cast(&DataType::String).unwrap();
+        col.str()
+            .unwrap()
+            .iter()
+            .map(|v| v.unwrap_or("").to_string())
+            .collect()
+    };
+    let (response, kind, term) = (strings("response"), strings("kind"), strings("term"));
+    let estimate: Vec<Option<f64>> = df
+        .column("estimate")
+        .unwrap()
+        .f64()
+        .unwrap()
+        .iter()
+        .collect();
+    let mut row = 0;
+    for a in json["effects"][0]["analyses"].as_array().unwrap() {
+        for (list, kinds) in [
+            ("effects", ["main", "interaction"]),
+            ("shapley", ["shapley"; 2]),
+        ] {
+            for x in a[list].as_array().unwrap() {
+                let t = x["term"].as_str().unwrap();
+                let k = kinds[usize::from(t.contains('×'))];
+                assert_eq!(
+                    (
+                        response[row].as_str(),
+                        kind[row].as_str(),
+                        term[row].as_str()
+                    ),
+                    (a["response"].as_str().unwrap(), k, t),
+                    "{csv}"
+                );
+                let want = x["estimate"].as_f64().unwrap();
+                assert!((estimate[row].unwrap() - want).abs() < 1e-12, "{t}: {csv}");
+                row += 1;
+            }
+        }
+    }
+    assert_eq!(row, 18);
+    let o = run(&["report", d, "--table", "effects"], cwd);
+    let (_, err) = text(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("--table effects picks the CSV table") && err.contains("add --format csv"),
+        "{err}"
+    );
 }
 
 /// Issue 37, item 3, end to end on the tiny ladder: `until_decided` adds
