@@ -2,12 +2,12 @@
 //! `queue.json`, with the user's operations (requeue, move, remove),
 //! adaptive seeding (more repeats for a variant until its CI is narrow
 //! enough) and `until_decided` (a round of seeds across every variant at a
-//! time until each difference the matrix asks about is decided).
+//! time until each difference the matrix asks about is decided, or its
+//! interval is as narrow as asked).
 
 use crate::config::{Clock, RunSpec};
 use crate::events::{QueueItem, RunId, RunStatus, RunSummary};
 use crate::matrix::{Matrix, Sample};
-use crate::util::effects::Verdict;
 use anyhow::Result;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -373,18 +373,19 @@ impl Queue {
         let Some(look) = u.look_at(rounds) else {
             return;
         };
+        // The verdicts (α split over the looks) and the widths (a precision
+        // stop: no α, see `matrix::precision_all`): a round more while
+        // either leaves something open.
         let decisions = crate::matrix::decide_all(&ms.matrix, &u, &ms.counted, look);
-        let open: Vec<String> = decisions
-            .iter()
-            .filter(|d| d.verdict == Verdict::Open)
-            .map(|d| format!("{} of {}", d.response.name(), d.question))
-            .collect();
+        let precisions = crate::matrix::precision_all(&ms.matrix, &u, &ms.counted);
+        let open = crate::matrix::still_open(&decisions, &precisions);
         use crate::events::LogLevel;
         let note = match (open.is_empty(), rounds >= u.max) {
             (true, _) => (
                 LogLevel::Info,
                 format!(
-                    "{matrix}: every asked difference is decided after {rounds} seeds a variant (look {look} of {})",
+                    "{matrix}: {} after {rounds} seeds a variant (look {look} of {})",
+                    u.goal(),
                     u.looks()
                 ),
             ),
@@ -706,6 +707,52 @@ mod tests {
                 .iter()
                 .all(|e| e.spec.seed == 2 && e.status == RunStatus::Queued)
         );
+    }
+
+    /// A width rule alone: a round is added while any pair's 95% interval
+    /// of accuracy is wider than 1 point end to end. + celu's differences
+    /// alternate by ±0.1 points (narrow from 3 seeds), + flip's by ±0.4
+    /// points (narrow from 6: 2·t(0.975; 5)·0.438/√6 = 0.92 points), so the
+    /// run stops after 6 rounds of the 8 allowed, whatever the estimates.
+    #[test]
+    fn until_decided_with_a_width_adds_rounds_until_every_interval_is_narrow() {
+        let mut q = Queue::default();
+        q.add_matrix(
+            matrix("until_decided = { width_acc = 0.01, min = 2, max = 8 }"),
+            &Default::default(),
+            None,
+        );
+        assert_eq!(q.entries().len(), 6, "starts with min = 2 seeds a variant");
+        drain(&mut q, |s| {
+            let n = seed_noise(s.seed);
+            let k = if s.seed.is_multiple_of(2) { 1.0 } else { -1.0 };
+            let da = match s.id.index {
+                0 => 0.0,
+                1 => 0.02 + 0.001 * k,
+                _ => 0.004 * k,
+            };
+            measured(0.5 + 0.05 * n + da, 40.0 + 4.0 * n, None)
+        });
+        assert_eq!(q.entries().len(), 18, "six rounds of three variants");
+        let notes = q.take_notes();
+        let adding: Vec<&String> = notes
+            .iter()
+            .map(|n| &n.1)
+            .filter(|n| n.contains("adding seed"))
+            .collect();
+        assert_eq!(adding.len(), 4, "{notes:?}");
+        assert!(
+            notes
+                .last()
+                .unwrap()
+                .1
+                .contains("every asked interval is as narrow as asked after 6 seeds a variant"),
+            "{notes:?}"
+        );
+        // Without a pilot of its own, the width rule starts at 5 seeds.
+        let m = matrix("until_decided = { width_acc = 0.01, max = 8 }");
+        assert_eq!(m.until_decided.unwrap().min, 5);
+        assert_eq!(m.seeds, [0, 1, 2, 3, 4]);
     }
 
     #[test]

@@ -1481,6 +1481,69 @@ fn effects_csv_matches_the_json(dir: &Path, json: &serde_json::Value, cwd: &Path
     );
 }
 
+/// `until_decided`'s width rule end to end on the tiny ladder, headless:
+/// time's 95% interval is asked to be at most 0.01% of the mean time wide,
+/// which a shared CPU never gives, so the rule adds a round after the
+/// first look and the run goes to max = 3 seeds a variant; `matrix show`
+/// states the rule, the log's warning and the report say which interval
+/// stayed wider than asked, with its width against the widest asked. (Accuracy's spread
+/// on this data is tens of points: no width of it is sure to be met or missed.)
+#[test]
+fn until_decided_with_a_width_runs_headless_to_the_width_it_asks() {
+    let tmp = tempfile::tempdir().unwrap();
+    let tiny = std::fs::read_to_string(repo().join("tests/fixtures/tiny.toml")).unwrap();
+    let body = tiny.replace(
+        "repeats = 2\n",
+        "until_decided = { width_time = 0.0001, min = 2, max = 3 }\n",
+    );
+    assert_ne!(body, tiny);
+    std::fs::write(tmp.path().join("w.toml"), &body).unwrap();
+    let o = run(&["matrix", "show", "w.toml"], tmp.path());
+    let (out, err) = text(&o);
+    assert!(
+        out.contains("is at most 0.01% of the mean time wide, end to end (a precision stop: no α spent), at most 3 rounds; looks after rounds 2 to 3"),
+        "{out}\n{err}"
+    );
+    let o = run(
+        &[
+            "run",
+            "w.toml",
+            "--headless",
+            "--devices",
+            "cpu",
+            "--results",
+            "res",
+        ],
+        tmp.path(),
+    );
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{out}\n{err}");
+    let log = format!("{out}{err}");
+    assert!(
+        log.contains("warn: tiny-test: 1 stayed open at the budget of 3 seeds a variant: width of time of + label smoothing vs baseline"),
+        "{log}"
+    );
+    let dir = results_dir(&tmp.path().join("res"), "tiny-test");
+    let rows = tricklab::store::read_runs(&dir.join("runs.parquet")).unwrap();
+    let seeds: std::collections::BTreeSet<u64> = rows.iter().map(|r| r.seed).collect();
+    assert_eq!(seeds, [0, 1, 2].into(), "{} runs", rows.len());
+    let md = std::fs::read_to_string(dir.join("report.md")).unwrap();
+    for want in [
+        "## Run until decided: tiny-test",
+        "1 stayed open at the budget of 3 seeds a variant: width of time of + label smoothing vs baseline.",
+        "they spend no α",
+    ] {
+        assert!(md.contains(want), "{want}: {md}");
+    }
+    let row = md
+        .lines()
+        .find(|l| l.starts_with("| + label smoothing vs baseline | time | "))
+        .unwrap_or_else(|| panic!("{md}"));
+    assert!(row.ends_with("| too wide |"), "{row}");
+    // Only time's width was asked.
+    assert!(!md.contains("| accuracy | "), "{md}");
+}
+
 /// Issue 37, item 3, end to end on the tiny ladder: `until_decided` adds
 /// seeds a round at a time, headless (a noisy first try of a seed is run
 /// again, so a busy machine makes more runs, never fewer), the report says
