@@ -303,6 +303,8 @@ enum Mark {
     Hollow(RGBColor),
     Filled(RGBColor),
     Hatched(RGBColor),
+    /// A filled diamond: a point estimate drawn beside a bar.
+    Diamond(RGBColor),
 }
 
 /// A legend in its own strip under the chart, entries flowing left to right
@@ -358,6 +360,13 @@ fn with_legend<DB: DrawingBackend>(
                     ))?;
                 }
                 strip.draw(&Rectangle::new([(x, y0), (x1, y1)], c.stroke_width(2)))?;
+            }
+            Mark::Diamond(c) => {
+                let cx = x + swatch / 2 - 2;
+                strip.draw(&Polygon::new(
+                    vec![(cx, y - 7), (cx + 7, y), (cx, y + 7), (cx - 7, y)],
+                    c.filled(),
+                ))?;
             }
         }
         strip.draw(&Text::new(

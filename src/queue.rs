@@ -2,12 +2,12 @@
 //! `queue.json`, with the user's operations (requeue, move, remove),
 //! adaptive seeding (more repeats for a variant until its CI is narrow
 //! enough) and `until_decided` (a round of seeds across every variant at a
-//! time until each difference the matrix asks about is decided).
+//! time until each difference the matrix asks about is decided, or its
+//! interval is as narrow as asked).
 
 use crate::config::{Clock, RunSpec};
 use crate::events::{QueueItem, RunId, RunStatus, RunSummary};
 use crate::matrix::{Matrix, Sample};
-use crate::util::effects::Verdict;
 use anyhow::Result;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -370,21 +370,33 @@ impl Queue {
         }
         let seeds: BTreeSet<u64> = mine.iter().map(|e| e.spec.seed).collect();
         let rounds = seeds.len();
+        use crate::events::LogLevel;
         let Some(look) = u.look_at(rounds) else {
+            // Fewer seeds than the first look needs (`repeats` below `min`,
+            // or a width rule's pilot): rounds up to it, nothing judged yet.
+            let seed = self.add_round(matrix, rounds, &seeds);
+            self.notes.push((
+                LogLevel::Info,
+                format!(
+                    "{matrix}: {rounds} of the {} seeds a variant before the first look: adding seed {seed}",
+                    u.min
+                ),
+            ));
             return;
         };
+        let ms = &self.matrices[matrix];
+        // The verdicts (α split over the looks) and the widths (a precision
+        // stop: no α, see `matrix::precision_all`): a round more while
+        // either leaves something open.
         let decisions = crate::matrix::decide_all(&ms.matrix, &u, &ms.counted, look);
-        let open: Vec<String> = decisions
-            .iter()
-            .filter(|d| d.verdict == Verdict::Open)
-            .map(|d| format!("{} of {}", d.response.name(), d.question))
-            .collect();
-        use crate::events::LogLevel;
+        let precisions = crate::matrix::precision_all(&ms.matrix, &u, &ms.counted);
+        let open = crate::matrix::still_open(&decisions, &precisions);
         let note = match (open.is_empty(), rounds >= u.max) {
             (true, _) => (
                 LogLevel::Info,
                 format!(
-                    "{matrix}: every asked difference is decided after {rounds} seeds a variant (look {look} of {})",
+                    "{matrix}: {} after {rounds} seeds a variant (look {look} of {})",
+                    u.goal(),
                     u.looks()
                 ),
             ),
@@ -398,27 +410,38 @@ impl Queue {
                 ),
             ),
             (false, false) => {
-                let seed = (rounds..)
-                    .map(|r| ms.matrix.seed_for(r))
-                    .find(|s| !seeds.contains(s))
-                    .expect("a seed not yet used");
-                let specs: Vec<RunSpec> = (0..ms.matrix.variants.len())
-                    .map(|i| ms.matrix.spec(i, self.next_repeat(matrix, i), seed))
-                    .collect();
-                let note = format!(
-                    "{matrix}: {} open after {rounds} seeds a variant (look {look} of {}): adding seed {seed}",
-                    open.len(),
-                    u.looks()
-                );
-                self.entries.extend(specs.into_iter().map(|spec| Entry {
-                    spec,
-                    status: RunStatus::Queued,
-                    reason: None,
-                }));
-                (LogLevel::Info, note)
+                let n = open.len();
+                let seed = self.add_round(matrix, rounds, &seeds);
+                (
+                    LogLevel::Info,
+                    format!(
+                        "{matrix}: {n} open after {rounds} seeds a variant (look {look} of {}): adding seed {seed}",
+                        u.looks()
+                    ),
+                )
             }
         };
         self.notes.push(note);
+    }
+
+    /// Queues the next round of `matrix`: the first seed of its sequence
+    /// not in `seeds`, for every variant in variant order (interleaved, as
+    /// repeats are). Returns that seed.
+    fn add_round(&mut self, matrix: &str, rounds: usize, seeds: &BTreeSet<u64>) -> u64 {
+        let m = &self.matrices[matrix].matrix;
+        let seed = (rounds..)
+            .map(|r| m.seed_for(r))
+            .find(|s| !seeds.contains(s))
+            .expect("a seed not yet used");
+        let specs: Vec<RunSpec> = (0..m.variants.len())
+            .map(|i| m.spec(i, self.next_repeat(matrix, i), seed))
+            .collect();
+        self.entries.extend(specs.into_iter().map(|spec| Entry {
+            spec,
+            status: RunStatus::Queued,
+            reason: None,
+        }));
+        seed
     }
 
     pub fn requeue(&mut self, id: &RunId) -> bool {
@@ -705,6 +728,78 @@ mod tests {
             r.entries()[6..]
                 .iter()
                 .all(|e| e.spec.seed == 2 && e.status == RunStatus::Queued)
+        );
+    }
+
+    /// A width rule alone: a round is added while any pair's 95% interval
+    /// of accuracy is wider than 1 point end to end. + celu's differences
+    /// alternate by ±0.1 points (narrow from 3 seeds), + flip's by ±0.4
+    /// points (narrow from 6: 2·t(0.975; 5)·0.438/√6 = 0.92 points), so the
+    /// run stops after 6 rounds of the 8 allowed, whatever the estimates.
+    #[test]
+    fn until_decided_with_a_width_adds_rounds_until_every_interval_is_narrow() {
+        let mut q = Queue::default();
+        q.add_matrix(
+            matrix("until_decided = { width_acc = 0.01, min = 2, max = 8 }"),
+            &Default::default(),
+            None,
+        );
+        assert_eq!(q.entries().len(), 6, "starts with min = 2 seeds a variant");
+        drain(&mut q, |s| {
+            let n = seed_noise(s.seed);
+            let k = if s.seed.is_multiple_of(2) { 1.0 } else { -1.0 };
+            let da = match s.id.index {
+                0 => 0.0,
+                1 => 0.02 + 0.001 * k,
+                _ => 0.004 * k,
+            };
+            measured(0.5 + 0.05 * n + da, 40.0 + 4.0 * n, None)
+        });
+        assert_eq!(q.entries().len(), 18, "six rounds of three variants");
+        let notes = q.take_notes();
+        let adding: Vec<&String> = notes
+            .iter()
+            .map(|n| &n.1)
+            .filter(|n| n.contains("adding seed"))
+            .collect();
+        assert_eq!(adding.len(), 4, "{notes:?}");
+        assert!(
+            notes
+                .last()
+                .unwrap()
+                .1
+                .contains("every asked interval is as narrow as asked after 6 seeds a variant"),
+            "{notes:?}"
+        );
+        // Without a pilot of its own, the width rule starts at 5 seeds.
+        let m = matrix("until_decided = { width_acc = 0.01, max = 8 }");
+        assert_eq!(m.until_decided.unwrap().min, 5);
+        assert_eq!(m.seeds, [0, 1, 2, 3, 4]);
+        // With fewer repeats than that, rounds are added up to the first
+        // look, which then finds every interval narrow (50 points asked).
+        let mut q = Queue::default();
+        q.add_matrix(
+            matrix("repeats = 2\nuntil_decided = { width_acc = 0.5, max = 8 }"),
+            &Default::default(),
+            None,
+        );
+        assert_eq!(q.entries().len(), 6);
+        drain(&mut q, |s| {
+            let k = if s.seed.is_multiple_of(2) { 1.0 } else { -1.0 };
+            measured(0.5 + 0.01 * k * s.id.index as f64, 40.0, None)
+        });
+        assert_eq!(q.entries().len(), 15, "five rounds of three variants");
+        let notes: Vec<String> = q.take_notes().into_iter().map(|n| n.1).collect();
+        assert!(
+            notes[0].contains("2 of the 5 seeds a variant before the first look: adding seed 2"),
+            "{notes:?}"
+        );
+        assert!(
+            notes
+                .last()
+                .unwrap()
+                .contains("as narrow as asked after 5 seeds"),
+            "{notes:?}"
         );
     }
 

@@ -9,7 +9,7 @@ use super::{
     names_fitting, rung_label, seconds, setup_line, titled_wrapped, with_legend,
 };
 use crate::report::Report;
-use crate::report::effects::{Analysis, Effects, Estimate};
+use crate::report::effects::{Analysis, Effects, Estimate, LadderCredit};
 use anyhow::Result;
 use plotters::coord::Shift;
 use plotters::prelude::*;
@@ -23,6 +23,135 @@ const MAX_INTERACTIONS: usize = 8;
 const MAX_PAIRS: usize = 3;
 /// The half-height of a bar on a category axis whose rows are 1 apart.
 const BAR: f64 = 0.32;
+/// Where a chart shows a ladder's credit, each row shares its height: the
+/// bar in the upper part (its centre this far up, this half-height), the
+/// ladder's diamond and whisker below it (this far down).
+const BAR_UP: f64 = 0.13;
+const BAR_SHARED: f64 = 0.2;
+const LADDER_DOWN: f64 = 0.25;
+/// A ladder's credit that its estimate's interval does not overlap:
+/// Okabe–Ito's vermillion, apart from the bars' colours.
+const ORDER_DEPENDENT: RGBColor = RGBColor(213, 94, 0);
+
+/// A ladder's credit worth drawing: with a finite Δ.
+fn ladder_of(x: &Estimate) -> Option<&LadderCredit> {
+    x.ladder.as_ref().filter(|l| l.estimate.is_finite())
+}
+
+/// The legend entries of the ladder's diamonds, where `rows` has any.
+fn ladder_legend(rows: &[&Estimate], t: &Theme) -> Vec<(String, Mark)> {
+    let credits: Vec<&LadderCredit> = rows.iter().filter_map(|x| ladder_of(x)).collect();
+    let mut ladders: Vec<&str> = credits.iter().map(|l| l.matrix.as_str()).collect();
+    ladders.dedup();
+    let mut out = Vec::new();
+    if !credits.is_empty() {
+        out.push((
+            format!(
+                "ladder ({}): the Δ of its rung that adds the factor alone, with its 95% CI",
+                ladders.join(", ")
+            ),
+            Mark::Diamond(t.fg),
+        ));
+    }
+    if credits.iter().any(|l| l.order_dependent) {
+        out.push((
+            "order-dependent: the ladder's CI and the estimate's do not overlap".to_string(),
+            Mark::Diamond(ORDER_DEPENDENT),
+        ));
+    }
+    out
+}
+
+/// A ladder's credit as written beside its diamond: `ladder +10.00
+/// points`, and `order-dependent` where it is (the legend names the
+/// ladder; the rung is the one that adds the row's factor).
+fn ladder_text(l: &LadderCredit, u: &Units) -> String {
+    format!(
+        "ladder {}{}",
+        u.signed(l.estimate),
+        if l.order_dependent {
+            ", order-dependent"
+        } else {
+            ""
+        }
+    )
+}
+
+/// The extent of the values in `xs`: what a chart must show, in its units.
+/// A chart passes each ladder's Δ, not its interval: a ladder of two seeds
+/// has one ten times as wide as the design's, which would squash every
+/// bar; its whisker is cut at this extent instead.
+fn extent(xs: impl Iterator<Item = f64>) -> (f64, f64) {
+    xs.filter(|v| v.is_finite())
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), v| {
+            (lo.min(v), hi.max(v))
+        })
+}
+
+/// Whether a ladder's interval, from `from`, runs past `(lo, hi)`.
+fn cut_at(l: &LadderCredit, from: f64, s: f64, (lo, hi): (f64, f64)) -> bool {
+    l.lo.is_finite() && l.hi.is_finite() && (from + l.lo * s < lo || from + l.hi * s > hi)
+}
+
+/// The note under a chart whose ladder whiskers are cut at its extent.
+const CUT_NOTE: &str =
+    "a ladder's whisker without an end cap is cut at the chart's edge: its 95% CI runs on";
+
+/// A ladder's Δ drawn at `from` + Δ on row position `y`: its 95% CI
+/// whisker (where it has one) cut at `clip` (no cap where it is cut), a
+/// diamond, and its text `gap` beyond the whisker's end on the side of its
+/// sign (`right`: always on the right).
+#[allow(
+    clippy::too_many_arguments,
+    reason = "one mark: where it starts, its row, its extent, units, gap, side, theme"
+)]
+fn ladder_mark<DB: DrawingBackend>(
+    c: &mut Chart2d<'_, DB>,
+    l: &LadderCredit,
+    (from, y): (f64, f64),
+    clip: (f64, f64),
+    u: &Units,
+    gap: f64,
+    right: bool,
+    t: &Theme,
+) -> Res
+where
+    DB::ErrorType: 'static,
+{
+    let s = u.scale;
+    let col = if l.order_dependent {
+        ORDER_DEPENDENT
+    } else {
+        t.fg
+    };
+    let v = from + l.estimate * s;
+    let (mut lo, mut hi) = (v, v);
+    if l.lo.is_finite() && l.hi.is_finite() {
+        let (a, b) = (from + l.lo * s, from + l.hi * s);
+        let (ca, cb) = (a.max(clip.0), b.min(clip.1));
+        let mut lines = vec![vec![(ca, y), (cb, y)]];
+        if ca == a {
+            lines.push(vec![(a, y - 0.1), (a, y + 0.1)]);
+        }
+        if cb == b {
+            lines.push(vec![(b, y - 0.1), (b, y + 0.1)]);
+        }
+        let style = col.stroke_width(2);
+        c.draw_series(lines.into_iter().map(|p| PathElement::new(p, style)))?;
+        (lo, hi) = (ca.min(v), cb.max(v));
+    }
+    c.draw_series(std::iter::once(
+        EmptyElement::at((v, y))
+            + Polygon::new(vec![(0, -8), (8, 0), (0, 8), (-8, 0)], col.filled()),
+    ))?;
+    // Clear of the diamond (as wide as the gap) as well as of the whisker.
+    let text = ladder_text(l, u);
+    if right || l.estimate >= 0.0 {
+        beside(c, text, (hi + 2.0 * gap, y), false, t)
+    } else {
+        beside(c, text, (lo - 2.0 * gap, y), true, t)
+    }
+}
 /// What low and high mean, under the charts that name levels.
 const LOW_HIGH: &str = "low, high: a trick off, on; a setting at its first, second value";
 
@@ -247,6 +376,17 @@ fn effect_notes(
     if rows.iter().any(|x| !(x.lo.is_finite() && x.hi.is_finite())) {
         notes.push("no whisker: the design gives that term no error estimate".into());
     }
+    let (scale, clip) = (
+        Units::of(e, a, "").scale,
+        bars_extent(rows, Units::of(e, a, "").scale),
+    );
+    if rows
+        .iter()
+        .filter_map(|x| ladder_of(x))
+        .any(|l| cut_at(l, 0.0, scale, clip))
+    {
+        notes.push(CUT_NOTE.into());
+    }
     notes
 }
 
@@ -281,21 +421,28 @@ where
             Mark::Hatched(t.fg),
         ));
     }
+    legend.extend(ladder_legend(&rows, t));
+    let credited = rows.iter().any(|x| ladder_of(x).is_some());
     let root = with_legend(&root, &legend, t)?;
     let whole: Vec<String> = rows.iter().map(|x| term_label(x)).collect();
     let name_w = name_area(&root, &whole, t);
     let whole: Vec<&str> = whole.iter().map(String::as_str).collect();
     let names = names_fitting(&root, &whole, name_w, t);
     let s = u.scale;
-    let ends = rows
-        .iter()
-        .flat_map(|x| [x.estimate * s, x.lo * s, x.hi * s])
-        .chain([0.0]);
-    // Values of negative estimates are written left of their bars, the rest right.
+    let clip = bars_extent(&rows, s);
+    let ends = [clip.0, clip.1].into_iter();
+    // Values of negative estimates are written left of their bars, the rest
+    // right; a ladder's text beside its diamond likewise.
     let side = |neg: bool| -> Vec<String> {
         rows.iter()
             .filter(|x| (x.estimate < 0.0) == neg)
             .map(|x| effect_text(x, u))
+            .chain(
+                rows.iter()
+                    .filter_map(|x| ladder_of(x))
+                    .filter(|l| (l.estimate < 0.0) == neg)
+                    .map(|l| ladder_text(l, u)),
+            )
             .collect()
     };
     let room = |neg: bool| match widest(&root, &side(neg), t) {
@@ -331,9 +478,52 @@ where
     )))?;
     let px = (x1 - x0) / f64::from(plot_w);
     for (i, x) in rows.iter().enumerate() {
-        effect_row(&mut c, x, (n - 1 - i) as f64, u, px, t)?;
+        let at = (n - 1 - i) as f64;
+        effect_row(&mut c, x, at, u, (px, clip), credited, t)?;
     }
     Ok(())
+}
+
+/// What an effects chart shows: every estimate and its interval, 0, and
+/// each ladder's Δ (see [`extent`]).
+fn bars_extent(rows: &[&Estimate], s: f64) -> (f64, f64) {
+    extent(
+        rows.iter()
+            .flat_map(|x| [x.estimate * s, x.lo * s, x.hi * s])
+            .chain(
+                rows.iter()
+                    .filter_map(|x| ladder_of(x))
+                    .map(|l| l.estimate * s),
+            )
+            .chain([0.0]),
+    )
+}
+
+/// Where each waterfall step starts (the start, then the sum of the steps
+/// before), and the extent the panel shows (see [`extent`]).
+fn waterfall_at(w: &Waterfall, s: f64) -> (Vec<f64>, (f64, f64)) {
+    let mut at = vec![w.start * s];
+    for x in &w.steps {
+        at.push(at[at.len() - 1] + x.estimate * s);
+    }
+    let reach = w.steps.iter().zip(&at).flat_map(|(x, a)| {
+        [
+            a + x.lo * s,
+            a + x.hi * s,
+            ladder_of(x).map_or(*a, |l| a + l.estimate * s),
+        ]
+    });
+    let clip = extent(at.iter().copied().chain(reach).chain([w.end * s]));
+    (at, clip)
+}
+
+/// Whether a waterfall cuts a ladder's whisker at its extent.
+fn waterfall_cuts(w: &Waterfall, s: f64) -> bool {
+    let (at, clip) = waterfall_at(w, s);
+    w.steps
+        .iter()
+        .zip(&at)
+        .any(|(x, a)| ladder_of(x).is_some_and(|l| cut_at(l, *a, s, clip)))
 }
 
 /// A term's value as written beside its bar.
@@ -341,18 +531,30 @@ fn effect_text(x: &Estimate, u: &Units) -> String {
     format!("{}{}", u.signed(x.estimate), star(x))
 }
 
-/// One term's bar, whisker and value; `px`: a pixel in x units.
+/// One term's bar, whisker and value; `px`: a pixel in x units. Where the
+/// chart shows a ladder's credit (`credited`), the bar takes the upper part
+/// of its row and the ladder's diamond the lower.
 fn effect_row<DB: DrawingBackend>(
     c: &mut Chart2d<'_, DB>,
     x: &Estimate,
-    y: f64,
+    row: f64,
     u: &Units,
-    px: f64,
+    (px, clip): (f64, (f64, f64)),
+    credited: bool,
     t: &Theme,
 ) -> Res
 where
     DB::ErrorType: 'static,
 {
+    let (y, bar) = if credited {
+        (row + BAR_UP, BAR_SHARED)
+    } else {
+        (row, BAR)
+    };
+    if let Some(l) = ladder_of(x) {
+        let at = (0.0, row - LADDER_DOWN);
+        ladder_mark(c, l, at, clip, u, f64::from(GAP) * px, false, t)?;
+    }
     let s = u.scale;
     let v = x.estimate * s;
     let col = if is_interaction(x) {
@@ -363,11 +565,11 @@ where
     let (b0, b1) = (v.min(0.0), v.max(0.0));
     if x.aliases.is_empty() {
         c.draw_series(std::iter::once(Rectangle::new(
-            [(b0, y - BAR), (b1, y + BAR)],
+            [(b0, y - bar), (b1, y + bar)],
             col.mix(0.75).filled(),
         )))?;
     } else {
-        hatched_bar(c, (b0, b1), (y - BAR, y + BAR), col, 10.0 * px)?;
+        hatched_bar(c, (b0, b1), (y - bar, y + bar), col, 10.0 * px)?;
     }
     let whiskered = x.lo.is_finite() && x.hi.is_finite();
     if whiskered {
@@ -620,15 +822,19 @@ where
         "Shapley values: from every factor low to every factor high",
         t.font(24),
     )?;
-    for note in [
+    let cuts = panels
+        .iter()
+        .any(|(a, w)| waterfall_cuts(w, Units::of(e, a, tta).scale));
+    let notes = [
         setup_line(r),
         format!("{} ({} runs): {how}", e.matrix, e.runs),
         "one step a factor, its Shapley value (its gain averaged over the orders of adding the factors), largest first; whisker: its 95% CI; *: the CI excludes 0".to_string(),
         LOW_HIGH.to_string(),
-    ] {
+    ];
+    for note in notes.into_iter().chain(cuts.then(|| CUT_NOTE.to_string())) {
         root = titled_wrapped(&root, &note, t.font(14))?;
     }
-    let legend = vec![
+    let mut legend = vec![
         ("raises the response".to_string(), Mark::Filled(color(2))),
         ("lowers it".to_string(), Mark::Filled(color(3))),
         (
@@ -636,6 +842,8 @@ where
             Mark::Line(t.fg),
         ),
     ];
+    let steps: Vec<&Estimate> = panels.iter().flat_map(|(_, w)| w.steps.clone()).collect();
+    legend.extend(ladder_legend(&steps, t));
     let mut rest = with_legend(&root, &legend, t)?;
     let total: usize = panels.iter().map(|(_, w)| waterfall_rows(w) + 2).sum();
     let h = rest.dim_in_pixel().1 as usize;
@@ -673,24 +881,22 @@ where
     let name_w = name_area(area, &names, t);
     let whole: Vec<&str> = names.iter().map(String::as_str).collect();
     let names = names_fitting(area, &whole, name_w, t);
-    // Where each step starts: the start, then the sum of the steps before.
-    let mut at = vec![w.start * s];
-    for x in &w.steps {
-        at.push(at[at.len() - 1] + x.estimate * s);
-    }
-    let reach = w
-        .steps
-        .iter()
-        .zip(&at)
-        .flat_map(|(x, a)| [a + x.lo * s, a + x.hi * s]);
+    let (at, clip) = waterfall_at(w, s);
     // Every value is written right of its bar, whisker or mark.
     let texts: Vec<String> = [u.level(w.start), u.level(w.end)]
         .into_iter()
         .chain(w.steps.iter().map(|x| effect_text(x, u)))
+        .chain(
+            w.steps
+                .iter()
+                .filter_map(|x| ladder_of(x))
+                .map(|l| ladder_text(l, u)),
+        )
         .collect();
+    let credited = w.steps.iter().any(|x| ladder_of(x).is_some());
     let plot_w = area.dim_in_pixel().0.saturating_sub(name_w + 24).max(1);
     let (x0, x1) = room_for_labels(
-        at.iter().copied().chain(reach).chain([w.end * s]),
+        [clip.0, clip.1].into_iter(),
         (0, widest(area, &texts, t) + GAP + 4),
         plot_w,
     );
@@ -718,7 +924,7 @@ where
         beside(&mut c, u.level(v), (v * s + gap, y), false, t)?;
     }
     for (k, x) in w.steps.iter().enumerate() {
-        waterfall_step(&mut c, x, y_of(k + 1), at[k], u, gap, t)?;
+        waterfall_step(&mut c, x, (y_of(k + 1), at[k]), u, (gap, clip), credited, t)?;
     }
     // The last step's end to the end mark: they differ where a
     // configuration some order needs did not run.
@@ -739,14 +945,16 @@ where
 }
 
 /// One factor's step: a bar from `from` by its Shapley value, its CI
-/// around the step's end, and its value `gap` right of both.
+/// around the step's end, and its value `gap` right of both. Where the
+/// chart shows a ladder's credit (`credited`), the bar takes the upper part
+/// of the row and the ladder's Δ, from the same start, the lower.
 fn waterfall_step<DB: DrawingBackend>(
     c: &mut Chart2d<'_, DB>,
     x: &Estimate,
-    y: f64,
-    from: f64,
+    (row, from): (f64, f64),
     u: &Units,
-    gap: f64,
+    (gap, clip): (f64, (f64, f64)),
+    credited: bool,
     t: &Theme,
 ) -> Res
 where
@@ -754,10 +962,18 @@ where
 {
     let s = u.scale;
     let to = from + x.estimate * s;
-    connector(c, from, y, t)?;
+    connector(c, from, row, t)?;
+    let (y, bar) = if credited {
+        (row + BAR_UP, BAR_SHARED)
+    } else {
+        (row, BAR)
+    };
+    if let Some(l) = ladder_of(x) {
+        ladder_mark(c, l, (from, row - LADDER_DOWN), clip, u, gap, true, t)?;
+    }
     let col = if to >= from { color(2) } else { color(3) };
     c.draw_series(std::iter::once(Rectangle::new(
-        [(from.min(to), y - BAR), (from.max(to), y + BAR)],
+        [(from.min(to), y - bar), (from.max(to), y + bar)],
         col.mix(0.75).filled(),
     )))?;
     let mut right = from.max(to);
@@ -1097,5 +1313,150 @@ mod tests {
             ["_a_b", "_a_b_2", "_c"]
         );
         assert_eq!(suffixes(&[e("a/b")]), [""]);
+    }
+
+    /// The centres of an SVG's filled diamonds (four-point polygons) of
+    /// colour `fill`.
+    fn diamonds(svg: &str, fill: &str) -> Vec<(f64, f64)> {
+        svg.split("<polygon")
+            .skip(1)
+            .filter(|p| p.split('>').next().is_some_and(|head| head.contains(fill)))
+            .filter_map(|p| {
+                let pts = p.split("points=\"").nth(1)?.split('"').next()?;
+                let xy: Vec<(f64, f64)> = pts
+                    .split_whitespace()
+                    .filter_map(|xy| {
+                        let (x, y) = xy.split_once(',')?;
+                        Some((x.parse().ok()?, y.parse().ok()?))
+                    })
+                    .collect();
+                (xy.len() == 4).then(|| {
+                    let n = xy.len() as f64;
+                    (
+                        xy.iter().map(|p| p.0).sum::<f64>() / n,
+                        xy.iter().map(|p| p.1).sum::<f64>() / n,
+                    )
+                })
+            })
+            .collect()
+    }
+
+    /// A factorial drawn with a ladder among the same folders: tta's main
+    /// effect (+4 points) and its Shapley step get the rung's +10 points as
+    /// a vermillion diamond (order-dependent: the intervals do not overlap)
+    /// with its text, named in the legend, right of the bar; lookahead, which
+    /// no rung adds alone, gets none; and the same folder drawn alone, no
+    /// ladder's mark or legend.
+    #[test]
+    fn a_ladders_credit_is_drawn_beside_the_bar_it_questions() {
+        let root = tempfile::tempdir().unwrap();
+        let dirs = crate::report::effects::tests::factorial_and_ladder(root.path());
+        let opts = PlotOptions {
+            format: super::super::PlotFormat::Svg,
+            ..Default::default()
+        };
+        let out = root.path().join("with");
+        charts_of(&dirs, &out, &opts);
+        let vermillion = "#D55E00";
+        for (chart, legend) in [
+            // (SVG writes an apostrophe as &apos;.)
+            (
+                "effects_accuracy",
+                "ladder (lad): the Δ of its rung that adds the factor alone",
+            ),
+            ("shapley", "CI and the estimate&apos;s do not overlap"),
+        ] {
+            let svg = std::fs::read_to_string(out.join(format!("{chart}.svg"))).unwrap();
+            assert!(svg.contains(legend), "{chart}: {svg}");
+            assert!(
+                svg.contains("ladder +10.00 points, order-dependent"),
+                "{chart}: {svg}"
+            );
+            // One diamond in the chart and one in the legend, both vermillion
+            // (the legend's lies below the plot).
+            let marks = diamonds(&svg, vermillion);
+            assert_eq!(marks.len(), 2, "{chart}: {marks:?}");
+        }
+        // On the effects chart, the diamond lies right of tta's bar: +10
+        // against +4 points.
+        let acc = std::fs::read_to_string(out.join("effects_accuracy.svg")).unwrap();
+        // The chart's diamond: above the legend's, in the strip under it.
+        let diamond = diamonds(&acc, vermillion)
+            .into_iter()
+            .min_by(|a, b| a.1.total_cmp(&b.1))
+            .unwrap();
+        let bars: Vec<f64> = acc
+            .split("<rect")
+            .skip(1)
+            .filter_map(|r| {
+                let num = |k: &str| -> Option<f64> {
+                    r.split(&format!(" {k}=\""))
+                        .nth(1)?
+                        .split('"')
+                        .next()?
+                        .parse()
+                        .ok()
+                };
+                Some(num("x")? + num("width")?)
+            })
+            .collect();
+        let widest = bars
+            .iter()
+            .copied()
+            .filter(|x| *x < diamond.0)
+            .fold(f64::NEG_INFINITY, f64::max);
+        assert!(
+            widest.is_finite() && diamond.0 > widest + 20.0,
+            "{diamond:?} {bars:?}"
+        );
+        assert_eq!(acc.matches("ladder +").count(), 1, "tta's alone");
+        // The ladder's interval here is as narrow as its estimate: nothing cut.
+        assert!(!acc.contains("is cut at the chart"), "{acc}");
+        let alone = root.path().join("alone");
+        charts_of(&dirs[..1], &alone, &opts);
+        for chart in ["effects_accuracy", "shapley"] {
+            let svg = std::fs::read_to_string(alone.join(format!("{chart}.svg"))).unwrap();
+            assert!(
+                !svg.contains("rung that adds") && !svg.contains("ladder +"),
+                "{chart}"
+            );
+            assert!(diamonds(&svg, vermillion).is_empty(), "{chart}");
+        }
+    }
+
+    /// A ladder's whisker past what the design's bars need is cut there,
+    /// and only then; an interval it does not have is never cut.
+    #[test]
+    fn a_ladders_whisker_is_cut_only_past_the_charts_extent() {
+        let wide = LadderCredit {
+            matrix: "lad".into(),
+            rung: "+ tta".into(),
+            estimate: 0.1,
+            lo: -0.5,
+            hi: 0.7,
+            order_dependent: false,
+        };
+        assert!(cut_at(&wide, 0.0, 100.0, (-10.0, 15.0)));
+        assert!(!cut_at(&wide, 0.0, 100.0, (-60.0, 75.0)));
+        assert!(!cut_at(
+            &LadderCredit {
+                lo: f64::NAN,
+                ..wide.clone()
+            },
+            0.0,
+            100.0,
+            (0.0, 1.0)
+        ));
+        let tta = Estimate {
+            term: "tta".into(),
+            estimate: 0.04,
+            lo: 0.03,
+            hi: 0.05,
+            aliases: Vec::new(),
+            ladder: Some(wide),
+        };
+        // The bars' extent holds 0, the estimate's interval and the
+        // ladder's Δ, not the ladder's interval.
+        assert_eq!(bars_extent(&[&tta], 100.0), (0.0, 10.0));
     }
 }

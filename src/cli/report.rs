@@ -18,6 +18,11 @@ pub struct ReportArgs {
     pub history: Option<PathBuf>,
     #[arg(long, value_enum, default_value = "md")]
     pub format: Format,
+    /// Which table `--format csv` prints: one row per variant, or one row
+    /// per main effect, interaction and Shapley value of each designed
+    /// matrix (md and json carry both).
+    #[arg(long, value_enum, default_value = "variants")]
+    pub table: Table,
     /// Also write the charts (PNG and SVG) into this folder.
     #[arg(long)]
     pub plots: Option<PathBuf>,
@@ -51,6 +56,15 @@ pub enum Format {
     Md,
     Csv,
     Json,
+}
+
+/// The CSV output is one rectangular table, so that `report --format csv >
+/// x.csv` reads straight into pandas or polars: the effects, whose columns
+/// are not the variants', are a table of their own, chosen here.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Table {
+    Variants,
+    Effects,
 }
 
 /// A folder as the user names it: a session as it is; `results/<matrix>`
@@ -260,6 +274,13 @@ fn plot_options(args: &ReportArgs) -> crate::charts::PlotOptions {
 }
 
 pub fn cmd_report(args: ReportArgs) -> Result<i32> {
+    if args.table == Table::Effects
+        && (args.history.is_some() || !matches!(args.format, Format::Csv))
+    {
+        anyhow::bail!(
+            "--table effects picks the CSV table of a designed matrix's effects: add --format csv (md and json carry the effects already; a --history has none)"
+        );
+    }
     if let Some(root) = &args.history {
         let nights = history::load(root)?;
         match args.format {
@@ -302,6 +323,10 @@ pub fn cmd_report(args: ReportArgs) -> Result<i32> {
     }
     match args.format {
         Format::Md => print!("{}", r.to_markdown()),
+        Format::Csv if args.table == Table::Effects => {
+            print!("{}", r.to_effects_csv());
+            effects_csv_notes(&r);
+        }
         Format::Csv => print!("{}", r.to_csv()),
         Format::Json => println!("{}", r.to_json()?),
     }
@@ -311,6 +336,23 @@ pub fn cmd_report(args: ReportArgs) -> Result<i32> {
         }
     }
     Ok(0)
+}
+
+/// On stderr, what the effects table cannot say in its rows: no designed
+/// matrix among the folders, or why part of one could not be estimated.
+fn effects_csv_notes(r: &Report) {
+    if r.effects.is_empty() {
+        eprintln!(
+            "note: no factorial, fractional or shapley matrix among these folders: the effects table has its header only (ablations/README.md, Kinds)"
+        );
+    }
+    for e in &r.effects {
+        for a in &e.analyses {
+            for n in &a.notes {
+                eprintln!("note: {} {}: {n}", e.matrix, a.response);
+            }
+        }
+    }
 }
 
 #[derive(clap::Args, Debug)]

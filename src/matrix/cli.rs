@@ -97,8 +97,8 @@ fn matrix_json(file: &std::path::Path, m: &super::Matrix) -> Result<serde_json::
         "seeds": m.seeds,
         "adaptive": m.adaptive.map(|a| serde_json::json!({"ci_width": a.ci_width, "max": a.max})),
         "until_decided": m.until_decided.map(|u| serde_json::json!({
-            "time": u.time, "acc": u.acc, "min": u.min, "max": u.max, "alpha": u.alpha,
-            "looks": u.looks(),
+            "time": u.time, "acc": u.acc, "width_time": u.width_time, "width_acc": u.width_acc,
+            "min": u.min, "max": u.max, "alpha": u.alpha, "looks": u.looks(),
         })),
         "budget_s": m.budget.map(|b| b.as_secs_f64()),
         "variants": variants,
@@ -121,14 +121,46 @@ pub fn until_words(u: &super::UntilDecided) -> String {
     if let Some(a) = u.acc {
         margins.push(format!("accuracy ±{:.2} points", 100.0 * a));
     }
+    let mut widths = Vec::new();
+    // Up to three decimals, without trailing zeros: 2%, 0.01%, 0.5 points.
+    let short = |x: f64| {
+        let t = format!("{x:.3}");
+        t.trim_end_matches('0').trim_end_matches('.').to_string()
+    };
+    if let Some(t) = u.width_time {
+        widths.push(format!("{}% of the mean time", short(100.0 * t)));
+    }
+    if let Some(a) = u.width_acc {
+        widths.push(format!("{} points of accuracy", short(100.0 * a)));
+    }
+    let mut goals = Vec::new();
+    if !margins.is_empty() {
+        goals.push(format!(
+            "every asked Δ is decided (its interval excludes 0, or lies within {})",
+            margins.join(" / ")
+        ));
+    }
+    if !widths.is_empty() {
+        goals.push(format!(
+            "every asked Δ's 95% CI (a full factorial's Shapley values' too) is at most {} wide, end to end (a precision stop: no α spent)",
+            widths.join(" / ")
+        ));
+    }
+    let looks = if margins.is_empty() {
+        format!("looks after rounds {} to {}", u.min, u.max)
+    } else {
+        format!(
+            "α = {} split over {} looks (rounds {} to {}, Bonferroni over looks)",
+            u.alpha,
+            u.looks(),
+            u.min,
+            u.max
+        )
+    };
     format!(
-        "a round of seeds at a time until every asked Δ is decided (its interval excludes 0, or lies within {}), at most {} rounds; α = {} split over {} looks (rounds {} to {}, Bonferroni over looks)",
-        margins.join(" / "),
+        "a round of seeds at a time until {}, at most {} rounds; {looks}",
+        goals.join(" and "),
         u.max,
-        u.alpha,
-        u.looks(),
-        u.min,
-        u.max
     )
 }
 

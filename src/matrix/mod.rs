@@ -11,7 +11,9 @@ pub use cli::{
 };
 pub use estimate::{DataCounts, Estimate, estimate, human};
 pub use parse::{load, parse, parse_shard};
-pub use questions::{Asked, Decision, Response, Sample, decide_all};
+pub use questions::{
+    Asked, Decision, Precision, Response, Sample, decide_all, precision_all, still_open,
+};
 
 use crate::config::{Override, Reference, RunSpec};
 use crate::events::RunId;
@@ -207,7 +209,10 @@ pub struct Adaptive {
 /// difference the matrix asks about (see [`Matrix::asked`]) is decided by
 /// `util::effects::decide`: its interval excludes 0, or lies within
 /// ±margin. The looks are at rounds `min` to `max`, and α is split evenly
-/// over those planned looks (Bonferroni over looks).
+/// over those planned looks (Bonferroni over looks). With a width asked,
+/// also (or only) until every asked difference's 95% CI, and each Shapley
+/// value's of a full factorial, is at most that wide: a precision stop,
+/// which spends no α (see `questions::precision_all`).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct UntilDecided {
     /// The time margin as a fraction of the reference's mean time (of the
@@ -215,6 +220,13 @@ pub struct UntilDecided {
     pub time: Option<f64>,
     /// The accuracy margin, a fraction (0.005 = 0.5 points); `None`: not asked.
     pub acc: Option<f64>,
+    /// The widest 95% CI of time, full width (hi − lo, as `adaptive`'s
+    /// `ci_width`), as a fraction of the reference's mean time (of the
+    /// design's mean for an effect or a Shapley value); `None`: not asked.
+    pub width_time: Option<f64>,
+    /// The widest 95% CI of accuracy, full width, a fraction (0.01 = one
+    /// point from end to end); `None`: not asked.
+    pub width_acc: Option<f64>,
     /// The first look's round (seeds a variant): at least 2, for a spread.
     pub min: usize,
     /// The most rounds; the last planned look.
@@ -227,6 +239,28 @@ impl UntilDecided {
     /// Planned looks: one after each round from `min` to `max`.
     pub fn looks(&self) -> usize {
         self.max + 1 - self.min
+    }
+
+    /// Whether it asks for verdicts (`time` or `acc`), not only widths.
+    pub fn decides(&self) -> bool {
+        self.time.is_some() || self.acc.is_some()
+    }
+
+    /// Whether it asks for a widest interval (`width_time` or `width_acc`).
+    pub fn widths(&self) -> bool {
+        self.width_time.is_some() || self.width_acc.is_some()
+    }
+
+    /// What a run of it stops on, for the log and the report:
+    /// `every asked difference is decided`.
+    pub fn goal(&self) -> &'static str {
+        match (self.decides(), self.widths()) {
+            (true, true) => {
+                "every asked difference is decided and every asked interval is as narrow as asked"
+            }
+            (false, true) => "every asked interval is as narrow as asked",
+            _ => "every asked difference is decided",
+        }
     }
 
     /// The look after `rounds` complete rounds (1-based), `None` before `min`.

@@ -631,6 +631,82 @@ pub fn to_markdown(all: &[Effects]) -> String {
     s
 }
 
+/// The columns of [`to_csv`], in order.
+pub const CSV_HEADER: &str = "matrix,folder,response,unit,clock,kind,term,estimate,ci_low,ci_high,excludes_0,aliased_with,ladder_matrix,ladder_rung,ladder_estimate,ladder_ci_low,ladder_ci_high,order_dependent,method";
+
+/// A row's kind as a spreadsheet filters on it.
+fn kind_of(x: &Estimate, shapley: bool) -> &'static str {
+    match (shapley, x.term.contains('×')) {
+        (true, _) => "shapley",
+        (false, true) => "interaction",
+        (false, false) => "main",
+    }
+}
+
+/// The effects as one rectangular CSV table (`report --format csv --table
+/// effects`): a row per main effect, interaction and Shapley value of each
+/// response, in the stored units (seconds; accuracy as a fraction, as the
+/// variants table has it). A value that does not exist (no interval, no
+/// ladder credit) is an empty cell, which pandas and polars read as null:
+/// a spreadsheet filters on `kind`, `response` and `excludes_0` directly.
+pub fn to_csv(all: &[Effects]) -> String {
+    let mut s = format!("{CSV_HEADER}\n");
+    let num = |v: f64| {
+        if v.is_finite() {
+            v.to_string()
+        } else {
+            String::new()
+        }
+    };
+    let q = |t: &str| format!("\"{}\"", t.replace('"', "\"\""));
+    for e in all {
+        for a in &e.analyses {
+            let time = a.response == "time";
+            let rows = a
+                .effects
+                .iter()
+                .map(|x| (x, false))
+                .chain(a.shapley.iter().map(|x| (x, true)));
+            for (x, shapley) in rows {
+                let bounded = x.lo.is_finite() && x.hi.is_finite();
+                let l = x.ladder.as_ref();
+                let cells = [
+                    q(&e.matrix),
+                    q(&e.folder.display().to_string()),
+                    a.response.clone(),
+                    if time { "s" } else { "fraction" }.to_string(),
+                    if time { e.clock.name() } else { "" }.to_string(),
+                    kind_of(x, shapley).to_string(),
+                    q(&x.term),
+                    num(x.estimate),
+                    num(x.lo),
+                    num(x.hi),
+                    if bounded {
+                        x.decided().to_string()
+                    } else {
+                        String::new()
+                    },
+                    q(&x.aliases.join("; ")),
+                    l.map_or(String::new(), |l| q(&l.matrix)),
+                    l.map_or(String::new(), |l| q(&l.rung)),
+                    l.map_or(String::new(), |l| num(l.estimate)),
+                    l.map_or(String::new(), |l| num(l.lo)),
+                    l.map_or(String::new(), |l| num(l.hi)),
+                    l.map_or(String::new(), |l| l.order_dependent.to_string()),
+                    q(if shapley {
+                        &a.shapley_method
+                    } else {
+                        &a.method
+                    }),
+                ];
+                s.push_str(&cells.join(","));
+                s.push('\n');
+            }
+        }
+    }
+    s
+}
+
 #[cfg(test)]
 pub(crate) mod tests {
     use crate::store::{ResultsWriter, tests as st};
@@ -823,19 +899,16 @@ pub(crate) mod tests {
         assert_eq!(json["effects"][0]["factors"][2], "label_smoothing");
     }
 
-    /// A ladder among the same folders credits tta with +10 points where the
-    /// factorial's main effect and Shapley value say +4: both are shown, and
-    /// the disagreement is flagged; lookahead, which no rung adds alone, has
-    /// no ladder credit.
-    #[test]
-    fn a_ladders_credit_is_shown_and_flagged_when_it_disagrees() {
-        let root = tempfile::tempdir().unwrap();
+    /// A 2^2 factorial of tta (+4 points) and lookahead (nothing) under
+    /// `root`, and a ladder whose second rung adds tta alone for +10 points
+    /// (its seconds the same throughout): the folders of both.
+    pub(crate) fn factorial_and_ladder(root: &Path) -> [PathBuf; 2] {
         let fac = "name = \"m\"\nrecipe = \"tiny-airbench94\"\nkind = \"factorial\"\nrepeats = 3\nvary = [\"tta\", \"lookahead\"]\n";
-        let (fac_dir, _) = planted(root.path(), fac, 3, &|c, rng| {
+        let (fac_dir, _) = planted(root, fac, 3, &|c, rng| {
             (0.5 + 0.04 * f64::from(c & 1) + 0.002 * rng.unit_f64(), 10.0)
         });
         let lad = "name = \"lad\"\nrecipe = \"tiny-airbench94\"\nkind = \"ladder\"\nrepeats = 3\n[[rung]]\nname = \"base\"\nset = { epochs = 3 }\n[[rung]]\nname = \"+ tta\"\non = [\"tta\"]\n";
-        let mut w = ResultsWriter::create(root.path(), "lad", lad).unwrap();
+        let mut w = ResultsWriter::create(root, "lad", lad).unwrap();
         for rep in 0..3 {
             for (idx, (name, acc)) in [("base", 0.5), ("+ tta", 0.6)].into_iter().enumerate() {
                 let run = crate::events::RunId {
@@ -848,7 +921,17 @@ pub(crate) mod tests {
                 st::feed(&mut w, run, rep as u64, Some(st::summary(acc, 10.0, None)));
             }
         }
-        let dirs = [fac_dir, w.dir().to_path_buf()];
+        [fac_dir, w.dir().to_path_buf()]
+    }
+
+    /// A ladder among the same folders credits tta with +10 points where the
+    /// factorial's main effect and Shapley value say +4: both are shown, and
+    /// the disagreement is flagged; lookahead, which no rung adds alone, has
+    /// no ladder credit.
+    #[test]
+    fn a_ladders_credit_is_shown_and_flagged_when_it_disagrees() {
+        let root = tempfile::tempdir().unwrap();
+        let dirs = factorial_and_ladder(root.path());
         let r = crate::report::aggregate(&dirs, &Default::default()).unwrap();
         let acc = r.effects[0]
             .analyses
@@ -872,5 +955,88 @@ pub(crate) mod tests {
         assert!(la.ladder.is_none());
         let md = r.to_markdown();
         assert!(md.contains("(lad: + tta) **order-dependent**"), "{md}");
+    }
+
+    /// The effects CSV is one rectangular table polars reads with typed
+    /// columns: a row per effect and Shapley value of each response, each
+    /// estimate and interval as the report holds it, the ladder's credit in
+    /// its own columns where a rung adds the factor alone (empty elsewhere),
+    /// and a quoted term or method with a comma in it kept whole.
+    #[test]
+    fn the_effects_csv_is_one_table_a_row_an_estimate() {
+        use polars::prelude::DataType;
+        use polars_io::prelude::{CsvReadOptions, SerReader};
+        let root = tempfile::tempdir().unwrap();
+        let dirs = factorial_and_ladder(root.path());
+        let r = crate::report::aggregate(&dirs, &Default::default()).unwrap();
+        let csv = r.to_effects_csv();
+        let path = root.path().join("effects.csv");
+        std::fs::write(&path, &csv).unwrap();
+        let df = CsvReadOptions::default()
+            .with_has_header(true)
+            .try_into_reader_with_file_path(Some(path))
+            .unwrap()
+            .finish()
+            .unwrap();
+        let cols: Vec<String> = df
+            .get_column_names()
+            .iter()
+            .map(|c| c.to_string())
+            .collect();
+        assert_eq!(cols.join(","), super::CSV_HEADER);
+        // Two responses × (2 main effects + 1 interaction + 2 Shapley values).
+        assert_eq!(df.height(), 10, "{csv}");
+        let text = |c: &str| -> Vec<String> {
+            let col = df.column(c).unwrap().cast(&DataType::String).unwrap();
+            col.str()
+                .unwrap()
+                .iter()
+                .map(|v| v.unwrap_or("").to_string())
+                .collect()
+        };
+        let float = |c: &str| -> Vec<Option<f64>> {
+            let col = df.column(c).unwrap();
+            assert_eq!(col.dtype(), &DataType::Float64, "{c}");
+            col.f64().unwrap().iter().collect()
+        };
+        let flag = |c: &str| -> Vec<Option<bool>> {
+            let col = df.column(c).unwrap();
+            assert_eq!(col.dtype(), &DataType::Boolean, "{c}");
+            col.bool().unwrap().iter().collect()
+        };
+        let (kind, term, response) = (text("kind"), text("term"), text("response"));
+        let (est, lo, hi) = (float("estimate"), float("ci_low"), float("ci_high"));
+        let (excl, dep, credit) = (
+            flag("excludes_0"),
+            flag("order_dependent"),
+            float("ladder_estimate"),
+        );
+        let want_kinds = ["main", "main", "interaction", "shapley", "shapley"];
+        let acc = &r.effects[0].analyses[1];
+        for (i, x) in acc.effects.iter().chain(&acc.shapley).enumerate() {
+            let row = 5 + i;
+            assert_eq!(
+                (response[row].as_str(), kind[row].as_str(), &term[row]),
+                ("accuracy", want_kinds[i], &x.term)
+            );
+            assert_eq!(
+                (est[row], lo[row], hi[row]),
+                (Some(x.estimate), Some(x.lo), Some(x.hi))
+            );
+            assert_eq!(excl[row], Some(x.decided()));
+            // tta's main effect and Shapley value carry the rung's +10
+            // points, flagged; the others nothing.
+            if x.term == "tta" {
+                assert_eq!(text("ladder_rung")[row], "+ tta");
+                assert!((credit[row].unwrap() - 0.1).abs() < 1e-9);
+                assert_eq!(dep[row], Some(true));
+            } else {
+                assert_eq!((credit[row], dep[row]), (None, None), "{}", x.term);
+            }
+        }
+        assert_eq!(text("unit")[0], "s");
+        assert_eq!(text("clock")[0], "airbench");
+        assert!(text("method")[0].starts_with("Least squares on ±1 coding"));
+        assert!(text("method")[3].starts_with("Exact Shapley values"));
     }
 }

@@ -202,6 +202,12 @@ impl Report {
         s
     }
 
+    /// The effects of the designed matrices as one CSV table
+    /// (`report --format csv --table effects`): see [`super::effects::to_csv`].
+    pub fn to_effects_csv(&self) -> String {
+        super::effects::to_csv(&self.effects)
+    }
+
     /// The report as one self-contained HTML page: the Markdown rendered by
     /// a CommonMark parser with GitHub's table extension (pulldown-cmark), then
     /// `charts` (name, SVG text) inline. Raw HTML, links and images in the

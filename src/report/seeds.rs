@@ -11,8 +11,8 @@
 //! folder's last look, and which stayed open.
 
 use super::Clock;
-use crate::matrix::{Asked, Decision, Matrix, Response, Sample};
-use crate::util::effects::{self as fx, Matched, Obs, Verdict};
+use crate::matrix::{Asked, Decision, Matrix, Precision, Response, Sample};
+use crate::util::effects::{self as fx, Matched, Obs};
 use anyhow::Result;
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
@@ -97,14 +97,18 @@ pub struct Decided {
     pub looks: usize,
     /// Each question's verdict at that look.
     pub decisions: Vec<Decision>,
+    /// Each interval's width against the widest asked (`width_time`,
+    /// `width_acc`), at the same look.
+    pub precisions: Vec<Precision>,
+    /// Whether it asks for verdicts (`time`, `acc`), and for widths.
+    pub decides: bool,
+    pub widths: bool,
 }
 
 impl Decided {
-    pub fn open(&self) -> Vec<&Decision> {
-        self.decisions
-            .iter()
-            .filter(|d| d.verdict == Verdict::Open)
-            .collect()
+    /// What is still open: undecided questions, then intervals wider than asked.
+    pub fn open(&self) -> Vec<String> {
+        crate::matrix::still_open(&self.decisions, &self.precisions)
     }
 }
 
@@ -213,6 +217,9 @@ pub fn seeds(
             look,
             looks: u.looks(),
             decisions: look.map_or_else(Vec::new, |l| crate::matrix::decide_all(m, &u, &runs, l)),
+            precisions: look.map_or_else(Vec::new, |_| crate::matrix::precision_all(m, &u, &runs)),
+            decides: u.decides(),
+            widths: u.widths(),
         }
     });
     Ok(Seeds {
@@ -488,15 +495,18 @@ fn decided_line(d: &Decided) -> String {
             d.max + 1 - d.looks
         );
     };
-    let open = d.open();
-    let names: Vec<String> = open
-        .iter()
-        .map(|o| format!("{} of {}", o.response.name(), o.question))
-        .collect();
+    let names = d.open();
+    let open = &names;
     match (open.is_empty(), d.rounds >= d.max) {
         (true, _) => format!(
-            "every asked Δ decided after {} seeds a variant (look {look} of {})",
-            d.rounds, d.looks
+            "{} after {} seeds a variant (look {look} of {})",
+            match (d.decides, d.widths) {
+                (true, true) => "every asked Δ decided and every interval as narrow as asked",
+                (false, true) => "every interval as narrow as asked",
+                _ => "every asked Δ decided",
+            },
+            d.rounds,
+            d.looks
         ),
         (false, true) => format!(
             "{} stayed open at the budget of {} seeds a variant: {}",
@@ -571,24 +581,11 @@ fn decided_markdown(matrix: &str, d: &Decided) -> String {
                 .map_or(String::new(), |f| f.to_uppercase().chain(c).collect())
         }
     );
-    if d.decisions.is_empty() {
-        return s;
+    if !d.decisions.is_empty() {
+        s.push_str("\n| Δ | response | estimate [interval at the look's level] | margin | verdict |\n|---|---|---|---|---|\n");
     }
-    s.push_str("\n| Δ | response | estimate [interval at the look's level] | margin | verdict |\n|---|---|---|---|---|\n");
     for x in &d.decisions {
-        let v = |y: f64| match x.response {
-            Response::Time => format!("{y:+.3}").replace('-', "−"),
-            Response::Accuracy => format!("{:+.2}", 100.0 * y).replace('-', "−"),
-        };
-        let unit = match x.response {
-            Response::Time => "s",
-            Response::Accuracy => "points",
-        };
-        let estimate = match (x.estimate.is_finite(), x.lo.is_finite() && x.hi.is_finite()) {
-            (true, true) => format!("{} [{}, {}] {unit}", v(x.estimate), v(x.lo), v(x.hi)),
-            (true, false) => format!("{} {unit}", v(x.estimate)),
-            _ => x.note.clone().unwrap_or_else(|| "-".into()),
-        };
+        let estimate = with_interval(x.response, x.estimate, (x.lo, x.hi), x.note.as_ref());
         s.push_str(&format!(
             "| {} | {} | {} | ±{} | {} |\n",
             x.question.replace('|', "\\|"),
@@ -598,7 +595,54 @@ fn decided_markdown(matrix: &str, d: &Decided) -> String {
             x.verdict.words()
         ));
     }
+    if !d.precisions.is_empty() {
+        s.push_str("\nThe widths asked stop the run for precision, not on a test: they spend no α, and an interval after such a stop is approximate (ablations/README.md, \"Run until decided\").\n\n| Δ, effect or Shapley value | response | estimate [95% CI] | width | widest asked | precision |\n|---|---|---|---|---|---|\n");
+    }
+    for p in &d.precisions {
+        let estimate = with_interval(p.response, p.estimate, (p.lo, p.hi), p.note.as_ref());
+        let width = p.hi - p.lo;
+        s.push_str(&format!(
+            "| {} | {} | {} | {} | {} | {} |\n",
+            p.question.replace('|', "\\|"),
+            p.response.name(),
+            estimate.replace('|', "\\|"),
+            if width.is_finite() {
+                amount(p.response, width)
+            } else {
+                "-".into()
+            },
+            amount(p.response, p.max_width),
+            if p.narrow {
+                "narrow enough"
+            } else {
+                "too wide"
+            }
+        ));
+    }
     s
+}
+
+/// `+1.234 [+0.500, +1.968] s`, the estimate alone where there is no
+/// interval, or the note that says why there is neither.
+fn with_interval(
+    r: Response,
+    estimate: f64,
+    (lo, hi): (f64, f64),
+    note: Option<&String>,
+) -> String {
+    let v = |y: f64| match r {
+        Response::Time => format!("{y:+.3}").replace('-', "−"),
+        Response::Accuracy => format!("{:+.2}", 100.0 * y).replace('-', "−"),
+    };
+    let unit = match r {
+        Response::Time => "s",
+        Response::Accuracy => "points",
+    };
+    match (estimate.is_finite(), lo.is_finite() && hi.is_finite()) {
+        (true, true) => format!("{} [{}, {}] {unit}", v(estimate), v(lo), v(hi)),
+        (true, false) => format!("{} {unit}", v(estimate)),
+        _ => note.cloned().unwrap_or_else(|| "-".into()),
+    }
 }
 
 #[cfg(test)]
@@ -744,5 +788,48 @@ mod tests {
             md.contains("## Run until decided: m") && md.contains("Bonferroni over looks"),
             "{md}"
         );
+    }
+
+    /// A folder run with a width rule: the report lists each pair's 95%
+    /// interval against the widest asked, says which stayed too wide at the
+    /// budget, and that the widths spend no α.
+    #[test]
+    fn the_report_says_which_intervals_stayed_wider_than_asked() {
+        let text = "name='m'\nrecipe='tiny-page-resnet9'\nkind='add-one'\nvary=['celu']\nuntil_decided = { width_time = 0.5, width_acc = 0.0001, min = 2, max = 3 }\n";
+        // + celu 1 s slower and 1 point better, give or take 0.1 of each.
+        let runs: Vec<(usize, u64, f64, f64)> = (0..3u64)
+            .flat_map(|k| {
+                let e = [0.1, -0.1, 0.05][k as usize];
+                [
+                    (0, k, 10.0 + k as f64, 0.5),
+                    (1, k, 11.0 + k as f64 + e, 0.51 + 0.01 * e),
+                ]
+            })
+            .collect();
+        let root = tempfile::tempdir().unwrap();
+        let (dir, m) = folder(root.path(), text, &runs);
+        let s = seeds(&dir, &m, Clock::Dawn, Deltas::default(), false).unwrap();
+        let d = s.until_decided.as_ref().unwrap();
+        assert!(d.decisions.is_empty(), "no margin asked: no verdicts");
+        assert_eq!(d.precisions.len(), 2);
+        let (time, acc) = (&d.precisions[0], &d.precisions[1]);
+        // ±5 s (half of 10.0 + 1.0 mean) allowed; the interval is about 0.5 s wide.
+        assert!(
+            time.narrow && (time.max_width - 5.5).abs() < 1e-9,
+            "{time:?}"
+        );
+        assert!(!acc.narrow, "{acc:?}");
+        assert_eq!(d.open(), ["width of accuracy of + celu vs base"]);
+        let md = to_markdown(std::slice::from_ref(&s));
+        for want in [
+            "1 stayed open at the budget of 3 seeds a variant: width of accuracy of + celu vs base",
+            "they spend no α",
+            "| + celu vs base | time | +1.017 [",
+            "| 5.500 s | narrow enough |",
+            "| 0.01 points | too wide |",
+            "is at most 50% of the mean time / 0.01 points of accuracy wide",
+        ] {
+            assert!(md.contains(want), "{want}: {md}");
+        }
     }
 }

@@ -277,23 +277,28 @@ impl Backend for SessionBackend {
     }
 }
 
+/// Finished results folders, browsed together: their rows in one table,
+/// and a ladder among them credits a design's factors on the Effects screen.
 pub struct BrowseBackend {
-    dir: PathBuf,
-    runs: Vec<crate::store::RunRow>,
+    dirs: Vec<PathBuf>,
+    /// Each folder's runs, in the order of `dirs`.
+    runs: Vec<Vec<crate::store::RunRow>>,
 }
 
 impl BrowseBackend {
-    pub fn new(dir: PathBuf) -> Result<BrowseBackend> {
-        crate::store::read_manifest(&dir)?;
-        Ok(BrowseBackend {
-            runs: crate::store::folder_runs(&dir)?,
-            dir,
-        })
+    pub fn open(dirs: Vec<PathBuf>) -> Result<BrowseBackend> {
+        let mut runs = Vec::new();
+        for d in &dirs {
+            crate::store::read_manifest(d)?;
+            runs.push(crate::store::folder_runs(d)?);
+        }
+        Ok(BrowseBackend { dirs, runs })
     }
 
     pub fn queue_items(&self) -> Vec<QueueItem> {
         self.runs
             .iter()
+            .flatten()
             .map(|r| QueueItem {
                 run: RunId {
                     matrix: r.matrix.clone(),
@@ -318,25 +323,22 @@ impl BrowseBackend {
     /// with the reference its matrix names (from the folder's manifest);
     /// and the warnings for curves that could not be read.
     pub fn stored_series(&self) -> (Vec<(RunId, RunSeries)>, Vec<String>) {
-        let matrix = crate::store::read_manifest(&self.dir)
-            .ok()
-            .and_then(|m| crate::store::recorded_matrix(&m));
         let mut warnings = Vec::new();
-        let series = self
-            .runs
-            .iter()
-            .filter(|r| r.status == Ended::Done)
-            .filter_map(|r| match crate::store::read_curves(&self.dir, r) {
-                Ok((steps, epochs)) => {
-                    let reference = matrix.as_ref().and_then(|m| m.reference(r.index as usize));
-                    Some((r.id(), stored_run(r, &steps, epochs, reference)))
+        let mut series = Vec::new();
+        for (dir, runs) in self.dirs.iter().zip(&self.runs) {
+            let matrix = crate::store::read_manifest(dir)
+                .ok()
+                .and_then(|m| crate::store::recorded_matrix(&m));
+            for r in runs.iter().filter(|r| r.status == Ended::Done) {
+                match crate::store::read_curves(dir, r) {
+                    Ok((steps, epochs)) => {
+                        let reference = matrix.as_ref().and_then(|m| m.reference(r.index as usize));
+                        series.push((r.id(), stored_run(r, &steps, epochs, reference)));
+                    }
+                    Err(e) => warnings.push(crate::util::one_line(&e)),
                 }
-                Err(e) => {
-                    warnings.push(crate::util::one_line(&e));
-                    None
-                }
-            })
-            .collect();
+            }
+        }
         (series, warnings)
     }
 }
@@ -383,10 +385,10 @@ impl Backend for BrowseBackend {
     }
 
     fn results(&mut self) -> Result<Reported> {
-        reported(std::slice::from_ref(&self.dir))
+        reported(&self.dirs)
     }
 
     fn export(&mut self) -> Result<Vec<PathBuf>> {
-        export_all(std::slice::from_ref(&self.dir))
+        export_all(&self.dirs)
     }
 }

@@ -233,9 +233,11 @@ pub fn no_color() -> bool {
 pub struct TuiArgs {
     /// Matrix files to queue (default: ablations/demo-ladder.toml).
     pub matrices: Vec<PathBuf>,
-    /// Open a finished results folder (browse only, no worker).
-    #[arg(long, value_name = "FOLDER")]
-    pub open: Option<PathBuf>,
+    /// Open finished results folders (browse only, no worker): several
+    /// read as one report, so a ladder's rungs credit a design's factors
+    /// beside its effects (the Effects screen's ladder Δ).
+    #[arg(long, value_name = "FOLDER", num_args = 1..)]
+    pub open: Vec<PathBuf>,
     /// Results root for new runs, as in `run`, `nightly` and `doctor`. (A
     /// finished folder here is opened as with --open, saying so: the flag
     /// used to mean that.)
@@ -271,7 +273,7 @@ impl TuiArgs {
     pub fn default_args() -> TuiArgs {
         TuiArgs {
             matrices: Vec::new(),
-            open: None,
+            open: Vec::new(),
             results: PathBuf::from("results"),
             devices: vec!["auto".into()],
             cpu_threads: None,
@@ -287,8 +289,8 @@ impl TuiArgs {
 pub const DEMO_LADDER: &str = include_str!("../../ablations/demo-ladder.toml");
 
 pub fn cmd_tui(args: TuiArgs) -> anyhow::Result<i32> {
-    if let Some(dir) = args.open {
-        return browse(dir);
+    if !args.open.is_empty() {
+        return browse(args.open);
     }
     if crate::store::is_session(&args.results) {
         eprintln!(
@@ -296,7 +298,7 @@ pub fn cmd_tui(args: TuiArgs) -> anyhow::Result<i32> {
             args.results.display(),
             args.results.display()
         );
-        return browse(args.results);
+        return browse(vec![args.results]);
     }
     let matrices = if args.resume.is_some() {
         // The folder's own matrix comes back from its manifest.
@@ -416,23 +418,20 @@ fn write_up(dirs: &[PathBuf]) {
     }
 }
 
-fn browse(dir: PathBuf) -> anyhow::Result<i32> {
+fn browse(dirs: Vec<PathBuf>) -> anyhow::Result<i32> {
     need_terminal()?;
-    let mut backend = backend::BrowseBackend::new(dir.clone())?;
-    let state = browse_state(&backend, &dir, no_color());
+    let mut backend = backend::BrowseBackend::open(dirs.clone())?;
+    let state = browse_state(&backend, &dirs, no_color());
     run_terminal(state, &mut backend, None)?;
     Ok(0)
 }
 
-/// What `tui --open` shows of a finished folder before any key.
-fn browse_state(
-    backend: &backend::BrowseBackend,
-    dir: &std::path::Path,
-    no_color: bool,
-) -> AppState {
+/// What `tui --open` shows of finished folders before any key.
+fn browse_state(backend: &backend::BrowseBackend, dirs: &[PathBuf], no_color: bool) -> AppState {
     let mut state = AppState::new(no_color);
     state.browse_only = true;
-    state.results_dir = Some(dir.display().to_string());
+    let shown: Vec<String> = dirs.iter().map(|d| d.display().to_string()).collect();
+    state.results_dir = Some(shown.join(", "));
     state.queue = backend.queue_items();
     state.tab = state::Tab::Results;
     // Live draws the stored curves: the last run to finish, or the one

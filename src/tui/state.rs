@@ -339,6 +339,9 @@ pub enum EffectRow<'a> {
     /// A main effect or an interaction, or a factor's Shapley value; `of`
     /// is its response, whose unit and largest estimate the line needs.
     Term { of: &'a Analysis, x: &'a Estimate },
+    /// Under a response whose estimates a ladder credits too: what the
+    /// ladder Δ column is (which rungs) and what its `!` means.
+    Ladder(&'a Analysis),
     /// Why part of a response could not be estimated.
     Note(&'a str),
 }
@@ -354,6 +357,13 @@ fn matrix_rows(e: &Effects) -> Vec<EffectRow<'_>> {
                 out.push(EffectRow::Header { shapley });
                 out.extend(xs.iter().map(|x| EffectRow::Term { of: a, x }));
             }
+        }
+        if a.effects
+            .iter()
+            .chain(&a.shapley)
+            .any(|x| x.ladder.is_some())
+        {
+            out.push(EffectRow::Ladder(a));
         }
         out.extend(a.notes.iter().map(|n| EffectRow::Note(n)));
     }

@@ -876,8 +876,8 @@ fn open_draws_the_stored_curves_of_the_selected_run() {
     );
     let dir = w.dir().to_path_buf();
     drop(w);
-    let backend = super::backend::BrowseBackend::new(dir.clone()).unwrap();
-    let mut s = super::browse_state(&backend, &dir, true);
+    let backend = super::backend::BrowseBackend::open(vec![dir.clone()]).unwrap();
+    let mut s = super::browse_state(&backend, std::slice::from_ref(&dir), true);
     assert_eq!(s.runs.len(), 2);
     assert_eq!(s.current, Some(srid("b", 1, 0)));
     let run = &s.runs[&srid("b", 1, 0)];
@@ -985,7 +985,7 @@ fn the_effects_tab_shows_a_designed_folders_effects_small_and_large() {
     for rep in 0..2 {
         d.feed(rep, 0..8);
     }
-    let mut backend = super::backend::BrowseBackend::new(d.dir()).unwrap();
+    let mut backend = super::backend::BrowseBackend::open(vec![d.dir()]).unwrap();
     let mut s = AppState::new(true);
     s.browse_only = true;
     super::refresh(&mut s, &mut backend);
@@ -1059,7 +1059,7 @@ fn the_effects_tab_fills_in_as_runs_finish_not_per_frame() {
     let root = tempfile::tempdir().unwrap();
     let mut d = Designed::new(root.path(), FACTORIAL);
     d.feed(0, 0..3);
-    let mut backend = super::backend::BrowseBackend::new(d.dir()).unwrap();
+    let mut backend = super::backend::BrowseBackend::open(vec![d.dir()]).unwrap();
     let mut s = AppState::new(true);
     s.tab = Tab::Effects;
     assert!(
@@ -1110,7 +1110,7 @@ fn the_effects_tab_says_how_to_get_a_design_and_shows_a_fractions_aliases() {
     for rep in 0..2 {
         d.feed(rep, 0..8);
     }
-    let mut backend = super::backend::BrowseBackend::new(d.dir()).unwrap();
+    let mut backend = super::backend::BrowseBackend::open(vec![d.dir()]).unwrap();
     super::refresh(&mut s, &mut backend);
     assert!(screen(&s, 80, 24).contains("resolution IV"));
     // The time table's tta×lookahead, selected so that it is in sight at 80×24.
@@ -1152,7 +1152,7 @@ fn a_shapley_matrix_shows_its_savings_and_its_shapley_values() {
     let mut d = Designed::new(root.path(), text);
     let n = d.names.len();
     d.feed(0, 0..n);
-    let mut backend = super::backend::BrowseBackend::new(d.dir()).unwrap();
+    let mut backend = super::backend::BrowseBackend::open(vec![d.dir()]).unwrap();
     let mut s = AppState::new(true);
     s.tab = Tab::Effects;
     super::refresh(&mut s, &mut backend);
@@ -1180,6 +1180,87 @@ fn a_shapley_matrix_shows_its_savings_and_its_shapley_values() {
         .parse()
         .unwrap();
     assert!((points - 4.0).abs() < 0.3 && tta[1].contains('['), "{text}");
+}
+
+/// A factorial opened with a ladder whose rung adds tta alone (`tui --open
+/// FACTORIAL LADDER`): tta's main effect and Shapley value carry the rung's
+/// Δ in a ladder column, flagged `!` where it and the estimate disagree
+/// (+10 points against +4), lookahead's a `-`, and a line under each
+/// response names the rung and says what `!` means; at 80 columns too.
+#[test]
+fn the_effects_tab_shows_a_ladders_credit_beside_the_effects() {
+    let root = tempfile::tempdir().unwrap();
+    let dirs = crate::report::effects::tests::factorial_and_ladder(root.path());
+    let mut backend = super::backend::BrowseBackend::open(dirs.to_vec()).unwrap();
+    let mut s = AppState::new(true);
+    s.browse_only = true;
+    super::refresh(&mut s, &mut backend);
+    assert_eq!(s.effects.len(), 1);
+    s.effects[0].folder = "results/m/20261126-120000".into();
+    on_key(&mut s, key(KeyCode::Char('7')));
+    let rows = s.effect_rows();
+    let acc_tta = |r: &EffectRow| matches!(r, EffectRow::Term { of, x } if of.response == "accuracy" && x.term == "tta");
+    let (first, last) = (
+        rows.iter().position(acc_tta).unwrap(),
+        rows.iter().rposition(acc_tta).unwrap(),
+    );
+    assert!(last > first, "the Shapley value after the effect");
+    // One legend row, under accuracy: the helper's ladder runs record the
+    // dawn clock while the design's time is on its recipe's airbench clock,
+    // and seconds on another clock are not credited (`add_ladder_credit`).
+    let legends = rows
+        .iter()
+        .filter(|r| matches!(r, EffectRow::Ladder(a) if a.response == "accuracy"))
+        .count();
+    assert_eq!(legends, 1);
+    assert!(
+        !rows
+            .iter()
+            .any(|r| matches!(r, EffectRow::Ladder(a) if a.response == "time"))
+    );
+    // Accuracy's lookahead main effect (after tta's), selected so that
+    // both are in sight at 80×24.
+    s.effects_selected = first + 1;
+    for (w, h) in [(80, 24), (160, 45)] {
+        let text = screen(&s, w, h);
+        snapshot(&format!("tui_effects_ladder_{w}x{h}"), &text);
+        let lines: Vec<&str> = text
+            .lines()
+            .skip_while(|l| !l.contains("accuracy (points"))
+            .collect();
+        let tta = lines
+            .iter()
+            .find(|l| l.contains("│  tta "))
+            .unwrap_or_else(|| panic!("{text}"));
+        assert!(
+            tta.contains("+10.00 [") && tta.contains("] !"),
+            "{w}x{h}: {tta}"
+        );
+        let la = lines
+            .iter()
+            .find(|l| l.contains("│  lookahead "))
+            .unwrap_or_else(|| panic!("{text}"));
+        assert!(!la.contains('!') && la.contains(" - "), "{w}x{h}: {la}");
+        assert!(text.contains("ladder Δ"), "{text}");
+    }
+    // Too narrow for the ladder's interval: its estimate and the flag stay.
+    let narrow = screen(&s, 60, 24);
+    let tta = narrow
+        .lines()
+        .skip_while(|l| !l.contains("accuracy (points"))
+        .find(|l| l.contains("│  tta "))
+        .unwrap_or_else(|| panic!("{narrow}"));
+    assert!(
+        tta.contains("+10.00 !") && !tta.contains("+10.00 ["),
+        "{tta}"
+    );
+    let large = screen(&s, 160, 45);
+    assert!(
+        large.contains(
+            "ladder rung that adds the factor alone, against the rung before (lad: + tta)"
+        ) && large.contains("! order-dependent"),
+        "{large}"
+    );
 }
 
 /// The bars: zero in the middle column, to half a cell either side.

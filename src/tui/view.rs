@@ -1153,29 +1153,48 @@ struct EffectCols {
     bar: usize,
     /// 0: no term on the screen has aliases.
     aliases: usize,
+    /// 0: no term on the screen has a ladder's credit.
+    ladder: usize,
+    /// The ladder's intervals fit beside its estimates; else the estimate
+    /// and the flag alone, which must not be cut off.
+    ladder_ci: bool,
 }
 
 impl EffectCols {
-    /// Term, estimate and CI keep their width; the aliases (which change
-    /// what an estimate means) come next; the bars take what is left.
+    /// Term, estimate, CI and a ladder's credit (which questions the
+    /// estimate) keep their width; the aliases (which change what an
+    /// estimate means) come next; the bars take what is left.
     fn fit(rows: &[EffectRow], width: usize) -> EffectCols {
         let terms = rows.iter().filter_map(|r| match r {
             EffectRow::Term { of, x } => Some((*of, *x)),
             _ => None,
         });
         let (mut term, mut estimate, mut ci, mut aliases) = (13, 8, 6, 0);
+        // The ladder's column with its intervals, and without.
+        let (mut full, mut short) = (0, 0);
         for (a, x) in terms {
             term = term.max(x.term.chars().count());
             estimate = estimate.max(estimate_text(a, x.estimate).chars().count());
             ci = ci.max(ci_interval(a, x).chars().count());
             aliases = aliases.max(x.aliases.join(", ").chars().count());
+            if x.ladder.is_some() {
+                full = full.max(ladder_text(a, x, true).chars().count());
+                short = short.max(ladder_text(a, x, false).chars().count());
+            }
         }
         let term = term.min((width * 2 / 5).max(12));
         if aliases > 0 {
             aliases = aliases.max("aliased with".len());
         }
         // Two of indent, a space between columns.
-        let fixed = 2 + term + 1 + estimate + 1 + ci;
+        let before = 2 + term + 1 + estimate + 1 + ci;
+        let ladder_ci = before + 1 + full <= width;
+        let ladder = match (full, ladder_ci) {
+            (0, _) => 0,
+            (_, true) => full.max(LADDER_HEAD.chars().count()),
+            (_, false) => short.max(LADDER_HEAD.chars().count()),
+        };
+        let fixed = before + if ladder > 0 { ladder + 1 } else { 0 };
         let left = width.saturating_sub(fixed + if aliases > 0 { aliases + 1 } else { 0 });
         let mut bar = left.saturating_sub(1).min(EFFECT_BAR_MAX);
         // Odd, so that zero has a column of its own in the middle.
@@ -1194,8 +1213,65 @@ impl EffectCols {
             ci,
             bar,
             aliases,
+            ladder,
+            ladder_ci,
         }
     }
+}
+
+/// The head of the ladder's column.
+const LADDER_HEAD: &str = "ladder Δ";
+
+/// A ladder's credit for the estimate's factor: its Δ and (`with_ci`) 95%
+/// CI, and `!` where the two intervals do not overlap (order-dependent);
+/// `-` where no rung adds the factor alone.
+fn ladder_text(
+    a: &crate::report::effects::Analysis,
+    x: &crate::report::effects::Estimate,
+    with_ci: bool,
+) -> String {
+    let Some(l) = &x.ladder else {
+        return "-".into();
+    };
+    let ci = if with_ci && l.lo.is_finite() && l.hi.is_finite() {
+        format!(" [{}, {}]", estimate_text(a, l.lo), estimate_text(a, l.hi))
+    } else {
+        String::new()
+    };
+    let flag = if l.order_dependent { " !" } else { "" };
+    format!("{}{ci}{flag}", estimate_text(a, l.estimate))
+}
+
+/// What the ladder Δ column holds, under a response that has one: the
+/// rungs it comes from and what `!` means.
+fn ladder_legend(a: &crate::report::effects::Analysis) -> String {
+    let mut rungs: Vec<String> = Vec::new();
+    for l in a
+        .effects
+        .iter()
+        .chain(&a.shapley)
+        .filter_map(|x| x.ladder.as_ref())
+    {
+        let r = format!("{}: {}", l.matrix, l.rung);
+        if !rungs.contains(&r) {
+            rungs.push(r);
+        }
+    }
+    let flagged = a
+        .effects
+        .iter()
+        .chain(&a.shapley)
+        .filter_map(|x| x.ladder.as_ref())
+        .any(|l| l.order_dependent);
+    format!(
+        "{LADDER_HEAD}: the Δ of the ladder rung that adds the factor alone, against the rung before ({}); {}",
+        rungs.join("; "),
+        if flagged {
+            "! order-dependent: its 95% CI and the estimate's do not overlap, so what the factor buys depends on what came before it"
+        } else {
+            "each one's 95% CI overlaps the estimate's (none order-dependent)"
+        }
+    )
 }
 
 /// An estimate in its response's unit, signed, with a true minus.
@@ -1284,6 +1360,7 @@ fn effect_lines(
         }
         EffectRow::Header { shapley } => vec![effect_header(shapley, cols)],
         EffectRow::Term { of, x } => vec![term_line(of, x, cols, pal)],
+        EffectRow::Ladder(a) => text(ladder_legend(a), "  ", "    ", Style::default()),
         EffectRow::Note(n) => text(format!("note: {n}"), "  ", "    ", pal.fg(Color::Yellow)),
     }
 }
@@ -1296,6 +1373,9 @@ fn effect_header(shapley: bool, cols: &EffectCols) -> Line<'static> {
         "estimate",
         "95% CI"
     );
+    if cols.ladder > 0 {
+        text.push_str(&format!(" {LADDER_HEAD:<lw$}", lw = cols.ladder));
+    }
     if cols.bar > 0 {
         // −, 0 and + over the bars' left end, axis and right end.
         let half = cols.bar / 2;
@@ -1320,6 +1400,20 @@ fn term_line(
         estimate_text(a, x.estimate),
         ci_interval(a, x)
     ))];
+    if cols.ladder > 0 {
+        // The flag stands out: the ladder and the design disagree.
+        let text = format!(
+            " {:<lw$}",
+            ladder_text(a, x, cols.ladder_ci),
+            lw = cols.ladder
+        );
+        let flagged = x.ladder.as_ref().is_some_and(|l| l.order_dependent);
+        spans.push(if flagged {
+            Span::styled(text, pal.fg(Color::Yellow).add_modifier(Modifier::BOLD))
+        } else {
+            Span::raw(text)
+        });
+    }
     if cols.bar > 0 {
         let largest = a
             .effects
