@@ -368,10 +368,7 @@ fn a_pause_is_kept_out_of_every_clock_and_recorded() {
         ("airbench", plain.airbench_s, paused.airbench_s),
         ("wall", plain.wall_s, paused.wall_s),
     ] {
-        assert!(
-            b - a < 2.0,
-            "{what}: {a:.2} s unpaused, {b:.2} s paused"
-        );
+        assert!(b - a < 2.0, "{what}: {a:.2} s unpaused, {b:.2} s paused");
     }
 }
 
