@@ -51,7 +51,9 @@ test: $(TORCH_DEP) $(VENV)/.py-readers system-deps
 	else echo "make test: no turbojpeg.h, so the turbojpeg feature's tests did not run: sudo apt-get install libturbojpeg0-dev" >&2; status=1; fi; \
 	exit $$status
 
+# With LIBTORCH given there is no torch venv to install them into: a bare one.
 $(VENV)/.py-readers: $(TORCH_DEP)
+	[ -x $(VENV)/bin/pip ] || $(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install --quiet --disable-pip-version-check pyarrow tensorboard
 	touch $@
 
