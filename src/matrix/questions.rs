@@ -137,14 +137,10 @@ pub fn decide_all(m: &Matrix, u: &UntilDecided, runs: &Runs, look: usize) -> Vec
                 let Asked::Pair { reference, variant } = a else {
                     unreachable!("a matrix without a design asks pairs")
                 };
-                let values = |i: usize| -> Vec<(u64, f64)> {
-                    runs.get(&i)
-                        .into_iter()
-                        .flatten()
-                        .map(|s| (s.seed, response.of(s)))
-                        .collect()
-                };
-                let (r, v) = (values(*reference), values(*variant));
+                let (r, v) = (
+                    seeded(runs, *reference, response),
+                    seeded(runs, *variant, response),
+                );
                 // Time's margin is relative to the reference's mean time.
                 let within = match response {
                     Response::Time => margin * mean(r.iter().map(|x| x.1)),
@@ -156,6 +152,15 @@ pub fn decide_all(m: &Matrix, u: &UntilDecided, runs: &Runs, look: usize) -> Vec
         }
     }
     out
+}
+
+/// Variant `i`'s finished runs as (seed, response), for pairing by seed.
+fn seeded(runs: &Runs, i: usize, response: Response) -> Vec<(u64, f64)> {
+    runs.get(&i)
+        .into_iter()
+        .flatten()
+        .map(|s| (s.seed, response.of(s)))
+        .collect()
 }
 
 fn mean(xs: impl Iterator<Item = f64>) -> f64 {
@@ -335,14 +340,10 @@ pub fn precision_all(m: &Matrix, u: &UntilDecided, runs: &Runs) -> Vec<Precision
                 let Asked::Pair { reference, variant } = a else {
                     unreachable!("a matrix without a design asks pairs")
                 };
-                let values = |i: usize| -> Vec<(u64, f64)> {
-                    runs.get(&i)
-                        .into_iter()
-                        .flatten()
-                        .map(|s| (s.seed, response.of(s)))
-                        .collect()
-                };
-                let (r, v) = (values(*reference), values(*variant));
+                let (r, v) = (
+                    seeded(runs, *reference, response),
+                    seeded(runs, *variant, response),
+                );
                 // Time's width is relative to the reference's mean time.
                 let max_width = match response {
                     Response::Time => width * mean(r.iter().map(|x| x.1)),
