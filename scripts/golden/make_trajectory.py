@@ -906,27 +906,9 @@ def trajectory_page(repo, data, tmp, float64):
           "layer3": int(512 * WIDTH_MULT)}
     dtype = "torch.float64" if float64 else "torch.float32"
     cast = "double" if float64 else "float"
-    libs = {
-        "core.py": [
-            peer.Sub("core.py", "pandas not installed here: `import pandas` kept out (only Table.df uses it, "
-                     "and nothing calls it)", "import pandas as pd\n", "pd = None\n"),
-            peer.Sub("core.py", "numpy 2 has no np.float: np.float64 (the type it aliased)",
-                     "isinstance(val, (float, np.float))", "isinstance(val, (float, np.float64))"),
-        ],
-        "torch_backend.py": [
-            peer.Sub("torch_backend.py", "torch.symeig (removed) -> torch.linalg.eigh (the same lower triangle, "
-                     "eigenvalues ascending as symeig's)", "torch.symeig(Σ, eigenvectors=True)",
-                     "torch.linalg.eigh(Σ)"),
-            peer.Sub("torch_backend.py", "torch 2's CPU convolutions keep a permuted (channels-last) input's "
-                     "layout, which GhostBatchNorm's `view` cannot take: the NHWC -> NCHW transpose made "
-                     "contiguous (the same values)",
-                     "    return x.permute([source.index(d) for d in target]) \n",
-                     "    return x.permute([source.index(d) for d in target]).contiguous()\n"),
-            peer.Sub("torch_backend.py", "numpy 2 has no np.float: np.float64 (the type it aliased)",
-                     ".astype(np.float) for", ".astype(np.float64) for"),
-        ],
-        "dawn_utils.py": [],
-    }
+    # The changes torch 2.11 and numpy 2 need in Page's modules, as the parity adapter makes them.
+    libs = {name: [c for c in peer.page_lib_changes() if c.file == name]
+            for name in ("core.py", "torch_backend.py", "dawn_utils.py")}
     f = "new_dawn.py"
     changes = [c for subs in libs.values() for c in subs] + [
         peer.Sub(f, "arguments: none from the command line; the log in the run's temp folder",

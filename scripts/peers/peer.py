@@ -4,7 +4,8 @@
     python3 scripts/peers/peer.py NAME --repo DIR --data DATADIR --seed S --epochs E
         [--device cpu|cuda] [--compile auto|on|off] [--warmup | --no-warmup] [--list-changes]
 
-NAME is one of airbench94, airbench94-muon, hiverge-speedrun, hlb, page-final.
+NAME is one of airbench94, airbench94-muon, hiverge-speedrun, hlb, page-final
+(Page's own new_dawn.py) and page-final-simple (99991's simplification of it).
 DIR is the root of a fetched copy of the script's repository (never copied
 into tricklab); DATADIR a data set written by `tricklab data export` (see
 README.md beside this file). The script's source is read, a list of named
@@ -18,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import importlib.util
 import json
 import math
 import os
@@ -56,6 +56,10 @@ SHA_AIRBENCH94 = "0b155e0ff0e696bc01ae136654ddae88a24cd053cd2b4313d44548c29ed6c9
 SHA_AIRBENCH94_MUON = "704e29251a5207d8aed8a35adf13f772ff386b90a712aaddc2a28854385b536e"
 SHA_SPEEDRUN = "d1e1f6991cc3e1758c0bbc0e728c86a4b3119dd42a9233075b2edb9735d0ba91"
 SHA_HLB = "3e2d0c1512bcef3eebff979644a49038cd677e88efbafd67260f0642b2dff546"
+SHA_NEW_DAWN = "5a60b8de548468eafe5fedc21beb13625dc43ad1e06eb0befb7ae20c29ab237f"
+SHA_PAGE_CORE = "5492c88ebbcdf392518bfbc62c697f6a457ad1b48ea0cb63df8c71bd635434b8"
+SHA_PAGE_TORCH_BACKEND = "3ed1634428ac71606a131a83597bb9d7162f95609a4982a48334666769167761"
+SHA_PAGE_DAWN_UTILS = "063662df908cd690ea80821b8a64753d3830c3b39e4c6b5b45f39216ce8e11dc"
 SHA_FAST_SIMPLE_TRAIN = "f6582527f1a15333cfbdec0506623bdfbc7b219b9d739d381c6949426e24aa1c"
 SHA_FAST_SIMPLE_MODEL = "0cf3352991a284cbf63f3f0e44c07fc3bffe61c9d720298ad8c18e57681b88c3"
 
@@ -293,7 +297,99 @@ def changes_hlb(c):
     return ch
 
 
+def page_lib_changes():
+    """What Page's core.py and torch_backend.py need under torch 2.11 and numpy 2 on any device.
+
+    The golden trajectory (scripts/golden/make_trajectory.py) runs the same copies."""
+    return [
+        Sub("core.py", "pandas not installed here: `import pandas` kept out (only Table.df uses it, "
+            "and nothing calls it)", "import pandas as pd\n", "pd = None\n"),
+        Sub("core.py", "numpy 2 has no np.float: np.float64 (the type it aliased)",
+            "isinstance(val, (float, np.float))", "isinstance(val, (float, np.float64))"),
+        Sub("torch_backend.py", "torch.symeig (removed) -> torch.linalg.eigh (the same lower triangle, "
+            "eigenvalues ascending as symeig's)", "torch.symeig(Σ, eigenvectors=True)", "torch.linalg.eigh(Σ)"),
+        Sub("torch_backend.py", "torch 2's CPU convolutions keep a permuted (channels-last) input's "
+            "layout, which GhostBatchNorm's `view` cannot take: the NHWC -> NCHW transpose made "
+            "contiguous (the same values)",
+            "    return x.permute([source.index(d) for d in target]) \n",
+            "    return x.permute([source.index(d) for d in target]).contiguous()\n"),
+        Sub("torch_backend.py", "numpy 2 has no np.float: np.float64 (the type it aliased)",
+            ".astype(np.float) for", ".astype(np.float64) for"),
+    ]
+
+
+# Page's lr knots [0, E/5, E - 2] (epochs, ema_epochs = 10, 2) rise only while E/5 < E - 2.
+PAGE_MIN_EPOCHS = 3
+
+
 def changes_page(c):
+    """davidcpage/cifar10-fast new_dawn.py, Page's final DAWNBench script, run as its main() runs it."""
+    f = "new_dawn.py"
+    cpu = not c.cuda
+    ch = page_lib_changes() + [
+        Sub(f, "arguments: none from the command line; its logs.tsv in the run's temp folder",
+            "    args = parser.parse_args()\n", "    args = parser.parse_args(['--log_dir', __peer__.data_dir])\n"),
+        Sub(f, "data: torchvision's CIFAR-10 (downloaded) -> the --data export's images (uint8 NHWC) and "
+            "labels, in the export's order", "cifar10(args.data_dir)", "__peer__.page_data()"),
+        Sub(f, "epochs: epochs = 10 -> E (--epochs, a whole number of at least 3, where its lr knots "
+            "[0, E/5, E - ema_epochs] still rise); ema_epochs = 2 kept",
+            "    epochs, ema_epochs = 10, 2\n", "    epochs, ema_epochs = __peer__.epochs_int, 2\n"),
+        Sub(f, "clock: the script's Timer -> __peer__.Timer, a core.Timer subclass that also logs each lap "
+            "(the same laps, the same synchronisation" + ("" if c.cuda else ", none on the CPU") + ")",
+            "    timer = Timer(synch=torch.cuda.synchronize)\n",
+            "    timer = __peer__.Timer(synch=torch.cuda.synchronize)\n" if c.cuda
+            else "    timer = __peer__.Timer()\n"),
+        Sub(f, "instrumentation: marks at the whitening fit, the net's build and the first epoch (inside "
+            "the first training lap, which the DAWNBench total also counts), to split the clock into "
+            "tricklab's stages",
+            "    Λ, V = eigens(patches(train_set['data'][:10000,:,4:-4,4:-4])) #center crop to remove padding\n"
+            "    model = Network(",
+            "    __peer__.mark('whitening')\n"
+            "    Λ, V = eigens(patches(train_set['data'][:10000,:,4:-4,4:-4])) #center crop to remove padding\n"
+            "    __peer__.mark('net build')\n"
+            "    model = Network("),
+        Sub(f, "instrumentation: the mark before the first epoch", "    for epoch in range(epochs):\n",
+            "    __peer__.mark('epochs')\n    for epoch in range(epochs):\n"),
+        Sub(f, "instrumentation: the timer, the logs and the optimiser state kept before the logs are "
+            "written (reads total_time, each epoch's valid acc, step_number)",
+            "    with open(os.path.join(",
+            "    __peer__.kept = dict(timer=timer, log=logs.log, state=state)\n    with open(os.path.join("),
+        Sub(f, "runs: the module-level `main()` call removed; the adapter calls main() once",
+            r"^main\(\)[ \t]*$", "", 1, regex=True),
+    ]
+    if cpu:
+        ch += [
+            Sub("torch_backend.py", "CPU: torch.cuda.synchronize() in warmup_cudnn only where CUDA is",
+                "    torch.cuda.synchronize()\n",
+                "    (torch.cuda.synchronize() if torch.cuda.is_available() else None)\n"),
+            Sub(f, "CPU fp32: the random warm-up data in float32, not fp16",
+                "astype(np.float16), device=device)", "astype(np.float32), device=device)"),
+            Sub(f, "CPU fp32: the random warm-up batch on the device in float32, not `.cuda().half()`",
+                "torch.Tensor(np.random.rand(batch_size,3,32,32)).cuda().half()",
+                "torch.Tensor(np.random.rand(batch_size,3,32,32)).to(device).float()"),
+            Sub(f, "CPU: the random warm-up targets on the device, not `.cuda()`",
+                "torch.LongTensor(np.random.randint(0,10,batch_size)).cuda()",
+                "torch.LongTensor(np.random.randint(0,10,batch_size)).to(device)"),
+            Sub(f, "CPU fp32: both nets `.float()`, not `.half()` (which keeps BatchNorm in fp32)",
+                ".to(device).half()", ".to(device).float()", 2),
+            Sub(f, "CPU fp32: the data set in float32, not fp16", "        to(dtype=torch.float16),\n",
+                "        to(dtype=torch.float32),\n"),
+            Sub(f, "CPU fp32: the normalisation constants in float32, not fp16",
+                "T = lambda x: torch.tensor(x, dtype=torch.float16, device=device)",
+                "T = lambda x: torch.tensor(x, dtype=torch.float32, device=device)"),
+        ]
+    if not c.warmup:
+        ch.append(Sub(f, "--no-warmup: the cuDNN warm-up (forward and backward on random batches, before the "
+                      "timer) left out",
+                      "    for size in [batch_size, len(dataset['valid']['targets']) % batch_size]:\n"
+                      "        warmup_cudnn(model, loss, random_batch(size))\n", "\n"))
+    ch.append(note("runs: main() once, as `python new_dawn.py` does (its cuDNN warm-up on random batches "
+                   "before the timer" + (" kept" if c.warmup else " left out") + "); core.py, torch_backend.py "
+                   "and dawn_utils.py imported from changed copies beside it"))
+    return ch
+
+
+def changes_page_simple(c):
     f = "train.py"
     t = c.page_knots
     ch = [
@@ -388,9 +484,24 @@ class Runtime:
 
     def reset(self):
         self.intervals = []
+        self.laps = []
         self.marks = {}
         self.results = None
+        self.kept = None
         self.opt_steps = {}
+
+    def Timer(self, synch=None):
+        """Page's core.Timer, each lap also logged as (seconds, counted in the total)."""
+        import core  # Page's, imported by new_dawn.py's `from core import *`
+        rt = self
+
+        class LapTimer(core.Timer):
+            def __call__(self, include_in_total=True):
+                dt = super().__call__(include_in_total)
+                rt.laps.append((dt, include_in_total))
+                return dt
+
+        return LapTimer(synch)
 
     def Event(self, enable_timing=False, blocking=False, interprocess=False):
         if self.cuda:
@@ -422,6 +533,12 @@ class Runtime:
     # data in the shapes the scripts' own loaders produce
     def torch_dataset(self, train, transform=None):
         return ExportDataset(self.data, "train" if train else "test", transform)
+
+    def page_data(self):
+        """torch_backend.cifar10's dict: uint8 NHWC images and int64 labels a split."""
+        d = self.data
+        return {"train": {"data": d["train_images"], "targets": d["train_labels"]},
+                "valid": {"data": d["test_images"], "targets": d["test_labels"]}}
 
     def cifar10(self, train):
         s = "train" if train else "test"
@@ -520,9 +637,19 @@ def expected_steps(peer, n, e):
     b = peer.batch_size
     if peer.name == "hlb":
         return sum(hlb_epoch_steps(n, b, e))
-    if peer.name == "page-final":
+    if peer.name in ("page-final", "page-final-simple"):
         return int(e) * (n // b)
     return math.ceil(e * (n // b))
+
+
+def page_precheck(m):
+    """new_dawn.py warms cuDNN up on a training-mode batch of len(valid) % 512 images, which its
+    GhostBatchNorm splits into 16."""
+    r = m % 512
+    if r == 0 or r % 16:
+        raise SystemExit(f"page-final: new_dawn.py warms up on a batch of {m} % 512 = {r} test images, which "
+                         f"its GhostBatchNorm cannot split into 16; use a test set whose remainder by 512 is a "
+                         f"positive multiple of 16 (e.g. 128 a class: 1280) or --no-warmup")
 
 
 def hlb_precheck(n, m, e):
@@ -639,6 +766,26 @@ def run_hlb(mod, rt, a):
 
 
 def run_page(mod, rt, a):
+    """new_dawn.py's main(): DAWNBench's total_time is preprocessing + whitening + net build + the
+    training laps; the evaluation laps are left out of it (include_in_total=False)."""
+    t0 = time.perf_counter()
+    mod.main()
+    wall = time.perf_counter() - t0
+    k = rt.kept
+    laps = rt.laps
+    want = 2 + 2 * rt.epochs_int
+    if len(laps) != want or [inc for _, inc in laps[2:]] != [True, False] * rt.epochs_int:
+        raise SystemExit(f"page-final: {len(laps)} timer laps {[inc for _, inc in laps]}, expected {want}: "
+                         "2 preprocessing, then a training and an evaluation lap an epoch")
+    whiten_s = rt.mark_span("whitening", "net build")
+    build_s = rt.mark_span("net build", "epochs")
+    train_laps = sum(dt for dt, inc in laps[2:] if inc)
+    return dict(steps=k["state"]["optimisers"][0]["step_number"], clock_s=k["timer"].total_time,
+                train_s=train_laps - whiten_s - build_s, prep_s=laps[0][0] + laps[1][0], whiten_s=whiten_s,
+                build_s=build_s, acc=None, acc_tta=float(k["log"][-1]["valid"]["acc"]), wall_s=wall)
+
+
+def run_page_simple(mod, rt, a):
     if a.warmup:
         mod.train(seed=a.seed)
         rt.reset()
@@ -663,9 +810,14 @@ PEERS = {p.name: p for p in [
          run_speedrun),
     Peer("hlb", "tysam-code/hlb-CIFAR10", "v0.7.0", {"main.py": SHA_HLB}, 1024, "hlb", False, False,
          "training epochs (the whole hlb clock: it times only training)", run_hlb),
-    Peer("page-final", "99991/cifar10-fast-simple", "da1f6a9",
+    Peer("page-final", "davidcpage/cifar10-fast", "f79e8b8",
+         {"new_dawn.py": SHA_NEW_DAWN, "core.py": SHA_PAGE_CORE, "torch_backend.py": SHA_PAGE_TORCH_BACKEND,
+          "dawn_utils.py": SHA_PAGE_DAWN_UTILS}, 512, "dawn", False, True,
+         "training epochs (DAWNBench's total_time less its preprocessing laps and the marked whitening "
+         "and net build)", run_page),
+    Peer("page-final-simple", "99991/cifar10-fast-simple", "da1f6a9",
          {"train.py": SHA_FAST_SIMPLE_TRAIN, "model.py": SHA_FAST_SIMPLE_MODEL}, 512, "page-simple", False,
-         False, "training epochs (the whole train_time clock: it times only training)", run_page),
+         False, "training epochs (the whole train_time clock: it times only training)", run_page_simple),
 ]}
 
 CHANGES = {
@@ -674,6 +826,7 @@ CHANGES = {
     "hiverge-speedrun": changes_speedrun,
     "hlb": changes_hlb,
     "page-final": changes_page,
+    "page-final-simple": changes_page_simple,
 }
 
 
@@ -688,7 +841,7 @@ def sha256(path):
 
 
 # Peers whose published protocol times many runs in one process with no warm-up run of their own.
-WARM_BY_PROTOCOL = ("airbench94", "page-final")
+WARM_BY_PROTOCOL = ("airbench94", "page-final-simple")
 
 
 def parse_args(argv):
@@ -711,7 +864,7 @@ def parse_args(argv):
     a.cuda = a.device == "cuda"
     a.compile_on = peer.compile_sites and (a.compile == "on" or (a.compile == "auto" and a.cuda))
     if a.warmup is None:
-        # Each run here is its own process, but airbench94 and page-final publish the mean of many runs
+        # Each run here is its own process, but airbench94 and page-final-simple publish the mean of many runs
         # in one process (25 and 100), of which only the first pays cuDNN's autotuning and CUDA's lazy
         # module loading: on cuda one untimed run first stands for those, as tricklab warms its trainer.
         a.warmup = a.cuda and (peer.published_warmup or peer.name in WARM_BY_PROTOCOL)
@@ -733,7 +886,7 @@ class Ctx:
         self.train_images = int(meta["train"]) if meta else None
         self.page_knots = None
         self.pad_keeps_strides = None
-        if peer.name == "page-final":
+        if peer.name == "page-final-simple":
             if meta and a.epochs is not None:
                 self.page_knots = page_knots(int(meta["train"]), a.epochs)
             self.pad_keeps_strides = pad_keeps_strides(a.cuda)
@@ -771,8 +924,9 @@ def main(argv=None):
         extra.append(note("torch.compile kept on the CPU: inductor's CPU backend (C++/OpenMP codegen), "
                           "modes as published"))
     extra.append(note("seed: torch.manual_seed(S), random.seed(S), numpy.random.seed(S) before the script "
-                      "is executed" + (", and again before the timed run after the warm-up" if a.warmup else "")))
-    if peer.name != "page-final":
+                      "is executed" + (", and again before the timed run after the warm-up"
+                                       if a.warmup and peer.name != "page-final" else "")))
+    if peer.name not in ("page-final", "page-final-simple"):
         extra.append(note("instrumentation: a global optimizer step post-hook counts optimiser steps "
                           "to cross-check the script's own step counter (one dict increment a step)"))
     extra.append(note("the script's stdout is sent to stderr; stdout carries one JSON line"))
@@ -806,8 +960,12 @@ def main(argv=None):
     import torch
     if a.cuda and not torch.cuda.is_available():
         raise SystemExit("--device cuda: torch sees no CUDA device")
-    if peer.name == "page-final" and not float(a.epochs).is_integer():
-        raise SystemExit("page-final: train.py counts whole epochs (range(1, epochs + 1)); pass an integer --epochs")
+    if peer.name == "page-final-simple" and not float(a.epochs).is_integer():
+        raise SystemExit("page-final-simple: train.py counts whole epochs (range(1, epochs + 1)); pass an integer "
+                         "--epochs")
+    if peer.name == "page-final" and not (float(a.epochs).is_integer() and a.epochs >= PAGE_MIN_EPOCHS):
+        raise SystemExit(f"page-final: new_dawn.py counts whole epochs and its lr knots [0, E/5, E - 2] run "
+                         f"backwards below {PAGE_MIN_EPOCHS}; pass --epochs {PAGE_MIN_EPOCHS} or more, not {a.epochs}")
 
     files = {}
     texts = {}
@@ -829,8 +987,11 @@ def main(argv=None):
         raise SystemExit(f"{peer.name}: {n} training images, fewer than one batch of {peer.batch_size}")
     if peer.name == "hlb":
         hlb_precheck(n, m, a.epochs)
+    if peer.name == "page-final" and a.warmup:
+        page_precheck(m)
 
     tmp = tempfile.mkdtemp(prefix=f"peer-{peer.name}-")
+    src_dir = os.path.join(tmp, "src")
     old_argv = sys.argv
     try:
         rt = Runtime(a.cuda, a.epochs, tmp, data)
@@ -839,10 +1000,10 @@ def main(argv=None):
         if peer.name in ("airbench94", "airbench94-muon", "hiverge-speedrun"):
             write_airbench_pt(data, tmp)
 
-        script_text = texts[peer.script]
         for c in changes:
             if isinstance(c, Sub):
-                script_text = c.apply(script_text)
+                texts[c.file] = c.apply(texts[c.file])
+        script_text = texts[peer.script]
 
         # optimiser steps, counted for a cross-check with the script's own counter
         def count_step(opt, args, kwargs):
@@ -851,16 +1012,14 @@ def main(argv=None):
         hook = register_optimizer_step_post_hook(count_step)
 
         seed_all(a.seed)
-        src_dir = os.path.join(tmp, "src")
         os.makedirs(src_dir)
-        if peer.name == "page-final":
-            spec = importlib.util.spec_from_file_location("model", os.path.join(a.repo, "model.py"))
-            model_mod = importlib.util.module_from_spec(spec)
-            sys.modules["model"] = model_mod
-            spec.loader.exec_module(model_mod)
+        # The script's own modules (Page's core.py, torch_backend.py, dawn_utils.py; the simple
+        # script's model.py), each as changed, importable from the folder the script runs in.
+        for path, text in texts.items():
+            with open(os.path.join(src_dir, os.path.basename(path)), "w") as f:
+                f.write(text)
+        sys.path.insert(0, src_dir)
         patched = os.path.join(src_dir, os.path.basename(peer.script))
-        with open(patched, "w") as f:
-            f.write(script_text)
         modname = "peer_" + peer.name.replace("-", "_")
         mod = types.ModuleType(modname)
         mod.__file__ = patched
@@ -872,6 +1031,8 @@ def main(argv=None):
         hook.remove()
     finally:
         sys.argv = old_argv
+        if src_dir in sys.path:
+            sys.path.remove(src_dir)
         shutil.rmtree(tmp, ignore_errors=True)
 
     steps = int(res["steps"])
@@ -905,7 +1066,7 @@ def main(argv=None):
         "steps_formula": plain,
         "steps_note": None if steps == plain else (
             "hlb: full epochs of N//B steps, then a last epoch of round(frac(E)*N/B) batches "
-            "(none when E is whole)" if peer.name == "hlb" else "page-final: E*(N//512)"),
+            "(none when E is whole)" if peer.name == "hlb" else f"{peer.name}: E*(N//512)"),
         "clock": peer.clock,
         "clock_s": res["clock_s"],
         "train_s": res["train_s"],
@@ -919,7 +1080,7 @@ def main(argv=None):
         "torch": torch.__version__,
         "threads": torch.get_num_threads(),
     }
-    for k in ("whiten_s", "tta_s"):
+    for k in ("whiten_s", "tta_s", "prep_s", "build_s"):
         if k in res:
             out[k] = res[k]
     sys.stdout.flush()

@@ -8,7 +8,7 @@
 //! of the published script with only the changes its device needs; the
 //! reference code is never part of this repository.
 
-use crate::config::{Override, RunId, RunSpec};
+use crate::config::{Clock, Override, RunId, RunSpec};
 use crate::report::{Diff, welch};
 use crate::train::{NeverStop, Outcome, TchTrainer, Trainer};
 use anyhow::{Context, Result, bail};
@@ -16,14 +16,19 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// A recipe and the published script it reproduces.
+/// A recipe and a published script it reproduces.
+#[derive(Debug)]
 struct Pair {
     recipe: &'static str,
-    /// The adapter's name for the script, and the fetched repository's folder.
+    /// The adapter's name for the script (unique: it also names the pair on
+    /// the command line), and the fetched repository's folder.
     peer: &'static str,
     repo: &'static str,
     /// Epochs for a CPU comparison of minutes a side on 512 images a class.
     cpu_epochs: f64,
+    /// tricklab's clock that covers the stages the reference's clock times,
+    /// so that every row compares the same regions.
+    clock: Clock,
 }
 
 const PAIRS: &[Pair] = &[
@@ -32,24 +37,41 @@ const PAIRS: &[Pair] = &[
         peer: "airbench94",
         repo: "cifar10-airbench",
         cpu_epochs: 2.0,
+        clock: Clock::Airbench,
     },
     Pair {
         recipe: "airbench94-muon",
         peer: "airbench94-muon",
         repo: "cifar10-airbench",
         cpu_epochs: 5.0,
+        clock: Clock::Airbench,
     },
     Pair {
         recipe: "hiverge-speedrun",
         peer: "hiverge-speedrun",
         repo: "cifar10-speedrun",
         cpu_epochs: 3.0,
+        clock: Clock::Airbench,
     },
+    // Page's own new_dawn.py, timed as DAWNBench's total_time: preprocessing,
+    // whitening, the net's build and training. 3 epochs is the shortest run
+    // whose lr knots [0, E/5, E − 2] still rise.
     Pair {
         recipe: "page-final",
         peer: "page-final",
+        repo: "cifar10-fast",
+        cpu_epochs: 3.0,
+        clock: Clock::Dawn,
+    },
+    // A second peer: 99991's simplification of it, whose train_time times
+    // the training epochs only, and whose lr floor is the last fifth of
+    // however many epochs it runs.
+    Pair {
+        recipe: "page-final",
+        peer: "page-final-simple",
         repo: "cifar10-fast-simple",
         cpu_epochs: 1.0,
+        clock: Clock::Hlb,
     },
     Pair {
         recipe: "hlb",
@@ -58,16 +80,19 @@ const PAIRS: &[Pair] = &[
         // hlb runs `epochs % 1` of its last epoch, so a whole number runs one
         // epoch short of its own schedule; 1.99 is two full epochs on both sides.
         cpu_epochs: 1.99,
+        clock: Clock::Hlb,
     },
 ];
 
 #[derive(clap::Args, Debug)]
 pub struct ParityArgs {
-    /// Recipes to compare (default: airbench94, airbench94-muon,
-    /// hiverge-speedrun and page-final; hlb too when named).
+    /// Recipes to compare, each against the script it reproduces (default:
+    /// airbench94, airbench94-muon, hiverge-speedrun and page-final; hlb too
+    /// when named), or a second script by its name: page-final-simple
+    /// (page-final against 99991/cifar10-fast-simple).
     pub recipes: Vec<String>,
     /// The folder holding the fetched repositories (cifar10-airbench,
-    /// cifar10-speedrun, hlb-CIFAR10, cifar10-fast-simple).
+    /// cifar10-speedrun, hlb-CIFAR10, cifar10-fast, cifar10-fast-simple).
     #[arg(long)]
     pub peers: PathBuf,
     /// Data set both sides train on (`tricklab data list`).
@@ -76,8 +101,9 @@ pub struct ParityArgs {
     /// Training images kept per class (both sides: the same first images).
     #[arg(long, default_value_t = 512)]
     pub train_per_class: usize,
-    /// Test images kept per class.
-    #[arg(long, default_value_t = 100)]
+    /// Test images kept per class (128: new_dawn.py warms up on a batch of
+    /// the test set's remainder by 512, which its ghost batch norm splits in 16).
+    #[arg(long, default_value_t = 128)]
     pub test_per_class: usize,
     /// Epochs of every recipe (default: each recipe's CPU length, about ten steps).
     #[arg(long)]
@@ -121,22 +147,7 @@ struct Sample {
     reason = "the harness's protocol in order: plan, alternate sides, collect, judge, write"
 )]
 pub fn cmd_parity(a: ParityArgs) -> Result<i32> {
-    let pairs: Vec<&Pair> = if a.recipes.is_empty() {
-        PAIRS.iter().filter(|p| p.recipe != "hlb").collect()
-    } else {
-        a.recipes
-            .iter()
-            .map(|r| {
-                PAIRS.iter().find(|p| p.recipe == r).with_context(|| {
-                    let names: Vec<&str> = PAIRS.iter().map(|p| p.recipe).collect();
-                    format!(
-                        "no published script is paired with `{r}`: choose from {}",
-                        names.join(", ")
-                    )
-                })
-            })
-            .collect::<Result<_>>()?
-    };
+    let pairs = select_pairs(&a.recipes)?;
     if a.seeds < 2 {
         bail!(
             "--seeds {}: a confidence interval needs at least 2 runs a side",
@@ -226,12 +237,7 @@ pub fn cmd_parity(a: ParityArgs) -> Result<i32> {
             },
             seed,
             recipe: pair.recipe.into(),
-            overrides: side_overrides(
-                pair.recipe,
-                epochs,
-                (a.train_per_class, a.test_per_class),
-                cuda,
-            ),
+            overrides: side_overrides(pair, epochs, (a.train_per_class, a.test_per_class), cuda),
             data: a.data.clone(),
             target_acc: 1.0,
             device: None,
@@ -274,6 +280,7 @@ pub fn cmd_parity(a: ParityArgs) -> Result<i32> {
                     samples.push(tricklab_side(
                         &mut trainer,
                         &crate::recipe::plan_run(&spec(seed))?,
+                        pair.clock,
                     )?);
                 } else {
                     let (s, meta) = peer_side(&python, &peer_cmd(seed), threads, seed)?;
@@ -326,13 +333,48 @@ pub fn cmd_parity(a: ParityArgs) -> Result<i32> {
     Ok(0)
 }
 
+/// The pairs named: each a script's name (`page-final-simple`) or a recipe,
+/// which stands for its first pair (its published script); none, every
+/// recipe's first but hlb's.
+fn select_pairs(names: &[String]) -> Result<Vec<&'static Pair>> {
+    if names.is_empty() {
+        let mut seen = Vec::new();
+        return Ok(PAIRS
+            .iter()
+            .filter(|p| {
+                p.recipe != "hlb" && !seen.contains(&p.recipe) && {
+                    seen.push(p.recipe);
+                    true
+                }
+            })
+            .collect());
+    }
+    names
+        .iter()
+        .map(|r| {
+            PAIRS
+                .iter()
+                .find(|p| p.peer == r)
+                .or_else(|| PAIRS.iter().find(|p| p.recipe == r))
+                .with_context(|| {
+                    let names: Vec<&str> = PAIRS.iter().map(|p| p.peer).collect();
+                    format!(
+                        "no published script is paired with `{r}`: choose from {}",
+                        names.join(", ")
+                    )
+                })
+        })
+        .collect()
+}
+
 /// What tricklab's side changes in the recipe: the comparison's length and
 /// data, and on a CPU float32 throughout, as the peers run there. Page's
 /// simplified script holds its lr floor for the last fifth of however many
-/// epochs it runs: page-final's EMA floor follows it (its 2 epochs are the
-/// fifth of 10).
+/// epochs it runs: against it, page-final's EMA floor follows (its 2 epochs
+/// are the fifth of 10); Page's own keeps 2 epochs at any length, as
+/// page-final does.
 fn side_overrides(
-    recipe: &str,
+    pair: &Pair,
     epochs: f64,
     (train, test): (usize, usize),
     cuda: bool,
@@ -362,7 +404,7 @@ fn side_overrides(
             });
         }
     }
-    if recipe == "page-final" {
+    if pair.peer == "page-final-simple" {
         o.push(Override::Set {
             key: "ema.floor_epochs".into(),
             value: (epochs / 5.0).to_string(),
@@ -371,22 +413,27 @@ fn side_overrides(
     o
 }
 
-fn tricklab_side(trainer: &mut TchTrainer, run: &crate::plan::PlannedRun) -> Result<Sample> {
+/// One tricklab run, timed by `clock`: the one that covers the reference's regions.
+fn tricklab_side(
+    trainer: &mut TchTrainer,
+    run: &crate::plan::PlannedRun,
+    clock: Clock,
+) -> Result<Sample> {
     let Outcome::Finished(s) = trainer.run(run, &NeverStop, &mut |_| {})? else {
         bail!("the tricklab run was cancelled");
     };
-    let clock = s.clocks.clone();
+    let clock_s = s.clocks.clone();
     Ok(Sample {
         side: "tricklab",
         seed: run.spec.seed,
         steps: s.steps,
-        clock_s: match run.plan.clock {
-            crate::config::Clock::Dawn => clock.dawn_s,
-            crate::config::Clock::Airbench => clock.airbench_s,
-            crate::config::Clock::Hlb => clock.hlb_s,
-            crate::config::Clock::Wall => clock.wall_s,
+        clock_s: match clock {
+            Clock::Dawn => clock_s.dawn_s,
+            Clock::Airbench => clock_s.airbench_s,
+            Clock::Hlb => clock_s.hlb_s,
+            Clock::Wall => clock_s.wall_s,
         },
-        per_step_s: clock.hlb_s / s.steps.max(1) as f64,
+        per_step_s: clock_s.hlb_s / s.steps.max(1) as f64,
         acc: s.acc_tta,
     })
 }
@@ -553,7 +600,7 @@ fn section(
             true,
         ),
         (
-            "seconds on the recipe's clock",
+            "seconds on the reference's clock",
             |s: &Sample| s.clock_s,
             true,
         ),
@@ -621,10 +668,14 @@ fn section(
     let n = samples.len() / 2;
     writeln!(
         out,
-        "\n{n} runs a side of {} steps ({epochs} epochs); each side's mean ± standard deviation, the ratio's and difference's 95% CI by Welch's t (the ratio's on log times). The reference's clock: {}; tricklab's: the recipe's own ({}).",
+        "\n{n} runs a side of {} steps ({epochs} epochs); each side's mean ± standard deviation, the ratio's and difference's 95% CI by Welch's t (the ratio's on log times). The reference's clock: {}; tricklab's: {}, the stages it covers ({}).",
         steps.first().copied().unwrap_or(0),
         peer["clock"].as_str().unwrap_or("?"),
-        crate::recipe::convention(pair.recipe).map_or("dawn", |c| c.name()),
+        pair.clock.name(),
+        pair.clock.stages().map_or_else(
+            || "start to summary".to_string(),
+            |s| s.iter().map(|s| s.name()).collect::<Vec<_>>().join(", ")
+        ),
     )?;
     writeln!(
         out,
@@ -754,12 +805,17 @@ mod tests {
         assert!((z..=z + 1).contains(&n), "{n} against {z}");
     }
 
-    /// tricklab's side as the reference runs: page-final's floor the last
-    /// fifth of the run at any length, as Page's simplified script's; on a
+    fn pair(peer: &str) -> &'static Pair {
+        PAIRS.iter().find(|p| p.peer == peer).unwrap()
+    }
+
+    /// tricklab's side as the reference runs: against Page's simplified
+    /// script page-final's floor is the last fifth of the run at any length;
+    /// against Page's own the recipe's 2 epochs, as new_dawn.py's; on a
     /// CPU every recipe in fp32, Muon's momentum buffers included.
     #[test]
     fn tricklabs_side_follows_the_peers_floor_and_dtypes() {
-        let o = side_overrides("page-final", 1.0, (512, 100), false);
+        let o = side_overrides(pair("page-final-simple"), 1.0, (512, 100), false);
         assert!(o.contains(&Override::Set {
             key: "ema.floor_epochs".into(),
             value: "0.2".into()
@@ -780,16 +836,26 @@ mod tests {
             reference: None,
         };
         assert!(crate::recipe::plan_run(&spec).is_ok());
-        assert!(
-            !side_overrides("airbench94", 1.0, (512, 100), false)
-                .iter()
-                .any(|o| matches!(o, Override::Set { key, .. } if key == "ema.floor_epochs"))
-        );
+        for peer in ["airbench94", "page-final"] {
+            assert!(
+                !side_overrides(pair(peer), 3.0, (512, 100), false)
+                    .iter()
+                    .any(|o| matches!(o, Override::Set { key, .. } if key == "ema.floor_epochs")),
+                "{peer}"
+            );
+        }
+        // At Page's own CPU length the recipe's schedule stands as it is.
+        let p = pair("page-final");
+        let own = RunSpec {
+            overrides: side_overrides(p, p.cpu_epochs, (512, 128), false),
+            ..spec.clone()
+        };
+        assert!(crate::recipe::plan_run(&own).is_ok());
         // On a CPU every recipe resolves in fp32, hiverge's Muon buffers too.
         for pair in PAIRS {
             let spec = RunSpec {
                 recipe: pair.recipe.into(),
-                overrides: side_overrides(pair.recipe, pair.cpu_epochs, (512, 100), false),
+                overrides: side_overrides(pair, pair.cpu_epochs, (512, 100), false),
                 ..spec.clone()
             };
             let p = crate::recipe::plan_run(&spec).unwrap().plan;
@@ -798,5 +864,47 @@ mod tests {
                 assert!(!m.half_momentum, "{}", pair.recipe);
             }
         }
+    }
+
+    /// A recipe names its published script, a script's name a second one,
+    /// nothing every recipe's first but hlb's; an unknown name lists them.
+    /// Each pair times tricklab by the clock whose stages the reference's
+    /// clock covers: Page's own DAWNBench total, the simplified script's
+    /// training epochs.
+    #[test]
+    fn pairs_are_named_by_recipe_or_script_and_clocked_as_the_reference() {
+        let names = |v: &[&str]| -> Vec<&str> {
+            select_pairs(&v.iter().map(|s| s.to_string()).collect::<Vec<_>>())
+                .unwrap()
+                .iter()
+                .map(|p| p.peer)
+                .collect()
+        };
+        assert_eq!(
+            names(&[]),
+            [
+                "airbench94",
+                "airbench94-muon",
+                "hiverge-speedrun",
+                "page-final"
+            ]
+        );
+        assert_eq!(names(&["page-final"]), ["page-final"]);
+        assert_eq!(pair("page-final").repo, "cifar10-fast");
+        assert_eq!(
+            names(&["page-final-simple", "hlb"]),
+            ["page-final-simple", "hlb"]
+        );
+        let e = format!("{:#}", select_pairs(&["page".into()]).unwrap_err());
+        assert!(e.contains("page-final-simple") && !e.contains('\n'), "{e}");
+        assert_eq!(pair("page-final").clock, Clock::Dawn);
+        assert_eq!(pair("page-final-simple").clock, Clock::Hlb);
+        // Page's DAWNBench total covers the net's build, as tricklab's dawn clock does.
+        assert!(
+            Clock::Dawn
+                .stages()
+                .unwrap()
+                .contains(&crate::config::Stage::NetBuild)
+        );
     }
 }
