@@ -384,7 +384,16 @@ pub fn analyse(dirs: &[PathBuf], clock: Option<Clock>, drop_noisy: bool) -> Vec<
 /// A value of `r` in its unit: seconds, or accuracy in points.
 fn amount(r: Response, x: f64) -> String {
     match r {
-        Response::Time => format!("{x:.3} s"),
+        // Three decimals, or three significant figures below 0.01 s: a tiny
+        // net's widths are a few ms, which "0.000 s" would hide.
+        Response::Time => {
+            let decimals = if x.is_finite() && x != 0.0 && x.abs() < 0.01 {
+                (2 - x.abs().log10().floor() as i32).clamp(3, 9) as usize
+            } else {
+                3
+            };
+            format!("{x:.decimals$} s")
+        }
         Response::Accuracy => format!("{:.2} points", 100.0 * x),
     }
 }
@@ -649,6 +658,17 @@ fn with_interval(
 mod tests {
     use super::*;
     use crate::store::{ResultsWriter, tests as st};
+
+    /// Seconds keep three decimals, and three significant figures below
+    /// 0.01 s, where a tiny net's widths would read "0.000 s".
+    #[test]
+    fn small_times_keep_their_significant_figures() {
+        assert_eq!(amount(Response::Time, 0.25), "0.250 s");
+        assert_eq!(amount(Response::Time, 0.031), "0.031 s");
+        assert_eq!(amount(Response::Time, 0.00042), "0.000420 s");
+        assert_eq!(amount(Response::Time, 0.0), "0.000 s");
+        assert_eq!(amount(Response::Accuracy, 0.005), "0.50 points");
+    }
 
     /// A results folder of matrix `text` (named `m`) with runs (variant
     /// index, seed, seconds on the dawn clock, accuracy with TTA).
