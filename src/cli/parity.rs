@@ -337,16 +337,11 @@ pub fn cmd_parity(a: ParityArgs) -> Result<i32> {
 /// which stands for its first pair (its published script); none, every
 /// recipe's first but hlb's.
 fn select_pairs(names: &[String]) -> Result<Vec<&'static Pair>> {
+    let first_of = |recipe: &str| PAIRS.iter().find(|p| p.recipe == recipe);
     if names.is_empty() {
-        let mut seen = Vec::new();
         return Ok(PAIRS
             .iter()
-            .filter(|p| {
-                p.recipe != "hlb" && !seen.contains(&p.recipe) && {
-                    seen.push(p.recipe);
-                    true
-                }
-            })
+            .filter(|p| p.recipe != "hlb" && first_of(p.recipe).is_some_and(|f| f.peer == p.peer))
             .collect());
     }
     names
@@ -355,7 +350,7 @@ fn select_pairs(names: &[String]) -> Result<Vec<&'static Pair>> {
             PAIRS
                 .iter()
                 .find(|p| p.peer == r)
-                .or_else(|| PAIRS.iter().find(|p| p.recipe == r))
+                .or_else(|| first_of(r))
                 .with_context(|| {
                     let names: Vec<&str> = PAIRS.iter().map(|p| p.peer).collect();
                     format!(
@@ -422,18 +417,12 @@ fn tricklab_side(
     let Outcome::Finished(s) = trainer.run(run, &NeverStop, &mut |_| {})? else {
         bail!("the tricklab run was cancelled");
     };
-    let clock_s = s.clocks.clone();
     Ok(Sample {
         side: "tricklab",
         seed: run.spec.seed,
         steps: s.steps,
-        clock_s: match clock {
-            Clock::Dawn => clock_s.dawn_s,
-            Clock::Airbench => clock_s.airbench_s,
-            Clock::Hlb => clock_s.hlb_s,
-            Clock::Wall => clock_s.wall_s,
-        },
-        per_step_s: clock_s.hlb_s / s.steps.max(1) as f64,
+        clock_s: s.clocks.on(clock),
+        per_step_s: s.clocks.hlb_s / s.steps.max(1) as f64,
         acc: s.acc_tta,
     })
 }
