@@ -91,7 +91,7 @@ bench: $(TORCH_DEP) $(VENV)/.torchvision system-deps
 	bash scripts/system-deps.sh bench
 	$(CARGO_ENV) cargo bench --benches
 
-# The GPU path (README, "On a GPU"): a folder under .device/ that fits the 64 MiB
+# The GPU path (docs/gpu.md): a folder under .device/ that fits the 64 MiB
 # the device tool carries, and its rehearsal on this CPU machine.
 gpu-bundle: build
 	bash scripts/gpu-bundle.sh
@@ -99,8 +99,8 @@ gpu-bundle: build
 gpu-rehearse: build
 	PYTHON="$(CURDIR)/$(VENV)/bin/python3" bash scripts/gpu-rehearse.sh
 
-# The published scripts, fetched unmodified OUTSIDE this repository (README,
-# "Fidelity"): PEERS holds cifar10-airbench, cifar10-speedrun, hlb-CIFAR10,
+# The published scripts, fetched unmodified OUTSIDE this repository (docs/recipes-and-fidelity.md):
+# PEERS holds cifar10-airbench, cifar10-speedrun, hlb-CIFAR10,
 # cifar10-fast and cifar10-fast-simple at the commits scripts/golden/SOURCES.md pins.
 PEERS ?= $(CURDIR)/../peers
 
@@ -133,5 +133,5 @@ $(STAMP):
 
 $(CUDA_HEADERS): $(STAMP)
 	$(VENV)/bin/pip install --quiet --disable-pip-version-check --no-deps nvidia-cuda-crt==13.0.88 nvidia-cuda-cccl==13.0.85
-	touch src/util/native.cpp
+	touch src/native/native.cpp
 	touch $@

@@ -2,7 +2,7 @@
 // linker's --as-needed drops libtorch_cuda.so (nothing references it by symbol),
 // which silently turns a CUDA-capable build into a CPU-only one.
 //
-// It also compiles src/util/native.cpp, the few ATen calls tch does not bind,
+// It also compiles src/native/native.cpp, the few ATen calls tch does not bind,
 // against the same libtorch headers.
 fn main() {
     // The commit the binary was built from: shards of one sweep must come from
@@ -19,7 +19,7 @@ fn main() {
     println!("cargo:rerun-if-changed=.git/refs/heads");
     println!("cargo:rerun-if-env-changed=DEP_TCH_LIBTORCH_LIB");
     println!("cargo:rerun-if-env-changed=LIBTORCH_CXX11_ABI");
-    println!("cargo:rerun-if-changed=src/util/native.cpp");
+    println!("cargo:rerun-if-changed=src/native/native.cpp");
     let lib = std::env::var("DEP_TCH_LIBTORCH_LIB")
         .expect("torch-sys did not say where libtorch is (DEP_TCH_LIBTORCH_LIB): set LIBTORCH");
     println!("cargo:rustc-link-arg=-Wl,-rpath,{lib}");
@@ -38,7 +38,7 @@ fn main() {
     }
     build
         .cpp(true)
-        .file("src/util/native.cpp")
+        .file("src/native/native.cpp")
         .include(root.join("include"))
         // c10d's headers reach into the C++ frontend's (torch/types.h).
         .include(root.join("include/torch/csrc/api/include"))

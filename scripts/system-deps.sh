@@ -18,7 +18,7 @@ if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libgloo-dev >/dev/null \
     || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libgloo-dev >/dev/null; }
   # A build made before the headers were there has no Gloo: rebuild the shim.
-  touch src/util/native.cpp
+  touch src/native/native.cpp
 else
   echo "system-deps: no gloo headers: install libgloo-dev (sudo apt-get install libgloo-dev) for runs with world_size > 1" >&2
 fi

@@ -3,28 +3,32 @@
 //! Data flows one way: matrix TOML → expanded runs → queue → worker thread
 //! (owns the device) → event stream → consumers (results store, TUI or
 //! progress bars) → report (polars) → charts (plotters).
+//!
+//! The rooms, bottom up (tests/it/layers.rs keeps every import pointing down):
+//! util, stats, native, dist (its environment contract and process group),
+//! config, optim, data, model, plan, tricks, recipe, events, train, dist (the
+//! rank and its launcher), matrix, store, session, report, charts, export,
+//! headless, tui, cli.
 
 pub mod charts;
 pub mod cli;
 pub mod config;
 pub mod data;
-pub mod doctor;
+pub mod dist;
 pub mod events;
 pub mod export;
-pub mod gang;
 pub mod headless;
 pub mod matrix;
 pub mod model;
+pub mod native;
 pub mod optim;
 pub mod plan;
-pub mod queue;
 pub mod recipe;
 pub mod report;
 pub mod session;
+pub mod stats;
 pub mod store;
 pub mod train;
 pub mod tricks;
 pub mod tui;
 pub mod util;
-pub mod worker;
-pub mod writeup;

@@ -2,7 +2,7 @@
 the CPU at a reduced size, from weights a seeded generator makes, with every random draw
 it takes recorded; tests/golden/trajectory/<name>.json keeps the seeds, the draws (written
 as tricklab's engine asks for them), the loss of every step and every variable's checksums
-at checkpoints and after training. `src/train/trajectory.rs` replays them through
+at checkpoints and after training. `src/train/trajectory_tests.rs` replays them through
 tricklab's own plan and engine and must agree.
 
 Each run is written twice: in float64 (`<recipe>.json`: the script's float32 turned to

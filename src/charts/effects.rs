@@ -4,10 +4,9 @@
 //! every factor low to every factor high. Drawn from `report::effects`
 //! alone, and only for a report that has effects.
 
-use super::{
-    Chart2d, Mark, PlotOptions, Res, Theme, both, color, hatched_bar, label, name_area,
-    names_fitting, rung_label, seconds, setup_line, titled_wrapped, with_legend,
-};
+use super::parts::*;
+use super::theme::*;
+use super::{PlotOptions, both};
 use crate::report::Report;
 use crate::report::effects::{Analysis, Effects, Estimate, LadderCredit};
 use anyhow::Result;
@@ -1095,7 +1094,13 @@ mod tests {
 
     fn charts_of(dirs: &[PathBuf], out: &Path, opts: &PlotOptions) -> (Report, Vec<String>) {
         let r = crate::report::aggregate(dirs, &Default::default()).unwrap();
-        let files = super::super::write_all(&r, dirs, out, opts).unwrap();
+        let files = super::super::write_all(
+            &r,
+            &crate::report::figures::Figures::read(&r, dirs).unwrap(),
+            out,
+            opts,
+        )
+        .unwrap();
         let names = files
             .iter()
             .map(|f| f.file_name().unwrap().to_string_lossy().into_owned())

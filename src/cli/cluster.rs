@@ -207,8 +207,7 @@ fn submit(a: SubmitArgs) -> Result<i32> {
     let world = m
         .runs()
         .iter()
-        .filter_map(|s| crate::recipe::plan_run(s).ok())
-        .map(|p| p.plan.world_size)
+        .map(|s| m.plans[s.id.index].1.world_size)
         .max()
         .unwrap_or(1);
     let script = sbatch_script(&a, &m.name, &dir, &matrix, &bin, (shards, world))?;
@@ -309,7 +308,7 @@ fn shard_progress(dir: &Path, shards: usize) -> Vec<(usize, Option<PathBuf>, usi
                             .count()
                     })
                     .unwrap_or(0);
-                let planned = crate::queue::load_saved(f).map_or(0, |q| q.len());
+                let planned = crate::store::saved_queue::load_saved(f).map_or(0, |q| q.len());
                 (done, planned)
             });
             (i, folder, done, planned)

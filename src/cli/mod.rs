@@ -2,9 +2,13 @@
 //! module that owns it. Errors are printed as one line.
 
 mod cluster;
+mod data;
+pub mod doctor;
+mod matrix;
 mod nightly;
 mod parity;
 mod rank;
+mod recipe;
 mod report;
 mod run;
 mod train;
@@ -42,7 +46,7 @@ pub enum Command {
     /// Hand a matrix to Slurm as a job array, follow it, re-submit what is left.
     Slurm(cluster::SlurmArgs),
     /// Inspect matrix files.
-    Matrix(crate::matrix::MatrixArgs),
+    Matrix(matrix::MatrixArgs),
     /// Train one run and print an epoch table and a summary.
     Train(train::TrainArgs),
     /// One rank of a run spread over several processes: started by `run`'s
@@ -55,13 +59,13 @@ pub enum Command {
     /// Print the trick catalog.
     Tricks(crate::tricks::TricksArgs),
     /// List the base recipes.
-    Recipes(crate::recipe::RecipesArgs),
+    Recipes(recipe::RecipesArgs),
     /// Show one recipe's resolved configuration.
-    Recipe(crate::recipe::RecipeShowArgs),
+    Recipe(recipe::RecipeShowArgs),
     /// Fetch, import, list and check data sets.
-    Data(crate::data::DataArgs),
+    Data(data::DataArgs),
     /// Check that libtorch, devices, data and the results folder are usable.
-    Doctor(crate::doctor::DoctorArgs),
+    Doctor(doctor::DoctorArgs),
     /// Write results folders out for TensorBoard, MLflow, W&B (offline) or CSV.
     Export(crate::export::ExportArgs),
     /// Print a shell completion script: `tricklab completions bash > ~/.local/share/bash-completion/completions/tricklab`.
@@ -110,9 +114,9 @@ pub fn main() -> i32 {
         Some(Command::Merge(a)) => cluster::cmd_merge(a),
         Some(Command::Results(a)) => report::cmd_results(a),
         Some(Command::Slurm(a)) => cluster::cmd_slurm(a),
-        Some(Command::Matrix(crate::matrix::MatrixArgs {
+        Some(Command::Matrix(matrix::MatrixArgs {
             command:
-                crate::matrix::MatrixCommand::Show {
+                matrix::MatrixCommand::Show {
                     files,
                     tiny,
                     power: Some(folder),
@@ -122,15 +126,15 @@ pub fn main() -> i32 {
                     ..
                 },
         })) => report::cmd_power(&files, tiny, &folder, delta_time, delta_acc, format),
-        Some(Command::Matrix(a)) => crate::matrix::cmd_matrix(a),
+        Some(Command::Matrix(a)) => matrix::cmd_matrix(a),
         Some(Command::Train(a)) => train::cmd_train(a),
         Some(Command::Rank(a)) => rank::cmd_rank(a),
         Some(Command::Parity(a)) => parity::cmd_parity(a),
         Some(Command::Tricks(a)) => crate::tricks::cmd_tricks(a),
-        Some(Command::Recipes(a)) => crate::recipe::cmd_recipes(a),
-        Some(Command::Recipe(a)) => crate::recipe::cmd_recipe_show(a),
-        Some(Command::Data(a)) => crate::data::cmd_data(a),
-        Some(Command::Doctor(a)) => crate::doctor::cmd_doctor(a),
+        Some(Command::Recipes(a)) => recipe::cmd_recipes(a),
+        Some(Command::Recipe(a)) => recipe::cmd_recipe_show(a),
+        Some(Command::Data(a)) => data::cmd_data(a),
+        Some(Command::Doctor(a)) => doctor::cmd_doctor(a),
         Some(Command::Export(a)) => crate::export::cmd_export(a),
         Some(Command::Completions { shell }) => {
             use clap::CommandFactory;

@@ -3,9 +3,9 @@
 //! night to a history and exits with compare's code, or 1 for a failed run
 //! and 3 for a night the machine stopped (a results disk that filled).
 
-use super::report::{CompareArgs, compare_folders};
+use crate::report::compared::{CompareOptions, compare_folders};
 use crate::report::{Clock, history};
-use crate::session::{Session, SessionOptions, tch_factory};
+use crate::session::{Rules, Session, SessionOptions, tch_factory};
 use anyhow::Result;
 use std::path::PathBuf;
 
@@ -67,7 +67,7 @@ pub struct NightlyArgs {
     reason = "the night in order: check, train, compare, record, report"
 )]
 pub fn cmd_nightly(args: NightlyArgs) -> Result<i32> {
-    let mut compare = CompareArgs {
+    let mut compare = CompareOptions {
         base: args.baseline.clone(),
         candidate: PathBuf::new(),
         clock: args.clock,
@@ -77,7 +77,6 @@ pub fn cmd_nightly(args: NightlyArgs) -> Result<i32> {
         fail_inconclusive: args.fail_inconclusive,
         absolute: args.absolute,
         drop_noisy: args.drop_noisy,
-        format: crate::util::TextOrJson::Text,
     };
     // Everything that can be wrong before a night of training, checked first.
     crate::report::Thresholds {
@@ -121,10 +120,13 @@ pub fn cmd_nightly(args: NightlyArgs) -> Result<i32> {
         })
         .map_err(|e| anyhow::anyhow!("--history: {}", crate::util::one_line(&e)))?;
 
-    let matrices = crate::matrix::on_data(
-        crate::matrix::load_all(std::slice::from_ref(&args.matrix), args.repeats)?,
-        args.data.as_deref(),
-    )?;
+    let rules = Rules {
+        repeats: args.repeats,
+        data: args.data.clone(),
+        insist: args.insist,
+        ..Default::default()
+    };
+    let matrices = rules.load(std::slice::from_ref(&args.matrix))?;
     let opts = SessionOptions {
         results_root: args.results.clone(),
         devices: crate::util::device::resolve_devices(&args.devices)?,
@@ -133,9 +135,10 @@ pub fn cmd_nightly(args: NightlyArgs) -> Result<i32> {
         min_free_bytes: crate::util::min_free_bytes(),
         cpu_threads: args.cpu_threads,
     };
-    crate::session::preflight(&matrices, &opts.devices)?;
-    crate::session::scale_guard(&matrices, &opts.devices, args.insist)?;
-    let session = Session::start(matrices, opts, tch_factory())?;
+    let (session, estimates) = Session::open(matrices, opts, &rules, tch_factory())?;
+    for note in estimates {
+        eprintln!("estimate: {note}");
+    }
     let tonight = session.results_dirs()[0].clone();
     let ran = crate::headless::run_headless(session)?;
     let stopped = |phase: &str| -> Option<i32> {
@@ -156,7 +159,7 @@ pub fn cmd_nightly(args: NightlyArgs) -> Result<i32> {
     compare.candidate = tonight.clone();
     println!("\n# tonight against {}\n", args.baseline.display());
     let compared = compare_folders(&compare)?;
-    let code = compared.print(&compare);
+    let code = super::report::print(&compared, &compare, crate::util::TextOrJson::Text);
     let (rows, report) = (compared.rows, compared.report);
     if let Some(code) = stopped("compared, but not added to the history") {
         return Ok(code);

@@ -501,7 +501,7 @@ const MAX_RUNS_ASKED: usize = 1000;
 /// settle it (`runs_to_settle`). `sds` are the two sides' standard
 /// deviations of one run; `words` name d < 0 and d > 0.
 fn equivalence(d: &Diff, margin: f64, sds: (f64, f64), words: (&str, &str), shown: &str) -> String {
-    let half90 = crate::util::stats::t_quantile(0.95, (d.df.floor() as usize).max(1)) * d.se;
+    let half90 = crate::stats::t_quantile(0.95, (d.df.floor() as usize).max(1)) * d.se;
     let (lo90, hi90) = (d.delta - half90, d.delta + half90);
     let side = if d.delta < 0.0 { words.0 } else { words.1 };
     if -margin < lo90 && hi90 < margin {
@@ -540,7 +540,7 @@ fn runs_to_settle(gap: f64, sds: (f64, f64)) -> Option<usize> {
     };
     (2..=MAX_RUNS_ASKED).find(|&n| {
         let df = ((n - 1) as f64 * df_per_run).floor().max(1.0) as usize;
-        crate::util::stats::t_quantile(p, df) * ((v1 + v2) / n as f64).sqrt() <= gap.abs()
+        crate::stats::t_quantile(p, df) * ((v1 + v2) / n as f64).sqrt() <= gap.abs()
     })
 }
 
@@ -735,7 +735,7 @@ mod tests {
     use super::*;
 
     fn diff(delta: f64, se: f64, df: f64) -> Diff {
-        let half_width = crate::util::stats::t95(df as usize) * se;
+        let half_width = crate::stats::t95(df as usize) * se;
         Diff {
             base: 0.0,
             cand: delta,

@@ -1,15 +1,8 @@
-//! `tricklab rank`: one rank of a run spread over several processes. Its
-//! launcher (tricklab's own workers, srun or torchrun) only sets the
-//! environment; this process finds its place in it, joins the others through
-//! c10d, and trains its share. Rank 0 reports the run on stdout (gang::Msg);
-//! every rank's errors go to stderr as one line naming it.
+//! `tricklab rank`: one rank of a run spread over several processes
+//! (`dist::rank`), as its launcher starts it.
 
-use crate::config::RunSpec;
-use crate::gang::{self, Msg};
-use crate::train::{NeverStop, Outcome, TchTrainer};
-use crate::util::collective::{Collective, Launch};
-use anyhow::{Context, Result, bail};
-use sha2::Digest;
+use crate::dist::rank::{RankOptions, run_from_env};
+use anyhow::Result;
 use std::path::PathBuf;
 
 #[derive(clap::Args, Debug)]
@@ -34,91 +27,11 @@ pub struct RankArgs {
 }
 
 pub fn cmd_rank(args: RankArgs) -> Result<i32> {
-    let env = |k: &str| std::env::var(k).ok();
-    let Some(launch) = Launch::from_env(&env)? else {
-        bail!(
-            "`tricklab rank` is started by a launcher: `tricklab run` for a run with world_size > 1, srun, or torchrun (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT)"
-        );
-    };
-    let who = format!("rank {} of {}", launch.rank, launch.world);
-    match train(&args, &launch) {
-        Ok(code) => Ok(code),
-        // One line that names the rank, whatever failed.
-        Err(e) => {
-            let line = crate::util::one_line(&e);
-            if line.starts_with(&who) {
-                bail!("{line}")
-            }
-            bail!("{who}: {line}")
-        }
-    }
-}
-
-fn train(args: &RankArgs, launch: &Launch) -> Result<i32> {
-    let spec: RunSpec =
-        serde_json::from_str(&args.spec).context("--spec is not a run (RunSpec JSON)")?;
-    let planned = crate::recipe::plan_run(&spec)?;
-    let device = match args.device.as_str() {
-        "local" if tch::Cuda::is_available() => format!("cuda:{}", launch.local_rank),
-        "local" => "cpu".to_string(),
-        d => d.to_string(),
-    };
-    if device.starts_with("cpu") {
-        let local = std::env::var("LOCAL_WORLD_SIZE")
-            .or_else(|_| std::env::var("SLURM_NTASKS_PER_NODE"))
-            .ok()
-            .and_then(|n| n.parse::<usize>().ok())
-            .unwrap_or(launch.world)
-            .max(1);
-        let threads = args
-            .threads
-            .unwrap_or((crate::util::machine::cpu_cores() / local).max(1));
-        tch::set_num_threads(threads.clamp(1, 1024) as i32);
-    }
-    let mut trainer = TchTrainer::new(&device)?;
-    let dist = Collective::join(
-        launch,
-        device.starts_with("cuda"),
-        &fingerprint(&spec, &planned.plan)?,
-        gang::timeout(),
-    )?;
-    let rank0 = launch.rank == 0;
-    if !args.no_warm_up {
-        let line = trainer.warm_up_rank(&planned, &dist)?;
-        if rank0 {
-            gang::say(&Msg::Log(format!("{line} ({} ranks)", launch.world)))?;
-        }
-    }
-    trainer.save_weights = args.save_weights.clone().filter(|_| rank0);
-    let mut said = Ok(());
-    let outcome = trainer.run_rank(&planned, &dist, &NeverStop, &mut |ev| {
-        if rank0 && said.is_ok() {
-            said = gang::say(&Msg::Event(ev));
-        }
-    })?;
-    said?;
-    if let (true, Outcome::Finished(s)) = (rank0, outcome) {
-        gang::say(&Msg::Finished(s))?;
-    }
-    Ok(0)
-}
-
-/// What every rank must share: the binary (its bytes) and the run (its
-/// spec and the plan this binary decided for it).
-fn fingerprint(spec: &RunSpec, plan: &crate::plan::RunPlan) -> Result<String> {
-    let exe = std::env::current_exe()?;
-    let mut h = sha2::Sha256::new();
-    let mut f = std::fs::File::open(&exe)
-        .with_context(|| format!("cannot read {} to fingerprint it", exe.display()))?;
-    let mut buf = vec![0u8; 1 << 20];
-    loop {
-        let n = std::io::Read::read(&mut f, &mut buf)?;
-        if n == 0 {
-            break;
-        }
-        h.update(&buf[..n]);
-    }
-    h.update(serde_json::to_vec(spec)?);
-    h.update(format!("{plan:?}").as_bytes());
-    Ok(hex::encode(h.finalize()))
+    run_from_env(&RankOptions {
+        spec: args.spec,
+        device: args.device,
+        threads: args.threads,
+        no_warm_up: args.no_warm_up,
+        save_weights: args.save_weights,
+    })
 }

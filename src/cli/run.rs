@@ -1,7 +1,7 @@
 //! `tricklab run`: a session of matrices, consumed by the TUI or, with
 //! `--headless`, by progress bars.
 
-use crate::session::{Session, SessionOptions, tch_factory};
+use crate::session::{Rules, Session, SessionOptions, tch_factory};
 use anyhow::Result;
 use std::path::PathBuf;
 
@@ -76,25 +76,19 @@ pub fn cmd_run(args: RunArgs) -> Result<i32> {
             );
         }
     }
-    let mut matrices = crate::matrix::load_all(&args.matrices, args.repeats)?;
-    if args.tiny {
-        matrices = matrices
-            .into_iter()
-            .map(|m| m.tiny())
-            .collect::<Result<_>>()?;
+    if args.shard.is_some() && args.resume.is_some() {
+        anyhow::bail!(
+            "--shard with --resume: a resumed folder keeps the shard it was made with; drop --shard"
+        );
     }
-    matrices = crate::matrix::on_data(matrices, args.data.as_deref())?;
-    if let Some((i, n)) = args.shard {
-        if args.resume.is_some() {
-            anyhow::bail!(
-                "--shard with --resume: a resumed folder keeps the shard it was made with; drop --shard"
-            );
-        }
-        matrices = matrices
-            .into_iter()
-            .map(|m| m.with_shard(i, n))
-            .collect::<Result<_>>()?;
-    }
+    let rules = Rules {
+        repeats: args.repeats,
+        tiny: args.tiny,
+        data: args.data.clone(),
+        shard: args.shard,
+        insist: args.insist,
+    };
+    let matrices = rules.load(&args.matrices)?;
     let opts = SessionOptions {
         results_root: args.results.clone(),
         devices: crate::util::device::resolve_devices(&args.devices)?,
@@ -103,21 +97,12 @@ pub fn cmd_run(args: RunArgs) -> Result<i32> {
         min_free_bytes: crate::util::min_free_bytes(),
         cpu_threads: args.cpu_threads,
     };
-    if args.resume.is_none() {
-        for note in crate::session::scale_guard(&matrices, &opts.devices, args.insist)? {
-            eprintln!("estimate: {note}");
-        }
-    }
     if !args.headless {
-        let rules = crate::tui::Rules {
-            tiny: args.tiny,
-            data: args.data.clone(),
-            insist: args.insist,
-            devices: Vec::new(),
-        };
         return crate::tui::run_session(matrices, opts, rules);
     }
-    crate::session::preflight(&matrices, &opts.devices)?;
-    let session = Session::start(matrices, opts, tch_factory())?;
+    let (session, estimates) = Session::open(matrices, opts, &rules, tch_factory())?;
+    for note in estimates {
+        eprintln!("estimate: {note}");
+    }
     crate::headless::run_headless(session)
 }

@@ -8,7 +8,6 @@
 mod cache;
 mod check;
 mod cifar;
-mod cli;
 mod embedded;
 mod export;
 mod fetch;
@@ -19,7 +18,6 @@ mod synthetic;
 pub use cache::{read_cache, write_cache};
 pub use check::{Problem, check};
 pub use cifar::{CIFAR10_CLASSES, load_cifar_archive, load_cifar_dir};
-pub use cli::{DataArgs, cmd_data};
 pub use embedded::{EMBEDDED, load_embedded, make_embedded};
 pub use export::export_raw;
 pub use fetch::{CIFAR10_MD5, CIFAR10_URL, FetchOptions, fetch_cifar10};
@@ -257,7 +255,8 @@ pub fn load(spec: &str) -> Result<Dataset> {
     Err(unknown_data(spec))
 }
 
-fn is_embedded(spec: &str) -> bool {
+/// The embedded subset, by any of its names.
+pub fn is_embedded(spec: &str) -> bool {
     spec.is_empty() || spec == "embedded" || spec == "default"
 }
 

@@ -1,4 +1,6 @@
-//! `tricklab export`: results folders in other tools' own offline formats.
+//! What leaves a results folder: its write-up (`writeup`: report.md,
+//! report.html and the charts beside them), and `tricklab export`: results
+//! folders in other tools' own offline formats.
 //! A run becomes one tracker run (named matrix/session/variant/seed-N, so
 //! that two sessions of one matrix stay two runs) with its resolved
 //! configuration as hyperparameters, its step curves (loss, lr,
@@ -10,6 +12,7 @@
 //! formats are theirs to change.
 
 mod tensorboard;
+pub mod writeup;
 
 use crate::store::{RunRow, read_parquet, read_runs, run_file};
 use anyhow::{Context, Result, bail};

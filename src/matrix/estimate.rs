@@ -83,14 +83,14 @@ pub fn estimate(m: &Matrix, device: &str) -> Result<Estimate> {
         anyhow::bail!("{}: no runs to estimate", m.name);
     };
     let mut data = super::DataCounts::new(&m.data);
-    let planned = crate::recipe::plan_run(first)?;
+    let planned = m.planned(first)?;
     let mut trainer = TchTrainer::new(device)?;
     let probe = trainer.probe(&planned)?;
     let [lo, med, hi] = probe.step_s;
     let mut totals = [0.0; 3];
     for r in &runs {
-        let plan = crate::recipe::plan_run(r)?.plan;
-        let rates = plan.rates(data.train_images(&plan)? as u64);
+        let plan = &m.plans[r.id.index].1;
+        let rates = plan.rates(data.train_images(plan)? as u64);
         let evals =
             evaluations(rates.total, &rates.epoch_steps, plan.eval.every) as f64 * probe.eval_s;
         for (t, step) in totals.iter_mut().zip([lo, med, hi]) {

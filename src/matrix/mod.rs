@@ -1,22 +1,21 @@
 //! Ablation matrix files (`ablations/*.toml`) and their expansion into runs.
 //! The format is documented in `ablations/README.md`.
 
-mod cli;
 mod estimate;
 mod parse;
 mod questions;
+mod show;
 
-pub use cli::{
-    MatrixArgs, MatrixCommand, cmd_matrix, matrix_files, resolved_variants, until_words,
-};
 pub use estimate::{DataCounts, Estimate, estimate, human};
 pub use parse::{load, parse, parse_shard};
 pub use questions::{
     Asked, Decision, Precision, Response, Sample, decide_all, precision_all, still_open,
 };
+pub use show::{matrix_files, resolved_variants, to_json, until_words};
 
-use crate::config::{Override, Reference, RunSpec};
+use crate::config::{Override, Reference, RunConfig, RunSpec};
 use crate::events::RunId;
+use crate::plan::{PlannedRun, RunPlan};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -44,21 +43,21 @@ pub struct Design {
     pub factors: Vec<String>,
     /// Each variant's configuration (bit i: factor i at its high level), in
     /// the order of `Matrix::variants`.
-    pub configs: Vec<crate::util::doe::Word>,
+    pub configs: Vec<crate::stats::design::Word>,
     pub plan: DesignPlan,
 }
 
 #[derive(Clone, Debug, PartialEq)]
 pub enum DesignPlan {
     /// A full factorial (no defining words) or a regular fraction of one.
-    Factorial(crate::util::doe::Design),
+    Factorial(crate::stats::design::Design),
     /// The sampled orders, each a ladder over the factors.
     Shapley { orders: Vec<Vec<usize>>, seed: u64 },
 }
 
 impl Design {
     /// The variant at configuration `w`, if the design ran it.
-    pub fn variant_of(&self, w: crate::util::doe::Word) -> Option<usize> {
+    pub fn variant_of(&self, w: crate::stats::design::Word) -> Option<usize> {
         self.configs.iter().position(|c| *c == w)
     }
 
@@ -66,8 +65,8 @@ impl Design {
     /// two-way interaction, one per alias set of a fraction (the first in
     /// order), each with the aliases of order ≤ 2 it stands for. A Shapley
     /// design fits none: its credit comes from the sampled orders.
-    pub fn terms(&self) -> Vec<(crate::util::doe::Word, Vec<crate::util::doe::Word>)> {
-        use crate::util::doe::{Word, order};
+    pub fn terms(&self) -> Vec<(crate::stats::design::Word, Vec<crate::stats::design::Word>)> {
+        use crate::stats::design::{Word, order};
         let k = self.factors.len();
         let mut all: Vec<Word> = (0..k).map(|i| 1 << i).collect();
         for i in 0..k {
@@ -96,7 +95,7 @@ impl Design {
     /// What `matrix show` prints about the design: its size, the defining
     /// relation and aliases of a fraction, or what sharing saves in Shapley orders.
     pub fn describe(&self) -> Vec<String> {
-        use crate::util::doe::{letters, word_label};
+        use crate::stats::design::{letters, word_label};
         let names = &self.factors;
         let mut out = vec![format!(
             "factors: {}",
@@ -157,7 +156,7 @@ impl Design {
                 }
             }
             DesignPlan::Shapley { orders, seed } => {
-                let (rungs, distinct) = crate::util::doe::runs_saved(orders);
+                let (rungs, distinct) = crate::stats::design::runs_saved(orders);
                 out.push(format!(
                     "shapley: {} random orders (seed {seed}) of {} factors = {rungs} ladder rungs; {distinct} distinct configurations run once each ({} saved)",
                     orders.len(),
@@ -207,7 +206,7 @@ pub struct Adaptive {
 
 /// Keep adding seeds, one round across every variant at a time, until each
 /// difference the matrix asks about (see [`Matrix::asked`]) is decided by
-/// `util::effects::decide`: its interval excludes 0, or lies within
+/// `stats::estimate::decide`: its interval excludes 0, or lies within
 /// ±margin. The looks are at rounds `min` to `max`, and α is split evenly
 /// over those planned looks (Bonferroni over looks). With a width asked,
 /// also (or only) until every asked difference's 95% CI, and each Shapley
@@ -307,6 +306,10 @@ pub struct Matrix {
     /// Found by comparing the variants' plans: identical variants, settings of
     /// tricks that are never on. Shown by `matrix show` and at the start of a run.
     pub warnings: Vec<String>,
+    /// Each variant's configuration and plan (index-aligned with
+    /// `variants`), decided once when the matrix is parsed: the preflight,
+    /// the scale guard, the gangs, the manifest and the workers read these.
+    pub plans: Vec<(RunConfig, RunPlan)>,
 }
 
 fn gcd(a: usize, b: usize) -> usize {
@@ -484,6 +487,30 @@ impl Matrix {
             device: self.device.clone(),
             reference: self.reference(index),
         }
+    }
+
+    /// Run `spec` of this matrix with its variant's plan, as decided at parse.
+    pub fn planned(&self, spec: &RunSpec) -> anyhow::Result<PlannedRun> {
+        let i = spec.id.index;
+        let (config, plan) = self
+            .plans
+            .get(i)
+            .filter(|_| {
+                spec.id.matrix == self.name
+                    && spec.recipe == self.recipe
+                    && self
+                        .variants
+                        .get(i)
+                        .is_some_and(|v| v.overrides == spec.overrides)
+            })
+            .ok_or_else(|| {
+                anyhow::anyhow!("{}: run {} is not one of its runs", self.origin(), spec.id)
+            })?;
+        Ok(PlannedRun {
+            spec: spec.clone(),
+            config: config.clone(),
+            plan: plan.clone(),
+        })
     }
 
     /// What variant `index` is read against (see [`Reference`]).

@@ -127,7 +127,7 @@ pub const MAX_BUDGET: Duration = Duration::from_secs(7 * 24 * 3600);
 /// A configuration's variant name: its tricks on (`+name`) and its settings
 /// at their chosen values (`key=value`); `base` when every trick is off and
 /// no setting is listed.
-fn configuration_name(factors: &[Factor], w: crate::util::doe::Word) -> String {
+fn configuration_name(factors: &[Factor], w: crate::stats::design::Word) -> String {
     let parts: Vec<String> = factors
         .iter()
         .enumerate()
@@ -151,7 +151,7 @@ fn configuration_name(factors: &[Factor], w: crate::util::doe::Word) -> String {
     } else {
         // Too long to name a folder or a row: the textbook's name of the run,
         // its high factors' letters in lower case (`matrix show` lists them).
-        crate::util::doe::letters(w).to_lowercase()
+        crate::stats::design::letters(w).to_lowercase()
     }
 }
 
@@ -741,13 +741,13 @@ impl Ctx<'_> {
     /// The variants of a factorial, fractional or Shapley matrix, each a
     /// configuration of the factors, and the design they came from.
     fn designed(&self, raw: &RawMatrix, kind: Kind) -> Result<(Expanded, super::Design)> {
-        use crate::util::doe;
+        use crate::stats::design;
         let factors = self.factors(raw)?;
         let at = raw.kind.span();
         let plan = self.design_plan(raw, kind, factors.len())?;
-        let configs: Vec<doe::Word> = match &plan {
+        let configs: Vec<design::Word> = match &plan {
             super::DesignPlan::Factorial(d) => d.runs.clone(),
-            super::DesignPlan::Shapley { orders, .. } => doe::order_configs(orders),
+            super::DesignPlan::Shapley { orders, .. } => design::order_configs(orders),
         };
         let variants = configs
             .iter()
@@ -776,7 +776,7 @@ impl Ctx<'_> {
 
     /// The design of `k` factors a designed kind asks for, its keys checked.
     fn design_plan(&self, raw: &RawMatrix, kind: Kind, k: usize) -> Result<super::DesignPlan> {
-        use crate::util::doe;
+        use crate::stats::design;
         let at = raw.kind.span();
         let stray = |what: &str, present: bool, span: Option<Range<usize>>| -> Result<()> {
             match (present, span) {
@@ -811,16 +811,16 @@ impl Ctx<'_> {
         }
         let plan = match kind {
             Kind::Factorial => super::DesignPlan::Factorial(
-                doe::full_factorial(k).map_err(|e| self.err(at.clone(), e))?,
+                design::full_factorial(k).map_err(|e| self.err(at.clone(), e))?,
             ),
             Kind::Fractional => {
                 let d = match (&raw.fraction, &raw.generators) {
                     (Some(p), None) => {
-                        doe::fractional(k, *p.get_ref()).map_err(|e| self.err(p.span(), e))?
+                        design::fractional(k, *p.get_ref()).map_err(|e| self.err(p.span(), e))?
                     }
                     (None, Some(g)) => {
                         let g: Vec<&str> = g.get_ref().iter().map(String::as_str).collect();
-                        doe::fractional_with(k, &g)
+                        design::fractional_with(k, &g)
                             .map_err(|e| self.err(raw.generators.as_ref().unwrap().span(), e))?
                     }
                     _ => {
@@ -842,7 +842,7 @@ impl Ctx<'_> {
                 }
                 let seed = raw.order_seed.unwrap_or(0);
                 super::DesignPlan::Shapley {
-                    orders: doe::sample_orders(k, m, seed),
+                    orders: design::sample_orders(k, m, seed),
                     seed,
                 }
             }
@@ -1031,10 +1031,7 @@ pub fn parse(text: &str, origin: &str) -> Result<Matrix> {
     }
     let resolved = cx.resolve(&variants)?;
     let plain: Vec<Variant> = variants.into_iter().map(|(v, _)| v).collect();
-    let until_at = raw
-        .until_decided
-        .as_ref()
-        .map(|u| locate(origin, text, u.span().start));
+    let until_at = raw.until_decided.as_ref().map(|u| u.span().start);
     let m = Matrix {
         warnings: plan_warnings(origin, &plain, &resolved),
         name: raw.name.get_ref().clone(),
@@ -1057,8 +1054,9 @@ pub fn parse(text: &str, origin: &str) -> Result<Matrix> {
         shard: h.shard,
         variants: plain,
         design,
+        plans: resolved,
     };
-    match until_at {
+    match until_at.map(|at| locate(origin, text, at)) {
         Some(at) if m.asked().is_empty() => Err(anyhow!(
             "{at}: until_decided has nothing to decide: this matrix compares no two variants; add a variant or drop until_decided"
         )),
@@ -1229,7 +1227,7 @@ on = ["celu"]
         assert!(d.configs.contains(&0b111));
         assert_eq!(
             d.configs.len(),
-            crate::util::doe::runs_saved(orders).1,
+            crate::stats::design::runs_saved(orders).1,
             "one variant per distinct configuration"
         );
     }

@@ -3,11 +3,11 @@
 //! reference, a grid's or a list's variants against the first (as the
 //! report's Δ columns read them), and each effect of a factorial or
 //! fractional design. `until_decided` asks whether each is decided yet; the
-//! statistics are `util::effects`' (`match_by_seed`, `fit`, `decide`).
+//! statistics are `stats::estimate`' (`match_by_seed`, `fit`, `decide`).
 
 use super::{DesignPlan, Kind, Matrix, UntilDecided};
-use crate::util::doe::{Word, word_label};
-use crate::util::effects::{self as fx, Obs, Verdict};
+use crate::stats::design::{Word, word_label};
+use crate::stats::estimate::{self as fx, Obs, Verdict};
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -203,7 +203,7 @@ fn judged(
 }
 
 /// Each effect of a two-level design, by least squares on the counted runs
-/// (`util::effects::fit` on the terms the report fits).
+/// (`stats::estimate::fit` on the terms the report fits).
 fn effect_decisions(
     m: &Matrix,
     u: &UntilDecided,
@@ -605,7 +605,7 @@ mod tests {
         assert!((time.max_width - 0.01 * 41.5).abs() < 1e-9);
         // Accuracy: sd of (+1, −1, +1, −1)·0.002 is 0.002·√(4/3); half-width
         // t(0.975; 3)·sd/2.
-        let half = crate::util::stats::t95(3) * 0.002 * (4.0f64 / 3.0).sqrt() / 2.0;
+        let half = crate::stats::t95(3) * 0.002 * (4.0f64 / 3.0).sqrt() / 2.0;
         assert!((acc.hi - acc.lo - 2.0 * half).abs() < 1e-12, "{acc:?}");
         assert!(acc.narrow, "{:.4} ≤ 0.01", acc.hi - acc.lo);
         let tight = precision_all(&m, &widths(None, Some(2.0 * half - 1e-6)), &runs);

@@ -69,7 +69,7 @@ impl GhostBn {
         if !self.cfg.sync {
             return None;
         }
-        crate::util::collective::sync_batch_norm(
+        crate::dist::group::sync_batch_norm(
             x,
             self.scale(),
             &self.bias,

@@ -134,7 +134,7 @@ impl Activation {
     pub fn apply(&self, x: &Tensor) -> Tensor {
         match *self {
             Activation::Relu => x.relu(),
-            Activation::Celu { alpha } => crate::util::native::celu(x, alpha),
+            Activation::Celu { alpha } => crate::native::celu(x, alpha),
             Activation::Gelu => x.gelu("none"),
             Activation::Silu => x.silu(),
         }

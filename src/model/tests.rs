@@ -439,9 +439,8 @@ fn whiten_bias_toggle_and_cast() {
 fn build(cfg: &NetConfig, seed: i64) -> (nn::VarStore, Net) {
     // Under the inits' lock: tests run in parallel and share libtorch's generator.
     let vs = nn::VarStore::new(Device::Cpu);
-    let net = crate::util::native::with_seeded_inits(Device::Cpu, seed as u64, || {
-        Net::new(&vs.root(), cfg)
-    });
+    let net =
+        crate::native::with_seeded_inits(Device::Cpu, seed as u64, || Net::new(&vs.root(), cfg));
     (vs, net)
 }
 
@@ -837,7 +836,8 @@ fn bn_pass(cfg: &BnConfig, x: &Tensor, dy: &Tensor) -> [Tensor; 5] {
 /// running statistics are the whole batch's on both ranks.
 #[test]
 pub(crate) fn sync_bn_over_two_ranks_is_bn_over_their_whole_batch() {
-    use crate::util::collective::{Collective, Launch};
+    use crate::dist::env::Launch;
+    use crate::dist::group::Collective;
     let x = Tensor::randn([8, 3, 4, 4], (Kind::Float, Device::Cpu)) * 3.0 + 1.0;
     let dy = Tensor::randn([8, 3, 4, 4], (Kind::Float, Device::Cpu));
     let whole = bn_pass(&BnConfig::default(), &x, &dy);
@@ -853,14 +853,7 @@ pub(crate) fn sync_bn_over_two_ranks_is_bn_over_their_whole_batch() {
                 dy.slice(0, rank, 8, 2).copy(),
             );
             std::thread::spawn(move || {
-                let launch = Launch {
-                    rank: rank as usize,
-                    world: 2,
-                    local_rank: rank as usize,
-                    master_addr: "127.0.0.1".into(),
-                    master_port: port,
-                    launcher: "torchrun",
-                };
+                let launch = Launch::on_this_machine(rank as usize, 2, port);
                 let c =
                     Collective::join(&launch, false, "test", std::time::Duration::from_secs(20))
                         .unwrap();

@@ -89,7 +89,7 @@ fn grad_of(w: &Tensor) -> Option<Tensor> {
 fn zero_grads(groups: &[Group], set_to_none: bool) {
     for g in groups {
         if set_to_none {
-            crate::util::native::grads_to_none(&g.params);
+            crate::native::grads_to_none(&g.params);
         } else {
             for p in &g.params {
                 let mut p = p.shallow_clone();

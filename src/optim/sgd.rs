@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use tch::Tensor;
 
 use super::{Group, Optimizer, State, grad_of, zero_grads};
-use crate::util::native::{self, TensorLists};
+use crate::native::{self, TensorLists};
 
 /// The (parameter, gradient, buffer) triples of a group's parameters that
 /// have a gradient, split by device and type: one multi-tensor call each.

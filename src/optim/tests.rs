@@ -126,7 +126,7 @@ fn per_parameter_sgd(
 
 #[test]
 fn multi_tensor_sgd_equals_the_per_parameter_chain() {
-    let rng = crate::util::native::Rng::new(Device::Cpu, 13);
+    let rng = crate::native::Rng::new(Device::Cpu, 13);
     let shapes: [&[i64]; 4] = [&[16, 8, 3, 3], &[64], &[10, 32], &[8, 3, 2, 2]];
     let draw = |s: &[i64]| rng.rand(s, Device::Cpu) * 2.0 - 1.0;
     let w0: Vec<Tensor> = shapes.iter().map(|s| draw(s)).collect();
@@ -328,7 +328,7 @@ pub(crate) fn muon_renormalises_weight_and_steps_orthogonally() {
 /// Filters of several shapes, one of them taller than wide, with fixed gradients.
 fn filters_with_grads(seed: i64) -> (Vec<Tensor>, Vec<Tensor>) {
     // Its own generator: tests run in parallel and share libtorch's.
-    let rng = crate::util::native::Rng::new(Device::Cpu, seed as u64);
+    let rng = crate::native::Rng::new(Device::Cpu, seed as u64);
     let draw = |s: &[i64]| rng.rand(s, Device::Cpu) * 2.0 - 1.0;
     let shapes: [&[i64]; 4] = [
         &[8, 2, 3, 3],

@@ -5,12 +5,10 @@
 //! (T9 architecture, T20 batch size, T21 schedule shape, T30 epochs) are
 //! fields here, settable with `--set`.
 
-mod cli;
 #[cfg(test)]
 mod plan_tests;
 mod recipes;
 
-pub use cli::{RecipeShowArgs, RecipesArgs, cmd_recipe_show, cmd_recipes};
 pub use recipes::{Recipe, convention, recipe_names, recipes, tiny_settings};
 
 use crate::config::{

@@ -21,7 +21,7 @@
 //! alike, the control too, needs it).
 
 use super::{Clock, Report, VariantStats};
-use crate::util::stats::t95;
+use crate::stats::t95;
 
 /// What the candidate may lose before it is a regression.
 #[derive(Clone, Copy, Debug, PartialEq)]

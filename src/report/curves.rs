@@ -284,7 +284,7 @@ pub fn time_curves(
                         epoch,
                         seconds: v.iter().map(|p| p.0).sum::<f64>() / n as f64,
                         acc: accs.iter().sum::<f64>() / n as f64,
-                        acc_ci95: (n >= 2).then(|| crate::util::stats::ci95_half_width(&accs)),
+                        acc_ci95: (n >= 2).then(|| crate::stats::ci95_half_width(&accs)),
                         n,
                     }
                 })

@@ -3,8 +3,8 @@
 //! kinds), paired by seed where both ran the same seeds (the seed's noise,
 //! data order and init cancel), else Welch's interval, with a 95% CI.
 
+use crate::stats::t95;
 use crate::store::{Ended, RunRow};
-use crate::util::stats::t95;
 use serde::Serialize;
 
 /// A difference of means (this − reference) with its 95% CI.
@@ -49,10 +49,10 @@ fn mean_sd(x: &[f64]) -> (f64, f64) {
 
 /// this − reference over runs given as (seed, value): paired by seed when
 /// every seed of the smaller side ran on both, else Welch (the matching is
-/// `util::effects::match_by_seed`, which `matrix show --power` and
+/// `stats::estimate::match_by_seed`, which `matrix show --power` and
 /// `until_decided` share).
 pub fn between(reference: &[(u64, f64)], this: &[(u64, f64)]) -> Option<Delta> {
-    use crate::util::effects::{Matched, match_by_seed};
+    use crate::stats::estimate::{Matched, match_by_seed};
     match match_by_seed(reference, this)? {
         Matched::Paired(pairs) => {
             let (m, sd) = mean_sd(&pairs);

@@ -1,14 +1,14 @@
 //! What each trick buys whatever the order (issue 37): for the folders of a
 //! factorial, fractional or Shapley matrix, the main effects and two-way
 //! interactions with 95% CIs and each factor's Shapley value, for time on
-//! the recipe's clock and for accuracy. The maths is `util::effects` (least
+//! the recipe's clock and for accuracy. The maths is `stats::estimate` (least
 //! squares on ±1 coding, Lenth's pseudo standard error without replicates,
 //! Shapley's formula); one lazy polars query per folder selects its runs.
 
 use super::Clock;
 use crate::matrix::{Design, DesignPlan};
-use crate::util::doe::{self, Word};
-use crate::util::effects::{self as fx, Interval, Obs};
+use crate::stats::design::{self, Word};
+use crate::stats::estimate::{self as fx, Interval, Obs};
 use anyhow::Result;
 use polars::prelude::*;
 use serde::Serialize;
@@ -258,7 +258,7 @@ fn observations(
 fn analysis(response: &str, obs: &[Obs], design: &Design) -> Analysis {
     let names = &design.factors;
     let k = names.len();
-    let label = |w: Word| doe::word_label(w, names);
+    let label = |w: Word| design::word_label(w, names);
     let mut a = Analysis {
         response: response.into(),
         method: String::new(),
@@ -385,7 +385,7 @@ fn with_noise(
         return (vals, how);
     }
     let var = sse / df as f64;
-    let t = crate::util::stats::t95(df);
+    let t = crate::stats::t95(df);
     let widened = (0..k)
         .zip(vals)
         .map(|(i, iv)| {
@@ -437,7 +437,7 @@ fn cells(obs: &[Obs], names: &[String]) -> Vec<Cell> {
         .into_iter()
         .map(|(config, mean, n)| Cell {
             config,
-            high: doe::factors_of(config)
+            high: design::factors_of(config)
                 .into_iter()
                 .filter_map(|i| names.get(i).cloned())
                 .collect(),
@@ -452,7 +452,7 @@ fn names_in(e: &str, names: &[String]) -> String {
     let legend: Vec<String> = names
         .iter()
         .enumerate()
-        .map(|(i, n)| format!("{}={n}", doe::letters(1 << i)))
+        .map(|(i, n)| format!("{}={n}", design::letters(1 << i)))
         .collect();
     format!("{e} ({})", legend.join(", "))
 }
@@ -709,8 +709,8 @@ pub fn to_csv(all: &[Effects]) -> String {
 
 #[cfg(test)]
 pub(crate) mod tests {
+    use crate::stats::design::Word;
     use crate::store::{ResultsWriter, tests as st};
-    use crate::util::doe::Word;
     use crate::util::splitmix::SplitMix64;
     use std::path::{Path, PathBuf};
 

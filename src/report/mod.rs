@@ -4,9 +4,11 @@
 //! statistic), time-to-target, and speedups against the previous and first rung.
 
 mod compare;
+pub mod compared;
 pub mod curves;
 pub mod delta;
 pub mod effects;
+pub mod figures;
 mod format;
 pub mod history;
 pub mod seeds;
@@ -15,7 +17,7 @@ pub use compare::{
     Comparison, Diff, Rel, Thresholds, TimeModel, Verdict, compare, control, drift, welch,
 };
 
-use crate::util::stats::t95;
+use crate::stats::t95;
 use anyhow::{Context, Result, bail};
 use polars::prelude::*;
 use serde::Serialize;
@@ -509,7 +511,7 @@ pub fn aggregate(dirs: &[PathBuf], opts: &ReportOptions) -> Result<Report> {
                     let p = v("p_target", i);
                     let k = (p * n_i as f64).round() as usize;
                     p.is_finite()
-                        .then(|| crate::util::stats::wilson95(k, n_i))
+                        .then(|| crate::stats::wilson95(k, n_i))
                         .flatten()
                 },
                 dawn: clock("dawn_s"),

@@ -1,16 +1,23 @@
-//! A session: matrices queued on workers, and the one pump their events
+//! A session: matrices queued (`queue`) on workers that own the devices
+//! (`worker`, a gang for a run over several), and the one pump their events
 //! leave by: each event is recorded by its matrix's results store, then
 //! handed to the consumer (TUI or headless), so both persist identically.
 
+mod open;
+pub mod queue;
+pub mod worker;
+
+pub use open::{Rules, gangs, guard_data};
+
 use crate::events::{Command, Event, LogLevel};
 use crate::matrix::Matrix;
-use crate::queue::Queue;
 use crate::store::ResultsWriter;
-use crate::worker::{EventQueue, Factory, Shared};
 use anyhow::{Context, Result};
+use queue::Queue;
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
+use worker::{EventQueue, Factory, Shared};
 
 pub struct SessionOptions {
     pub results_root: PathBuf,
@@ -94,8 +101,11 @@ pub fn tch_factory() -> Factory {
 
 /// A resumed folder's saved runs; `None` (with a warning) when its queue.json
 /// is missing or unreadable and the matrix file has to be expanded again.
-fn saved_queue(dir: &std::path::Path, events: &EventQueue) -> Option<Vec<crate::queue::Entry>> {
-    match crate::queue::load_saved(dir) {
+fn saved_queue(
+    dir: &std::path::Path,
+    events: &EventQueue,
+) -> Option<Vec<crate::session::queue::Entry>> {
+    match crate::store::saved_queue::load_saved(dir) {
         Ok(entries) if !entries.is_empty() => Some(entries),
         Ok(_) => None,
         Err(e) => {
@@ -116,7 +126,9 @@ fn saved_queue(dir: &std::path::Path, events: &EventQueue) -> Option<Vec<crate::
 /// changes differently is refused, not trained.
 /// A resumed folder's finished runs as the queue counts them: (variant
 /// index, repeat, seed, what it measured), a run recorded twice as its last row.
-fn earlier_runs(rows: &[crate::store::RunRow]) -> Vec<(usize, usize, u64, crate::queue::Measured)> {
+fn earlier_runs(
+    rows: &[crate::store::RunRow],
+) -> Vec<(usize, usize, u64, crate::session::queue::Measured)> {
     let mut last: std::collections::BTreeMap<(String, i64), &crate::store::RunRow> =
         Default::default();
     for r in rows
@@ -132,7 +144,7 @@ fn earlier_runs(rows: &[crate::store::RunRow]) -> Vec<(usize, usize, u64, crate:
                 (Some(true), n) => Some(n.clone().unwrap_or_else(|| "flagged noisy".into())),
                 _ => None,
             };
-            let m = crate::queue::Measured {
+            let m = crate::session::queue::Measured {
                 acc: r.acc_tta.unwrap_or(f64::NAN),
                 clocks: crate::events::Clocks {
                     dawn_s: secs(r.dawn_s),
@@ -148,7 +160,11 @@ fn earlier_runs(rows: &[crate::store::RunRow]) -> Vec<(usize, usize, u64, crate:
         .collect()
 }
 
-fn reconcile(m: &Matrix, saved: &[crate::queue::Entry], dir: &std::path::Path) -> Result<()> {
+fn reconcile(
+    m: &Matrix,
+    saved: &[crate::session::queue::Entry],
+    dir: &std::path::Path,
+) -> Result<()> {
     let q = dir.join("queue.json");
     let fix = "restore it, or delete it to resume from the manifest's matrix";
     for e in saved {
@@ -180,46 +196,6 @@ fn reconcile(m: &Matrix, saved: &[crate::queue::Entry], dir: &std::path::Path) -
     Ok(())
 }
 
-/// What the real engine would fail every run on, checked before a session
-/// creates any results folder: the workers' devices, each matrix's device and data.
-pub fn preflight(matrices: &[Matrix], devices: &[String]) -> Result<()> {
-    for d in devices {
-        crate::util::device::parse_device(d).map_err(|e| anyhow::anyhow!("--devices: {e}"))?;
-    }
-    for m in matrices {
-        let origin = m.origin();
-        if let Some(d) = &m.device {
-            crate::util::device::parse_device(d).map_err(|e| anyhow::anyhow!("{origin}: {e}"))?;
-        }
-        crate::data::locate(&m.data).map_err(|e| anyhow::anyhow!("{origin}: {e}"))?;
-        let mut data = crate::matrix::DataCounts::new(&m.data);
-        for v in &m.variants {
-            let (_, plan) = crate::recipe::resolve_plan(&m.recipe, &v.overrides)?;
-            let n = data
-                .train_images(&plan)
-                .map_err(|e| anyhow::anyhow!("{origin}: {e:#}"))?;
-            if plan.batch_size > n {
-                anyhow::bail!(
-                    "{origin}: variant `{}` has batch_size {} but data set `{}` gives it {n} training images: lower batch_size (at most {n}) or use more data",
-                    v.name,
-                    plan.batch_size,
-                    m.data
-                );
-            }
-        }
-    }
-    Ok(())
-}
-
-/// Hours a CPU session may be estimated at before it is refused as a
-/// matrix sized for a GPU (`TRICKLAB_MAX_CPU_HOURS` overrides it).
-fn max_cpu_hours() -> f64 {
-    std::env::var("TRICKLAB_MAX_CPU_HOURS")
-        .ok()
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or(2.0)
-}
-
 /// The matrix as decided: its kind, target, data and each variant's
 /// overrides, tricks, clock and resolved values (`manifest.json`).
 fn resolved_matrix(m: &Matrix) -> Result<serde_json::Value> {
@@ -235,86 +211,12 @@ fn resolved_matrix(m: &Matrix) -> Result<serde_json::Value> {
     }))
 }
 
-/// A full-size recipe on the embedded 4,000-image subset because the matrix
-/// names no data: refused unless `insist`.
-pub fn guard_data(m: &Matrix, insist: bool) -> Result<()> {
-    if m.recipe.starts_with("tiny-") || m.data_named || insist {
-        return Ok(());
-    }
-    let origin = m.origin();
-    anyhow::bail!(
-        "{origin}: its recipe `{}` is full-size but the matrix names no data, so it would train on the embedded 4,000-image subset: pass --data (e.g. `--data cifar10` after `tricklab data fetch cifar10`), rehearse it with --tiny, or pass --insist",
-        m.recipe
-    )
-}
-
-/// Refuses, before anything starts, what would train at the wrong scale: a
-/// full-size recipe on the embedded 4,000-image subset because the matrix
-/// names no data, or a matrix sized for a GPU on a CPU, estimated by a
-/// probe of the first run's net (`matrix::estimate`). `insist` runs them anyway. Returns the estimate lines.
-pub fn scale_guard(matrices: &[Matrix], devices: &[String], insist: bool) -> Result<Vec<String>> {
-    let cpu_only = devices.iter().all(|d| d.starts_with("cpu"));
-    let mut notes = Vec::new();
-    for m in matrices {
-        let origin = m.origin();
-        if m.recipe.starts_with("tiny-") {
-            continue;
-        }
-        guard_data(m, insist)?;
-        if !cpu_only {
-            continue;
-        }
-        if m.runs().is_empty() {
-            continue;
-        }
-        let e =
-            crate::matrix::estimate(m, "cpu").map_err(|e| anyhow::anyhow!("{origin}: {e:#}"))?;
-        let line = e.line(&origin);
-        let total = e.total_s;
-        if total > max_cpu_hours() * 3600.0 && !insist {
-            anyhow::bail!(
-                "{line}: a matrix sized for a GPU; rehearse it with --tiny (each recipe's tiny form, seconds a run), run it where a GPU is (--devices cuda), or pass --insist to run it here"
-            );
-        }
-        notes.push(line);
-    }
-    Ok(notes)
-}
-
-/// The session's devices in gangs as large as the largest world size any
-/// queued run asks for (`cuda:0-7` and world_size 4: two gangs, two runs at
-/// a time). A run asking for more devices than the session has is refused
-/// here, before any folder is made.
-pub fn gangs(matrices: &[Matrix], devices: &[String]) -> Result<Vec<Vec<String>>> {
-    let mut size = 1;
-    for m in matrices {
-        for spec in m.runs() {
-            let Ok(p) = crate::recipe::plan_run(&spec) else {
-                continue;
-            };
-            let world = p.plan.world_size;
-            if world > devices.len() {
-                anyhow::bail!(
-                    "{}: run `{}` asks for world_size {world} but the session has {} device(s) ({}): pass --devices with at least {world} (e.g. --devices cpu:{world} or cuda:0-{}), or lower world_size",
-                    m.origin(),
-                    spec.id,
-                    devices.len(),
-                    devices.join(","),
-                    world - 1
-                );
-            }
-            size = size.max(world);
-        }
-    }
-    Ok(devices.chunks_exact(size).map(<[String]>::to_vec).collect())
-}
-
 impl Session {
     #[allow(
         clippy::too_many_lines,
         reason = "a session's start in order: folders, queue, storage gate, workers, pump"
     )]
-    pub fn start(matrices: Vec<Matrix>, opts: SessionOptions, factory: Factory) -> Result<Session> {
+    fn start(matrices: Vec<Matrix>, opts: SessionOptions, factory: Factory) -> Result<Session> {
         let devices = if opts.devices.is_empty() {
             vec!["cpu".to_string()]
         } else {
@@ -414,7 +316,7 @@ impl Session {
                 None => Ok(()),
             }
         }));
-        let workers = crate::worker::spawn(&gangs, shared.clone(), factory);
+        let workers = crate::session::worker::spawn(&gangs, shared.clone(), factory);
         Ok(Session {
             shared: shared.clone(),
             pump: Pump {

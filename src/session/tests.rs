@@ -485,7 +485,7 @@ fn resume_follows_the_folders_queue_and_cleans_up_after_a_kill() {
     let temp = dir.join(".runs.parquet.tmp-99999");
     std::fs::write(&temp, b"partial").unwrap();
     let q = dir.join("queue.json");
-    let mut entries: Vec<crate::queue::Entry> =
+    let mut entries: Vec<crate::session::queue::Entry> =
         serde_json::from_str(&std::fs::read_to_string(&q).unwrap()).unwrap();
     assert_eq!(entries.len(), 3);
     let flip = entries
@@ -521,7 +521,7 @@ fn resume_follows_the_folders_queue_and_cleans_up_after_a_kill() {
     // The table, not queue.json, says what is done: the failed "+ flip" runs
     // again, and only it: not the file's 3 repeats of each variant.
     assert_eq!(started, ["s/+ flip#0"], "{started:?}");
-    let entries: Vec<crate::queue::Entry> =
+    let entries: Vec<crate::session::queue::Entry> =
         serde_json::from_str(&std::fs::read_to_string(&q).unwrap()).unwrap();
     assert_eq!(entries.len(), 3);
     assert_eq!(rows(&dir), before, "one row per run, replaced");

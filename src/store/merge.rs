@@ -44,7 +44,7 @@ fn data_hashes(m: &serde_json::Value) -> BTreeSet<String> {
 
 /// The runs a folder's saved queue planned: (variant, repeat).
 fn planned(dir: &Path) -> Vec<(String, u32)> {
-    crate::queue::load_saved(dir)
+    crate::store::saved_queue::load_saved(dir)
         .unwrap_or_default()
         .into_iter()
         .map(|e| (e.spec.id.variant, e.spec.id.repeat as u32))

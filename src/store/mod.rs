@@ -6,6 +6,7 @@
 
 mod merge;
 mod rows;
+pub mod saved_queue;
 
 pub use merge::{MergeSummary, merge};
 pub use rows::{Ended, RunRow, Timestamp, read_runs, timestamps, write_runs};
@@ -771,3 +772,63 @@ fn epochs_frame(run: &RunId, seed: u64, rows: &[EpochRow]) -> Result<DataFrame> 
 
 #[cfg(test)]
 pub(crate) mod tests;
+/// A folder as the user names it: a session as it is; `results/<matrix>`
+/// its newest session with a finished run (said on stderr: a session quit
+/// before any run finished is passed over, not deleted); `results` is a
+/// list of matrices to choose from.
+pub fn session_folder(dir: &Path) -> Result<PathBuf> {
+    if dir.join("manifest.json").is_file() || !dir.is_dir() {
+        return Ok(dir.to_path_buf());
+    }
+    let sessions = sessions_below(dir, 1);
+    if let Some((newest, skipped)) = newest_finished(&sessions)
+        && !skipped.is_empty()
+    {
+        eprintln!(
+            "{}: using {}, the newest of its sessions with a finished run; passed over {} newer with none ({}; `tricklab tui --resume DIR` continues one)",
+            dir.display(),
+            newest.display(),
+            skipped.len(),
+            skipped
+                .iter()
+                .map(|s| s.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+        return Ok(newest);
+    }
+    if let Some(newest) = sessions.last() {
+        if sessions.len() > 1 {
+            eprintln!(
+                "{}: using the newest of its {} sessions, {}",
+                dir.display(),
+                sessions.len(),
+                newest.display()
+            );
+        }
+        return Ok(newest.clone());
+    }
+    let matrices: Vec<String> = std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| !sessions_below(&e.path(), 1).is_empty())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    if matrices.is_empty() {
+        anyhow::bail!(
+            "{}: no results folder in it; `tricklab run MATRIX` makes one",
+            dir.display()
+        );
+    }
+    let mut matrices = matrices;
+    matrices.sort();
+    anyhow::bail!(
+        "{} holds the results of {} matrices ({}): pass {}/<matrix> for its newest session; `tricklab results {}` lists the sessions",
+        dir.display(),
+        matrices.len(),
+        matrices.join(", "),
+        dir.display(),
+        dir.display()
+    )
+}

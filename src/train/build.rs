@@ -4,9 +4,9 @@
 use super::pipeline::normalise;
 use super::prepare::{Layout, Source, channels_last};
 use crate::model::{Basis, Net, NetConfig, Whitening};
+use crate::native::Rng;
 use crate::optim::{self, Group, Optimizer};
 use crate::plan::{Averaging, AvgAction, Family, OptimPlan, ParamGroup, RunPlan, StepRates};
-use crate::util::native::Rng;
 use anyhow::{Context, Result};
 use tch::{Tensor, nn};
 

@@ -31,6 +31,7 @@
 use super::build::{Averager, Optimisers, finish_net, fit_whitening, new_net, warm_kernels};
 use super::eval::{evaluate, time_on};
 use super::prepare::{Batches, Layout, Prepared, Source, preprocess, upload};
+use super::replay::{Injection, Named, inject_weights};
 use super::step::{Mix, StepMetrics, Trainee};
 use super::stream::{StreamFeed, evaluate_stream};
 use super::warm::warm_up_run;
@@ -38,13 +39,13 @@ use super::{Control, Flow, Outcome, Trainer};
 use crate::config::Clock;
 use crate::data::Dataset;
 use crate::data::stream::StreamData;
+use crate::dist::group::Collective;
 use crate::events::LogLevel;
 use crate::events::{Clocks, EpochRow, Event, RunSummary};
 use crate::model::{Net, NetConfig};
+use crate::native::{self, Rng};
 use crate::plan::{PlannedRun, RunPlan, StepRates};
-use crate::util::collective::Collective;
 use crate::util::device::{device_label, parse_device};
-use crate::util::native::{self, Rng};
 use anyhow::{Context, Result, bail};
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -65,22 +66,6 @@ pub struct TchTrainer {
     /// of the run's own (tests; `None` in every real run).
     pub inject: Option<Injection>,
 }
-
-/// What a golden trajectory puts into a run: the weights every named
-/// variable starts from (after the whitening fit, where the references put
-/// them) and every data-side draw, in the engine's order.
-#[derive(Debug, Default)]
-pub struct Injection {
-    pub weights: Vec<(String, Tensor)>,
-    pub draws: Vec<(String, native::Draw)>,
-    /// After these optimiser steps (1-based, averaging applied), a copy of
-    /// every variable by name goes into `snapshots`.
-    pub at_steps: Vec<u64>,
-    pub snapshots: std::cell::RefCell<Vec<(u64, Named)>>,
-}
-
-/// Tensors by variable name.
-pub type Named = Vec<(String, Tensor)>;
 
 impl TchTrainer {
     pub fn new(device: &str) -> Result<TchTrainer> {
@@ -319,41 +304,18 @@ impl Run<'_> {
         self.dist.map_or(0, |d| d.rank)
     }
 
-    /// This rank's share of the global batch: every world-th image from
-    /// its rank on, as torch's DistributedSampler deals them. The shares are
-    /// disjoint and together the one-process batch, and a rank's share is
-    /// exactly the sub-batch ghost BN with world_size splits normalises
-    /// together (it interleaves the same way).
     /// Batch `i` of the epoch as this rank trains it: its images, labels,
     /// the soft targets of a set mixed as a whole this epoch, and the
     /// seconds the loader took.
     fn rank_batch(&self, feed: &mut Feed, i: i64) -> Result<(Tensor, Tensor, Option<Tensor>, f64)> {
         let (x, y, secs) = feed.batch(i)?;
-        let (x, y, soft) = match feed {
+        let (x, y, soft) = match (feed, self.dist) {
             // The streaming loader decodes only this rank's share.
-            Feed::Stream(_) => (x, y, None),
-            Feed::Memory(b) => {
-                let soft = b.soft(i);
-                self.shard(x, y, soft)
-            }
+            (Feed::Stream(_), _) => (x, y, None),
+            (Feed::Memory(b), None) => (x, y, b.soft(i)),
+            (Feed::Memory(b), Some(d)) => (d.share(x), d.share(y), b.soft(i).map(|s| d.share(s))),
         };
         Ok((x, y, soft, secs))
-    }
-
-    fn shard(
-        &self,
-        x: Tensor,
-        y: Tensor,
-        soft: Option<Tensor>,
-    ) -> (Tensor, Tensor, Option<Tensor>) {
-        match self.dist {
-            Some(d) if d.world > 1 => {
-                let (n, r, w) = (x.size()[0], d.rank as i64, d.world as i64);
-                let soft = soft.map(|s| s.slice(0, r, n, w));
-                (x.slice(0, r, n, w), y.slice(0, r, n, w), soft)
-            }
-            _ => (x, y, soft),
-        }
     }
 
     /// Averages the step's gradients (and its loss and correct count, in
@@ -361,7 +323,7 @@ impl Run<'_> {
     fn reduce(&self, m: &Model, out: (Tensor, Tensor), lp: &mut Loop) -> Result<(Tensor, Tensor)> {
         let Some(d) = self.dist else { return Ok(out) };
         let t = Instant::now();
-        let mut ts: Vec<Tensor> = m
+        let grads: Vec<Tensor> = m
             .net
             .param_groups()
             .all_trainable()
@@ -370,46 +332,10 @@ impl Run<'_> {
             .map(Tensor::grad)
             .filter(Tensor::defined)
             .collect();
-        let pack = crate::util::collective::scalar_pack(&[&out.0, &out.1]);
-        ts.push(pack.shallow_clone());
-        d.allreduce_mean(&ts)?;
+        let reduced = d.reduce_step(grads, &out.0, &out.1)?;
         lp.allreduce_s += t.elapsed().as_secs_f64();
-        let loss = pack.get(0);
-        // The mean of the counts, times the ranks: the gang's count.
-        let correct = (pack.get(1) * d.world as f64)
-            .round()
-            .to_kind(tch::Kind::Int64);
-        Ok((loss, correct))
+        Ok(reduced)
     }
-}
-
-/// Overwrites the named variables with `weights`; every name must exist
-/// with the same shape, and every variable must be named.
-fn inject_weights(vs: &nn::VarStore, weights: &[(String, Tensor)]) -> Result<()> {
-    let mut vars = vs.variables();
-    for (name, w) in weights {
-        let Some(mut v) = vars.remove(name) else {
-            bail!("injected weight `{name}`: the net has no such variable");
-        };
-        if v.size() != w.size() {
-            bail!(
-                "injected weight `{name}`: shape {:?}, the net's is {:?}",
-                w.size(),
-                v.size()
-            );
-        }
-        tch::no_grad(|| v.copy_(w));
-    }
-    if !vars.is_empty() {
-        let mut left: Vec<_> = vars.into_keys().collect();
-        left.sort();
-        bail!(
-            "injected weights leave {} variable(s) as built: {}",
-            left.len(),
-            left.join(", ")
-        );
-    }
-    Ok(())
 }
 
 /// The run's variables as safetensors, by name, written beside `path` and
@@ -832,18 +758,13 @@ impl Run<'_> {
 
     /// The variables a golden trajectory copies at its checkpoints, if it asks.
     fn snapshot_vars(&self, vs: &nn::VarStore) -> Option<Named> {
-        self.inject
-            .filter(|i| !i.at_steps.is_empty())
-            .map(|_| vs.variables().into_iter().collect())
+        self.inject.and_then(|i| i.vars_to_copy(vs))
     }
 
     /// A golden trajectory's copy of every variable after this step, when it asks for one.
     fn snapshot(&self, lp: &Loop) {
-        if let (Some(inj), Some(vars)) = (self.inject, &lp.snapshot_of)
-            && inj.at_steps.contains(&lp.step)
-        {
-            let copy = vars.iter().map(|(n, t)| (n.clone(), t.copy())).collect();
-            inj.snapshots.borrow_mut().push((lp.step, copy));
+        if let (Some(inj), Some(vars)) = (self.inject, &lp.snapshot_of) {
+            inj.copy_at(lp.step, vars);
         }
     }
 

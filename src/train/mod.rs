@@ -4,24 +4,26 @@
 //! an event callback and never knows who listens.
 
 mod build;
-#[cfg(test)]
-mod effects;
 mod engine;
 mod eval;
 #[cfg(test)]
-mod golden;
+mod golden_tests;
 mod pipeline;
 mod prepare;
+mod replay;
 mod step;
 mod stream;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
-mod trajectory;
+mod trajectory_tests;
+#[cfg(test)]
+mod trick_effect_tests;
 mod warm;
 
-pub use engine::{Injection, TchTrainer};
+pub use engine::TchTrainer;
 pub use pipeline::{jitter_with, normalise};
+pub use replay::Injection;
 pub use warm::{Probe, warm_up_run};
 
 use crate::events::{Event, RunSummary};

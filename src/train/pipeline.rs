@@ -3,9 +3,9 @@
 //! augments per sample and copies each batch to the device (off).
 
 use crate::data::Split;
+use crate::native::Rng;
 use crate::plan::Norm;
 pub use crate::plan::{Augment, ColourJitter};
-use crate::util::native::Rng;
 use tch::{Device, Kind, Tensor};
 
 /// uint8 N×C×H×W bytes → a tensor on `device`.

@@ -8,8 +8,8 @@ use super::pipeline::{
 };
 use crate::data::Dataset;
 use crate::data::stream::StreamData;
+use crate::native::{AutocastKind, Rng};
 use crate::plan::{Half, RunPlan};
-use crate::util::native::{AutocastKind, Rng};
 use anyhow::{Result, bail};
 use tch::{Device, Kind, Tensor};
 
@@ -21,7 +21,7 @@ pub(super) fn channels_last(x: &Tensor) -> Tensor {
 /// How tensors are laid out: the plan's precision and memory format, on any
 /// device (libtorch runs fp16 and bf16 convolutions, BN on half input and
 /// NHWC on a CPU too, slowly, so tests exercise the GPU path); autocast too,
-/// through `util::native` where tch's covers CUDA only.
+/// through `native` where tch's covers CUDA only.
 #[derive(Clone, Copy)]
 pub(super) struct Layout {
     pub half: Option<Kind>,

@@ -5,9 +5,9 @@ use super::pipeline::cutmix_batch;
 use super::prepare::Layout;
 use crate::events::StepRow;
 use crate::model::Net;
+use crate::native::{Rng, autocast};
 use crate::optim;
 use crate::plan::{CutMix, LossPlan, RunPlan};
-use crate::util::native::{Rng, autocast};
 use anyhow::{Result, bail};
 use tch::{Device, Kind, Tensor};
 

@@ -76,37 +76,38 @@ fn result_rows(report: &crate::report::Report) -> Vec<ResultRow> {
 fn export_all(dirs: &[PathBuf]) -> Result<Vec<PathBuf>> {
     let mut out = Vec::new();
     for d in dirs.iter().filter(|d| d.join("runs.parquet").is_file()) {
-        out.extend(crate::writeup::write(d)?);
+        out.extend(crate::export::writeup::write(d)?);
     }
     Ok(out)
 }
 
 /// How a session takes matrices from the picker: as it took those it
-/// started with (`--tiny`, `--data`, `--insist`), on its devices.
+/// started with (`--tiny`, `--data`, `--insist`: the session's own
+/// [`crate::session::Rules`]), on its devices.
 #[derive(Clone, Debug, Default)]
 pub struct Rules {
-    /// Each recipe's `tiny-` form at CPU scale (`--tiny`).
-    pub tiny: bool,
-    /// Every matrix on this data set (`--data`).
-    pub data: Option<String>,
-    /// Queue what the scale guard refuses (`--insist`).
-    pub insist: bool,
+    pub session: crate::session::Rules,
     pub devices: Vec<String>,
+}
+
+impl Rules {
+    /// The same rules with the tiny form on or off (the picker's `t`).
+    pub fn tiny(&self, tiny: bool) -> Rules {
+        let mut r = self.clone();
+        r.session.tiny = tiny;
+        r
+    }
 }
 
 /// The matrix at `path` as this session would queue it, or the one-line
 /// reason it would not: `run`'s data guard, and on a CPU any full-size
 /// recipe (`run`'s probe step would be too slow for a list of files).
 fn admit(path: &Path, rules: &Rules) -> Result<crate::matrix::Matrix> {
-    let mut m = crate::matrix::load(path)?;
-    if rules.tiny {
-        m = m.tiny()?;
-    }
-    let m = crate::matrix::on_data(vec![m], rules.data.as_deref())?.remove(0);
-    crate::session::guard_data(&m, rules.insist)?;
+    let m = rules.session.take(crate::matrix::load(path)?)?;
+    crate::session::guard_data(&m, rules.session.insist)?;
     let full_size = !m.recipe.starts_with("tiny-");
     let cpu_only = rules.devices.iter().all(|d| d.starts_with("cpu"));
-    if cpu_only && full_size && !rules.insist {
+    if cpu_only && full_size && !rules.session.insist {
         anyhow::bail!(
             "{}: {} runs of the full-size recipe `{}` on the CPU would take hours each: rehearse its --tiny form, or `tricklab run {} --headless --insist`",
             path.display(),
@@ -130,7 +131,11 @@ pub fn picker_entry(
     rules: &Rules,
     prices: Option<&HashMap<(String, String), EarlierRuns>>,
 ) -> PickerEntry {
-    let (shown, tiny, devices) = (path.display().to_string(), rules.tiny, &rules.devices);
+    let (shown, tiny, devices) = (
+        path.display().to_string(),
+        rules.session.tiny,
+        &rules.devices,
+    );
     match admit(path, rules) {
         Ok(m) => {
             let runs = m.runs().len();
@@ -167,16 +172,7 @@ pub fn picker_entry(
                     why.strip_prefix(&format!("{shown}: ")).unwrap_or(&why),
                     // Only where its --tiny form, which t switches to here,
                     // would be queued: not after a parse error.
-                    if !tiny
-                        && admit(
-                            path,
-                            &Rules {
-                                tiny: true,
-                                ..rules.clone()
-                            }
-                        )
-                        .is_ok()
-                    {
+                    if !tiny && admit(path, &rules.tiny(true)).is_ok() {
                         " (t here: rehearse its --tiny form)"
                     } else {
                         ""
@@ -244,11 +240,7 @@ impl Backend for SessionBackend {
     }
 
     fn enqueue(&mut self, matrix: &str, tiny: bool) -> Result<String> {
-        let rules = Rules {
-            tiny,
-            ..self.rules.clone()
-        };
-        let m = admit(Path::new(matrix), &rules)?;
+        let m = admit(Path::new(matrix), &self.rules.tiny(tiny))?;
         let name = m.name.clone();
         let n = self.s().enqueue_matrix(m)?;
         Ok(format!(
@@ -258,10 +250,7 @@ impl Backend for SessionBackend {
     }
 
     fn matrix_files(&self, tiny: bool) -> Vec<PickerEntry> {
-        let rules = Rules {
-            tiny,
-            ..self.rules.clone()
-        };
+        let rules = self.rules.tiny(tiny);
         crate::matrix::matrix_files(Path::new("ablations"))
             .into_iter()
             .map(|p| picker_entry(&p, &rules, self.prices.get()))

@@ -300,36 +300,29 @@ pub fn cmd_tui(args: TuiArgs) -> anyhow::Result<i32> {
         );
         return browse(vec![args.results]);
     }
-    let matrices = if args.resume.is_some() {
-        // The folder's own matrix comes back from its manifest.
-        crate::matrix::load_all(&args.matrices, None)?
-    } else if args.matrices.is_empty() {
-        let p = PathBuf::from("ablations/demo-ladder.toml");
-        if p.is_file() {
-            vec![crate::matrix::load(&p)?]
-        } else {
-            vec![crate::matrix::parse(
-                DEMO_LADDER,
-                "demo-ladder.toml (built in)",
-            )?]
-        }
-    } else {
-        crate::matrix::load_all(&args.matrices, None)?
-    };
-    let matrices = if args.tiny {
-        matrices
-            .into_iter()
-            .map(|m| m.tiny())
-            .collect::<anyhow::Result<_>>()?
-    } else {
-        matrices
-    };
     if args.resume.is_some() && args.data.is_some() {
         anyhow::bail!(
             "--data with --resume: a resumed folder keeps the data it was made with; drop --data"
         );
     }
-    let matrices = crate::matrix::on_data(matrices, args.data.as_deref())?;
+    let rules = crate::session::Rules {
+        tiny: args.tiny,
+        data: args.data,
+        insist: args.insist,
+        ..Default::default()
+    };
+    let matrices = if args.matrices.is_empty() && args.resume.is_none() {
+        let p = PathBuf::from("ablations/demo-ladder.toml");
+        let demo = if p.is_file() {
+            crate::matrix::load(&p)?
+        } else {
+            crate::matrix::parse(DEMO_LADDER, "demo-ladder.toml (built in)")?
+        };
+        vec![rules.take(demo)?]
+    } else {
+        // A resumed folder's own matrix comes back from its manifest.
+        rules.load(&args.matrices)?
+    };
     let opts = crate::session::SessionOptions {
         results_root: args.results,
         devices: crate::util::device::resolve_devices(&args.devices)?,
@@ -337,15 +330,6 @@ pub fn cmd_tui(args: TuiArgs) -> anyhow::Result<i32> {
         keep_alive: true,
         min_free_bytes: crate::util::min_free_bytes(),
         cpu_threads: args.cpu_threads,
-    };
-    if args.resume.is_none() {
-        crate::session::scale_guard(&matrices, &opts.devices, args.insist)?;
-    }
-    let rules = Rules {
-        tiny: args.tiny,
-        data: args.data,
-        insist: args.insist,
-        devices: Vec::new(),
     };
     run_session(matrices, opts, rules)
 }
@@ -360,24 +344,28 @@ fn need_terminal() -> Result<()> {
     Ok(())
 }
 
-/// Runs matrices in the TUI. `rules`: how matrices queued later from the
-/// picker are taken (`--tiny`, `--data`, `--insist`, as the first ones were);
-/// its devices are the session's.
+/// Runs matrices in the TUI, the session opened as `run` opens one. `rules`:
+/// how matrices queued later from the picker are taken (`--tiny`, `--data`,
+/// `--insist`, as the first ones were), on the session's devices.
 pub fn run_session(
     matrices: Vec<crate::matrix::Matrix>,
     opts: crate::session::SessionOptions,
-    rules: Rules,
+    rules: crate::session::Rules,
 ) -> anyhow::Result<i32> {
     need_terminal()?;
-    crate::session::preflight(&matrices, &opts.devices)?;
+    let devices = opts.devices.clone();
+    let (session, estimates) =
+        crate::session::Session::open(matrices, opts, &rules, crate::session::tch_factory())?;
     let rules = Rules {
-        devices: opts.devices.clone(),
-        ..rules
+        session: rules,
+        devices,
     };
-    let session = crate::session::Session::start(matrices, opts, crate::session::tch_factory())?;
     let pump = session.pump();
     let mut state = AppState::new(no_color());
-    state.picker_tiny = rules.tiny;
+    state.picker_tiny = rules.session.tiny;
+    for line in estimates {
+        state.log(crate::events::LogLevel::Info, format!("estimate: {line}"));
+    }
     let mut backend = backend::SessionBackend::new(session, rules);
     let result = run_terminal(state, &mut backend, Some(pump));
     let dirs = backend.finish();
@@ -401,7 +389,7 @@ fn write_up(dirs: &[PathBuf]) {
             );
             continue;
         }
-        match crate::writeup::write(d) {
+        match crate::export::writeup::write(d) {
             Ok(_) => println!(
                 "results: {}; report: {}/report.md and report.html; continue: tricklab tui --resume {}",
                 d.display(),

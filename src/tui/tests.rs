@@ -487,9 +487,12 @@ fn the_picker_says_runs_and_devices_before_it_queues() {
     use super::backend::{Rules, picker_entry};
     use std::path::Path;
     let on = |devices: &[&str], tiny, insist, data: Option<&str>| Rules {
-        tiny,
-        insist,
-        data: data.map(String::from),
+        session: crate::session::Rules {
+            tiny,
+            insist,
+            data: data.map(String::from),
+            ..Default::default()
+        },
         devices: devices.iter().map(|d| d.to_string()).collect(),
     };
     let cpu = on(&["cpu"], false, false, None);
@@ -608,10 +611,10 @@ fn t_in_the_picker_switches_the_tiny_form_and_enter_queues_it() {
     let mut s = super::sample::sample_state(true);
     let entry = |tiny| {
         let rules = Rules {
-            tiny,
             devices: vec!["cpu".into()],
             ..Default::default()
-        };
+        }
+        .tiny(tiny);
         picker_entry(page, &rules, None)
     };
     s.overlay = Overlay::Picker {

@@ -1,16 +1,11 @@
 //! Small helpers at the bottom of the crate, used by every layer above:
 //! atomic writes, one-line errors, devices, statistics.
 
-pub mod collective;
 pub mod device;
-pub mod doe;
-pub mod effects;
 pub mod lock;
 pub mod machine;
-pub mod native;
 pub mod signals;
 pub mod splitmix;
-pub mod stats;
 
 use anyhow::{Context, Result};
 use std::io::Write;
@@ -73,7 +68,7 @@ pub fn default_python() -> PathBuf {
 }
 
 /// The layout of `manifest.json`, `runs.parquet`, the step files and every
-/// command's `--format json` (README, "Results"): 2 added the typed
+/// command's `--format json` (docs/reference.md, "Schema"): 2 added the typed
 /// configuration columns, the tricks as a list, `finished_at` as a
 /// timestamp, plain Parquet strings and the JSON outputs.
 pub const SCHEMA_VERSION: u32 = 2;
@@ -104,7 +99,7 @@ pub fn print_json(v: serde_json::Value) {
     );
 }
 
-/// The process exit codes (README, "Exit codes"), so that a script or CI can
+/// The process exit codes (docs/reference.md, "Exit codes"), so that a script or CI can
 /// tell a slow night from a broken one.
 pub mod exit {
     /// Done; `compare` and `nightly`: no regression.

@@ -2,7 +2,7 @@
 //! and in Python (scripts/golden/make_golden.py draws its inputs with it), for
 //! synthetic data, golden inputs, test mutations and the streaming loader's
 //! per-image crops and flips (host-side, `data::stream`). The training step
-//! draws through libtorch's generators (`util::native::Rng`), never this.
+//! draws through libtorch's generators (`native::Rng`), never this.
 
 #[derive(Clone, Debug)]
 pub struct SplitMix64(pub u64);

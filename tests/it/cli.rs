@@ -1,31 +1,8 @@
 //! The CLI as a user meets it: real binary, real files, one-line errors.
 
+use super::common::{bin, repo, run, text};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-
-fn bin() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_tricklab"))
-}
-
-fn run(args: &[&str], cwd: &Path) -> Output {
-    bin()
-        .args(args)
-        .current_dir(cwd)
-        .env("NO_COLOR", "1")
-        .output()
-        .expect("running tricklab")
-}
-
-fn text(o: &Output) -> (String, String) {
-    (
-        String::from_utf8_lossy(&o.stdout).into_owned(),
-        String::from_utf8_lossy(&o.stderr).into_owned(),
-    )
-}
-
-fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
+use std::process::Output;
 
 fn results_dir(root: &Path, matrix: &str) -> PathBuf {
     newest(&root.join(matrix))
@@ -1655,7 +1632,7 @@ fn until_decided_runs_headless_and_matrix_show_power_reads_its_results() {
         (row["time"]["sd"].as_f64().unwrap() - sd).abs() < 1e-9,
         "{row}"
     );
-    let want = tricklab::util::effects::seeds_needed(0.5, sd, 0.05, 0.8, true, 100);
+    let want = tricklab::stats::estimate::seeds_needed(0.5, sd, 0.05, 0.8, true, 100);
     assert_eq!(
         row["time"]["seeds"].as_u64().map(|x| x as usize),
         want,

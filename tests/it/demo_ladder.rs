@@ -5,9 +5,8 @@
 #[test]
 fn demo_ladder_runs_headless_end_to_end() {
     let tmp = tempfile::tempdir().unwrap();
-    let matrix =
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("ablations/demo-ladder.toml");
-    let o = std::process::Command::new(env!("CARGO_BIN_EXE_tricklab"))
+    let matrix = super::common::repo().join("ablations/demo-ladder.toml");
+    let o = super::common::bin()
         .args([
             "run",
             matrix.to_str().unwrap(),

@@ -2,22 +2,17 @@
 //! trains what one process trains, and every way a gang can break ends in
 //! bounded time with one line naming the rank.
 
+use super::common::{err, free_port};
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+/// The binary with collectives that give up after 20 s, so a broken gang
+/// fails within a test's patience.
 fn bin() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_tricklab"));
-    c.env("NO_COLOR", "1").env("TRICKLAB_DIST_TIMEOUT", "20");
+    let mut c = super::common::bin();
+    c.env("TRICKLAB_DIST_TIMEOUT", "20");
     c
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 /// A run as the queue holds it, with `sets` (KEY, VALUE) and `tricks` on.
@@ -72,10 +67,6 @@ fn finish(c: std::process::Child, secs: u64) -> Output {
         std::thread::sleep(Duration::from_millis(50));
     }
     c.wait_with_output().unwrap()
-}
-
-fn err(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
 /// The smallest scale a trained tensor's difference is measured against

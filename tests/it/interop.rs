@@ -7,29 +7,9 @@
 //! `TRICKLAB_REQUIRE_PY_TOOLS=1`, so that a missing one fails instead of
 //! skipping.
 
+use super::common::{err, out, repo, run};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-
-fn run(args: &[&str], cwd: &Path) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_tricklab"))
-        .args(args)
-        .current_dir(cwd)
-        .env("NO_COLOR", "1")
-        .output()
-        .expect("running tricklab")
-}
-
-fn out(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn err(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
-
-fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
 
 /// The python with pyarrow and tensorboard, or `None` (skipped, said) when
 /// the tools are not required.

@@ -6,6 +6,7 @@
 )]
 
 mod cli;
+mod common;
 mod demo_ladder;
 mod distributed;
 mod fuzz;

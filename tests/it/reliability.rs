@@ -3,23 +3,10 @@
 //! deleted under a session, a saved queue that does not match its folder,
 //! options that would silently change a resumed session, a bad baseline.
 
+use super::common::{bin, err as stderr, run as output};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
-
-fn bin() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_tricklab"));
-    c.env("NO_COLOR", "1");
-    c
-}
-
-fn output(args: &[&str], cwd: &Path) -> Output {
-    bin()
-        .args(args)
-        .current_dir(cwd)
-        .output()
-        .expect("running tricklab")
-}
 
 fn spawn(args: &[&str], cwd: &Path, env: &[(&str, &str)]) -> Child {
     let mut c = bin();
@@ -31,10 +18,6 @@ fn spawn(args: &[&str], cwd: &Path, env: &[(&str, &str)]) -> Child {
         c.env(k, v);
     }
     c.spawn().expect("starting tricklab")
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
 /// A matrix of `runs` repeats of one long run on synthetic data: each run

@@ -5,9 +5,8 @@
 #[test]
 fn speedrun_ladder_runs_tiny_on_the_cpu() {
     let tmp = tempfile::tempdir().unwrap();
-    let matrix =
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("ablations/speedrun-ladder.toml");
-    let o = std::process::Command::new(env!("CARGO_BIN_EXE_tricklab"))
+    let matrix = super::common::repo().join("ablations/speedrun-ladder.toml");
+    let o = super::common::bin()
         .args([
             "run",
             matrix.to_str().unwrap(),

@@ -1,5 +1,5 @@
 //! The write-up of a results folder: the report's tables (report/) and the
-//! charts drawn from them (charts.rs), written beside the runs as report.md,
+//! charts drawn from them (`charts`), written beside the runs as report.md,
 //! the PNG and SVG charts, and report.html with the SVGs inline. It sits
 //! above both, so that the report only aggregates and the charts only draw.
 
@@ -17,12 +17,10 @@ pub fn write(dir: &Path) -> Result<Vec<PathBuf>> {
     let md = dir.join("report.md");
     let html = dir.join("report.html");
     crate::util::write_atomic(&md, report.to_markdown().as_bytes())?;
-    let charts = match crate::charts::write_all(
-        &report,
-        &folder,
-        dir,
-        &crate::charts::PlotOptions::default(),
-    ) {
+    let figures = crate::report::figures::Figures::read(&report, &folder);
+    let charts = match figures.and_then(|f| {
+        crate::charts::write_all(&report, &f, dir, &crate::charts::PlotOptions::default())
+    }) {
         Ok(charts) => charts,
         Err(e) => {
             crate::util::write_atomic(&html, report.to_html(&[]).as_bytes())?;

@@ -1,15 +1,16 @@
 //! A run of world size N is a gang of N rank processes (`tricklab rank`),
 //! one device each, started the way torchrun starts them: the launcher only
-//! sets the environment (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR,
-//! MASTER_PORT) and watches the processes; inside a Slurm allocation, srun
+//! sets the environment (`dist::env::Launch::env`: torchrun's variables)
+//! and watches the processes; inside a Slurm allocation, srun
 //! starts them instead and sets its own variables. The ranks rendezvous and
-//! reduce through c10d (util::collective).
+//! reduce through c10d (dist::group).
 //!
 //! Rank 0 alone reports: its events come back as JSON lines on its stdout,
 //! and the worker forwards them, so the queue, the store and the TUI see one
 //! run whatever its world size. A rank that dies fails the run with its
 //! name; the others are killed, never left behind.
 
+use super::env::Launch;
 use crate::events::{Event, RunSummary};
 use crate::plan::PlannedRun;
 use crate::train::{Control, Flow, Outcome, Trainer};
@@ -151,9 +152,11 @@ impl Launched {
         let world = devices.len();
         let exe = std::env::current_exe().context("cannot find this binary to start the ranks")?;
         let spec = serde_json::to_string(&run.spec)?;
-        let port = match std::env::var("MASTER_PORT") {
-            Ok(p) => p,
-            Err(_) => free_port()?.to_string(),
+        let port: u16 = match std::env::var("MASTER_PORT") {
+            Ok(p) => p.trim().parse().with_context(|| {
+                format!("MASTER_PORT={p} is not a port number: unset it, or set a free port")
+            })?,
+            Err(_) => free_port()?,
         };
         // A CPU rank gets this worker's share of the cores: the session's
         // `--cpu-threads`, or the cores split among its CPU devices.
@@ -175,7 +178,7 @@ impl Launched {
             c.arg(&exe)
                 .args(["rank", "--spec", &spec, "--device", "local"])
                 .args(["--threads", &threads])
-                .env("MASTER_PORT", &port);
+                .env("MASTER_PORT", port.to_string());
             vec![("srun".into(), c)]
         } else {
             devices
@@ -187,12 +190,7 @@ impl Launched {
                     if dev.starts_with("cpu") {
                         c.args(["--threads", &threads]);
                     }
-                    c.env("RANK", rank.to_string())
-                        .env("WORLD_SIZE", world.to_string())
-                        .env("LOCAL_RANK", rank.to_string())
-                        .env("LOCAL_WORLD_SIZE", world.to_string())
-                        .env("MASTER_ADDR", "127.0.0.1")
-                        .env("MASTER_PORT", &port);
+                    c.envs(Launch::on_this_machine(rank, world, port).env());
                     (format!("rank {rank}"), c)
                 })
                 .collect()

@@ -6,11 +6,11 @@
 //! every step's loss and the final weights must agree, and a test that fails
 //! names the first step or the first variable that differs.
 
-use super::golden::input;
+use super::golden_tests::input;
 use super::{Control, Flow, Injection, TchTrainer, Trainer};
 use crate::config::{Override, RunSpec};
 use crate::events::{Event, RunId};
-use crate::util::native::Draw;
+use crate::native::Draw;
 use serde_json::Value;
 use std::cell::Cell;
 use tch::{Kind, Tensor};

@@ -5,7 +5,7 @@
 use crate::config::RunSpec;
 use crate::events::{Command, Event, LogLevel, RunStatus};
 use crate::plan::PlannedRun;
-use crate::queue::Queue;
+use crate::session::queue::Queue;
 use crate::train::{Control, Flow, Outcome, Trainer};
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -315,7 +315,7 @@ pub fn spawn(gangs: &[Vec<String>], shared: Arc<Shared>, factory: Factory) -> Ve
 fn worker_loop(gang: &[String], shared: &Shared, factory: &Factory) {
     let dev = &gang[0];
     let mut trainer: Box<dyn Trainer> = match factory(dev) {
-        Ok(t) => Box::new(crate::gang::Gang::new(t, gang.to_vec())),
+        Ok(t) => Box::new(crate::dist::gang::Gang::new(t, gang.to_vec())),
         Err(e) => {
             shared.events.push(Event::Log {
                 level: LogLevel::Error,
@@ -342,8 +342,9 @@ fn worker_loop(gang: &[String], shared: &Shared, factory: &Factory) {
         shared.busy.fetch_add(1, Ordering::SeqCst);
         shared.cancel.store(false, Ordering::SeqCst);
         shared.snapshot();
-        // The run's plan, decided once: the trainer only reads it.
-        let planned = crate::recipe::plan_run(&spec);
+        // The run's plan, decided once when its matrix was parsed: the
+        // trainer only reads it.
+        let planned = shared.queue.lock().expect("queue").planned(&spec);
         if let (false, Ok(planned)) = (warm, &planned) {
             // Otherwise the first run of every session, a ladder's first rung,
             // carries the one-time costs and every speedup is inflated.
@@ -390,7 +391,7 @@ fn run_one(
     let id = spec.id.clone();
     let (status, reason, measured, ev) = match result {
         Ok(Ok(Outcome::Finished(summary))) => {
-            let measured = crate::queue::Measured::of(&summary);
+            let measured = crate::session::queue::Measured::of(&summary);
             (
                 RunStatus::Done,
                 None,

@@ -9,17 +9,11 @@ use crate::config::{Clock, RunSpec};
 use crate::events::{QueueItem, RunId, RunStatus, RunSummary};
 use crate::matrix::{Matrix, Sample};
 use anyhow::Result;
-use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::PathBuf;
 use std::time::Instant;
 
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct Entry {
-    pub spec: RunSpec,
-    pub status: RunStatus,
-    pub reason: Option<String>,
-}
+pub use crate::store::saved_queue::{Entry, load_saved};
 
 /// What the queue reads of a finished run.
 #[derive(Clone, Debug, PartialEq)]
@@ -87,16 +81,7 @@ pub struct Queue {
     notes: Vec<(crate::events::LogLevel, String)>,
 }
 
-use crate::util::stats::ci95_half_width;
-
-/// A results folder's saved queue (`DIR/queue.json`): its runs as planned,
-/// with the status each had when it was last written.
-pub fn load_saved(dir: &std::path::Path) -> Result<Vec<Entry>> {
-    let path = dir.join("queue.json");
-    let text = std::fs::read_to_string(&path)
-        .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", path.display()))?;
-    serde_json::from_str(&text).map_err(|e| anyhow::anyhow!("{} is damaged ({e})", path.display()))
-}
+use crate::stats::ci95_half_width;
 
 impl Queue {
     /// Adds a matrix's runs; `done` holds (variant, repeat) already finished
@@ -191,6 +176,15 @@ impl Queue {
             return Some(e.spec.clone());
         }
         None
+    }
+
+    /// Run `spec` with its plan, decided when its matrix was parsed: the
+    /// worker hands the trainer this, never a plan of its own.
+    pub fn planned(&self, spec: &RunSpec) -> Result<crate::plan::PlannedRun> {
+        match self.matrices.get(&spec.id.matrix) {
+            Some(st) => st.matrix.planned(spec),
+            None => anyhow::bail!("run {} has no matrix in this session's queue", spec.id),
+        }
     }
 
     /// Puts a run handed out by `next_run` back, unstarted.
@@ -347,7 +341,7 @@ impl Queue {
 
     /// `until_decided`: once no run of the matrix is queued or running, the
     /// round is over; its look decides each question (`matrix::decide_all`,
-    /// `util::effects::decide` with α split over the planned looks), and
+    /// `stats::estimate::decide` with α split over the planned looks), and
     /// while one is open and rounds are left, every variant gets the next
     /// seed, in variant order (interleaved, as repeats are).
     fn next_round(&mut self, matrix: &str) {
@@ -497,11 +491,7 @@ impl Queue {
                 .iter()
                 .filter(|e| &e.spec.id.matrix == name)
                 .collect();
-            // Into the results folder as it is: never recreate one deleted meanwhile.
-            let text = serde_json::to_string_pretty(&mine)?;
-            crate::util::write_atomic_into(path, |f| {
-                std::io::Write::write_all(f, text.as_bytes()).map_err(Into::into)
-            })?;
+            crate::store::saved_queue::save(path, &mine)?;
         }
         Ok(())
     }

@@ -1,4 +1,10 @@
-//! Statistics shared by the queue (adaptive repeats) and the reports.
+//! The statistics of ablations: t quantiles and confidence intervals (here,
+//! shared by the queue's adaptive repeats and the reports), two-level
+//! designs and their aliases (`design`), and what is estimated from them:
+//! factorial effects, Shapley credit, power and sequential rules (`estimate`).
+
+pub mod design;
+pub mod estimate;
 
 /// Half-width of the 95% CI of the mean (t-distribution).
 pub fn ci95_half_width(xs: &[f64]) -> f64 {

@@ -243,7 +243,7 @@ fn write_reports(dirs: &[std::path::PathBuf], done_runs: usize, failed: usize) -
         }
         let report = crate::report::aggregate(std::slice::from_ref(d), &Default::default())?;
         println!("{}", report.to_markdown());
-        let files = crate::writeup::write(d)?;
+        let files = crate::export::writeup::write(d)?;
         let names = files
             .iter()
             .map(|f| f.file_name().unwrap_or_default().to_string_lossy())

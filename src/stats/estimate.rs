@@ -4,7 +4,7 @@
 //! power and sample size for seeds, and a sequential decision rule.
 //!
 //! Coding: a trick is +1 when on and −1 when off; a configuration is the
-//! bitmask of tricks on and a term is a [`Word`] (see [`crate::doe`]).
+//! bitmask of tricks on and a term is a [`Word`] (see [`crate::stats::design`]).
 //! All intervals are two-sided at [`CONFIDENCE`].
 
 use std::collections::{BTreeMap, HashMap};
@@ -14,7 +14,7 @@ use statrs::distribution::{ContinuousCDF, Normal, StudentsT};
 use statrs::function::beta::beta_reg;
 use statrs::function::gamma::ln_gamma;
 
-use crate::util::doe::{Word, factors_of, letters, term_sign, word_label};
+use crate::stats::design::{Word, factors_of, letters, term_sign, word_label};
 
 /// Confidence level of every interval in this module.
 pub const CONFIDENCE: f64 = 0.95;
@@ -606,7 +606,7 @@ pub fn shapley_exact(obs: &[Obs], k: usize) -> Result<ShapleyValues, String> {
 /// Check that every order is a permutation of 0..n with n = the first's length.
 fn check_orders(orders: &[Vec<usize>]) -> Result<usize, String> {
     let Some(first) = orders.first() else {
-        return Err("no orders given; sample some with doe::sample_orders".to_string());
+        return Err("no orders given; sample some with design::sample_orders".to_string());
     };
     let n = first.len();
     if n == 0 || n > 32 {
@@ -662,7 +662,7 @@ pub fn shapley_sampled(
                 set_label(c)
             )),
             None => Err(format!(
-                "configuration {} has no value; run it (doe::order_configs lists every configuration the orders need)",
+                "configuration {} has no value; run it (design::order_configs lists every configuration the orders need)",
                 set_label(c)
             )),
         }
@@ -1149,7 +1149,7 @@ pub fn pure_error(obs: &[Obs]) -> Option<(f64, usize)> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::util::doe::{fractional, full_factorial, sample_orders};
+    use crate::stats::design::{fractional, full_factorial, sample_orders};
     use crate::util::splitmix::SplitMix64;
 
     /// Standard normal draw by Box–Muller (Box & Muller 1958) from SplitMix64.

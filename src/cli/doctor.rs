@@ -42,7 +42,7 @@ pub fn cmd_doctor(args: DoctorArgs) -> Result<i32> {
             "results": args.results,
             "results_writable": writable.is_ok(),
             "run_devices": crate::util::device::resolve_devices(&["auto".to_string()]).ok(),
-            "collectives": crate::util::collective::available(),
+            "collectives": crate::dist::group::available(),
             "problems": problems,
         });
         println!("{}", serde_json::to_string_pretty(&v)?);
@@ -111,7 +111,7 @@ fn check_writable(dir: &Path) -> Result<()> {
 /// Which c10d process groups this binary was built with, for runs of
 /// world_size > 1, and what to do where one is missing.
 fn collectives_line() -> String {
-    let have = crate::util::collective::available();
+    let have = crate::dist::group::available();
     let gloo = have.contains("gloo");
     let nccl = have.contains("nccl");
     match (gloo, nccl) {

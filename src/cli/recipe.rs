@@ -1,8 +1,8 @@
 //! `tricklab recipes` and `tricklab recipe show`.
 
-use super::{recipes, resolve};
 use crate::config::Override;
 use crate::config::SETTINGS;
+use crate::recipe::{recipes, resolve};
 use anyhow::Result;
 
 #[derive(clap::Args, Debug)]

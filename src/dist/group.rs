@@ -1,66 +1,15 @@
 //! One rank's handle on PyTorch's own distributed engine (c10d, through
-//! src/util/native.cpp): the TCPStore rendezvous, then a process group,
+//! `native::c10d`): the TCPStore rendezvous, then a process group,
 //! ProcessGroupNCCL for CUDA tensors and ProcessGroupGloo for CPU tensors.
-//! Nothing here moves bytes itself: every collective is c10d's.
-//!
-//! Where a rank is and who its peers are comes from the launcher's own
-//! variables, as `torch.distributed.init_process_group("env://")` reads them:
-//! torchrun's RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT, or
-//! srun's SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID and the first host of
-//! SLURM_JOB_NODELIST (srun sets no MASTER_*).
+//! Nothing here moves bytes itself: every collective is c10d's. Where the
+//! rank and its peers are comes from `dist::env`.
 
+use crate::dist::env::Launch;
+use crate::native::c10d::*;
 use anyhow::{Context, Result, bail};
-use std::ffi::{CStr, CString, c_char, c_int, c_void};
+use std::ffi::{CStr, CString, c_int, c_void};
 use std::time::Duration;
 use tch::{Kind, Tensor};
-
-unsafe extern "C" {
-    fn tricklab_last_error() -> *const c_char;
-    fn tricklab_collectives() -> *const c_char;
-    fn tricklab_store_new(
-        host: *const c_char,
-        port: c_int,
-        is_server: c_int,
-        world: c_int,
-        timeout_ms: i64,
-    ) -> *mut c_void;
-    fn tricklab_store_free(s: *mut c_void);
-    fn tricklab_store_set(s: *mut c_void, key: *const c_char, v: *const c_char, len: i64) -> c_int;
-    fn tricklab_store_get(s: *mut c_void, key: *const c_char, len: *mut i64) -> *mut c_char;
-    fn tricklab_buf_free(b: *mut c_char);
-    fn tricklab_pg_new(
-        s: *mut c_void,
-        nccl: c_int,
-        rank: c_int,
-        size: c_int,
-        timeout_ms: i64,
-        iface: *const c_char,
-        loopback: c_int,
-    ) -> *mut c_void;
-    fn tricklab_pg_free(g: *mut c_void);
-    fn tricklab_pg_allreduce(
-        g: *mut c_void,
-        ts: *const *const torch_sys::C_tensor,
-        n: c_int,
-    ) -> c_int;
-    fn tricklab_pg_broadcast(
-        g: *mut c_void,
-        ts: *const *const torch_sys::C_tensor,
-        n: c_int,
-        root: c_int,
-    ) -> c_int;
-    fn tricklab_pg_barrier(g: *mut c_void) -> c_int;
-    fn tricklab_sync_batch_norm(
-        g: *mut c_void,
-        x: *const torch_sys::C_tensor,
-        weight: *const torch_sys::C_tensor,
-        bias: *const torch_sys::C_tensor,
-        running_mean: *const torch_sys::C_tensor,
-        running_var: *const torch_sys::C_tensor,
-        momentum: f64,
-        eps: f64,
-    ) -> *mut torch_sys::C_tensor;
-}
 
 thread_local! {
     /// The group this thread's SyncBN layers reduce over (null: none).
@@ -126,114 +75,6 @@ fn last_error() -> String {
     let e = unsafe { CStr::from_ptr(tricklab_last_error()) }.to_string_lossy();
     // c10d's messages carry a C++ stack after the first line.
     e.lines().next().unwrap_or("").trim().to_string()
-}
-
-/// Who this process is in a gang, from the launcher's environment.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Launch {
-    pub rank: usize,
-    pub world: usize,
-    /// This rank's index on its own machine: its GPU is `cuda:LOCAL_RANK`.
-    pub local_rank: usize,
-    pub master_addr: String,
-    pub master_port: u16,
-    /// `torchrun` (the standard variables) or `srun`.
-    pub launcher: &'static str,
-}
-
-/// MASTER_PORT under srun when none is set: torchrun's default.
-pub const DEFAULT_PORT: u16 = 29500;
-
-impl Launch {
-    /// The gang this process belongs to, from `env` (a variable lookup):
-    /// torchrun's variables first, then srun's; `None` when neither is set.
-    pub fn from_env(env: &dyn Fn(&str) -> Option<String>) -> Result<Option<Launch>> {
-        let num = |k: &str| -> Result<Option<usize>> {
-            env(k)
-                .map(|v| {
-                    v.trim()
-                        .parse::<usize>()
-                        .with_context(|| format!("{k}={v} is not a whole number"))
-                })
-                .transpose()
-        };
-        let port = || -> Result<u16> {
-            match env("MASTER_PORT") {
-                Some(p) => p
-                    .trim()
-                    .parse()
-                    .with_context(|| format!("MASTER_PORT={p} is not a port number")),
-                None => Ok(DEFAULT_PORT),
-            }
-        };
-        let launch = if let (Some(rank), Some(world)) = (num("RANK")?, num("WORLD_SIZE")?) {
-            let Some(addr) = env("MASTER_ADDR") else {
-                bail!(
-                    "RANK and WORLD_SIZE are set but MASTER_ADDR is not: set it to rank 0's host (torchrun sets all three)"
-                );
-            };
-            Launch {
-                rank,
-                world,
-                local_rank: num("LOCAL_RANK")?.unwrap_or(rank),
-                master_addr: addr,
-                master_port: port()?,
-                launcher: "torchrun",
-            }
-        } else if let (Some(rank), Some(world)) = (num("SLURM_PROCID")?, num("SLURM_NTASKS")?) {
-            let addr = match env("MASTER_ADDR") {
-                Some(a) => a,
-                None => {
-                    let list = env("SLURM_JOB_NODELIST")
-                        .or_else(|| env("SLURM_NODELIST"))
-                        .context("srun set SLURM_PROCID but no SLURM_JOB_NODELIST: set MASTER_ADDR to rank 0's host")?;
-                    first_host(&list)?
-                }
-            };
-            Launch {
-                rank,
-                world,
-                local_rank: num("SLURM_LOCALID")?.unwrap_or(0),
-                master_addr: addr,
-                master_port: port()?,
-                launcher: "srun",
-            }
-        } else {
-            return Ok(None);
-        };
-        if launch.world == 0 || launch.rank >= launch.world {
-            bail!(
-                "rank {} is not within the world size {}: check RANK/WORLD_SIZE (or SLURM_PROCID/SLURM_NTASKS)",
-                launch.rank,
-                launch.world
-            );
-        }
-        Ok(Some(launch))
-    }
-
-    /// A loopback rendezvous: Gloo then binds the loopback too, which is
-    /// all one box needs and works where the host name does not resolve.
-    pub fn is_loopback(&self) -> bool {
-        self.master_addr == "localhost" || self.master_addr.starts_with("127.")
-    }
-}
-
-/// The first host of a Slurm node list, as `scontrol show hostnames` expands
-/// it (`node[03-04,07]` → `node03`).
-pub fn first_host(nodelist: &str) -> Result<String> {
-    let out = std::process::Command::new("scontrol")
-        .args(["show", "hostnames", nodelist])
-        .output()
-        .with_context(|| {
-            format!("cannot run scontrol to expand the node list `{nodelist}`: set MASTER_ADDR to rank 0's host")
-        })?;
-    let text = String::from_utf8_lossy(&out.stdout);
-    match text.lines().next().map(str::trim).filter(|h| !h.is_empty()) {
-        Some(h) if out.status.success() => Ok(h.to_string()),
-        _ => bail!(
-            "scontrol could not expand the node list `{nodelist}`: set MASTER_ADDR to rank 0's host"
-        ),
-    }
 }
 
 /// A joined process group: NCCL's for CUDA tensors or Gloo's for CPU
@@ -494,6 +335,38 @@ impl Collective {
         self.call("barrier", || unsafe { tricklab_pg_barrier(self.group) })
     }
 
+    /// This rank's share of a global batch: every world-th row from its
+    /// rank on, as torch's DistributedSampler deals them. The shares are
+    /// disjoint and together the one-process batch, and a rank's share is
+    /// exactly the sub-batch ghost BN with world_size splits normalises
+    /// together (it interleaves the same way).
+    pub fn share(&self, t: Tensor) -> Tensor {
+        if self.world <= 1 {
+            return t;
+        }
+        let n = t.size()[0];
+        t.slice(0, self.rank as i64, n, self.world as i64)
+    }
+
+    /// One data-parallel step's reduction: the gradients averaged over the
+    /// ranks, and the step's loss and correct count in the same buckets.
+    /// Returns the gang's loss (the mean) and correct count (the sum).
+    pub fn reduce_step(
+        &self,
+        mut grads: Vec<Tensor>,
+        loss: &Tensor,
+        correct: &Tensor,
+    ) -> Result<(Tensor, Tensor)> {
+        let pack = scalar_pack(&[loss, correct]);
+        grads.push(pack.shallow_clone());
+        self.allreduce_mean(&grads)?;
+        // The mean of the counts, times the ranks: the gang's count.
+        let count = (pack.get(1) * self.world as f64)
+            .round()
+            .to_kind(Kind::Int64);
+        Ok((pack.get(0), count))
+    }
+
     /// Averages `ts` over the ranks through flat buckets of at most
     /// [`BUCKET_BYTES`] (one kind and device each): one copy in, one
     /// all-reduce, one scale and one copy out per bucket instead of one
@@ -559,7 +432,7 @@ fn buckets(ts: &[Tensor], cap: usize) -> Vec<Vec<&Tensor>> {
 }
 
 /// The one float tensor a step's metrics travel in beside its gradients.
-pub fn scalar_pack(values: &[&Tensor]) -> Tensor {
+fn scalar_pack(values: &[&Tensor]) -> Tensor {
     let v: Vec<Tensor> = values
         .iter()
         .map(|t| t.to_kind(Kind::Float).reshape([1]))
@@ -570,60 +443,6 @@ pub fn scalar_pack(values: &[&Tensor]) -> Tensor {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn env<'a>(vars: &'a [(&'a str, &'a str)]) -> impl Fn(&str) -> Option<String> + 'a {
-        move |k| {
-            vars.iter()
-                .find(|(n, _)| *n == k)
-                .map(|(_, v)| v.to_string())
-        }
-    }
-
-    #[test]
-    fn torchrun_variables_then_sruns() {
-        let t = Launch::from_env(&env(&[
-            ("RANK", "3"),
-            ("WORLD_SIZE", "8"),
-            ("LOCAL_RANK", "1"),
-            ("MASTER_ADDR", "10.0.0.2"),
-            ("MASTER_PORT", "29501"),
-            ("SLURM_PROCID", "0"),
-            ("SLURM_NTASKS", "2"),
-        ]))
-        .unwrap()
-        .unwrap();
-        assert_eq!(
-            (t.rank, t.world, t.local_rank, t.master_port, t.launcher),
-            (3, 8, 1, 29501, "torchrun")
-        );
-        assert!(!t.is_loopback());
-        let s = Launch::from_env(&env(&[
-            ("SLURM_PROCID", "1"),
-            ("SLURM_NTASKS", "2"),
-            ("SLURM_LOCALID", "1"),
-            ("MASTER_ADDR", "127.0.0.1"),
-        ]))
-        .unwrap()
-        .unwrap();
-        assert_eq!(
-            (s.rank, s.world, s.local_rank, s.master_port, s.launcher),
-            (1, 2, 1, DEFAULT_PORT, "srun")
-        );
-        assert!(s.is_loopback());
-        assert_eq!(Launch::from_env(&env(&[])).unwrap(), None);
-        let bad = Launch::from_env(&env(&[
-            ("RANK", "2"),
-            ("WORLD_SIZE", "2"),
-            ("MASTER_ADDR", "h"),
-        ]));
-        assert!(
-            bad.unwrap_err()
-                .to_string()
-                .contains("not within the world size 2")
-        );
-        let no_addr = Launch::from_env(&env(&[("RANK", "0"), ("WORLD_SIZE", "2")]));
-        assert!(no_addr.unwrap_err().to_string().contains("MASTER_ADDR"));
-    }
 
     #[test]
     fn buckets_keep_kinds_apart_and_respect_the_cap() {

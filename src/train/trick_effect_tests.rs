@@ -9,10 +9,10 @@ use super::prepare::{Batches, Layout, Source, prepare};
 use super::step::Trainee;
 use crate::config::Override;
 use crate::model::Net;
+use crate::native::{AutocastKind, Rng};
 use crate::optim::{self, clip_grad_norm};
 use crate::plan::RunPlan;
 use crate::tricks::TrickId;
-use crate::util::native::{AutocastKind, Rng};
 use tch::{Device, Kind, Tensor, nn};
 
 fn plan(recipe: &str, ov: &[&str]) -> RunPlan {

@@ -1,5 +1,6 @@
-//! Two libtorch operations that tch 0.24 cannot express, through a small C++
-//! shim compiled by `build.rs` against the same libtorch:
+//! libtorch C++ that tch 0.24 does not bind, through a small C++ shim
+//! (native.cpp) compiled by `build.rs` against the same libtorch. c10d's
+//! store and process groups are bound in `c10d`; here:
 //! - CELU with its α as one kernel: tch's `celu()` and `elu()` take no α, and
 //!   α·celu(x/α) costs two extra elementwise passes (and their backward) per
 //!   activation in Page's final net;
@@ -9,6 +10,8 @@
 //!   process-wide default generators, so two CPU workers interleave their
 //!   draws (runs differ from a one-worker session) and one GPU worker's
 //!   `manual_seed` reseeds every other GPU mid-run.
+
+pub mod c10d;
 
 use std::ffi::{CStr, c_char, c_int, c_void};
 use std::sync::Mutex;

@@ -1,7 +1,9 @@
 //! `tricklab data ...` subcommands.
 
-use super::*;
+use crate::data::*;
+use anyhow::{Context, Result, bail};
 use clap::Subcommand;
+use std::path::{Path, PathBuf};
 
 #[derive(clap::Args, Debug)]
 pub struct DataArgs {

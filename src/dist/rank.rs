@@ -1,0 +1,119 @@
+//! One rank of a run spread over several processes. Its launcher
+//! (tricklab's own gang, srun or torchrun) only sets the environment; this
+//! process finds its place in it (`dist::env`), joins the others through
+//! c10d (`dist::group`), and trains its share. Rank 0 reports the run on
+//! stdout (`gang::Msg`); every rank's errors go to stderr as one line naming it.
+
+use super::env::Launch;
+use super::gang::Msg;
+use super::group::Collective;
+use crate::config::RunSpec;
+use crate::train::{NeverStop, Outcome, TchTrainer};
+use anyhow::{Context, Result, bail};
+use sha2::Digest;
+use std::path::PathBuf;
+
+/// What `tricklab rank` is asked besides the environment.
+#[derive(Debug, Default)]
+pub struct RankOptions {
+    /// The run, as the queue holds it (a RunSpec in JSON).
+    pub spec: String,
+    /// This rank's device; `local`: cuda:LOCAL_RANK where CUDA is, else the CPU.
+    pub device: String,
+    /// libtorch threads of a CPU rank (default: the cores shared among the
+    /// ranks on this machine).
+    pub threads: Option<usize>,
+    /// Skip the gang's discarded warm-up run.
+    pub no_warm_up: bool,
+    /// Rank 0 saves the trained weights here (safetensors).
+    pub save_weights: Option<PathBuf>,
+}
+
+pub fn run_from_env(args: &RankOptions) -> Result<i32> {
+    let env = |k: &str| std::env::var(k).ok();
+    let Some(launch) = Launch::from_env(&env)? else {
+        bail!(
+            "`tricklab rank` is started by a launcher: `tricklab run` for a run with world_size > 1, srun, or torchrun (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT)"
+        );
+    };
+    let who = format!("rank {} of {}", launch.rank, launch.world);
+    match train(args, &launch) {
+        Ok(code) => Ok(code),
+        // One line that names the rank, whatever failed.
+        Err(e) => {
+            let line = crate::util::one_line(&e);
+            if line.starts_with(&who) {
+                bail!("{line}")
+            }
+            bail!("{who}: {line}")
+        }
+    }
+}
+
+fn train(args: &RankOptions, launch: &Launch) -> Result<i32> {
+    let spec: RunSpec =
+        serde_json::from_str(&args.spec).context("--spec is not a run (RunSpec JSON)")?;
+    // The rank plans the run again from its spec, on purpose: a rank may be
+    // started by srun or torchrun with no session behind it, and its plan
+    // enters the fingerprint every rank compares at the rendezvous, which is
+    // what catches a rank running another binary.
+    let planned = crate::recipe::plan_run(&spec)?;
+    let device = match args.device.as_str() {
+        "local" if tch::Cuda::is_available() => format!("cuda:{}", launch.local_rank),
+        "local" => "cpu".to_string(),
+        d => d.to_string(),
+    };
+    if device.starts_with("cpu") {
+        let local = launch.local_world.max(1);
+        let threads = args
+            .threads
+            .unwrap_or((crate::util::machine::cpu_cores() / local).max(1));
+        tch::set_num_threads(threads.clamp(1, 1024) as i32);
+    }
+    let mut trainer = TchTrainer::new(&device)?;
+    let dist = Collective::join(
+        launch,
+        device.starts_with("cuda"),
+        &fingerprint(&spec, &planned.plan)?,
+        super::gang::timeout(),
+    )?;
+    let rank0 = launch.rank == 0;
+    if !args.no_warm_up {
+        let line = trainer.warm_up_rank(&planned, &dist)?;
+        if rank0 {
+            super::gang::say(&Msg::Log(format!("{line} ({} ranks)", launch.world)))?;
+        }
+    }
+    trainer.save_weights = args.save_weights.clone().filter(|_| rank0);
+    let mut said = Ok(());
+    let outcome = trainer.run_rank(&planned, &dist, &NeverStop, &mut |ev| {
+        if rank0 && said.is_ok() {
+            said = super::gang::say(&Msg::Event(ev));
+        }
+    })?;
+    said?;
+    if let (true, Outcome::Finished(s)) = (rank0, outcome) {
+        super::gang::say(&Msg::Finished(s))?;
+    }
+    Ok(0)
+}
+
+/// What every rank must share: the binary (its bytes) and the run (its
+/// spec and the plan this binary decided for it).
+fn fingerprint(spec: &RunSpec, plan: &crate::plan::RunPlan) -> Result<String> {
+    let exe = std::env::current_exe()?;
+    let mut h = sha2::Sha256::new();
+    let mut f = std::fs::File::open(&exe)
+        .with_context(|| format!("cannot read {} to fingerprint it", exe.display()))?;
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        let n = std::io::Read::read(&mut f, &mut buf)?;
+        if n == 0 {
+            break;
+        }
+        h.update(&buf[..n]);
+    }
+    h.update(serde_json::to_vec(spec)?);
+    h.update(format!("{plan:?}").as_bytes());
+    Ok(hex::encode(h.finalize()))
+}

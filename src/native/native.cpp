@@ -1,0 +1,455 @@
+// ATen entry points that tch 0.24 does not bind (see native.rs for why each
+// is needed). A tch `Tensor` wraps a heap `at::Tensor*` (torch-sys's
+// `C_tensor`), so results are returned the same way and freed by tch.
+#include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
+#include <ATen/autocast_mode.h>
+#include <ATen/detail/CUDAHooksInterface.h>
+
+#ifdef TRICKLAB_C10D_GLOO
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#endif
+#ifdef TRICKLAB_C10D_NCCL
+#include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
+#endif
+#include <torch/csrc/autograd/custom_function.h>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace {
+thread_local std::string last_error;
+
+at::DeviceType device_type(int cuda) { return cuda ? at::kCUDA : at::kCPU; }
+
+at::Device device(int cuda, int index) {
+  return cuda ? at::Device(at::kCUDA, static_cast<at::DeviceIndex>(index))
+              : at::Device(at::kCPU);
+}
+
+void reseed(at::Generator g, uint64_t seed) {
+  std::lock_guard<std::mutex> lock(g.mutex());
+  g.set_current_seed(seed);
+}
+
+std::vector<at::Tensor> list(const at::Tensor *const *ts, int n) {
+  std::vector<at::Tensor> v;
+  v.reserve(n);
+  for (int i = 0; i < n; ++i) v.push_back(*ts[i]);
+  return v;
+}
+
+template <typename F>
+int status(F f) {
+  try {
+    f();
+    return 1;
+  } catch (const std::exception &e) {
+    last_error = e.what();
+    return 0;
+  }
+}
+
+template <typename F>
+at::Tensor *guarded(F f) {
+  try {
+    return new at::Tensor(f());
+  } catch (const std::exception &e) {
+    last_error = e.what();
+    return nullptr;
+  }
+}
+}  // namespace
+
+extern "C" {
+
+const char *tricklab_last_error() { return last_error.c_str(); }
+
+// One elu kernel with alpha, scale 1 and input scale 1/alpha, forward and
+// backward (CELU's autograd formula is elu_backward).
+at::Tensor *tricklab_celu(const at::Tensor *x, double alpha) {
+  return guarded([&] { return at::celu(*x, alpha); });
+}
+
+// Page-locked host memory for a non-blocking copy to the GPU. tch binds only
+// the form with a device argument, which libtorch 2.11 deprecates with a
+// warning on every call (one per batch of a streaming run).
+at::Tensor *tricklab_pin_memory(const at::Tensor *x) {
+  return guarded([&] { return x->pin_memory(); });
+}
+
+// A generator of the run's own (tch binds only the process-wide defaults,
+// which every worker thread would share).
+at::Generator *tricklab_generator_new(int cuda, int index, uint64_t seed) {
+  try {
+    at::Generator g =
+        cuda ? at::detail::getCUDAHooks().getNewGenerator(
+                   static_cast<at::DeviceIndex>(index))
+             : at::detail::createCPUGenerator(seed);
+    reseed(g, seed);
+    return new at::Generator(std::move(g));
+  } catch (const std::exception &e) {
+    last_error = e.what();
+    return nullptr;
+  }
+}
+
+void tricklab_generator_free(at::Generator *g) { delete g; }
+
+at::Tensor *tricklab_randperm(at::Generator *g, int64_t n, int cuda,
+                              int index) {
+  return guarded([&] {
+    return at::randperm(n, *g, at::TensorOptions(at::kLong).device(device(cuda, index)));
+  });
+}
+
+at::Tensor *tricklab_randint(at::Generator *g, int64_t high,
+                             const int64_t *shape, int ndim, int cuda,
+                             int index) {
+  return guarded([&] {
+    return at::randint(high, at::IntArrayRef(shape, ndim), *g,
+                       at::TensorOptions(at::kLong).device(device(cuda, index)));
+  });
+}
+
+at::Tensor *tricklab_rand(at::Generator *g, const int64_t *shape, int ndim,
+                          int cuda, int index) {
+  return guarded([&] {
+    return at::rand(at::IntArrayRef(shape, ndim), *g,
+                    at::TensorOptions(at::kFloat).device(device(cuda, index)));
+  });
+}
+
+// Seeds the default generators that parameter inits draw from: the CPU's and
+// this device's (not every device's, as torch.manual_seed does, which would
+// reseed other workers' GPUs mid-run).
+int tricklab_seed_defaults(int cuda, int index, uint64_t seed) {
+  try {
+    reseed(at::detail::getDefaultCPUGenerator(), seed);
+    if (cuda) {
+      reseed(at::detail::getCUDAHooks().getDefaultGenerator(
+                 static_cast<at::DeviceIndex>(index)),
+             seed);
+    }
+    return 1;
+  } catch (const std::exception &e) {
+    last_error = e.what();
+    return 0;
+  }
+}
+
+// Enters an autocast region to `half` (0 = fp16, 1 = bf16) on the CPU or
+// CUDA and returns whether autocast was on before.
+int tricklab_autocast_enter(int cuda, int half) {
+  const auto dev = device_type(cuda);
+  const bool prev = at::autocast::is_autocast_enabled(dev);
+  at::autocast::set_autocast_dtype(dev, half ? at::kBFloat16 : at::kHalf);
+  at::autocast::set_autocast_enabled(dev, true);
+  at::autocast::increment_nesting();
+  return prev ? 1 : 0;
+}
+
+// Leaves the region: the cast cache lives as long as the outermost region.
+void tricklab_autocast_exit(int cuda, int prev) {
+  if (at::autocast::decrement_nesting() == 0) {
+    at::autocast::clear_cache();
+  }
+  at::autocast::set_autocast_enabled(device_type(cuda), prev != 0);
+}
+
+// PyTorch's SGD (coupled weight decay, momentum, Nesterov) over a list of
+// parameters of one device and type in one fused kernel, as torch.optim.SGD
+// with fused=True runs it: buf = g + wd w on the first step, else
+// mu buf + (g + wd w); w -= lr (g + wd w + mu buf) (Nesterov) or lr buf.
+int tricklab_fused_sgd(const at::Tensor *const *params,
+                       const at::Tensor *const *grads,
+                       const at::Tensor *const *bufs, int n, double wd,
+                       double momentum, double lr, int nesterov, int first) {
+  return status([&] {
+    at::_fused_sgd_(list(params, n), list(grads, n),
+                    momentum != 0.0 ? list(bufs, n) : std::vector<at::Tensor>{},
+                    wd, momentum, lr, 0.0, nesterov != 0, false, first != 0);
+  });
+}
+
+// Page's Nesterov form (CF:tb `nesterov_update`) with multi-tensor kernels:
+// dw = -lr (g + wd w); v = mu v + dw; w += dw + mu v.
+int tricklab_page_sgd(const at::Tensor *const *params,
+                      const at::Tensor *const *grads,
+                      const at::Tensor *const *bufs, int n, double wd,
+                      double momentum, double lr) {
+  return status([&] {
+    auto w = list(params, n);
+    auto v = list(bufs, n);
+    auto dw = wd != 0.0 ? at::_foreach_add(list(grads, n), w, wd)
+                        : at::_foreach_mul(list(grads, n), 1.0);
+    at::_foreach_mul_(dw, -lr);
+    at::_foreach_mul_(v, momentum);
+    at::_foreach_add_(v, dw);
+    at::_foreach_add_(dw, v, momentum);
+    at::_foreach_add_(w, dw);
+  });
+}
+
+// Drops the gradients (PyTorch's zero_grad(set_to_none=True)): no fill
+// kernel, and the next backward writes fresh gradients instead of adding.
+void tricklab_grads_to_none(const at::Tensor *const *ts, int n) {
+  for (int i = 0; i < n; ++i) {
+    const_cast<at::Tensor *>(ts[i])->mutable_grad().reset();
+  }
+}
+
+// c10d: the TCPStore rendezvous and the process groups of PyTorch's own
+// distributed engine (libtorch_cpu exports Gloo's, libtorch_cuda NCCL's).
+// Handles are heap intrusive_ptrs; every call turns an exception into 0 or
+// nullptr with the message in tricklab_last_error().
+
+// Which collectives this binary was built with: "gloo", "gloo,nccl" or "".
+const char *tricklab_collectives() {
+  return ""
+#ifdef TRICKLAB_C10D_GLOO
+         "gloo"
+#endif
+#if defined(TRICKLAB_C10D_GLOO) && defined(TRICKLAB_C10D_NCCL)
+         ","
+#endif
+#ifdef TRICKLAB_C10D_NCCL
+         "nccl"
+#endif
+      ;
+}
+
+using StorePtr = c10::intrusive_ptr<c10d::Store>;
+using GroupPtr = c10::intrusive_ptr<c10d::Backend>;
+
+// Rank 0 serves the store and waits (up to the timeout) for the others.
+StorePtr *tricklab_store_new(const char *host, int port, int is_server,
+                             int world, int64_t timeout_ms) {
+  try {
+    c10d::TCPStoreOptions o;
+    o.port = static_cast<std::uint16_t>(port);
+    o.isServer = is_server != 0;
+    o.numWorkers = static_cast<std::size_t>(world);
+    o.waitWorkers = true;
+    o.timeout = std::chrono::milliseconds(timeout_ms);
+    return new StorePtr(c10::make_intrusive<c10d::TCPStore>(host, o));
+  } catch (const std::exception &e) {
+    last_error = e.what();
+    return nullptr;
+  }
+}
+
+void tricklab_store_free(StorePtr *s) { delete s; }
+
+int tricklab_store_set(StorePtr *s, const char *key, const char *value,
+                       int64_t len) {
+  return status([&] {
+    std::vector<uint8_t> v(value, value + len);
+    (*s)->set(key, v);
+  });
+}
+
+// The value under `key`, waiting up to the store's timeout; malloc'ed, freed
+// by tricklab_buf_free.
+char *tricklab_store_get(StorePtr *s, const char *key, int64_t *len) {
+  try {
+    auto v = (*s)->get(key);
+    char *out = static_cast<char *>(std::malloc(v.size() + 1));
+    if (!v.empty()) std::memcpy(out, v.data(), v.size());
+    *len = static_cast<int64_t>(v.size());
+    return out;
+  } catch (const std::exception &e) {
+    last_error = e.what();
+    return nullptr;
+  }
+}
+
+void tricklab_buf_free(char *b) { std::free(b); }
+
+// A process group of `size` ranks over the store: NCCL (nccl != 0, CUDA
+// tensors) or Gloo (CPU tensors). `iface`: the network interface Gloo binds
+// ("" = this host's name, or the loopback when `loopback`).
+GroupPtr *tricklab_pg_new(StorePtr *s, int nccl, int rank, int size,
+                          int64_t timeout_ms, const char *iface,
+                          int loopback) {
+  try {
+    const auto timeout = std::chrono::milliseconds(timeout_ms);
+    if (nccl) {
+#ifdef TRICKLAB_C10D_NCCL
+      auto opts = c10d::ProcessGroupNCCL::Options::create();
+      opts->timeout = timeout;
+      return new GroupPtr(
+          c10::make_intrusive<c10d::ProcessGroupNCCL>(*s, rank, size, opts));
+#else
+      throw std::runtime_error(
+          "this binary was built without NCCL (no CUDA headers at build "
+          "time): rebuild with them (docs/gpu.md) or run on the CPU");
+#endif
+    }
+#ifdef TRICKLAB_C10D_GLOO
+    auto opts = c10d::ProcessGroupGloo::Options::create(timeout);
+    if (iface && *iface) {
+      opts->devices.push_back(
+          c10d::ProcessGroupGloo::createDeviceForInterface(iface));
+    } else if (loopback) {
+      opts->devices.push_back(
+          c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));
+    } else {
+      opts->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
+    }
+    return new GroupPtr(
+        c10::make_intrusive<c10d::ProcessGroupGloo>(*s, rank, size, opts));
+#else
+    throw std::runtime_error(
+        "this binary was built without Gloo (no gloo headers at build time): "
+        "install libgloo-dev (scripts/system-deps.sh) and rebuild");
+#endif
+  } catch (const std::exception &e) {
+    last_error = e.what();
+    return nullptr;
+  }
+}
+
+void tricklab_pg_free(GroupPtr *g) { delete g; }
+
+// Sums each tensor across the ranks, in place, and waits for it (on a GPU
+// the wait orders the current stream after NCCL's; the host goes on).
+int tricklab_pg_allreduce(GroupPtr *g, const at::Tensor *const *ts, int n) {
+  return status([&] {
+    auto v = list(ts, n);
+    (*g)->allreduce(v)->wait();
+  });
+}
+
+int tricklab_pg_broadcast(GroupPtr *g, const at::Tensor *const *ts, int n,
+                          int root) {
+  return status([&] {
+    auto v = list(ts, n);
+    c10d::BroadcastOptions o;
+    o.rootRank = root;
+    (*g)->broadcast(v, o)->wait();
+  });
+}
+
+int tricklab_pg_barrier(GroupPtr *g) {
+  return status([&] { (*g)->barrier()->wait(); });
+}
+}
+
+// Synchronised BatchNorm (torch.nn.SyncBatchNorm's arithmetic, over any
+// c10d group): the batch statistics are summed over every rank's share in
+// forward, and so are the two sums BN's input gradient needs in backward,
+// so N ranks normalise and differentiate as one process over the whole
+// batch. Generic ATen ops: runs wherever the group's tensors live (Gloo on
+// the CPU, NCCL on GPUs). Statistics in float32, as cuDNN keeps them.
+namespace {
+std::vector<int64_t> reduce_dims(const at::Tensor &x) {
+  std::vector<int64_t> d{0};
+  for (int64_t i = 2; i < x.dim(); ++i) d.push_back(i);
+  return d;
+}
+
+std::vector<int64_t> channel_shape(const at::Tensor &x) {
+  std::vector<int64_t> s(x.dim(), 1);
+  s[1] = x.size(1);
+  return s;
+}
+
+void allreduce_one(GroupPtr *g, at::Tensor &t) {
+  std::vector<at::Tensor> v{t};
+  (*g)->allreduce(v)->wait();
+}
+
+struct SyncBn : public torch::autograd::Function<SyncBn> {
+  static at::Tensor forward(torch::autograd::AutogradContext *ctx,
+                            const at::Tensor &x, const at::Tensor &weight,
+                            const at::Tensor &bias, at::Tensor running_mean,
+                            at::Tensor running_var, double momentum,
+                            double eps, int64_t group) {
+    auto *g = reinterpret_cast<GroupPtr *>(group);
+    const auto dims = reduce_dims(x);
+    const auto shape = channel_shape(x);
+    const int64_t c = x.size(1);
+    auto xf = x.to(at::kFloat);
+    const double local = static_cast<double>(x.numel() / c);
+    // Each rank's count, mean and (biased) variance in its own row, summed
+    // into every rank's table (an all-gather through all-reduce), then
+    // combined by the parallel-variance formula (Chan et al. 1979, as
+    // torch's batch_norm_gather_stats_with_counts): no E[x²] − E[x]²
+    // cancellation.
+    auto [var_r, mean_r] = at::var_mean(xf, dims, /*correction=*/0, false);
+    auto rows = at::zeros({(*g)->getSize(), 2 * c + 1}, xf.options());
+    rows[(*g)->getRank()].copy_(
+        at::cat({mean_r, var_r, at::full({1}, local, xf.options())}));
+    allreduce_one(g, rows);
+    auto counts = rows.narrow(1, 2 * c, 1);
+    auto count = counts.sum();
+    auto means = rows.narrow(1, 0, c);
+    auto mean = (means * counts).sum(0) / count;
+    auto var =
+        ((rows.narrow(1, c, c) + (means - mean).pow(2)) * counts).sum(0) /
+        count;
+    auto invstd = (var + eps).rsqrt();
+    {
+      at::NoGradGuard no_grad;
+      running_mean.mul_(1 - momentum).add_(mean, momentum);
+      running_var.mul_(1 - momentum)
+          .add_(var * count / (count - 1).clamp_min(1), momentum);
+    }
+    auto xhat = (xf - mean.view(shape)) * invstd.view(shape);
+    ctx->save_for_backward({xhat, invstd, weight, count});
+    ctx->saved_data["group"] = group;
+    auto y = weight.defined() ? xhat * weight.view(shape) : xhat;
+    if (bias.defined()) y = y + bias.view(shape);
+    return y.to(x.scalar_type());
+  }
+
+  static torch::autograd::variable_list backward(
+      torch::autograd::AutogradContext *ctx,
+      torch::autograd::variable_list grads) {
+    auto saved = ctx->get_saved_variables();
+    auto xhat = saved[0], invstd = saved[1], weight = saved[2],
+         count = saved[3];
+    auto *g = reinterpret_cast<GroupPtr *>(ctx->saved_data["group"].toInt());
+    auto dy = grads[0].to(at::kFloat);
+    const auto dims = reduce_dims(dy);
+    const auto shape = channel_shape(dy);
+    const int64_t c = dy.size(1);
+    // This rank's parameter gradients (DDP averages them with the rest).
+    auto db = dy.sum(dims);
+    auto dw = (dy * xhat).sum(dims);
+    auto sums = at::cat({db, dw});
+    allreduce_one(g, sums);
+    auto mean_dy = sums.narrow(0, 0, c) / count;
+    auto mean_dy_xhat = sums.narrow(0, c, c) / count;
+    auto scale = weight.defined() ? weight * invstd : invstd;
+    auto dx = (dy - mean_dy.view(shape) - xhat * mean_dy_xhat.view(shape)) *
+              scale.view(shape);
+    return {dx.to(grads[0].scalar_type()),
+            weight.defined() ? dw : at::Tensor(), db, at::Tensor(),
+            at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
+  }
+};
+}  // namespace
+
+extern "C" {
+// y = SyncBN(x) over `g`'s ranks; `weight` may be null (a frozen scale of 1).
+at::Tensor *tricklab_sync_batch_norm(GroupPtr *g, const at::Tensor *x,
+                                     const at::Tensor *weight,
+                                     const at::Tensor *bias,
+                                     const at::Tensor *running_mean,
+                                     const at::Tensor *running_var,
+                                     double momentum, double eps) {
+  return guarded([&] {
+    return SyncBn::apply(*x, weight ? *weight : at::Tensor(), *bias,
+                         *running_mean, *running_var, momentum, eps,
+                         reinterpret_cast<int64_t>(g));
+  });
+}
+}

@@ -1,0 +1,180 @@
+//! How a session opens, the same for `run`, `nightly` and the TUI: each
+//! matrix taken as the user asked (`Rules`: repeats, the tiny form, the
+//! data, a shard), then refused before any folder exists if it cannot run
+//! (the preflight: devices, data, batch sizes) or would run at the wrong
+//! scale (the scale guard: a full-size recipe on the embedded subset, hours
+//! on a CPU), then started.
+
+use super::worker::Factory;
+use super::{Session, SessionOptions};
+use crate::matrix::Matrix;
+use anyhow::Result;
+use std::path::PathBuf;
+
+/// How a session takes matrices: those it starts with, and (in the TUI)
+/// those queued later from the picker, alike.
+#[derive(Clone, Debug, Default)]
+pub struct Rules {
+    /// Replaces each matrix's seeds with 0..N (`--repeats`).
+    pub repeats: Option<usize>,
+    /// Each recipe's `tiny-` form at CPU scale (`--tiny`).
+    pub tiny: bool,
+    /// Every matrix on this data set (`--data`).
+    pub data: Option<String>,
+    /// Only shard i of N (1-based) of each matrix's runs (`--shard`).
+    pub shard: Option<(usize, usize)>,
+    /// Queue what the scale guard refuses (`--insist`).
+    pub insist: bool,
+}
+
+impl Rules {
+    /// The matrix files as this session takes them.
+    pub fn load(&self, paths: &[PathBuf]) -> Result<Vec<Matrix>> {
+        crate::matrix::load_all(paths, self.repeats)?
+            .into_iter()
+            .map(|m| self.take(m))
+            .collect()
+    }
+
+    /// A loaded matrix as this session takes it: its tiny form, on the
+    /// data, its shard, in that order (the tiny form names its own data,
+    /// which `--data` then replaces).
+    pub fn take(&self, m: Matrix) -> Result<Matrix> {
+        let m = if self.tiny { m.tiny()? } else { m };
+        let mut m = crate::matrix::on_data(vec![m], self.data.as_deref())?.remove(0);
+        if let Some((i, n)) = self.shard {
+            m = m.with_shard(i, n)?;
+        }
+        Ok(m)
+    }
+}
+
+impl Session {
+    /// Opens a session on `matrices` as `rules` took them: the preflight,
+    /// then the scale guard (not for a resumed folder, admitted when it was
+    /// made), then the folders, queue and workers. Returns the session and
+    /// the guard's estimate lines, for the caller to show.
+    pub fn open(
+        matrices: Vec<Matrix>,
+        opts: SessionOptions,
+        rules: &Rules,
+        factory: Factory,
+    ) -> Result<(Session, Vec<String>)> {
+        preflight(&matrices, &opts.devices)?;
+        let estimates = match opts.resume {
+            Some(_) => Vec::new(),
+            None => scale_guard(&matrices, &opts.devices, rules.insist)?,
+        };
+        Ok((Session::start(matrices, opts, factory)?, estimates))
+    }
+}
+
+/// What the real engine would fail every run on, checked before a session
+/// creates any results folder: the workers' devices, each matrix's device and data.
+fn preflight(matrices: &[Matrix], devices: &[String]) -> Result<()> {
+    for d in devices {
+        crate::util::device::parse_device(d).map_err(|e| anyhow::anyhow!("--devices: {e}"))?;
+    }
+    for m in matrices {
+        let origin = m.origin();
+        if let Some(d) = &m.device {
+            crate::util::device::parse_device(d).map_err(|e| anyhow::anyhow!("{origin}: {e}"))?;
+        }
+        crate::data::locate(&m.data).map_err(|e| anyhow::anyhow!("{origin}: {e}"))?;
+        let mut data = crate::matrix::DataCounts::new(&m.data);
+        for (v, (_, plan)) in m.variants.iter().zip(&m.plans) {
+            let n = data
+                .train_images(plan)
+                .map_err(|e| anyhow::anyhow!("{origin}: {e:#}"))?;
+            if plan.batch_size > n {
+                anyhow::bail!(
+                    "{origin}: variant `{}` has batch_size {} but data set `{}` gives it {n} training images: lower batch_size (at most {n}) or use more data",
+                    v.name,
+                    plan.batch_size,
+                    m.data
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Hours a CPU session may be estimated at before it is refused as a
+/// matrix sized for a GPU (`TRICKLAB_MAX_CPU_HOURS` overrides it).
+fn max_cpu_hours() -> f64 {
+    std::env::var("TRICKLAB_MAX_CPU_HOURS")
+        .ok()
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(2.0)
+}
+
+/// A full-size recipe on the embedded 4,000-image subset because the matrix
+/// names no data: refused unless `insist`.
+pub fn guard_data(m: &Matrix, insist: bool) -> Result<()> {
+    if m.recipe.starts_with("tiny-") || m.data_named || insist {
+        return Ok(());
+    }
+    let origin = m.origin();
+    anyhow::bail!(
+        "{origin}: its recipe `{}` is full-size but the matrix names no data, so it would train on the embedded 4,000-image subset: pass --data (e.g. `--data cifar10` after `tricklab data fetch cifar10`), rehearse it with --tiny, or pass --insist",
+        m.recipe
+    )
+}
+
+/// Refuses, before anything starts, what would train at the wrong scale: a
+/// full-size recipe on the embedded 4,000-image subset because the matrix
+/// names no data, or a matrix sized for a GPU on a CPU, estimated by a
+/// probe of the first run's net (`matrix::estimate`). `insist` runs them anyway. Returns the estimate lines.
+fn scale_guard(matrices: &[Matrix], devices: &[String], insist: bool) -> Result<Vec<String>> {
+    let cpu_only = devices.iter().all(|d| d.starts_with("cpu"));
+    let mut notes = Vec::new();
+    for m in matrices {
+        let origin = m.origin();
+        if m.recipe.starts_with("tiny-") {
+            continue;
+        }
+        guard_data(m, insist)?;
+        if !cpu_only {
+            continue;
+        }
+        if m.runs().is_empty() {
+            continue;
+        }
+        let e =
+            crate::matrix::estimate(m, "cpu").map_err(|e| anyhow::anyhow!("{origin}: {e:#}"))?;
+        let line = e.line(&origin);
+        let total = e.total_s;
+        if total > max_cpu_hours() * 3600.0 && !insist {
+            anyhow::bail!(
+                "{line}: a matrix sized for a GPU; rehearse it with --tiny (each recipe's tiny form, seconds a run), run it where a GPU is (--devices cuda), or pass --insist to run it here"
+            );
+        }
+        notes.push(line);
+    }
+    Ok(notes)
+}
+
+/// The session's devices in gangs as large as the largest world size any
+/// queued run asks for (`cuda:0-7` and world_size 4: two gangs, two runs at
+/// a time). A run asking for more devices than the session has is refused
+/// here, before any folder is made.
+pub fn gangs(matrices: &[Matrix], devices: &[String]) -> Result<Vec<Vec<String>>> {
+    let mut size = 1;
+    for m in matrices {
+        for spec in m.runs() {
+            let world = m.plans[spec.id.index].1.world_size;
+            if world > devices.len() {
+                anyhow::bail!(
+                    "{}: run `{}` asks for world_size {world} but the session has {} device(s) ({}): pass --devices with at least {world} (e.g. --devices cpu:{world} or cuda:0-{}), or lower world_size",
+                    m.origin(),
+                    spec.id,
+                    devices.len(),
+                    devices.join(","),
+                    world - 1
+                );
+            }
+            size = size.max(world);
+        }
+    }
+    Ok(devices.chunks_exact(size).map(<[String]>::to_vec).collect())
+}

@@ -1,0 +1,171 @@
+//! The Results tab: each variant's time and accuracy with their CIs.
+
+use super::Palette;
+use crate::tui::state::{AppState, ResultRow, fmt_secs};
+use ratatui::Frame;
+use ratatui::layout::{Constraint, Rect};
+use ratatui::style::{Color, Modifier, Style};
+use ratatui::widgets::{Block, Cell, Paragraph, Row, Table};
+
+/// A CI half-width, or "–" where one run (or none) cannot give one.
+pub(super) fn ci_text(ci: f64, n: usize, digits: usize) -> String {
+    if n >= 2 && ci.is_finite() {
+        format!("{ci:.digits$}")
+    } else {
+        "–".into()
+    }
+}
+
+#[allow(
+    clippy::too_many_lines,
+    reason = "one table: columns chosen, rows built, drawn"
+)]
+pub(super) fn results(f: &mut Frame, area: Rect, s: &AppState, pal: &Palette) {
+    if s.results.is_empty() {
+        f.render_widget(
+            Paragraph::new("no finished runs yet: the table fills in as runs finish")
+                .block(Block::bordered().title("results")),
+            area,
+        );
+        return;
+    }
+    let sorted = s.sorted_results();
+    let several = sorted.iter().any(|r| r.matrix != sorted[0].matrix);
+    let prev_of = |row: &ResultRow| {
+        s.results
+            .iter()
+            .filter(|r| r.matrix == row.matrix && r.index < row.index)
+            .max_by_key(|r| r.index)
+            .cloned()
+    };
+    let clocks: Vec<&str> = {
+        let mut c: Vec<&str> = sorted.iter().map(|r| r.clock).collect();
+        c.dedup();
+        c
+    };
+    let time_head = format!("time ({}) ± CI", clocks.join("/"));
+    let heads = [
+        "variant",
+        "n",
+        "acc % ± 95% CI",
+        "P≥tgt",
+        "to target",
+        time_head.as_str(),
+        "speedup",
+        "Δ s [95% CI]",
+    ];
+    let fixed = [0, 4, 14, 5, 9, time_head.chars().count() as u16, 7, 25];
+    let shown = shown_columns(area.width.saturating_sub(2), &fixed);
+    let pick = |cells: Vec<Cell<'static>>| -> Vec<Cell<'static>> {
+        cells
+            .into_iter()
+            .zip(&shown)
+            .filter_map(|(c, &on)| on.then_some(c))
+            .collect()
+    };
+    let header = Row::new(pick(
+        heads.iter().map(|h| Cell::from(h.to_string())).collect(),
+    ))
+    .style(Style::default().add_modifier(Modifier::BOLD));
+    let mut rows: Vec<Row> = Vec::new();
+    let mut matrix = "";
+    for (i, r) in sorted.iter().enumerate() {
+        if several && r.matrix != matrix {
+            rows.push(
+                Row::new(vec![Cell::from(format!("▸ {}", r.matrix))])
+                    .style(Style::default().add_modifier(Modifier::BOLD)),
+            );
+        }
+        matrix = &r.matrix;
+        let prev = prev_of(r);
+        let acc_style = match &prev {
+            Some(p) if r.acc_mean >= p.acc_mean => pal.fg(Color::Green),
+            Some(_) => pal.fg(Color::Red),
+            None => Style::default(),
+        };
+        let time_style = match &prev {
+            Some(p) if r.time_mean <= p.time_mean => pal.fg(Color::Green),
+            Some(_) => pal.fg(Color::Red),
+            None => Style::default(),
+        };
+        // `!`: noisy runs among the n (a busy machine, a throttled GPU);
+        // `~`: data-bound (its time measures the loader as much as the net).
+        let n = format!(
+            "{}{}{}",
+            r.n,
+            if r.noisy > 0 { "!" } else { "" },
+            if r.data_bound.is_some() { "~" } else { "" }
+        );
+        let mut row = Row::new(pick(vec![
+            Cell::from(r.variant.clone()),
+            Cell::from(n),
+            Cell::from(format!(
+                "{:.2} ± {}",
+                100.0 * r.acc_mean,
+                ci_text(100.0 * r.acc_ci95, r.n, 2)
+            ))
+            .style(acc_style),
+            Cell::from(format!("{:.2}", r.p_target)),
+            Cell::from(r.ttt_mean.map(fmt_secs).unwrap_or_else(|| "-".into())),
+            Cell::from(format!(
+                "{} ± {}",
+                fmt_secs(r.time_mean),
+                ci_text(r.time_ci95, r.n, 1)
+            ))
+            .style(time_style),
+            // Against the rung before on a ladder, else against the reference.
+            Cell::from(
+                r.speedup_prev
+                    .or(r.speedup_first)
+                    .map(|x| format!("×{x:.2}"))
+                    .unwrap_or_else(|| "-".into()),
+            ),
+            Cell::from(r.delta_time.map_or("-".into(), |d| d.label(1.0))),
+        ]));
+        if i == s.results_selected {
+            row = row.style(Style::default().add_modifier(Modifier::REVERSED));
+        }
+        rows.push(row);
+    }
+    let widths: Vec<Constraint> = fixed
+        .iter()
+        .zip(&shown)
+        .filter(|&(_, &on)| on)
+        .map(|(&w, _)| {
+            if w == 0 {
+                Constraint::Min(VARIANT_MIN)
+            } else {
+                Constraint::Length(w)
+            }
+        })
+        .collect();
+    let title = format!(
+        "results (sorted by {}, s to change; n! = some runs noisy, n~ = data-bound)",
+        s.sort.label()
+    );
+    f.render_widget(
+        Table::new(rows, widths)
+            .header(header)
+            .block(Block::bordered().title(title)),
+        area,
+    );
+}
+
+pub(super) const VARIANT_MIN: u16 = 16;
+
+/// Which of the results table's columns fit `width`: the variant, n,
+/// accuracy and time always; then P≥tgt, Δ, speedup and time to target
+/// while they fit, kept in their places. `fixed[0]` is the variant's.
+pub(super) fn shown_columns(width: u16, fixed: &[u16; 8]) -> [bool; 8] {
+    const PRIORITY: [usize; 8] = [0, 1, 2, 5, 3, 7, 6, 4];
+    let mut shown = [false; 8];
+    let mut used = 0u16;
+    for (k, &c) in PRIORITY.iter().enumerate() {
+        let w = if c == 0 { VARIANT_MIN } else { fixed[c] } + u16::from(used > 0);
+        if k < 4 || used + w <= width {
+            shown[c] = true;
+            used += w;
+        }
+    }
+    shown
+}
