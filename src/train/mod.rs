@@ -10,6 +10,7 @@ mod eval;
 mod golden_tests;
 mod pipeline;
 mod prepare;
+mod probe;
 mod replay;
 mod step;
 mod stream;
@@ -24,7 +25,8 @@ mod warm;
 pub use engine::TchTrainer;
 pub use pipeline::{jitter_with, normalise};
 pub use replay::Injection;
-pub use warm::{Probe, warm_up_run};
+pub use probe::Probe;
+pub use warm::warm_up_run;
 
 use crate::events::{Event, RunSummary};
 use crate::plan::PlannedRun;

@@ -11,13 +11,7 @@ use zune_core::bytestream::ZCursor;
 use zune_core::colorspace::ColorSpace;
 use zune_core::options::DecoderOptions;
 
-/// An RGB image, rows top to bottom, 3 bytes a pixel.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Rgb {
-    pub width: usize,
-    pub height: usize,
-    pub pixels: Vec<u8>,
-}
+pub use super::rgb::Rgb;
 
 /// The largest side accepted: a guard against a header that claims a huge
 /// image (a bomb, or garbage read as a header), far above any photo.

@@ -27,6 +27,7 @@
 pub mod decode;
 pub mod rect;
 pub mod resample;
+pub mod rgb;
 pub mod source;
 pub mod store;
 pub mod survey;

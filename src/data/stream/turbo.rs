@@ -9,7 +9,7 @@
 //! grey rows. CMYK and YCCK files, which TurboJPEG will not turn into RGB,
 //! go to zune-jpeg.
 
-use super::decode::Rgb;
+use super::rgb::Rgb;
 use anyhow::{Result, bail};
 use std::ffi::{c_char, c_int, c_uchar, c_ulong, c_void};
 
