@@ -7,6 +7,7 @@
 
 mod cli;
 mod common;
+mod docs;
 mod demo_ladder;
 mod distributed;
 mod fuzz;
