@@ -24,8 +24,8 @@ mod warm;
 
 pub use engine::TchTrainer;
 pub use pipeline::{jitter_with, normalise};
-pub use replay::Injection;
 pub use probe::Probe;
+pub use replay::Injection;
 pub use warm::warm_up_run;
 
 use crate::events::{Event, RunSummary};

@@ -7,9 +7,9 @@
 
 mod cli;
 mod common;
-mod docs;
 mod demo_ladder;
 mod distributed;
+mod docs;
 mod fuzz;
 mod interop;
 mod layers;
