@@ -70,8 +70,11 @@ fn finish(c: std::process::Child, secs: u64) -> Output {
 }
 
 /// The smallest scale a trained tensor's difference is measured against
-/// (see `two_ranks_train_the_weights_one_process_trains`).
-const SCALE_FLOOR: f64 = 0.1;
+/// (see `two_ranks_train_the_weights_one_process_trains`). A BN bias's
+/// float32 noise reached 1.26e-5 absolute on an AMD EPYC (2026-11-27,
+/// `body.layer1.down.bn.bias` under sync_bn), past the 1e-5 a floor of 0.1
+/// allowed; a wrong reduction moves it by its whole travel (~0.03).
+const SCALE_FLOOR: f64 = 0.5;
 
 fn weights(p: &Path) -> Vec<(String, tch::Tensor)> {
     let mut w = tch::Tensor::read_safetensors(p).unwrap();
@@ -107,10 +110,11 @@ fn two_ranks_train_the_weights_one_process_trains() {
         ("muon", &["muon"], &[("epochs", "0.5")], 1e-2),
         ("warmup", &["warmup"], &[], 1e-4),
         // SyncBN: the ranks' BN is the whole batch's, so the one process
-        // runs plain BN (sync_bn at world size 1 is plain BN): measured 2.8e-6.
-        // (With E[x²] − E[x]² from summed moments it was 1.6e-3: the ranks'
-        // means and variances are combined instead.)
-        ("sync_bn", &["sync_bn"], &[], 1e-4),
+        // runs plain BN (sync_bn at world size 1 is plain BN): measured 2.8e-6,
+        // and 1.06e-4 on the AMD EPYC of 2026-11-27 (body.layer1.res1.conv.weight),
+        // hence 5e-4. (With E[x²] − E[x]² from summed moments it was 1.6e-3:
+        // the ranks' means and variances are combined instead.)
+        ("sync_bn", &["sync_bn"], &[], 5e-4),
     ];
     for (name, tricks, own, tol) in cases {
         let mut sets = vec![("epochs", "2"), ("batch_size", "16")];
@@ -150,7 +154,11 @@ fn two_ranks_train_the_weights_one_process_trains() {
         for (k, v) in &sets {
             c.args(["--set", &format!("{k}={v}")]);
         }
+        // One thread, as each rank has (the cores shared between the two):
+        // oneDNN's sums then differ only in the ranks' split, not also in
+        // its threads' (warmup: 1.45e-4 with two threads, 2.2e-5 with one).
         let o = c
+            .env("OMP_NUM_THREADS", "1")
             .args(["--no-warm-up", "--save-weights", one_w.to_str().unwrap()])
             .output()
             .unwrap();
@@ -166,7 +174,7 @@ fn two_ranks_train_the_weights_one_process_trains() {
             // A BN bias starts at 0 and moves ~0.03 in 8 steps: against its
             // own size, the float32 noise of the sums that moved it (~1e-5
             // absolute on an AMD EPYC, 2e-4 of such a bias) would read as a
-            // difference. Scales under 0.1 count as 0.1.
+            // difference. Scales under SCALE_FLOOR count as it.
             let scale = f64::try_from(ta.abs().max()).unwrap().max(SCALE_FLOOR);
             let diff = f64::try_from((ta - tb).abs().max()).unwrap();
             assert!(
