@@ -423,64 +423,335 @@ impl RunConfig {
     }
 }
 
-/// The settings of `RunConfig` that `--set KEY=VALUE` changes, with their help.
-pub const SETTINGS: &[(&str, &str)] = &[
-    ("arch", "page-resnet18 | backbone | resnet9 | airbench"),
-    ("width_mult", "width multiplier of every layer"),
-    ("epochs", "training epochs (fractional allowed)"),
-    (
-        "batch_size",
-        "images per step; scale lr with it (Page: linearly, in mean-loss units)",
-    ),
-    ("lr", "peak learning rate, mean-loss convention"),
-    ("momentum", "optimiser momentum"),
-    (
-        "weight_decay",
-        "coupled weight decay (per-step decay lr*wd)",
-    ),
-    (
-        "lr_batch",
-        "the batch lr is written at: the step scales by batch_size/lr_batch, as in scripts with a per-example lr (0 = per batch)",
-    ),
-    (
-        "wd_batch",
-        "the batch the per-step decay is written at: it scales by batch_size/wd_batch (0 = per batch)",
-    ),
-    (
-        "optimizer",
-        "sgd_page | sgd_torch (lars/lamb/adamw/muon are tricks)",
-    ),
-    (
-        "schedule",
-        "page | dawn | airbench | onecycle | cyclic | linear | constant",
-    ),
-    (
-        "peak_epoch",
-        "fraction of the epochs at the schedule's peak",
-    ),
-    (
-        "final_lr_frac",
-        "schedule value at the end, as a fraction of the peak",
-    ),
-    (
-        "train_per_class",
-        "training images kept per class (0 = all)",
-    ),
-    ("test_per_class", "test images kept per class (0 = all)"),
-    (
-        "eval_every",
-        "evaluate every N epochs (the last epoch always)",
-    ),
-    ("eval_batch", "test images per evaluation forward pass"),
-    (
-        "metrics_every",
-        "steps between device read-backs of step metrics (0: once per epoch)",
-    ),
-    (
-        "world_size",
-        "ranks (processes, one device each) one run is spread over; the batch is the global batch",
-    ),
+/// A number, or arithmetic on numbers (`+ - * /`, parentheses), so that a
+/// recipe can state a value the way its source computes it, e.g.
+/// `0.0153 / (1 + 1/(1 - 0.85)) / 1.5`, and keep every digit.
+#[allow(
+    clippy::too_many_lines,
+    reason = "a small recursive-descent parser kept in one piece"
+)]
+pub fn arithmetic(text: &str) -> std::result::Result<f64, String> {
+    struct P<'a> {
+        s: &'a [u8],
+        i: usize,
+    }
+    impl P<'_> {
+        fn peek(&mut self) -> Option<u8> {
+            while self.s.get(self.i) == Some(&b' ') {
+                self.i += 1;
+            }
+            self.s.get(self.i).copied()
+        }
+        fn sum(&mut self) -> std::result::Result<f64, String> {
+            let mut v = self.product()?;
+            while let Some(op @ (b'+' | b'-')) = self.peek() {
+                self.i += 1;
+                let r = self.product()?;
+                v = if op == b'+' { v + r } else { v - r };
+            }
+            Ok(v)
+        }
+        fn product(&mut self) -> std::result::Result<f64, String> {
+            let mut v = self.unary()?;
+            while let Some(op @ (b'*' | b'/')) = self.peek() {
+                self.i += 1;
+                let r = self.unary()?;
+                v = if op == b'*' { v * r } else { v / r };
+            }
+            Ok(v)
+        }
+        fn unary(&mut self) -> std::result::Result<f64, String> {
+            match self.peek() {
+                Some(b'-') => {
+                    self.i += 1;
+                    Ok(-self.unary()?)
+                }
+                Some(b'(') => {
+                    self.i += 1;
+                    let v = self.sum()?;
+                    if self.peek() != Some(b')') {
+                        return Err("a `(` is not closed".into());
+                    }
+                    self.i += 1;
+                    Ok(v)
+                }
+                _ => self.number(),
+            }
+        }
+        fn number(&mut self) -> std::result::Result<f64, String> {
+            let start = self.i;
+            while let Some(&c) = self.s.get(self.i) {
+                let exponent_sign = (c == b'+' || c == b'-')
+                    && self.i > start
+                    && matches!(self.s[self.i - 1], b'e' | b'E');
+                if c.is_ascii_alphanumeric() || c == b'.' || exponent_sign {
+                    self.i += 1;
+                } else {
+                    break;
+                }
+            }
+            let word = std::str::from_utf8(&self.s[start..self.i]).unwrap_or("");
+            match word.parse::<f64>() {
+                Ok(v) if !word.is_empty() => Ok(v),
+                _ if word.is_empty() => {
+                    Err(format!("expected a number at character {}", start + 1))
+                }
+                _ => Err(format!("`{word}` is not a number")),
+            }
+        }
+    }
+    let mut p = P {
+        s: text.trim().as_bytes(),
+        i: 0,
+    };
+    let v = p.sum()?;
+    match p.peek() {
+        None => Ok(v),
+        Some(c) => Err(format!(
+            "unexpected `{}` at character {}",
+            c as char,
+            p.i + 1
+        )),
+    }
+}
+
+/// A run setting that `--set KEY=VALUE` (or a matrix's `set = { KEY = ... }`)
+/// changes: its key, its help, and how a value enters the configuration,
+/// parsed and checked. One table, as the tricks have theirs: the recipe
+/// resolver, `tricklab recipes`, the trick catalog's rows for settings and
+/// the recipes' completeness test all read it.
+pub struct Setting {
+    pub key: &'static str,
+    pub help: &'static str,
+    /// Sets the value (`--set` text: a number may be arithmetic) of the
+    /// setting named by the first argument, or says in one line why not.
+    pub set: fn(&mut RunConfig, &str, &str) -> anyhow::Result<()>,
+}
+
+/// Every run setting, in the order `recipe show` and the help list them.
+pub const SETTINGS: &[Setting] = &[
+    Setting {
+        key: "arch",
+        help: "page-resnet18 | backbone | resnet9 | airbench",
+        set: |c, k, v| {
+            c.arch = Arch::parse(v).ok_or_else(|| {
+                let names: Vec<&str> = Arch::NAMED.iter().map(|(n, _)| *n).collect();
+                anyhow::anyhow!("`{k}={v}`: expected one of {}", names.join(", "))
+            })?;
+            Ok(())
+        },
+    },
+    Setting {
+        key: "width_mult",
+        help: "width multiplier of every layer",
+        set: |c, k, v| {
+            c.width_mult = positive(k, v)?;
+            Ok(())
+        },
+    },
+    Setting {
+        key: "epochs",
+        help: "training epochs (fractional allowed)",
+        set: |c, k, v| {
+            c.epochs = positive(k, v)?;
+            Ok(())
+        },
+    },
+    Setting {
+        key: "batch_size",
+        help: "images per step; scale lr with it (Page: linearly, in mean-loss units)",
+        set: |c, k, v| {
+            c.batch_size = count(k, v, 1)?;
+            Ok(())
+        },
+    },
+    Setting {
+        key: "lr",
+        help: "peak learning rate, mean-loss convention",
+        set: |c, k, v| {
+            c.lr = positive(k, v)?;
+            Ok(())
+        },
+    },
+    Setting {
+        key: "momentum",
+        help: "optimiser momentum",
+        set: |c, k, v| {
+            c.momentum = number(k, v)?;
+            if !(0.0..1.0).contains(&c.momentum) {
+                anyhow::bail!("`{k}={v}`: must be in [0, 1)");
+            }
+            Ok(())
+        },
+    },
+    Setting {
+        key: "weight_decay",
+        help: "coupled weight decay (per-step decay lr*wd)",
+        set: |c, k, v| {
+            c.weight_decay = number(k, v)?;
+            if c.weight_decay < 0.0 {
+                anyhow::bail!("`{k}={v}`: must be ≥ 0");
+            }
+            Ok(())
+        },
+    },
+    Setting {
+        key: "lr_batch",
+        help: "the batch lr is written at: the step scales by batch_size/lr_batch, as in scripts with a per-example lr (0 = per batch)",
+        set: |c, k, v| {
+            c.lr_batch = count(k, v, 0)?;
+            Ok(())
+        },
+    },
+    Setting {
+        key: "wd_batch",
+        help: "the batch the per-step decay is written at: it scales by batch_size/wd_batch (0 = per batch)",
+        set: |c, k, v| {
+            c.wd_batch = count(k, v, 0)?;
+            Ok(())
+        },
+    },
+    Setting {
+        key: "optimizer",
+        help: "sgd_page | sgd_torch (lars/lamb/adamw/muon are tricks)",
+        set: |c, k, v| {
+            c.optimizer = match v {
+                "sgd_page" => OptimizerKind::SgdPage,
+                "sgd_torch" => OptimizerKind::SgdTorch,
+                _ => anyhow::bail!("`{k}={v}`: expected sgd_page or sgd_torch"),
+            };
+            Ok(())
+        },
+    },
+    Setting {
+        key: "schedule",
+        help: "page | dawn | airbench | onecycle | cyclic | linear | constant",
+        set: |c, k, v| {
+            c.schedule = match v {
+                "page" => ScheduleKind::Page,
+                "dawn" => ScheduleKind::Dawn,
+                "airbench" => ScheduleKind::Airbench,
+                "onecycle" => ScheduleKind::Onecycle,
+                "cyclic" => ScheduleKind::Cyclic,
+                "linear" => ScheduleKind::Linear,
+                "constant" => ScheduleKind::Constant,
+                _ => anyhow::bail!(
+                    "`{k}={v}`: expected page, dawn, airbench, onecycle, cyclic, linear or constant"
+                ),
+            };
+            Ok(())
+        },
+    },
+    Setting {
+        key: "peak_epoch",
+        help: "fraction of the epochs at the schedule's peak",
+        set: |c, k, v| {
+            c.peak_epoch = fraction(k, v)?;
+            Ok(())
+        },
+    },
+    Setting {
+        key: "final_lr_frac",
+        help: "schedule value at the end, as a fraction of the peak",
+        set: |c, k, v| {
+            c.final_lr_frac = fraction(k, v)?;
+            Ok(())
+        },
+    },
+    Setting {
+        key: "train_per_class",
+        help: "training images kept per class (0 = all)",
+        set: |c, k, v| {
+            c.train_per_class = count(k, v, 0)?;
+            Ok(())
+        },
+    },
+    Setting {
+        key: "test_per_class",
+        help: "test images kept per class (0 = all)",
+        set: |c, k, v| {
+            c.test_per_class = count(k, v, 0)?;
+            Ok(())
+        },
+    },
+    Setting {
+        key: "eval_every",
+        help: "evaluate every N epochs (the last epoch always)",
+        set: |c, k, v| {
+            c.eval_every = count(k, v, 1)?;
+            Ok(())
+        },
+    },
+    Setting {
+        key: "eval_batch",
+        help: "test images per evaluation forward pass",
+        set: |c, k, v| {
+            c.eval_batch = count(k, v, 1)?;
+            Ok(())
+        },
+    },
+    Setting {
+        key: "metrics_every",
+        help: "steps between device read-backs of step metrics (0: once per epoch)",
+        set: |c, k, v| {
+            c.metrics_every = count(k, v, 0)?;
+            Ok(())
+        },
+    },
+    Setting {
+        key: "world_size",
+        help: "ranks (processes, one device each) one run is spread over; the batch is the global batch",
+        set: |c, k, v| {
+            c.world_size = count(k, v, 1)?;
+            Ok(())
+        },
+    },
 ];
+
+/// The setting named `key`.
+pub fn setting(key: &str) -> Option<&'static Setting> {
+    SETTINGS.iter().find(|s| s.key == key)
+}
+
+/// A setting's (or a trick parameter's) number: a value or arithmetic on
+/// values, finite.
+pub fn number(key: &str, value: &str) -> anyhow::Result<f64> {
+    let v = arithmetic(value)
+        .map_err(|why| anyhow::anyhow!("`{key}={value}`: `{value}` is not a number ({why})"))?;
+    if !v.is_finite() {
+        anyhow::bail!("`{key}={value}`: not a finite number");
+    }
+    Ok(v)
+}
+
+fn positive(key: &str, value: &str) -> anyhow::Result<f64> {
+    let v = number(key, value)?;
+    if v <= 0.0 {
+        anyhow::bail!("`{key}={value}`: must be > 0");
+    }
+    Ok(v)
+}
+
+/// A whole number of at least `min` (0 or 1).
+fn count(key: &str, value: &str, min: usize) -> anyhow::Result<usize> {
+    let v = if min > 0 {
+        positive(key, value)?
+    } else {
+        number(key, value)?
+    };
+    if v < 0.0 || v.fract() != 0.0 {
+        anyhow::bail!("`{key}={value}`: must be a whole number ≥ 0");
+    }
+    Ok(v as usize)
+}
+
+fn fraction(key: &str, value: &str) -> anyhow::Result<f64> {
+    let v = number(key, value)?;
+    if !(0.0..=1.0).contains(&v) {
+        anyhow::bail!("`{key}={value}`: must be in [0, 1]");
+    }
+    Ok(v)
+}
 
 /// One change to a base recipe.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

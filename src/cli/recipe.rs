@@ -16,7 +16,7 @@ pub fn cmd_recipes(_args: RecipesArgs) -> Result<i32> {
         "\n`tricklab recipe show NAME` prints one resolved; settable with --set: {}",
         SETTINGS
             .iter()
-            .map(|(k, _)| *k)
+            .map(|s| s.key)
             .collect::<Vec<_>>()
             .join(", ")
     );

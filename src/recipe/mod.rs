@@ -11,208 +11,26 @@ mod recipes;
 
 pub use recipes::{Recipe, convention, recipe_names, recipes, tiny_settings};
 
-use crate::config::{
-    Arch, OptimizerKind, Override, RunConfig, RunSpec, SETTINGS, ScheduleKind, TrickState, Value,
-};
+pub use crate::config::arithmetic;
+use crate::config::{Override, RunConfig, RunSpec, SETTINGS, TrickState, Value};
 use crate::plan::{PlannedRun, RunPlan};
 use crate::tricks::{self, ParamValue};
-use anyhow::{Context, Result, bail};
+use anyhow::{Result, bail};
 
-fn parse_num(key: &str, value: &str) -> Result<f64> {
-    let v = arithmetic(value)
-        .map_err(|why| anyhow::anyhow!("`{key}={value}`: `{value}` is not a number ({why})"))?;
-    if !v.is_finite() {
-        bail!("`{key}={value}`: not a finite number");
-    }
-    Ok(v)
-}
-
-/// A number, or arithmetic on numbers (`+ - * /`, parentheses), so that a
-/// recipe can state a value the way its source computes it, e.g.
-/// `0.0153 / (1 + 1/(1 - 0.85)) / 1.5`, and keep every digit.
-#[allow(
-    clippy::too_many_lines,
-    reason = "a small recursive-descent parser kept in one piece"
-)]
-pub fn arithmetic(text: &str) -> std::result::Result<f64, String> {
-    struct P<'a> {
-        s: &'a [u8],
-        i: usize,
-    }
-    impl P<'_> {
-        fn peek(&mut self) -> Option<u8> {
-            while self.s.get(self.i) == Some(&b' ') {
-                self.i += 1;
-            }
-            self.s.get(self.i).copied()
-        }
-        fn sum(&mut self) -> std::result::Result<f64, String> {
-            let mut v = self.product()?;
-            while let Some(op @ (b'+' | b'-')) = self.peek() {
-                self.i += 1;
-                let r = self.product()?;
-                v = if op == b'+' { v + r } else { v - r };
-            }
-            Ok(v)
-        }
-        fn product(&mut self) -> std::result::Result<f64, String> {
-            let mut v = self.unary()?;
-            while let Some(op @ (b'*' | b'/')) = self.peek() {
-                self.i += 1;
-                let r = self.unary()?;
-                v = if op == b'*' { v * r } else { v / r };
-            }
-            Ok(v)
-        }
-        fn unary(&mut self) -> std::result::Result<f64, String> {
-            match self.peek() {
-                Some(b'-') => {
-                    self.i += 1;
-                    Ok(-self.unary()?)
-                }
-                Some(b'(') => {
-                    self.i += 1;
-                    let v = self.sum()?;
-                    if self.peek() != Some(b')') {
-                        return Err("a `(` is not closed".into());
-                    }
-                    self.i += 1;
-                    Ok(v)
-                }
-                _ => self.number(),
-            }
-        }
-        fn number(&mut self) -> std::result::Result<f64, String> {
-            let start = self.i;
-            while let Some(&c) = self.s.get(self.i) {
-                let exponent_sign = (c == b'+' || c == b'-')
-                    && self.i > start
-                    && matches!(self.s[self.i - 1], b'e' | b'E');
-                if c.is_ascii_alphanumeric() || c == b'.' || exponent_sign {
-                    self.i += 1;
-                } else {
-                    break;
-                }
-            }
-            let word = std::str::from_utf8(&self.s[start..self.i]).unwrap_or("");
-            match word.parse::<f64>() {
-                Ok(v) if !word.is_empty() => Ok(v),
-                _ if word.is_empty() => {
-                    Err(format!("expected a number at character {}", start + 1))
-                }
-                _ => Err(format!("`{word}` is not a number")),
-            }
-        }
-    }
-    let mut p = P {
-        s: text.trim().as_bytes(),
-        i: 0,
-    };
-    let v = p.sum()?;
-    match p.peek() {
-        None => Ok(v),
-        Some(c) => Err(format!(
-            "unexpected `{}` at character {}",
-            c as char,
-            p.i + 1
-        )),
-    }
-}
-
-#[allow(
-    clippy::too_many_lines,
-    reason = "one arm per run setting: the settings table's parse, kept together"
-)]
+/// Sets a run setting through its entry in the settings table; an
+/// optimiser named as a setting is a trick, and says so.
 fn set_hyper(cfg: &mut RunConfig, key: &str, value: &str) -> Result<()> {
-    let pos = |v: f64| -> Result<f64> {
-        if v <= 0.0 {
-            bail!("`{key}={value}`: must be > 0");
-        }
-        Ok(v)
-    };
-    let count = |v: f64| -> Result<usize> {
-        if v < 0.0 || v.fract() != 0.0 {
-            bail!("`{key}={value}`: must be a whole number ≥ 0");
-        }
-        Ok(v as usize)
-    };
-    match key {
-        "arch" => {
-            cfg.arch = Arch::parse(value).with_context(|| {
-                let names: Vec<&str> = Arch::NAMED.iter().map(|(n, _)| *n).collect();
-                format!("`arch={value}`: expected one of {}", names.join(", "))
-            })?
-        }
-        "optimizer" => {
-            cfg.optimizer = match value {
-                "sgd_page" => OptimizerKind::SgdPage,
-                "sgd_torch" => OptimizerKind::SgdTorch,
-                v if tricks::optimiser_tricks().iter().any(|t| t.key() == v) => {
-                    bail!(
-                        "`optimizer={value}`: {value} is a trick; use `--trick {value}` (or `{value} = \"on\"`)"
-                    )
-                }
-                _ => bail!("`optimizer={value}`: expected sgd_page or sgd_torch"),
-            }
-        }
-        "schedule" => {
-            cfg.schedule = match value {
-                "page" => ScheduleKind::Page,
-                "dawn" => ScheduleKind::Dawn,
-                "airbench" => ScheduleKind::Airbench,
-                "onecycle" => ScheduleKind::Onecycle,
-                "cyclic" => ScheduleKind::Cyclic,
-                "linear" => ScheduleKind::Linear,
-                "constant" => ScheduleKind::Constant,
-                _ => bail!(
-                    "`schedule={value}`: expected page, dawn, airbench, onecycle, cyclic, linear or constant"
-                ),
-            }
-        }
-        "width_mult" => cfg.width_mult = pos(parse_num(key, value)?)?,
-        "epochs" => cfg.epochs = pos(parse_num(key, value)?)?,
-        "batch_size" => cfg.batch_size = count(pos(parse_num(key, value)?)?)?,
-        "lr" => cfg.lr = pos(parse_num(key, value)?)?,
-        "momentum" => {
-            let v = parse_num(key, value)?;
-            if !(0.0..1.0).contains(&v) {
-                bail!("`momentum={value}`: must be in [0, 1)");
-            }
-            cfg.momentum = v;
-        }
-        "weight_decay" => {
-            let v = parse_num(key, value)?;
-            if v < 0.0 {
-                bail!("`weight_decay={value}`: must be ≥ 0");
-            }
-            cfg.weight_decay = v;
-        }
-        "peak_epoch" | "final_lr_frac" => {
-            let v = parse_num(key, value)?;
-            if !(0.0..=1.0).contains(&v) {
-                bail!("`{key}={value}`: must be in [0, 1]");
-            }
-            if key == "peak_epoch" {
-                cfg.peak_epoch = v
-            } else {
-                cfg.final_lr_frac = v
-            }
-        }
-        "lr_batch" => cfg.lr_batch = count(parse_num(key, value)?)?,
-        "wd_batch" => cfg.wd_batch = count(parse_num(key, value)?)?,
-        "train_per_class" => cfg.train_per_class = count(parse_num(key, value)?)?,
-        "test_per_class" => cfg.test_per_class = count(parse_num(key, value)?)?,
-        "eval_every" => cfg.eval_every = count(pos(parse_num(key, value)?)?)?,
-        "eval_batch" => cfg.eval_batch = count(pos(parse_num(key, value)?)?)?,
-        "metrics_every" => cfg.metrics_every = count(parse_num(key, value)?)?,
-        "world_size" => cfg.world_size = count(pos(parse_num(key, value)?)?)?,
-        _ => unreachable!("checked by is_hyper"),
+    if key == "optimizer" && tricks::optimiser_tricks().iter().any(|t| t.key() == value) {
+        bail!(
+            "`optimizer={value}`: {value} is a trick; use `--trick {value}` (or `{value} = \"on\"`)"
+        );
     }
-    Ok(())
+    let s = crate::config::setting(key).expect("checked by is_hyper");
+    (s.set)(cfg, key, value)
 }
 
 fn is_hyper(key: &str) -> bool {
-    SETTINGS.iter().any(|(k, _)| *k == key)
+    crate::config::setting(key).is_some()
 }
 
 fn default_state(t: &tricks::TrickSpec) -> TrickState {
@@ -237,7 +55,7 @@ fn default_state(t: &tricks::TrickSpec) -> TrickState {
 fn set_param(cfg: &mut RunConfig, key: &str, value: &str) -> Result<()> {
     let (trick, param) = key.split_once('.').unwrap_or((key, ""));
     let spec = tricks::find(trick).ok_or_else(|| {
-        let names = tricks::CATALOG.iter().map(|t| t.key).chain(SETTINGS.iter().map(|(k, _)| *k));
+        let names = tricks::CATALOG.iter().map(|t| t.key).chain(SETTINGS.iter().map(|s| s.key));
         match tricks::nearest(trick, names) {
             Some(s) => anyhow::anyhow!("unknown setting `{key}` (did you mean `{s}`? `tricklab tricks` and `tricklab recipe show` list them)"),
             None => anyhow::anyhow!("unknown setting `{key}` (`tricklab tricks` and `tricklab recipe show` list them)"),
@@ -260,13 +78,13 @@ fn set_param(cfg: &mut RunConfig, key: &str, value: &str) -> Result<()> {
             Value::Text(value.to_string())
         }
         ParamValue::Int(_) => {
-            let v = parse_num(key, value)?;
+            let v = crate::config::number(key, value)?;
             if v.fract() != 0.0 {
                 bail!("`{key}={value}`: must be a whole number");
             }
             Value::Num(v)
         }
-        ParamValue::Float(_) => Value::Num(parse_num(key, value)?),
+        ParamValue::Float(_) => Value::Num(crate::config::number(key, value)?),
     };
     if let (Some((lo, hi)), Value::Num(x)) = (p.range, &v)
         && !(lo..=hi).contains(x)

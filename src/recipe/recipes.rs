@@ -196,8 +196,8 @@ mod tests {
     fn every_root_recipe_sets_every_setting() {
         let file: File = toml::from_str(RECIPES_TOML).unwrap();
         for r in file.recipe.iter().filter(|r| r.from.is_none()) {
-            for (key, _) in SETTINGS {
-                assert!(r.set.contains_key(*key), "{} does not set `{key}`", r.name);
+            for key in SETTINGS.iter().map(|s| s.key) {
+                assert!(r.set.contains_key(key), "{} does not set `{key}`", r.name);
             }
         }
         assert_eq!(recipes().len(), 2 * file.recipe.len());

@@ -23,7 +23,7 @@ mod tests;
 
 pub use catalog::{CATALOG, TrickId, optimiser_tricks};
 
-use crate::config::{RunConfig, SETTINGS, Value};
+use crate::config::{RunConfig, Value};
 use crate::plan::RunPlan;
 use anyhow::{Result, bail};
 use std::collections::BTreeMap;
@@ -271,10 +271,7 @@ pub const SETTING_ROWS: &[(&str, &str)] = &[
 /// The recipe setting behind a TRICKS.md row id such as `T20`: (id, key, help).
 pub fn setting_row(id: &str) -> Option<(&'static str, &'static str, &'static str)> {
     let (id, key) = *SETTING_ROWS.iter().find(|r| r.0.eq_ignore_ascii_case(id))?;
-    let help = SETTINGS
-        .iter()
-        .find(|(k, _)| *k == key)
-        .map_or("", |(_, h)| *h);
+    let help = crate::config::setting(key).map_or("", |s| s.help);
     Some((id, key, help))
 }
 
