@@ -27,6 +27,10 @@ fn main() {
     if lib.join("libtorch_cuda.so").exists() {
         println!("cargo:rustc-link-arg=-Wl,--no-as-needed");
         println!("cargo:rustc-link-arg=-ltorch_cuda");
+        // native.cpp's CUDA graphs, streams and events (c10::cuda).
+        if lib.join("libc10_cuda.so").exists() {
+            println!("cargo:rustc-link-arg=-lc10_cuda");
+        }
         println!("cargo:rustc-link-arg=-Wl,--as-needed");
     }
     let root = lib.parent().expect("libtorch's lib folder has a parent");
@@ -92,6 +96,8 @@ fn collectives(
             ("USE_C10D_NCCL", "1"),
             ("USE_CUDA", "1"),
             ("TRICKLAB_C10D_NCCL", "1"),
+            // CUDA graphs (native.cpp) need the same runtime headers.
+            ("TRICKLAB_CUDA", "1"),
         ]);
     }
     defines

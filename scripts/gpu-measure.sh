@@ -27,6 +27,13 @@
 #         trainon:DATA:RECIPE[:K=V,K=V]   one `tricklab train` of RECIPE from DATA (a folder, a
 #                                         store's name, or synth for the stream step's folder)
 #                                         on "$DEVICE", with the --set values given
+#         split:PEER:EPOCHS:SEEDS:FORMS   torch.compile's gain split (issue 48): the published script PEER
+#                                         (airbench94-muon or hiverge-speedrun) run by peer.py once per
+#                                         seed in each FORM (comma-separated: eager, graphs, fusion, both,
+#                                         published), forms interleaved seed by seed, one JSON line a run
+#                                         in split-PEER.jsonl
+#         launch                          scripts/bench/graph_launch.py: eager launches against a CUDA
+#                                         graph's replay of the same small kernels (launch.json)
 #         STEP@N                          any of these, given at most N seconds of what is left (so
 #                                         that a long step cannot starve the ones after it)
 # env:    DEADLINE  seconds from the start after which no step starts and the
@@ -105,7 +112,7 @@ reports() {
 for step in "$@"; do
   STEP_END=
   case "$step" in *@*) STEP_END=$(( $(date +%s) + ${step##*@} )); step=${step%@*} ;; esac
-  IFS=: read -r kind a b c <<< "$step"
+  IFS=: read -r kind a b c d <<< "$step"
   case "$kind" in
     provenance)
       {
@@ -188,6 +195,29 @@ EOF
       IFS=: read -r _ _ _ kv <<< "$step"
       for s in ${kv//,/ }; do sets+=(--set "$s"); done
       timed "$TL" train --recipe "$b" --device "$DEVICE" --data "$data" --seed 0 --target 0.5 "${sets[@]}"
+      ;;
+    split)
+      export_dir=/tmp/tricklab-export
+      [ -f "$export_dir/meta.json" ] || timed "$TL" data export cifar10-jpeg --out "$export_dir"
+      case "$a" in
+        airbench94-muon) repo=$PEERS/cifar10-airbench ;;
+        hiverge-speedrun) repo=$PEERS/cifar10-speedrun ;;
+        *) log "split: no repository for $a"; continue ;;
+      esac
+      for s in $(seq 0 $(( c - 1 ))); do
+        for form in ${d//,/ }; do
+          if [ "$form" = eager ]; then flags=(--compile off); else flags=(--compile on --compile-form "$form"); fi
+          timed "$PYTHON" "$ROOT/scripts/peers/peer.py" "$a" --repo "$repo" --data "$export_dir" --seed "$s" \
+            --epochs "$b" --device "$DEVICE" "${flags[@]}" || continue
+          line=$(tail -n 200 "$OUT/measure.log" | grep '^{"peer"' | tail -1)
+          echo "$line" | sed "s/^{/{\"form\": \"$form\", /" >> "$WORK/split-$a.jsonl"
+          log "split $a $form seed $s: $(echo "$line" | "$PYTHON" -c 'import json,sys; r=json.loads(sys.stdin.read()); print("clock %.3f s, step %.3f ms, tta %.2f %%" % (r["clock_s"], 1e3 * r["time_per_step_s"], 100 * r["acc_tta"]))')"
+        done
+      done
+      ;;
+    launch)
+      timed "$PYTHON" "$ROOT/scripts/bench/graph_launch.py" && \
+        grep '^{"torch"' "$OUT/measure.log" | tail -1 > "$WORK/launch.json"
       ;;
     *) log "unknown step $step"; ;;
   esac

@@ -158,6 +158,32 @@ pub struct RunSummary {
     /// Every rank of a run spread over several (empty for one process).
     #[serde(default)]
     pub ranks: Vec<RankEnd>,
+    /// The `cuda_graphs` trick: `on`, `off` (not asked), or `off: <why>`.
+    #[serde(default)]
+    pub graphs: Option<String>,
+    /// Where the training steps' seconds went.
+    #[serde(default)]
+    pub stages: Option<StageSeconds>,
+}
+
+/// A run's seconds by stage of its training steps (train/stages.rs).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct StageSeconds {
+    /// Getting each batch: the epoch's augmentation and the loader.
+    pub data_s: f64,
+    /// The forward and the loss; `None` when one graph replays forward and
+    /// backward together.
+    pub forward_s: Option<f64>,
+    /// The backward, the gradient all-reduce and clipping; `None` likewise.
+    pub backward_s: Option<f64>,
+    /// Forward and backward together (always known).
+    pub forward_backward_s: f64,
+    /// The optimisers and the parameter averaging.
+    pub optimiser_s: f64,
+    /// Every evaluation pass (the eval_s clock).
+    pub eval_s: f64,
+    /// `cuda events`, `host clock`, or `untimed: <why>`.
+    pub timed_by: String,
 }
 
 impl RunSummary {

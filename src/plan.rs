@@ -391,6 +391,8 @@ pub struct StepPlan {
     /// Maximum global gradient norm.
     pub clip_norm: Option<f64>,
     pub zero_grad_none: bool,
+    /// Forward and backward replayed as a CUDA graph (train/graph.rs).
+    pub cuda_graphs: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -1088,6 +1090,7 @@ impl RunPlan {
                 accum: 1,
                 clip_norm: None,
                 zero_grad_none: false,
+                cuda_graphs: false,
             },
             optim: OptimPlan {
                 family,

@@ -2,7 +2,8 @@
 """One training run of a published CIFAR-10 speedrun script, for `tricklab parity`.
 
     python3 scripts/peers/peer.py NAME --repo DIR --data DATADIR --seed S --epochs E
-        [--device cpu|cuda] [--compile auto|on|off] [--warmup | --no-warmup] [--list-changes]
+        [--device cpu|cuda] [--compile auto|on|off] [--compile-form published|graphs|fusion|both]
+        [--warmup | --no-warmup] [--list-changes]
 
 NAME is one of airbench94, airbench94-muon, hiverge-speedrun, hlb, page-final
 (Page's own new_dawn.py) and page-final-simple (99991's simplification of it).
@@ -855,6 +856,11 @@ def parse_args(argv):
     p.add_argument("--compile", choices=["auto", "on", "off"], default="auto",
                    help="auto: as published on cuda, off on cpu; on: keep torch.compile (inductor, CPU "
                         "backend on cpu); off: decorators and model.compile removed")
+    p.add_argument("--compile-form", choices=sorted(COMPILE_FORMS), default="published",
+                   help="with compile on, what torch.compile does at every site of the script: published (as "
+                        "written), graphs (backend=\"cudagraphs\": CUDA graphs of the eager kernels, no fusion), "
+                        "fusion (mode=\"max-autotune-no-cudagraphs\": Inductor's fused kernels, no graphs), "
+                        "both (mode=\"max-autotune\": fused kernels replayed as CUDA graphs)")
     p.add_argument("--warmup", action=argparse.BooleanOptionalAction, default=None,
                    help="the untimed warm-up run on random data the script's protocol does first "
                         "(default: on for cuda, off for cpu)")
@@ -875,6 +881,42 @@ def parse_args(argv):
         if a.epochs <= 0:
             p.error("--epochs must be positive")
     return a, peer
+
+
+# torch.compile's gain split into its two parts (issue 48): each form replaces
+# the keyword arguments of every torch.compile call the script makes, the
+# model's `model.compile(mode="max-autotune")` (nn.Module.compile calls
+# torch.compile) and each `@torch.compile` decorator alike.
+COMPILE_FORMS = {
+    "published": None,
+    "graphs": {"backend": "cudagraphs"},
+    "fusion": {"mode": "max-autotune-no-cudagraphs"},
+    "both": {"mode": "max-autotune"},
+}
+
+
+def compile_form_note(form):
+    kw = COMPILE_FORMS[form]
+    return note(f"--compile-form {form}: torch.compile wrapped so that every call of the script (its "
+                f"decorators and model.compile) runs with {', '.join(f'{k}={v!r}' for k, v in kw.items())} "
+                "instead of its own backend and mode")
+
+
+def wrap_compile(torch, form):
+    """torch.compile with the form's backend/mode at every call site."""
+    kw_form = COMPILE_FORMS[form]
+    if kw_form is None:
+        return None
+    orig = torch.compile
+
+    def compile_as_form(model=None, **kw):
+        kw.pop("mode", None)
+        kw.pop("backend", None)
+        kw.update(kw_form)
+        return orig(model, **kw) if model is not None else orig(**kw)
+
+    torch.compile = compile_as_form
+    return orig
 
 
 class Ctx:
@@ -920,6 +962,10 @@ def main(argv=None):
     if a.warmup and not peer.published_warmup and peer.name not in WARM_BY_PROTOCOL:
         extra.append(note("--warmup: the published script has no warm-up run; none done"))
         a.warmup = False
+    if a.compile_form != "published":
+        if not a.compile_on:
+            raise SystemExit(f"--compile-form {a.compile_form}: compile is off here (--compile on, or auto on cuda)")
+        extra.append(compile_form_note(a.compile_form))
     if a.compile_on and not a.cuda:
         extra.append(note("torch.compile kept on the CPU: inductor's CPU backend (C++/OpenMP codegen), "
                           "modes as published"))
@@ -1011,6 +1057,7 @@ def main(argv=None):
         from torch.optim.optimizer import register_optimizer_step_post_hook
         hook = register_optimizer_step_post_hook(count_step)
 
+        restore_compile = wrap_compile(torch, a.compile_form)
         seed_all(a.seed)
         os.makedirs(src_dir)
         # The script's own modules (Page's core.py, torch_backend.py, dawn_utils.py; the simple
@@ -1029,6 +1076,8 @@ def main(argv=None):
         exec(compile(script_text, patched, "exec"), mod.__dict__)
         res = peer.runner(mod, rt, a)
         hook.remove()
+        if restore_compile is not None:
+            torch.compile = restore_compile
     finally:
         sys.argv = old_argv
         if src_dir in sys.path:
@@ -1054,6 +1103,7 @@ def main(argv=None):
         "device": dev,
         "precision": "fp16" if a.cuda else "fp32",
         "compiled": bool(a.compile_on),
+        "compile_form": a.compile_form if a.compile_on else None,
         "warmup": bool(a.warmup),
         "seed": a.seed,
         "epochs": a.epochs,

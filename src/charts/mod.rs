@@ -12,6 +12,7 @@ mod history;
 mod ladder;
 mod pareto;
 mod parts;
+mod stages;
 mod theme;
 mod time_to_accuracy;
 
@@ -171,6 +172,19 @@ pub fn write_all(r: &Report, f: &Figures, out: &Path, opts: &PlotOptions) -> Res
             return Ok(files);
         }
         files.extend(both(out, name, size, opts, png, svg)?);
+    }
+    // Only runs that recorded their stages have this chart (folders older
+    // than the record keep the charts they had).
+    if stages::any(r) {
+        let h = (200 + 60 * r.rows.len() as u32).clamp(420, 1400);
+        files.extend(both(
+            out,
+            "stages",
+            (1300, h),
+            opts,
+            &|a| stages::stages(a, r, t),
+            &|a| stages::stages(a, r, t),
+        )?);
     }
     // Only a report with a designed matrix has these: every other report's
     // charts stay as they were.

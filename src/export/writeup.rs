@@ -88,6 +88,59 @@ mod tests {
     use crate::store::tests::{feed, rid, summary};
 
     #[test]
+    fn runs_that_recorded_their_stages_get_the_stage_chart_and_csv_columns() {
+        let root = tempfile::tempdir().unwrap();
+        let mut w = crate::store::ResultsWriter::create(root.path(), "w", "").unwrap();
+        for (i, v) in ["eager", "+ cuda_graphs"].iter().enumerate() {
+            for rep in 0..2 {
+                let mut s = summary(0.5, 10.0 - 2.0 * i as f64, None);
+                let graphs = i == 1;
+                s.graphs = Some(if graphs { "on" } else { "off" }.into());
+                s.stages = Some(crate::events::StageSeconds {
+                    data_s: 1.0,
+                    forward_s: (!graphs).then_some(2.0),
+                    backward_s: (!graphs).then_some(3.0),
+                    forward_backward_s: if graphs { 3.5 } else { 5.0 },
+                    optimiser_s: 1.5,
+                    eval_s: 0.5,
+                    timed_by: "host clock".into(),
+                });
+                feed(&mut w, rid(v, i, rep), rep as u64, Some(s));
+            }
+        }
+        let dir = w.dir().to_path_buf();
+        let files = super::write(&dir).unwrap();
+        assert!(files.contains(&dir.join("stages.png")), "{files:?}");
+        assert!(files.contains(&dir.join("stages.svg")), "{files:?}");
+        let svg = std::fs::read_to_string(dir.join("stages.svg")).unwrap();
+        for word in [
+            "data",
+            "forward",
+            "backward",
+            "forward+backward",
+            "optimiser",
+            "evaluation",
+        ] {
+            assert!(svg.contains(word), "the stage chart lacks {word}");
+        }
+        let r = crate::report::aggregate(&[dir.clone()], &Default::default()).unwrap();
+        let csv = r.to_csv();
+        let header: Vec<&str> = csv.lines().next().unwrap().split(',').collect();
+        let row: Vec<&str> = csv.lines().nth(2).unwrap().split(',').collect();
+        let at = |c: &str| header.iter().position(|h| *h == c).unwrap();
+        assert_eq!(row[at("stage_forward_backward_s_mean")], "3.5");
+        assert_eq!(
+            row[at("stage_forward_s_mean")],
+            "",
+            "a graph's forward is not split"
+        );
+        assert_eq!(row[at("graphs")], "\"on\"");
+        let first: Vec<&str> = csv.lines().nth(1).unwrap().split(',').collect();
+        assert_eq!(first[at("stage_forward_s_mean")], "2");
+        assert_eq!(first[at("stage_optimiser_s_mean")], "1.5");
+    }
+
+    #[test]
     fn a_folder_gets_its_report_its_charts_and_one_html_file_with_them_inline() {
         let root = tempfile::tempdir().unwrap();
         let mut w = crate::store::ResultsWriter::create(root.path(), "w", "").unwrap();

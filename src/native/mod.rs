@@ -12,6 +12,7 @@
 //!   `manual_seed` reseeds every other GPU mid-run.
 
 pub mod c10d;
+pub mod cuda;
 
 use std::ffi::{CStr, c_char, c_int, c_void};
 use std::sync::Mutex;

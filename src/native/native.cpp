@@ -12,6 +12,11 @@
 #ifdef TRICKLAB_C10D_NCCL
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 #endif
+#ifdef TRICKLAB_CUDA
+#include <ATen/cuda/CUDAGraph.h>
+#include <c10/core/Event.h>
+#include <c10/cuda/CUDAStream.h>
+#endif
 #include <torch/csrc/autograd/custom_function.h>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
@@ -452,4 +457,153 @@ at::Tensor *tricklab_sync_batch_norm(GroupPtr *g, const at::Tensor *x,
                          reinterpret_cast<int64_t>(g));
   });
 }
+}
+
+// CUDA graphs (issue 48): the training step captured once and replayed.
+// Everything goes through c10's and ATen's exported CUDA API (streams,
+// events through the device guard, at::cuda::CUDAGraph), so the binary
+// names no CUDA runtime library of its own. A build without the CUDA
+// headers answers "no CUDA graphs in this build" to every call.
+extern "C" {
+#ifdef TRICKLAB_CUDA
+struct tricklab_side {
+  c10::cuda::CUDAStream prev;
+  c10::cuda::CUDAStream side;
+};
+
+int tricklab_cuda_graphs_built() { return 1; }
+
+// A stream of the pool made current on device `index`, after it waits for
+// the current one (capture refuses the default stream, and PyTorch warms
+// up a captured region on the same side stream first).
+void *tricklab_side_stream_enter(int index) {
+  try {
+    auto dev = static_cast<c10::DeviceIndex>(index);
+    auto prev = c10::cuda::getCurrentCUDAStream(dev);
+    auto side = c10::cuda::getStreamFromPool(false, dev);
+    c10::Event ev(c10::DeviceType::CUDA);
+    ev.record(prev.unwrap());
+    ev.block(side.unwrap());
+    c10::cuda::setCurrentCUDAStream(side);
+    return new tricklab_side{prev, side};
+  } catch (const std::exception &e) {
+    last_error = e.what();
+    return nullptr;
+  }
+}
+
+// The previous stream made current again, waiting for the side stream's work.
+int tricklab_side_stream_exit(void *h) {
+  auto *s = static_cast<tricklab_side *>(h);
+  int ok = status([&] {
+    c10::Event ev(c10::DeviceType::CUDA);
+    ev.record(s->side.unwrap());
+    ev.block(s->prev.unwrap());
+    c10::cuda::setCurrentCUDAStream(s->prev);
+  });
+  delete s;
+  return ok;
+}
+
+// One memory pool that every graph of a run shares (each phase's graph
+// allocates from it, and only one replays at a time).
+void *tricklab_graph_pool_new() {
+  try {
+    return new c10::MempoolId_t(at::cuda::graph_pool_handle());
+  } catch (const std::exception &e) {
+    last_error = e.what();
+    return nullptr;
+  }
+}
+
+void tricklab_graph_pool_free(void *p) {
+  delete static_cast<c10::MempoolId_t *>(p);
+}
+
+void *tricklab_graph_new() {
+  try {
+    return new at::cuda::CUDAGraph();
+  } catch (const std::exception &e) {
+    last_error = e.what();
+    return nullptr;
+  }
+}
+
+void tricklab_graph_free(void *g) { delete static_cast<at::cuda::CUDAGraph *>(g); }
+
+// Thread-local capture: another worker's thread (one process may train
+// on several GPUs) keeps allocating while this one captures.
+int tricklab_graph_capture_begin(void *g, void *pool) {
+  return status([&] {
+    static_cast<at::cuda::CUDAGraph *>(g)->capture_begin(
+        *static_cast<c10::MempoolId_t *>(pool),
+        cudaStreamCaptureModeThreadLocal);
+  });
+}
+
+int tricklab_graph_capture_end(void *g) {
+  return status([&] { static_cast<at::cuda::CUDAGraph *>(g)->capture_end(); });
+}
+
+int tricklab_graph_replay(void *g) {
+  return status([&] { static_cast<at::cuda::CUDAGraph *>(g)->replay(); });
+}
+// A timing event on CUDA device `index` (c10::Event with the backend's
+// default flags, which time), recorded on that device's current stream.
+void *tricklab_event_new(int index) {
+  try {
+    (void)index;
+    return new c10::Event(c10::DeviceType::CUDA, c10::EventFlag::BACKEND_DEFAULT);
+  } catch (const std::exception &e) {
+    last_error = e.what();
+    return nullptr;
+  }
+}
+
+int tricklab_event_record(void *ev, int index) {
+  return status([&] {
+    auto stream = c10::cuda::getCurrentCUDAStream(static_cast<c10::DeviceIndex>(index));
+    static_cast<c10::Event *>(ev)->record(stream.unwrap());
+  });
+}
+
+// Milliseconds from `a` to `b`, both recorded and complete; -1 on error.
+double tricklab_event_elapsed_ms(void *a, void *b) {
+  try {
+    return static_cast<c10::Event *>(a)->elapsedTime(*static_cast<c10::Event *>(b));
+  } catch (const std::exception &e) {
+    last_error = e.what();
+    return -1.0;
+  }
+}
+
+void tricklab_event_free(void *ev) { delete static_cast<c10::Event *>(ev); }
+#else
+int tricklab_cuda_graphs_built() { return 0; }
+void *tricklab_event_new(int) {
+  last_error = "no CUDA events in this build (no CUDA headers at build time)";
+  return nullptr;
+}
+int tricklab_event_record(void *, int) { return 0; }
+double tricklab_event_elapsed_ms(void *, void *) { return -1.0; }
+void tricklab_event_free(void *) {}
+void *tricklab_side_stream_enter(int) {
+  last_error = "no CUDA graphs in this build (no CUDA headers at build time)";
+  return nullptr;
+}
+int tricklab_side_stream_exit(void *) { return 0; }
+void *tricklab_graph_pool_new() {
+  last_error = "no CUDA graphs in this build (no CUDA headers at build time)";
+  return nullptr;
+}
+void tricklab_graph_pool_free(void *) {}
+void *tricklab_graph_new() {
+  last_error = "no CUDA graphs in this build (no CUDA headers at build time)";
+  return nullptr;
+}
+void tricklab_graph_free(void *) {}
+int tricklab_graph_capture_begin(void *, void *) { return 0; }
+int tricklab_graph_capture_end(void *) { return 0; }
+int tricklab_graph_replay(void *) { return 0; }
+#endif
 }

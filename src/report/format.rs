@@ -155,8 +155,12 @@ impl Report {
 
     pub fn to_csv(&self) -> String {
         let mut s = String::from(
-            "matrix,index,variant,clock,n,failed,noisy,acc_mean,acc_ci95,acc_tta_mean,acc_tta_ci95,p_target,p_target_lo,p_target_hi,dawn_s_mean,dawn_s_min,dawn_s_median,airbench_s_mean,airbench_s_min,airbench_s_median,hlb_s_mean,hlb_s_min,hlb_s_median,wall_s_mean,ttt_mean,ttt_n,speedup_prev,speedup_first\n",
+            "matrix,index,variant,clock,n,failed,noisy,acc_mean,acc_ci95,acc_tta_mean,acc_tta_ci95,p_target,p_target_lo,p_target_hi,dawn_s_mean,dawn_s_min,dawn_s_median,airbench_s_mean,airbench_s_min,airbench_s_median,hlb_s_mean,hlb_s_min,hlb_s_median,wall_s_mean,ttt_mean,ttt_n,speedup_prev,speedup_first",
         );
+        for c in super::STAGE_COLUMNS {
+            s.push_str(&format!(",{c}_mean"));
+        }
+        s.push_str(",graphs\n");
         let o = |x: Option<f64>| x.map(|v| v.to_string()).unwrap_or_default();
         let q = |t: &str| format!("\"{}\"", t.replace('"', "\"\""));
         for r in &self.rows {
@@ -168,7 +172,7 @@ impl Report {
                 ..
             } = r;
             s.push_str(&format!(
-                "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n",
+                "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
                 q(&r.matrix),
                 r.index,
                 q(&r.variant),
@@ -198,6 +202,10 @@ impl Report {
                 o(r.speedup_prev),
                 o(r.speedup_first)
             ));
+            for x in r.stages {
+                s.push_str(&format!(",{}", o(x)));
+            }
+            s.push_str(&format!(",{}\n", q(r.graphs.as_deref().unwrap_or(""))));
         }
         s
     }

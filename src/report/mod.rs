@@ -112,6 +112,12 @@ pub struct VariantStats {
     /// Mean share of the training loop (the hlb clock) spent building
     /// batches; `None` where the runs predate the record or had no loader.
     pub loader_share: Option<f64>,
+    /// Mean seconds a run in each of [`STAGE_COLUMNS`]' stages; `None`
+    /// where the runs predate them (forward and backward apart: also where
+    /// a CUDA graph replayed them as one).
+    pub stages: [Option<f64>; 6],
+    /// The first finished run's `graphs` (`on`, `off`, `off: <why>`).
+    pub graphs: Option<String>,
     /// Each finished run's (seed, accuracy with TTA): `compare` pairs the
     /// two sessions' accuracies by seed.
     #[serde(skip)]
@@ -250,6 +256,17 @@ pub fn scan_runs(dirs: &[PathBuf]) -> Result<LazyFrame> {
 /// comma-joined word, the end time as its UTC day (`finished_on`: the type of
 /// `finished_at` changed with schema 2), and a `noisy` flag (false where a
 /// table predates it).
+/// The runs' seconds by stage of the training steps (train/stages.rs), in
+/// the order report.csv and the stage chart give them.
+pub const STAGE_COLUMNS: [&str; 6] = [
+    "stage_data_s",
+    "stage_forward_s",
+    "stage_backward_s",
+    "stage_forward_backward_s",
+    "stage_optimiser_s",
+    "stage_eval_s",
+];
+
 fn as_schema_1_words(df: &mut DataFrame) -> Result<()> {
     let n = df.height();
     let day = match df.drop_in_place("finished_at") {
@@ -265,6 +282,14 @@ fn as_schema_1_words(df: &mut DataFrame) -> Result<()> {
     }
     if df.column("loader_s").is_err() {
         df.with_column(Column::new("loader_s".into(), vec![None::<f64>; n]))?;
+    }
+    for c in STAGE_COLUMNS {
+        if df.column(c).is_err() {
+            df.with_column(Column::new(c.into(), vec![None::<f64>; n]))?;
+        }
+    }
+    if df.column("graphs").is_err() {
+        df.with_column(Column::new("graphs".into(), vec![None::<String>; n]))?;
     }
     let Ok(c) = df.column("tricks") else {
         return Ok(());
@@ -367,6 +392,10 @@ pub fn aggregate(dirs: &[PathBuf], opts: &ReportOptions) -> Result<Report> {
         aggs.push(col(c).filter(done()).median().alias(format!("{c}_median")));
     }
     aggs.push(col("eval_s").filter(done()).mean().alias("eval_s_mean"));
+    for c in STAGE_COLUMNS {
+        aggs.push(col(c).filter(done()).mean().alias(format!("{c}_mean")));
+    }
+    aggs.push(col("graphs").filter(done()).first().alias("graphs"));
     aggs.push(
         col("time_to_target_s")
             .filter(done())
@@ -432,6 +461,11 @@ pub fn aggregate(dirs: &[PathBuf], opts: &ReportOptions) -> Result<Report> {
     let (n, failed, ttt_n) = (f(&df, "n")?, f(&df, "failed")?, f(&df, "ttt_n")?);
     let noisy = f(&df, "noisy")?;
     let loader_share = f(&df, "loader_share")?;
+    let graphs = s("graphs")?;
+    let stage_means: Vec<Vec<Option<f64>>> = STAGE_COLUMNS
+        .iter()
+        .map(|c| f(&df, &format!("{c}_mean")))
+        .collect::<Result<_>>()?;
     let target = opts.target.unwrap_or_else(|| {
         f(&df, "target_acc")
             .ok()
@@ -500,6 +534,8 @@ pub fn aggregate(dirs: &[PathBuf], opts: &ReportOptions) -> Result<Report> {
                 failed: failed[i].unwrap_or(0.0) as usize,
                 noisy: noisy[i].unwrap_or(0.0) as usize,
                 loader_share: loader_share[i].filter(|x| x.is_finite() && *x > 0.0),
+                stages: std::array::from_fn(|k| stage_means[k][i].filter(|x| x.is_finite())),
+                graphs: Some(graphs[i].clone()).filter(|g| !g.is_empty()),
                 acc_mean: v("acc_mean", i),
                 acc_std: v("acc_std", i),
                 acc_ci95: ci(v("acc_std", i), n_i),

@@ -91,6 +91,8 @@ impl Trainer for Fake {
             throughput_cv: None,
             noise: None,
             ranks: Vec::new(),
+            graphs: None,
+            stages: None,
         }))
     }
 

@@ -391,6 +391,17 @@ runs_table! {
         pub rank_devices: Option<String>,
         pub allreduce_s: Option<f64>,
         pub ranks: Option<String>,
+        // The step's CUDA graphs: `on`, `off`, or `off: <why>`.
+        pub graphs: Option<String>,
+        // Where the training steps' seconds went (train/stages.rs): the
+        // forward and backward apart only where no graph replays them as one.
+        pub stage_data_s: Option<f64>,
+        pub stage_forward_s: Option<f64>,
+        pub stage_backward_s: Option<f64>,
+        pub stage_forward_backward_s: Option<f64>,
+        pub stage_optimiser_s: Option<f64>,
+        pub stage_eval_s: Option<f64>,
+        pub stages_timed_by: Option<String>,
     }
 }
 
@@ -432,6 +443,7 @@ impl RunRow {
         let r = &cfg["resolved"];
         let text = |v: &serde_json::Value| v.as_str().map(String::from);
         let c = s.map(|s| &s.clocks);
+        let st = s.and_then(|s| s.stages.as_ref());
         let m = s.and_then(|s| s.machine.as_ref());
         let (g0, g1) = (
             m.and_then(|m| m.gpu_start.as_ref()),
@@ -522,6 +534,14 @@ impl RunRow {
             ranks: s
                 .filter(|s| !s.ranks.is_empty())
                 .and_then(|s| serde_json::to_string(&s.ranks).ok()),
+            graphs: s.and_then(|s| s.graphs.clone()),
+            stage_data_s: st.map(|t| t.data_s),
+            stage_forward_s: st.and_then(|t| t.forward_s),
+            stage_backward_s: st.and_then(|t| t.backward_s),
+            stage_forward_backward_s: st.map(|t| t.forward_backward_s),
+            stage_optimiser_s: st.map(|t| t.optimiser_s),
+            stage_eval_s: st.map(|t| t.eval_s),
+            stages_timed_by: st.map(|t| t.timed_by.clone()),
         }
     }
 }

@@ -39,6 +39,8 @@ pub fn summary(acc: f64, dawn: f64, ttt: Option<f64>) -> RunSummary {
         throughput_cv: None,
         noise: None,
         ranks: Vec::new(),
+        graphs: None,
+        stages: None,
     }
 }
 

@@ -191,6 +191,13 @@ impl Optimisers {
 
     /// Step `s` (0-based) of every optimiser at its rate, then zero the grads.
     pub fn step(&mut self, plan: &RunPlan, s: u64, rates: &StepRates, zero_none: bool) {
+        self.step_keeping_grads(plan, s, rates);
+        self.zero_grad(zero_none);
+    }
+
+    /// Step `s` of every optimiser, the gradients left where they are (a
+    /// CUDA graph's step zero-fills them itself).
+    pub fn step_keeping_grads(&mut self, plan: &RunPlan, s: u64, rates: &StepRates) {
         self.main.step(base_lr(plan, ParamGroup::Weights, s, rates));
         if let Some(f) = self.filters.as_mut() {
             f.step(base_lr(plan, ParamGroup::Filters, s, rates));
@@ -198,7 +205,6 @@ impl Optimisers {
         if let Some(b) = self.whiten_bias.as_mut() {
             b.step(base_lr(plan, ParamGroup::WhitenBias, s, rates));
         }
-        self.zero_grad(zero_none);
     }
 
     /// Every optimiser's gradients, so none carries into the next step.

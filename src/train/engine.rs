@@ -30,8 +30,10 @@
 
 use super::build::{Averager, Optimisers, finish_net, fit_whitening, new_net, warm_kernels};
 use super::eval::{evaluate, time_on};
+use super::graph::StepGraphs;
 use super::prepare::{Batches, Layout, Prepared, Source, preprocess, upload};
 use super::replay::{Injection, Named, inject_weights};
+use super::stages::{Stage, StageClock};
 use super::step::{Mix, StepMetrics, Trainee};
 use super::stream::{StreamFeed, evaluate_stream};
 use super::warm::warm_up_run;
@@ -320,7 +322,12 @@ impl Run<'_> {
 
     /// Averages the step's gradients (and its loss and correct count, in
     /// the same buckets) over the ranks; returns the global loss and count.
-    fn reduce(&self, m: &Model, out: (Tensor, Tensor), lp: &mut Loop) -> Result<(Tensor, Tensor)> {
+    fn reduce(
+        &self,
+        m: &Model,
+        out: (Tensor, Tensor),
+        spent: &mut f64,
+    ) -> Result<(Tensor, Tensor)> {
         let Some(d) = self.dist else { return Ok(out) };
         let t = Instant::now();
         let grads: Vec<Tensor> = m
@@ -333,7 +340,7 @@ impl Run<'_> {
             .filter(Tensor::defined)
             .collect();
         let reduced = d.reduce_step(grads, &out.0, &out.1)?;
-        lp.allreduce_s += t.elapsed().as_secs_f64();
+        *spent += t.elapsed().as_secs_f64();
         Ok(reduced)
     }
 }
@@ -421,6 +428,10 @@ struct Loop<'a> {
     gpu_watch: Option<crate::util::machine::GpuWatch>,
     /// Seconds this rank spent in gradient all-reduces.
     allreduce_s: f64,
+    /// The step's CUDA graphs (the `cuda_graphs` trick).
+    graphs: StepGraphs,
+    /// Where the steps' seconds go.
+    stages: StageClock,
 }
 
 /// Where each step's batch comes from.
@@ -543,6 +554,8 @@ impl Run<'_> {
                 .gpu_index()
                 .map(crate::util::machine::GpuWatch::nvidia_smi),
             allreduce_s: 0.0,
+            graphs: self.step_graphs(&m.net),
+            stages: StageClock::new(dev),
             snapshot_of,
         };
         let epochs = plan.epochs.ceil() as usize;
@@ -677,10 +690,13 @@ impl Run<'_> {
         // The epoch's augmentation is part of its training time, as in the references.
         self.boundary()?;
         let start = Instant::now();
+        lp.stages.begin();
         lp.feed.begin_epoch(epoch)?;
         let per_epoch = r.epoch_steps.get(epoch).copied().unwrap_or(r.per_epoch);
         let steps = (r.total - lp.step).min(per_epoch);
         let (batch, loss_scale) = self.epoch_batch(epoch, m);
+        let stages = &lp.stages;
+        let forward_done = || stages.mark(Stage::Forward);
         let trainee = Trainee {
             plan,
             net: &m.net,
@@ -688,6 +704,8 @@ impl Run<'_> {
             layout: self.layout,
             classes: self.src.classes,
             loss_scale,
+            // No event inside a capture: a graph's forward and backward are one replay.
+            forward_done: (!lp.graphs.keeps_grads()).then_some(&forward_done as &dyn Fn()),
         };
         let cutmix = plan
             .loss
@@ -718,21 +736,39 @@ impl Run<'_> {
             }
             let (x, y, soft, secs) = self.rank_batch(&mut lp.feed, i as i64)?;
             loader_s += secs;
-            let mix = match (&soft, cutmix) {
-                (Some(s), _) => Mix::Given(s),
-                (None, Some(c)) => Mix::Batch(c),
-                (None, None) => Mix::None,
-            };
-            let out = trainee.forward_backward(&x, &y, mix);
-            let out = self.reduce(m, out, lp)?;
+            lp.stages.mark(Stage::Data);
+            let inputs: Vec<&Tensor> = [Some(&x), Some(&y), soft.as_ref()]
+                .into_iter()
+                .flatten()
+                .collect();
+            // A batch CutMix mixes inside the step draws there: not capturable.
+            let drawn =
+                (soft.is_none() && cutmix.is_some()).then_some("CutMix draws inside the step");
+            let out = lp.graphs.step(&inputs, loss_scale, drawn, |t| {
+                let mix = match (t.get(2), cutmix) {
+                    (Some(s), _) => Mix::Given(s),
+                    (None, Some(c)) => Mix::Batch(c),
+                    (None, None) => Mix::None,
+                };
+                trainee.forward_backward(&t[0], &t[1], mix)
+            })?;
+            let out = self.reduce(m, out, &mut lp.allreduce_s)?;
             if let Some(max_norm) = plan.step.clip_norm {
                 // The gradients carry the loss scale; the limit is in mean-loss units.
                 let params = m.net.param_groups().all_trainable();
                 crate::optim::clip_grad_norm(&params, max_norm * loss_scale);
             }
-            m.opt.step(plan, s, r, plan.step.zero_grad_none);
+            // The backward's stage holds the all-reduce (DDP overlaps them) and clipping.
+            lp.stages.mark(Stage::Backward);
+            if lp.graphs.keeps_grads() {
+                // The graph zero-fills them itself, where it wrote them.
+                m.opt.step_keeping_grads(plan, s, r);
+            } else {
+                m.opt.step(plan, s, r, plan.step.zero_grad_none);
+            }
             lp.step += 1;
             m.avg.after_step(lp.step, i, epoch, r.total);
+            lp.stages.mark(Stage::Optimiser);
             self.snapshot(lp);
             let at = epoch as f64 + (i + 1) as f64 / per_epoch as f64;
             let lr = plan.optim.lr * r.main[s as usize];
@@ -750,10 +786,18 @@ impl Run<'_> {
             }
         }
         self.boundary()?;
+        lp.stages.settle();
         let rate = self.end_stream_epoch(&mut lp.feed, emit);
         let mut tr = lp.end_epoch(steps, batch, start, (loader_s, paused));
         tr.loader_images_per_s = rate;
         Ok(Some(tr))
+    }
+
+    /// The run's step graphs: on a GPU when `cuda_graphs` asks, on a CPU
+    /// the same path uncaptured.
+    fn step_graphs(&self, net: &Net) -> StepGraphs {
+        let params = net.param_groups().all_trainable();
+        StepGraphs::new(self.plan.step.cuda_graphs, self.device, params)
     }
 
     /// The variables a golden trajectory copies at its checkpoints, if it asks.
@@ -956,6 +1000,7 @@ impl Run<'_> {
             None => Vec::new(),
         };
         let mut clocks = lp.clocks;
+        let stages = lp.stages.seconds(clocks.eval_s);
         clocks.dawn_s = time_on(Clock::Dawn, &clocks, 0.0, f64::NAN);
         clocks.wall_s = wall_s;
         Ok(RunSummary {
@@ -977,6 +1022,8 @@ impl Run<'_> {
             machine: Some(Box::new(machine)),
             throughput_cv,
             ranks,
+            graphs: Some(lp.graphs.status().to_string()),
+            stages: Some(stages),
         })
     }
 }

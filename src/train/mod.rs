@@ -8,10 +8,14 @@ mod engine;
 mod eval;
 #[cfg(test)]
 mod golden_tests;
+mod graph;
+#[cfg(test)]
+mod graph_tests;
 mod pipeline;
 mod prepare;
 mod probe;
 mod replay;
+mod stages;
 mod step;
 mod stream;
 #[cfg(test)]

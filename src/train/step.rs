@@ -45,6 +45,9 @@ pub(super) struct Trainee<'a> {
     /// The loss's multiplier: the plan's sum over the batch, at this
     /// epoch's batch when it changes by phase.
     pub loss_scale: f64,
+    /// Called between each micro-batch's forward (and loss) and its
+    /// backward: the stage clock's mark.
+    pub forward_done: Option<&'a dyn Fn()>,
 }
 
 impl Trainee<'_> {
@@ -76,6 +79,9 @@ impl Trainee<'_> {
                 _ => logits.to_kind(Kind::Float),
             };
             let loss = batch_loss(&plan.loss, &logits, &ym, soft.as_ref());
+            if let Some(done) = self.forward_done {
+                done();
+            }
             // Summed over the batch (the micro-batch mean x the batch / accum).
             (&loss * (self.loss_scale / accum as f64)).backward();
             let _ = correct.g_add_(&logits.argmax(-1, false).eq_tensor(&ym).sum(Kind::Int64));

@@ -48,6 +48,7 @@ fn step_loss(plan: &RunPlan, net: &Net, src: &Source, x: &Tensor, y: &Tensor) ->
         layout: Layout::of(plan),
         classes: src.classes,
         loss_scale: plan.loss.scale,
+        forward_done: None,
     };
     f64::try_from(trainee.forward_backward(x, y, super::step::Mix::None).0).unwrap()
 }
@@ -679,6 +680,9 @@ fn effect_test(trick: TrickId) -> fn() {
             crate::model::tests::prep_bn_relu_adds_a_batch_norm_after_the_prep_conv
         }
         TrickId::ZeroGradNone => zero_grad_none_drops_the_gradients_and_zero_fill_zeroes_them,
+        TrickId::CudaGraphs => {
+            super::graph_tests::the_graph_path_uncaptured_equals_the_eager_step_bit_for_bit
+        }
         TrickId::NoBiasBeforeBn => {
             crate::model::tests::conv_bias_before_bn_changes_nothing_in_training_mode
         }

@@ -1228,6 +1228,23 @@ catalog! {
             Ok(())
         },
     },
+    CudaGraphs => TrickSpec {
+        key: "cuda_graphs",
+        ids: &[],
+        name: "CUDA graphs",
+        category: Systems,
+        help: "Capture the step's forward, loss and backward once as a CUDA graph and replay it every step (one launch instead of hundreds), a graph per phase (an input shape, the whitening bias stopping, a batch change) in one memory pool; the optimisers still run eagerly after each replay. What torch.compile's mode=\"reduce-overhead\" and max-autotune add to fusion. On a CPU the same path runs uncaptured; CutMix (its draws are inside the step) runs eagerly; runs.parquet's `graphs` says on or why not.",
+        source: "PyTorch's CUDA graphs (at::cuda::CUDAGraph; the C++ tutorial's whole-step capture); airbench94_muon and hiverge compile with mode=max-autotune, which replays CUDA graphs",
+        off: "eager launches",
+        on: "the step replayed as a CUDA graph",
+        params: &[],
+        requires: &[],
+        conflicts: &[],
+        apply: |p, _| {
+            p.step.cuda_graphs = true;
+            Ok(())
+        },
+    },
     NoBiasBeforeBn => TrickSpec {
         key: "no_bias_before_bn",
         ids: &[],
