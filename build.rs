@@ -17,6 +17,18 @@ fn main() {
     println!("cargo:rustc-env=TRICKLAB_BUILD_COMMIT={commit}");
     println!("cargo:rerun-if-changed=.git/HEAD");
     println!("cargo:rerun-if-changed=.git/refs/heads");
+    // A commit on the checked-out branch rewrites that branch's file, not
+    // the folder (the H200's fourth lease ran a binary that named the commit
+    // before its own): watch the file HEAD names, and packed-refs.
+    // Each watched only where it exists: a missing path would rerun every build.
+    let branch = std::fs::read_to_string(".git/HEAD")
+        .ok()
+        .and_then(|h| h.trim().strip_prefix("ref: ").map(|b| format!(".git/{b}")));
+    for path in branch.into_iter().chain([".git/packed-refs".to_string()]) {
+        if std::path::Path::new(&path).exists() {
+            println!("cargo:rerun-if-changed={path}");
+        }
+    }
     println!("cargo:rerun-if-env-changed=DEP_TCH_LIBTORCH_LIB");
     println!("cargo:rerun-if-env-changed=LIBTORCH_CXX11_ABI");
     println!("cargo:rerun-if-changed=src/native/native.cpp");

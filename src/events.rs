@@ -163,7 +163,7 @@ pub struct RunSummary {
     pub graphs: Option<String>,
     /// Where the training steps' seconds went.
     #[serde(default)]
-    pub stages: Option<StageSeconds>,
+    pub stages: Option<Box<StageSeconds>>,
 }
 
 /// A run's seconds by stage of its training steps (train/stages.rs).

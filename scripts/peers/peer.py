@@ -857,10 +857,11 @@ def parse_args(argv):
                    help="auto: as published on cuda, off on cpu; on: keep torch.compile (inductor, CPU "
                         "backend on cpu); off: decorators and model.compile removed")
     p.add_argument("--compile-form", choices=sorted(COMPILE_FORMS), default="published",
-                   help="with compile on, what torch.compile does at every site of the script: published (as "
-                        "written), graphs (backend=\"cudagraphs\": CUDA graphs of the eager kernels, no fusion), "
-                        "fusion (mode=\"max-autotune-no-cudagraphs\": Inductor's fused kernels, no graphs), "
-                        "both (mode=\"max-autotune\": fused kernels replayed as CUDA graphs)")
+                   help="with compile on, what torch.compile does at the script's mode=\"max-autotune\" sites "
+                        "(the model; hiverge's forward_step): published (as written), graphs "
+                        "(backend=\"cudagraphs\": CUDA graphs of the eager kernels, no fusion), fusion "
+                        "(mode=\"max-autotune-no-cudagraphs\": Inductor's fused kernels, no graphs), both "
+                        "(mode=\"max-autotune\", as published); its other sites keep their default mode")
     p.add_argument("--warmup", action=argparse.BooleanOptionalAction, default=None,
                    help="the untimed warm-up run on random data the script's protocol does first "
                         "(default: on for cuda, off for cpu)")
@@ -884,9 +885,14 @@ def parse_args(argv):
 
 
 # torch.compile's gain split into its two parts (issue 48): each form replaces
-# the keyword arguments of every torch.compile call the script makes, the
+# the keyword arguments of the torch.compile calls that the script makes with
+# mode="max-autotune", the ones that replay CUDA graphs as published: the
 # model's `model.compile(mode="max-autotune")` (nn.Module.compile calls
-# torch.compile) and each `@torch.compile` decorator alike.
+# torch.compile) and hiverge's `forward_step`. Its other sites (Newton-Schulz,
+# the loader's helpers) keep their published default mode, fused without
+# graphs, in every compiled form: cudagraph trees of several functions in one
+# step overwrite each other's outputs (airbench94_muon's gradients were, on an
+# H200, when its Newton-Schulz was graphed too).
 COMPILE_FORMS = {
     "published": None,
     "graphs": {"backend": "cudagraphs"},
@@ -897,9 +903,10 @@ COMPILE_FORMS = {
 
 def compile_form_note(form):
     kw = COMPILE_FORMS[form]
-    return note(f"--compile-form {form}: torch.compile wrapped so that every call of the script (its "
-                f"decorators and model.compile) runs with {', '.join(f'{k}={v!r}' for k, v in kw.items())} "
-                "instead of its own backend and mode")
+    return note(f"--compile-form {form}: torch.compile wrapped so that every call of the script with "
+                f"mode=\"max-autotune\" (model.compile; hiverge's forward_step) runs with "
+                f"{', '.join(f'{k}={v!r}' for k, v in kw.items())} instead; its other torch.compile sites "
+                "keep their published default mode")
 
 
 def wrap_compile(torch, form):
@@ -910,9 +917,10 @@ def wrap_compile(torch, form):
     orig = torch.compile
 
     def compile_as_form(model=None, **kw):
-        kw.pop("mode", None)
-        kw.pop("backend", None)
-        kw.update(kw_form)
+        if kw.get("mode") == "max-autotune":
+            kw.pop("mode")
+            kw.pop("backend", None)
+            kw.update(kw_form)
         return orig(model, **kw) if model is not None else orig(**kw)
 
     torch.compile = compile_as_form

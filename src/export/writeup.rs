@@ -96,7 +96,7 @@ mod tests {
                 let mut s = summary(0.5, 10.0 - 2.0 * i as f64, None);
                 let graphs = i == 1;
                 s.graphs = Some(if graphs { "on" } else { "off" }.into());
-                s.stages = Some(crate::events::StageSeconds {
+                s.stages = Some(Box::new(crate::events::StageSeconds {
                     data_s: 1.0,
                     forward_s: (!graphs).then_some(2.0),
                     backward_s: (!graphs).then_some(3.0),
@@ -104,7 +104,7 @@ mod tests {
                     optimiser_s: 1.5,
                     eval_s: 0.5,
                     timed_by: "host clock".into(),
-                });
+                }));
                 feed(&mut w, rid(v, i, rep), rep as u64, Some(s));
             }
         }
@@ -123,7 +123,7 @@ mod tests {
         ] {
             assert!(svg.contains(word), "the stage chart lacks {word}");
         }
-        let r = crate::report::aggregate(&[dir.clone()], &Default::default()).unwrap();
+        let r = crate::report::aggregate(std::slice::from_ref(&dir), &Default::default()).unwrap();
         let csv = r.to_csv();
         let header: Vec<&str> = csv.lines().next().unwrap().split(',').collect();
         let row: Vec<&str> = csv.lines().nth(2).unwrap().split(',').collect();

@@ -678,6 +678,10 @@ impl Run<'_> {
     }
 
     /// One epoch of training steps; `None` when the run was cancelled.
+    #[allow(
+        clippy::too_many_lines,
+        reason = "one epoch's steps in order: batch, forward and backward (or their graph), reduce, optimiser, metrics, each stage marked"
+    )]
     fn train_epoch(
         &self,
         epoch: usize,
@@ -1023,7 +1027,7 @@ impl Run<'_> {
             throughput_cv,
             ranks,
             graphs: Some(lp.graphs.status().to_string()),
-            stages: Some(stages),
+            stages: Some(Box::new(stages)),
         })
     }
 }

@@ -149,7 +149,7 @@ impl StepGraphs {
         let phase = &mut self.phases[i];
         if at.is_some() {
             for (s, t) in phase.inputs.iter_mut().zip(inputs) {
-                let _ = s.copy_(t);
+                s.copy_(t);
             }
         }
         let params = &self.params;
