@@ -5,6 +5,7 @@
 //! loses at most the run in progress.
 
 mod merge;
+mod pages;
 mod rows;
 pub mod saved_queue;
 
@@ -545,6 +546,12 @@ pub fn run_file(dir: &Path, sub: &str, row: &RunRow) -> Option<PathBuf> {
 /// A Parquet file read whole (only `columns`, when named).
 pub fn read_parquet(path: &Path, columns: Option<&[&str]>) -> Result<DataFrame> {
     let f = std::fs::File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
+    // Its pages checked first: polars aborts the process on some damaged headers.
+    let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+    std::panic::catch_unwind(|| pages::check(&bytes))
+        .map_err(|_| anyhow::anyhow!("the parquet reader failed on its metadata"))?
+        .with_context(|| format!("{} is damaged", path.display()))?;
+    drop(bytes);
     let columns = columns.map(|c| c.iter().map(|s| s.to_string()).collect());
     // polars-parquet 0.55 unwraps some fields of a damaged file's metadata
     // (column_chunk_metadata.rs): a damaged file is an error, not a crash.
