@@ -41,6 +41,25 @@ pub struct RecipeShowArgs {
     pub json: bool,
 }
 
+/// What `recipe show` says of a recipe's origin: its source, the result
+/// the source published (a tiny recipe's is its full form's), and every
+/// known difference from the source, one a line.
+pub(crate) fn provenance_lines(r: &crate::recipe::Recipe) -> Vec<String> {
+    let full = r.name.strip_prefix("tiny-");
+    let mut out = vec![format!("source        {}", r.source)];
+    out.push(match full {
+        Some(f) => format!("published     ({f}, the full recipe) {}", r.published),
+        None => format!("published     {}", r.published),
+    });
+    if r.differs.is_empty() {
+        out.push("differs       nothing known".into());
+    } else {
+        out.push("differs:".into());
+        out.extend(r.differs.iter().map(|d| format!("  - {d}")));
+    }
+    out
+}
+
 pub fn cmd_recipe_show(args: RecipeShowArgs) -> Result<i32> {
     let overrides: Vec<Override> = args.tricks.into_iter().chain(args.sets).collect();
     let c = resolve(&args.name, &overrides)?;
@@ -49,6 +68,11 @@ pub fn cmd_recipe_show(args: RecipeShowArgs) -> Result<i32> {
         return Ok(0);
     }
     println!("recipe        {}", c.recipe);
+    if let Some(r) = recipes().iter().find(|r| r.name == c.recipe) {
+        for line in provenance_lines(r) {
+            println!("{line}");
+        }
+    }
     println!("arch          {:?} x{}", c.arch, c.width_mult);
     println!("epochs        {}", c.epochs);
     println!("batch_size    {}", c.batch_size);
@@ -97,4 +121,47 @@ pub fn cmd_recipe_show(args: RecipeShowArgs) -> Result<i32> {
         println!("  {k:<20} {}", params.join(" "));
     }
     Ok(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::provenance_lines;
+    use crate::recipe::recipes;
+
+    #[test]
+    fn every_recipe_shows_its_source_its_published_result_and_its_differences() {
+        for r in recipes() {
+            assert!(r.source.len() > 10, "{}: no source", r.name);
+            assert!(r.published.len() > 10, "{}: no published result", r.name);
+            let lines = provenance_lines(r);
+            assert!(lines[0].starts_with("source        "), "{lines:?}");
+            assert!(lines[0].contains(&r.source));
+            let told = lines
+                .iter()
+                .skip(2)
+                .filter(|l| l.starts_with("  - "))
+                .count();
+            assert_eq!(told, r.differs.len(), "{}: {lines:?}", r.name);
+        }
+        let show = |name: &str| {
+            let r = recipes().iter().find(|r| r.name == name).unwrap();
+            provenance_lines(r).join("\n")
+        };
+        let goyal = show("goyal-rn50");
+        assert!(
+            goyal.contains("arXiv 1706.02677") && goyal.contains("N(0, 0.01)"),
+            "{goyal}"
+        );
+        assert!(show("page-final").contains("differs       nothing known"));
+        assert!(
+            show("tiny-hiverge-speedrun")
+                .contains("published     (hiverge-speedrun, the full recipe) 94.01%"),
+            "{}",
+            show("tiny-hiverge-speedrun")
+        );
+        // The wrong notes issue 49 found are gone: Goyal's model strides its 3x3 as
+        // torchvision's does, and no_wd_bn_bias decays the head's bias as fast.ai does.
+        assert!(!goyal.contains("1x1"));
+        assert!(!show("fastai-rn50").contains("bias"));
+    }
 }

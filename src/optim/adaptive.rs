@@ -103,6 +103,16 @@ struct Moments {
 }
 
 impl Moments {
+    /// A new loss scale: eps follows it (m̂/(√v̂+eps) unchanged), and so do
+    /// the moments' histories, m by the ratio and v by its square.
+    fn set_scale(&mut self, scale: f64) {
+        let r = scale / self.scale;
+        self.eps *= r;
+        self.m.rescale(r);
+        self.v.rescale(r * r);
+        self.scale = scale;
+    }
+
     fn new(groups: &[Group], beta1: f64, beta2: f64, eps: f64) -> Moments {
         Moments {
             m: State::zeros_like(groups),
@@ -138,8 +148,7 @@ pub struct Lamb {
 impl Lamb {
     /// m and v grow by scale and scale²: eps·scale keeps m̂/(√v̂+eps).
     fn set_scale(&mut self, scale: f64) {
-        self.moments.eps *= scale / self.moments.scale;
-        self.moments.scale = scale;
+        self.moments.set_scale(scale);
     }
 
     pub fn new(groups: Vec<Group>, betas: (f64, f64), eps: f64, wd: f64) -> Lamb {
@@ -191,8 +200,7 @@ pub struct AdamW {
 
 impl AdamW {
     fn set_scale(&mut self, scale: f64) {
-        self.moments.eps *= scale / self.moments.scale;
-        self.moments.scale = scale;
+        self.moments.set_scale(scale);
     }
 
     pub fn new(groups: Vec<Group>, betas: (f64, f64), eps: f64, wd: f64) -> AdamW {

@@ -103,6 +103,23 @@ fn zero_grads(groups: &[Group], set_to_none: bool) {
 struct State(Vec<Vec<Tensor>>);
 
 impl State {
+    /// Multiplies every state tensor by `by` in place: a history kept in the
+    /// summed loss's units follows the loss scale when the batch changes
+    /// (fast.ai's phases), so it stays what PyTorch's mean-loss optimiser
+    /// keeps.
+    fn rescale(&mut self, by: f64) {
+        if by == 1.0 {
+            return;
+        }
+        tch::no_grad(|| {
+            for t in self.0.iter_mut().flatten() {
+                let _ = t.g_mul_scalar_(by);
+            }
+        });
+    }
+}
+
+impl State {
     fn zeros_like(groups: &[Group]) -> State {
         State(
             groups

@@ -179,6 +179,8 @@ pub struct Muon {
     /// 1-based count of steps taken, and the last that rescaled.
     steps: u64,
     last_renorm: u64,
+    /// The loss scale the momentum buffers' history is in.
+    scale: f64,
 }
 
 impl Muon {
@@ -197,6 +199,7 @@ impl Muon {
             o,
             steps: 0,
             last_renorm: 0,
+            scale: 1.0,
         }
     }
 
@@ -310,8 +313,13 @@ impl Optimizer for Muon {
         });
     }
 
-    /// Newton-Schulz normalises its input first: the update is scale-free.
-    fn set_loss_scale(&mut self, _scale: f64) {}
+    /// Newton-Schulz normalises its input first, so the update is
+    /// scale-free; but the buffer sums gradients of the loss as it was
+    /// scaled, and a new scale rescales its history to the new gradients'.
+    fn set_loss_scale(&mut self, scale: f64) {
+        self.bufs.rescale(scale / self.scale);
+        self.scale = scale;
+    }
 
     fn zero_grad(&mut self, set_to_none: bool) {
         zero_grads(&self.groups, set_to_none);

@@ -71,6 +71,8 @@ impl Optimizer for SgdPage {
         });
     }
 
+    /// Page's buffer holds lr-scaled steps in the mean loss's units
+    /// (lr/scale · summed gradient): nothing to rescale.
     fn set_loss_scale(&mut self, scale: f64) {
         self.scale = scale;
     }
@@ -130,7 +132,10 @@ impl Optimizer for SgdTorch {
         self.started = true;
     }
 
+    /// The buffer holds summed-loss gradients (g + wd·w, both ×scale): a
+    /// new scale rescales it, so its history stays in the mean loss's units.
     fn set_loss_scale(&mut self, scale: f64) {
+        self.bufs.rescale(scale / self.scale);
         self.scale = scale;
     }
 

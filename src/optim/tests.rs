@@ -761,6 +761,52 @@ fn a_loss_scale_in_the_gradients_leaves_every_optimiser_step_unchanged() {
 }
 
 #[test]
+fn a_loss_scale_that_changes_between_steps_leaves_every_optimiser_on_the_mean_loss_path() {
+    // fast.ai's phases change the batch, and the summed loss's scale with it
+    // (×½, ×2, ...): six steps at scales 512, 512, 256, 256, 1024, 1024 against
+    // the same mean-loss gradients at scale 1 throughout. Without the
+    // histories rescaled, SGD's buffer, Adam's moments and Muon's momentum
+    // would weigh the old steps by the old scale (issue 49, item 3).
+    type Make = fn(Vec<Group>) -> Box<dyn Optimizer>;
+    let makers: [(&str, Make); 6] = [
+        ("sgd_page", |g| Box::new(SgdPage::new(g, 0.9, 5e-4))),
+        ("sgd_torch", |g| {
+            Box::new(SgdTorch::new(g, 0.85, 5e-4, true))
+        }),
+        ("lars", |g| Box::new(Lars::new(g, 0.9, 5e-4, 0.001, false))),
+        ("lamb", |g| Box::new(Lamb::new(g, (0.9, 0.999), 1e-6, 0.01))),
+        ("adamw", |g| {
+            Box::new(AdamW::new(g, (0.9, 0.999), 1e-8, 0.01))
+        }),
+        ("muon", |g| {
+            Box::new(Muon::new(g, MuonOptions::airbench(0.6, 3, 10)))
+        }),
+    ];
+    // Powers of two, so that only the epsilons differ in rounding (as in
+    // the test above, whose tolerance this keeps).
+    let scales = [512.0f32, 512.0, 256.0, 256.0, 1024.0, 1024.0];
+    for (name, make) in makers {
+        let w0 = [0.3f32, -0.2, 0.5, 0.1, -0.4, 0.25];
+        let mat = || Tensor::from_slice(&w0).view([2, 3]).set_requires_grad(true);
+        let (a, b) = (mat(), mat());
+        let mut oa = make(vec![Group::new(vec![a.shallow_clone()])]);
+        let mut ob = make(vec![Group::new(vec![b.shallow_clone()])]);
+        for (step, &s) in scales.iter().enumerate() {
+            // Gradients that turn, so that the history matters.
+            let k = step as f32;
+            let g = [0.02f32, -0.01 * k, 0.03, 0.005 * k, -0.02, 0.01 + 0.01 * k];
+            ob.set_loss_scale(f64::from(s));
+            set_grad(&a, &g);
+            set_grad(&b, &g.map(|x| x * s));
+            oa.step(0.1);
+            ob.step(0.1);
+        }
+        assert!(close(&a, &b, 1e-6), "{name}: {a} vs {b}");
+        assert!(!close(&a, &mat(), 1e-4), "{name} did not move");
+    }
+}
+
+#[test]
 fn tta_reuses_the_plain_logits_it_is_given() {
     let calls = std::cell::Cell::new(0);
     let f = |x: &Tensor| -> Tensor {

@@ -12,6 +12,12 @@ const RECIPES_TOML: &str = include_str!("recipes.toml");
 pub struct Recipe {
     pub name: String,
     pub help: String,
+    /// The paper or repository (and commit) the recipe reproduces.
+    pub source: String,
+    /// The result its source published, with the clock and hardware.
+    pub published: String,
+    /// Where it is known to differ from its source (empty: none known).
+    pub differs: Vec<String>,
     /// The timing convention its publication used.
     pub clock: Clock,
     /// Settings, tricks and trick parameters, applied in order to `blank()`.
@@ -39,6 +45,11 @@ struct Tiny {
 struct Raw {
     name: String,
     help: String,
+    /// Every recipe names its source, its published result and its known
+    /// differences (`recipe show` prints them): none is inherited with `from`.
+    source: String,
+    published: String,
+    differs: Vec<String>,
     from: Option<String>,
     /// The timing convention (inherited with `from`).
     clock: Option<String>,
@@ -119,6 +130,9 @@ fn load() -> Vec<Recipe> {
         out.push(Recipe {
             name: r.name.clone(),
             help: r.help.clone(),
+            source: r.source.clone(),
+            published: r.published.clone(),
+            differs: r.differs.clone(),
             clock,
             overrides,
         });
@@ -145,6 +159,9 @@ fn load() -> Vec<Recipe> {
                     .help
                     .replace("{name}", &full.name)
                     .replace("{batch_size}", &batch),
+                source: full.source.clone(),
+                published: full.published.clone(),
+                differs: full.differs.clone(),
                 clock: full.clock,
                 overrides,
             }
