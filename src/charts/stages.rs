@@ -32,7 +32,8 @@ fn segments(x: &VariantStats) -> Vec<(&'static str, usize, f64)> {
     for (name, k, c) in STACK {
         let v = match (name, split) {
             ("forward", false) => continue,
-            ("backward", false) => x.stages[3].map(|s| ("forward+backward", c, s)),
+            // Its own colour: not the backward's, which it holds with the forward.
+            ("backward", false) => x.stages[3].map(|s| ("forward+backward", 3, s)),
             _ => x.stages[k].map(|s| (name, c, s)),
         };
         if let Some(seg) = v.filter(|s| s.2.is_finite()) {

@@ -149,7 +149,7 @@ mod tests {
         };
         let goyal = show("goyal-rn50");
         assert!(
-            goyal.contains("arXiv 1706.02677") && goyal.contains("N(0, 0.01)"),
+            goyal.contains("arXiv 1706.02677") && goyal.contains("median"),
             "{goyal}"
         );
         assert!(show("page-final").contains("differs       nothing known"));

@@ -177,6 +177,10 @@ pub struct NetConfig {
     /// conv of 16 or more input channels (FFCV's BlurPoolConv2d).
     #[serde(default)]
     pub blurpool: bool,
+    /// The head's weights drawn from N(0, std²) (Goyal et al. §5.1, fast.ai's
+    /// imagenet18) instead of the layer's default init; its bias keeps its own.
+    #[serde(default)]
+    pub head_init_std: Option<f64>,
 }
 
 impl NetConfig {
@@ -200,6 +204,7 @@ impl NetConfig {
             num_classes: 10,
             zero_init_residual: false,
             blurpool: false,
+            head_init_std: None,
         };
         match arch {
             Arch::PageResnet18 => NetConfig {
@@ -697,6 +702,13 @@ impl Net {
                 | Arch::TvResnet50
         );
         let head = reg.linear(&(vs / "head"), feat, cfg.num_classes, head_bias);
+        if let Some(std) = cfg.head_init_std {
+            // fast.ai's init_dist_weights redraws the weight alone; Goyal et
+            // al. name only the weights' Gaussian.
+            tch::no_grad(|| {
+                let _ = head.weight.shallow_clone().normal_(0.0, std);
+            });
+        }
         Ok(Net {
             cfg: cfg.clone(),
             stem,

@@ -1018,3 +1018,21 @@ pub(crate) fn blurpool_blurs_before_each_strided_conv_and_keeps_a_flat_image_fla
     let inner = y.narrow(2, 1, 6).narrow(3, 1, 6);
     assert!(close(&inner, &Tensor::full_like(&inner, 3.0), 1e-6));
 }
+
+#[test]
+pub(crate) fn head_init_normal_draws_the_head_weights_from_n_0_std() {
+    let mut cfg = tiny(Arch::TvResnet50);
+    let (_vs, plain) = build(&cfg, 1);
+    cfg.head_init_std = Some(0.01);
+    let (_vs2, drawn) = build(&cfg, 1);
+    let std = |t: &Tensor| f64::try_from(t.std(true)).unwrap();
+    let (w, b) = (&drawn.head.weight, drawn.head.bias.as_ref().unwrap());
+    // Thousands of draws: the sample sd within 10% of 0.01.
+    assert!(w.numel() > 1000, "{}", w.numel());
+    assert!((std(w) - 0.01).abs() < 1e-3, "sd {}", std(w));
+    // The default init (uniform within 1/sqrt(fan_in)) is another spread;
+    // the bias, drawn before the redraw, is the plain net's.
+    let (pw, pb) = (&plain.head.weight, plain.head.bias.as_ref().unwrap());
+    assert!((std(pw) - 0.01).abs() > 2e-3, "sd {}", std(pw));
+    assert!(b.equal(pb));
+}

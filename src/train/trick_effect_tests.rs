@@ -626,6 +626,7 @@ fn effect_test(trick: TrickId) -> fn() {
         TrickId::ZeroInitResidual => {
             crate::model::tests::zero_init_residual_makes_every_torchvision_block_start_as_the_identity
         }
+        TrickId::HeadInitNormal => crate::model::tests::head_init_normal_draws_the_head_weights_from_n_0_std,
         TrickId::Celu => crate::model::tests::celu_alpha_formula,
         TrickId::Gelu => crate::model::tests::gelu_is_the_exact_erf_form,
         TrickId::Silu => crate::model::tests::silu_is_x_times_its_sigmoid,

@@ -358,6 +358,23 @@ catalog! {
             Ok(())
         },
     },
+    HeadInitNormal => TrickSpec {
+        key: "head_init_normal",
+        ids: &[],
+        name: "Head initialised from N(0, std)",
+        category: Architecture,
+        help: "Draw the final linear layer's weights from a normal of standard deviation `std` instead of the layer's default uniform init; the bias keeps its own.",
+        source: "Goyal et al. 2017, section 5.1 (N(0, 0.01)); fast.ai's imagenet18 (training/resnet.py, init_dist_weights under --init-bn0)",
+        off: "the linear layer's default init",
+        on: "weights ~ N(0, std)",
+        params: &[f("std", "standard deviation of the head's weights", 0.01, 1e-6, 1.0)],
+        requires: &[],
+        conflicts: &[],
+        apply: |p, a| {
+            p.net.head_init_std = Some(a.num("std")?);
+            Ok(())
+        },
+    },
     Blurpool => TrickSpec {
         key: "blurpool",
         ids: &[],
