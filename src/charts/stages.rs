@@ -58,18 +58,17 @@ where
         .filter(|x| x.n > 0 && x.stages[0].is_some())
         .collect();
     let n = rows.len().max(1);
-    let graphs: Vec<&str> = rows
-        .iter()
-        .filter_map(|x| x.graphs.as_deref())
-        .filter(|g| *g == "on")
-        .collect();
+    // A run on the graph path (replayed on a GPU, rehearsed on a CPU) marks
+    // nothing between its forward and its backward.
+    let unsplit = rows.iter().any(|x| x.stages[1].is_none());
     let mut notes = vec![
         setup_line(r),
         "mean seconds a run: each training step's stages, then every evaluation pass".to_string(),
     ];
-    if !graphs.is_empty() {
+    if unsplit {
         notes.push(
-            "forward+backward: one CUDA graph replays both, with no mark between them".into(),
+            "forward+backward: the graph path (one CUDA graph on a GPU) marks nothing between them"
+                .into(),
         );
     }
     let mut root = root.titled("Where the seconds go, by stage", t.font(26))?;

@@ -148,19 +148,23 @@ pub struct Event {
 unsafe impl Send for Event {}
 
 impl Event {
-    /// Records a new event on CUDA device `index`'s current stream.
-    pub fn record(index: usize) -> Result<Event> {
+    /// A timing event of CUDA device `index`, not yet recorded.
+    pub fn new(index: usize) -> Result<Event> {
         // SAFETY: an owned event or null.
         let ev = unsafe { tricklab_event_new(index as c_int) };
         if ev.is_null() {
             bail!("CUDA event: {}", last_error());
         }
-        let e = Event { ev, index };
+        Ok(Event { ev, index })
+    }
+
+    /// Records it (again) on its device's current stream.
+    pub fn record(&self) -> Result<()> {
         // SAFETY: a live event.
-        if unsafe { tricklab_event_record(e.ev, e.index as c_int) } == 0 {
+        if unsafe { tricklab_event_record(self.ev, self.index as c_int) } == 0 {
             bail!("CUDA event record: {}", first_line(&last_error()));
         }
-        Ok(e)
+        Ok(())
     }
 
     /// Seconds from this event to `later`; both must have completed (the

@@ -706,12 +706,11 @@ fn converters_match_tricks_numbers() {
     assert!((lr * wd - 2.04e-3).abs() < 1e-5, "{}", lr * wd);
 }
 
-#[test]
-fn a_loss_scale_in_the_gradients_leaves_every_optimiser_step_unchanged() {
-    // Two steps on gradients g (scale 1) and on 512·g with set_loss_scale(512):
-    // the weights must agree, for every family, with weight decay on.
-    type Make = fn(Vec<Group>) -> Box<dyn Optimizer>;
-    let makers: [(&str, Make); 6] = [
+type Make = fn(Vec<Group>) -> Box<dyn Optimizer>;
+
+/// One optimiser of each family, with decay on, for the loss-scale tests.
+fn every_family() -> [(&'static str, Make); 6] {
+    [
         ("sgd_page", |g| Box::new(SgdPage::new(g, 0.9, 5e-4))),
         ("sgd_torch", |g| {
             Box::new(SgdTorch::new(g, 0.85, 5e-4, true))
@@ -724,7 +723,14 @@ fn a_loss_scale_in_the_gradients_leaves_every_optimiser_step_unchanged() {
         ("muon", |g| {
             Box::new(Muon::new(g, MuonOptions::airbench(0.6, 3, 10)))
         }),
-    ];
+    ]
+}
+
+#[test]
+fn a_loss_scale_in_the_gradients_leaves_every_optimiser_step_unchanged() {
+    // Two steps on gradients g (scale 1) and on 512·g with set_loss_scale(512):
+    // the weights must agree, for every family, with weight decay on.
+    let makers = every_family();
     let s = 512.0;
     for (name, make) in makers {
         let w0 = [0.3f32, -0.2, 0.5, 0.1, -0.4, 0.25];
@@ -767,21 +773,7 @@ fn a_loss_scale_that_changes_between_steps_leaves_every_optimiser_on_the_mean_lo
     // the same mean-loss gradients at scale 1 throughout. Without the
     // histories rescaled, SGD's buffer, Adam's moments and Muon's momentum
     // would weigh the old steps by the old scale (issue 49, item 3).
-    type Make = fn(Vec<Group>) -> Box<dyn Optimizer>;
-    let makers: [(&str, Make); 6] = [
-        ("sgd_page", |g| Box::new(SgdPage::new(g, 0.9, 5e-4))),
-        ("sgd_torch", |g| {
-            Box::new(SgdTorch::new(g, 0.85, 5e-4, true))
-        }),
-        ("lars", |g| Box::new(Lars::new(g, 0.9, 5e-4, 0.001, false))),
-        ("lamb", |g| Box::new(Lamb::new(g, (0.9, 0.999), 1e-6, 0.01))),
-        ("adamw", |g| {
-            Box::new(AdamW::new(g, (0.9, 0.999), 1e-8, 0.01))
-        }),
-        ("muon", |g| {
-            Box::new(Muon::new(g, MuonOptions::airbench(0.6, 3, 10)))
-        }),
-    ];
+    let makers = every_family();
     // Powers of two, so that only the epsilons differ in rounding (as in
     // the test above, whose tolerance this keeps).
     let scales = [512.0f32, 512.0, 256.0, 256.0, 1024.0, 1024.0];

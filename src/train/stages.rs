@@ -24,7 +24,8 @@ pub(super) enum Stage {
 }
 
 enum Mark {
-    Cuda(Event),
+    /// An index into `Marks::events`.
+    Cuda(usize),
     Host(Instant),
 }
 
@@ -32,6 +33,9 @@ enum Mark {
 struct Marks {
     /// The epoch's marks in order, the first its start.
     marks: Vec<(Option<Stage>, Mark)>,
+    /// CUDA events, each re-recorded epoch after epoch: the steps create
+    /// none after the first epoch's.
+    events: Vec<Event>,
     data: f64,
     forward: f64,
     backward: f64,
@@ -79,13 +83,23 @@ impl StageClock {
             return;
         }
         let mark = match self.cuda {
-            Some(i) => match Event::record(i) {
-                Ok(e) => Mark::Cuda(e),
-                Err(e) => {
+            Some(device) => {
+                let i = m.marks.len();
+                if i == m.events.len() {
+                    match Event::new(device) {
+                        Ok(e) => m.events.push(e),
+                        Err(e) => {
+                            m.broken = Some(e.to_string());
+                            return;
+                        }
+                    }
+                }
+                if let Err(e) = m.events[i].record() {
                     m.broken = Some(e.to_string());
                     return;
                 }
-            },
+                Mark::Cuda(i)
+            }
             None => Mark::Host(Instant::now()),
         };
         m.marks.push((stage, mark));
@@ -95,7 +109,8 @@ impl StageClock {
     /// finished them (the epoch's boundary synchronised it).
     pub fn settle(&self) {
         let mut m = self.inner.borrow_mut();
-        let marks = std::mem::take(&mut m.marks);
+        // Taken and handed back cleared: its capacity serves the next epoch.
+        let mut marks = std::mem::take(&mut m.marks);
         let count = |s: Stage| marks.iter().filter(|(k, _)| *k == Some(s)).count();
         if count(Stage::Forward) < count(Stage::Backward) {
             m.unsplit = true;
@@ -103,7 +118,7 @@ impl StageClock {
         for pair in marks.windows(2) {
             let ((_, a), (stage, b)) = (&pair[0], &pair[1]);
             let secs = match (a, b) {
-                (Mark::Cuda(a), Mark::Cuda(b)) => match a.seconds_to(b) {
+                (Mark::Cuda(a), Mark::Cuda(b)) => match m.events[*a].seconds_to(&m.events[*b]) {
                     Ok(s) => s,
                     Err(e) => {
                         m.broken = Some(e.to_string());
@@ -124,6 +139,8 @@ impl StageClock {
                 None => {}
             }
         }
+        marks.clear();
+        m.marks = marks;
     }
 
     /// The run's stage seconds, with the evaluation's from its clock.
