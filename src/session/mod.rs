@@ -7,7 +7,8 @@ mod open;
 pub mod queue;
 pub mod worker;
 
-pub use open::{Rules, gangs, guard_data};
+use open::gangs;
+pub use open::{Rules, guard_data};
 
 use crate::events::{Command, Event, LogLevel};
 use crate::matrix::Matrix;

@@ -158,7 +158,7 @@ fn scale_guard(matrices: &[Matrix], devices: &[String], insist: bool) -> Result<
 /// queued run asks for (`cuda:0-7` and world_size 4: two gangs, two runs at
 /// a time). A run asking for more devices than the session has is refused
 /// here, before any folder is made.
-pub fn gangs(matrices: &[Matrix], devices: &[String]) -> Result<Vec<Vec<String>>> {
+pub(super) fn gangs(matrices: &[Matrix], devices: &[String]) -> Result<Vec<Vec<String>>> {
     let mut size = 1;
     for m in matrices {
         for spec in m.runs() {

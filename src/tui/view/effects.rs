@@ -2,6 +2,7 @@
 //! Shapley values with their CIs, beside the ladder's credit.
 
 use super::Palette;
+use super::table::{self, Column};
 use crate::tui::state::{AppState, EffectRow, response_unit};
 use ratatui::Frame;
 use ratatui::layout::Rect;
@@ -162,15 +163,25 @@ impl EffectCols {
             (_, true) => full.max(LADDER_HEAD.chars().count()),
             (_, false) => short.max(LADDER_HEAD.chars().count()),
         };
-        let fixed = before + if ladder > 0 { ladder + 1 } else { 0 };
-        let left = width.saturating_sub(fixed + if aliases > 0 { aliases + 1 } else { 0 });
-        let mut bar = left.saturating_sub(1).min(EFFECT_BAR_MAX);
-        // Odd, so that zero has a column of its own in the middle.
-        bar -= usize::from(bar % 2 == 0 && bar > 0);
-        if bar < EFFECT_BAR_MIN {
-            bar = 0;
+        // The indent and the four kept columns as one; the aliases, cut
+        // where they must, before the bars; the bars, odd, last.
+        let mut columns = vec![Column::kept(before)];
+        if ladder > 0 {
+            columns.push(Column::kept(ladder));
         }
+        columns.push(Column::fill(EFFECT_BAR_MIN, EFFECT_BAR_MAX));
+        if aliases > 0 {
+            columns.push(Column::cut_to(0, aliases));
+        }
+        let fitted = table::fit(&columns, width);
+        let bar_at = 1 + usize::from(ladder > 0);
+        let mut bar = fitted[bar_at].unwrap_or(0);
+        // Odd, so that zero has a column of its own in the middle.
+        bar -= usize::from(bar.is_multiple_of(2) && bar > 0);
         let aliases = if aliases > 0 {
+            // What the bars leave, so a long list of aliases is cut at
+            // the screen's edge rather than short of it.
+            let fixed = before + if ladder > 0 { ladder + 1 } else { 0 };
             width.saturating_sub(fixed + 1 + if bar > 0 { bar + 1 } else { 0 })
         } else {
             0

@@ -1,6 +1,7 @@
 //! The Ladder tab: each rung's time as a bar, with its Δ.
 
 use super::Palette;
+use super::table::{self, Column};
 use crate::tui::state::{AppState, fmt_secs};
 use ratatui::Frame;
 use ratatui::layout::Rect;
@@ -32,12 +33,6 @@ pub(super) fn ladder(f: &mut Frame, area: Rect, s: &AppState, pal: &Palette) {
     let several = rows.iter().any(|r| r.matrix != rows[0].matrix);
     let inner = block.inner(area);
     f.render_widget(block, area);
-    let name_w = rows
-        .iter()
-        .map(|r| r.variant.chars().count())
-        .max()
-        .unwrap_or(4)
-        .min(inner.width as usize / 3);
     let values: Vec<String> = rows
         .iter()
         .map(|r| {
@@ -53,11 +48,23 @@ pub(super) fn ladder(f: &mut Frame, area: Rect, s: &AppState, pal: &Palette) {
             )
         })
         .collect();
-    // The numbers keep their room; the bars take what is left.
+    // The numbers keep their room, the name at most a third of the width;
+    // the bars take what is left.
+    let longest = rows
+        .iter()
+        .map(|r| r.variant.chars().count())
+        .max()
+        .unwrap_or(4);
     let value_w = values.iter().map(|v| v.chars().count()).max().unwrap_or(0);
-    let bar_w = (inner.width as usize)
-        .saturating_sub(name_w + value_w + 2)
-        .max(1);
+    let fitted = table::fit(
+        &[
+            Column::kept(longest.min(inner.width as usize / 3)),
+            Column::fill(1, usize::MAX),
+            Column::kept(value_w),
+        ],
+        inner.width as usize,
+    );
+    let (name_w, bar_w) = (fitted[0].unwrap_or(0), fitted[1].unwrap_or(1));
     let mut lines: Vec<Line> = Vec::new();
     let mut matrix = "";
     for (r, value) in rows.iter().zip(values) {

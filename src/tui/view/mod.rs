@@ -8,6 +8,7 @@ mod live;
 mod log;
 mod queue;
 mod results;
+mod table;
 mod tricks;
 
 #[cfg(test)]

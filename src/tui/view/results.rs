@@ -1,6 +1,7 @@
 //! The Results tab: each variant's time and accuracy with their CIs.
 
 use super::Palette;
+use super::table::{self, Column};
 use crate::tui::state::{AppState, ResultRow, fmt_secs};
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Rect};
@@ -54,15 +55,20 @@ pub(super) fn results(f: &mut Frame, area: Rect, s: &AppState, pal: &Palette) {
         "speedup",
         "Δ s [95% CI]",
     ];
-    let fixed = [0, 4, 14, 5, 9, time_head.chars().count() as u16, 7, 25];
-    let shown = shown_columns(area.width.saturating_sub(2), &fixed);
-    let pick = |cells: Vec<Cell<'static>>| -> Vec<Cell<'static>> {
-        cells
-            .into_iter()
-            .zip(&shown)
-            .filter_map(|(c, &on)| on.then_some(c))
-            .collect()
-    };
+    // The variant, n, accuracy and time always; then P≥tgt, Δ, speedup and
+    // time to target while they fit, each in its place.
+    let columns = [
+        Column::kept(VARIANT_MIN),
+        Column::kept(4),
+        Column::kept(14),
+        Column::optional(5, 1),
+        Column::optional(9, 4),
+        Column::kept(time_head.chars().count()),
+        Column::optional(7, 3),
+        Column::optional(25, 2),
+    ];
+    let fitted = table::fit(&columns, area.width.saturating_sub(2) as usize);
+    let pick = |cells: Vec<Cell<'static>>| table::pick(&fitted, cells);
     let header = Row::new(pick(
         heads.iter().map(|h| Cell::from(h.to_string())).collect(),
     ))
@@ -127,13 +133,14 @@ pub(super) fn results(f: &mut Frame, area: Rect, s: &AppState, pal: &Palette) {
         }
         rows.push(row);
     }
-    let widths: Vec<Constraint> = fixed
+    // The variant's column takes what the others leave.
+    let widths: Vec<Constraint> = fitted
         .iter()
-        .zip(&shown)
-        .filter(|&(_, &on)| on)
-        .map(|(&w, _)| {
-            if w == 0 {
-                Constraint::Min(VARIANT_MIN)
+        .enumerate()
+        .filter_map(|(i, w)| w.map(|w| (i, w as u16)))
+        .map(|(i, w)| {
+            if i == 0 {
+                Constraint::Min(w)
             } else {
                 Constraint::Length(w)
             }
@@ -151,21 +158,5 @@ pub(super) fn results(f: &mut Frame, area: Rect, s: &AppState, pal: &Palette) {
     );
 }
 
-pub(super) const VARIANT_MIN: u16 = 16;
-
-/// Which of the results table's columns fit `width`: the variant, n,
-/// accuracy and time always; then P≥tgt, Δ, speedup and time to target
-/// while they fit, kept in their places. `fixed[0]` is the variant's.
-pub(super) fn shown_columns(width: u16, fixed: &[u16; 8]) -> [bool; 8] {
-    const PRIORITY: [usize; 8] = [0, 1, 2, 5, 3, 7, 6, 4];
-    let mut shown = [false; 8];
-    let mut used = 0u16;
-    for (k, &c) in PRIORITY.iter().enumerate() {
-        let w = if c == 0 { VARIANT_MIN } else { fixed[c] } + u16::from(used > 0);
-        if k < 4 || used + w <= width {
-            shown[c] = true;
-            used += w;
-        }
-    }
-    shown
-}
+/// The narrowest the variant's column gets.
+const VARIANT_MIN: usize = 16;
