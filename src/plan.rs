@@ -140,14 +140,7 @@ impl DataPlan {
             test_per_class: s.test_per_class,
             resident: false,
             preprocess_once: false,
-            augment: Augment {
-                pad: 0,
-                flip: false,
-                alternating: false,
-                cutout: None,
-                groups: None,
-                jitter: None,
-            },
+            augment: Augment::default(),
             progressive: None,
             stream: None,
             max_images: None,
@@ -159,10 +152,6 @@ impl DataPlan {
 /// image become (`stream`, `res_ramp`).
 #[derive(Clone, Debug, PartialEq)]
 pub struct StreamPlan {
-    /// torchvision's RandomResizedCrop: the crop's share of the image's area
-    /// and its aspect-ratio range.
-    pub scale: (f64, f64),
-    pub ratio: (f64, f64),
     /// The side of the training crops, epoch by epoch.
     pub res: Resolution,
     /// Validation: a centre crop of `eval_ratio` of the short side, resized
@@ -187,7 +176,9 @@ pub struct StreamPlan {
 pub struct StreamPhase {
     pub from: usize,
     pub size: usize,
-    pub min_scale: f64,
+    /// The random-resized crop's smallest area share from this phase on
+    /// (`None`: the crop's own, in the augmentation's `ResizedCrop`).
+    pub min_scale: Option<f64>,
     pub eval_size: usize,
     pub eval_ratio: f64,
     /// fast.ai's rectangular validation (images sorted by aspect ratio,
@@ -203,7 +194,7 @@ impl StreamPlan {
             None => StreamPhase {
                 from: 0,
                 size: self.res.at(epoch),
-                min_scale: self.scale.0,
+                min_scale: None,
                 eval_size: self.eval_size,
                 eval_ratio: self.eval_ratio,
                 rect_val: false,
@@ -269,18 +260,124 @@ impl Resolution {
     }
 }
 
-/// What to do to the training images each epoch.
-#[derive(Clone, Debug, PartialEq)]
+/// What is done to the training images, as an ordered list of operations
+/// (FFCV's `Loader(pipelines=...)`). Each executor (the resident set's on
+/// the device, the CPU loader's, the streaming loader's) walks the list in
+/// this order, drawing its random numbers op by op, so the order is the
+/// published scripts' and a golden trajectory pins it.
+#[derive(Clone, Debug, PartialEq, Default)]
 pub struct Augment {
-    /// Reflect padding the crop takes its window from (0 = no crop).
-    pub pad: i64,
-    pub flip: bool,
-    pub alternating: bool,
-    pub cutout: Option<i64>,
-    /// Page's group-wise sampling: at most this many groups per transform.
+    pub ops: Vec<AugOp>,
+    /// Page's group-wise sampling: every op draws for at most this many
+    /// groups of images, not per image (the resident executor's).
     pub groups: Option<i64>,
-    /// Brightness and contrast jitter of every batch.
-    pub jitter: Option<ColourJitter>,
+}
+
+/// One operation on the training images.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum AugOp {
+    /// A window of the image's own size from the image reflect-padded by
+    /// `pad` on every side (Page, airbench, hlb).
+    PadCrop { pad: i64 },
+    /// torchvision's RandomResizedCrop to the stream's side: the crop's
+    /// share of the image's area and its aspect-ratio range (fast.ai's
+    /// phases may raise the smallest share by epoch).
+    ResizedCrop {
+        scale: (f64, f64),
+        ratio: (f64, f64),
+    },
+    /// Mirror left-right with p = 0.5; `alternating` (airbench): a random
+    /// half at epoch 0, then every image's orientation turned each epoch.
+    Flip { alternating: bool },
+    /// Zero a `size`×`size` square fully inside the image, after the
+    /// normalisation (so it takes the mean colour).
+    Cutout { size: i64 },
+    /// hiverge's brightness and contrast per image, once per epoch.
+    Jitter(ColourJitter),
+}
+
+impl AugOp {
+    /// Its place in every published pipeline: crop, flip, cutout, colour.
+    fn rank(&self) -> u8 {
+        match self {
+            AugOp::PadCrop { .. } | AugOp::ResizedCrop { .. } => 0,
+            AugOp::Flip { .. } => 1,
+            AugOp::Cutout { .. } => 2,
+            AugOp::Jitter(_) => 3,
+        }
+    }
+
+    /// The op as `recipe show` and the manifest name it.
+    pub fn describe(&self) -> String {
+        match *self {
+            AugOp::PadCrop { pad } => format!("crop(reflect pad {pad})"),
+            AugOp::ResizedCrop { scale, ratio } => format!(
+                "resized_crop(area {:.3}–{:.3}, ratio {:.3}–{:.3})",
+                scale.0, scale.1, ratio.0, ratio.1
+            ),
+            AugOp::Flip { alternating: false } => "flip(p 0.5)".into(),
+            AugOp::Flip { alternating: true } => "flip(alternating)".into(),
+            AugOp::Cutout { size } => format!("cutout({size}×{size})"),
+            AugOp::Jitter(j) => format!(
+                "colour_jitter(brightness ±{}, contrast ±{})",
+                j.brightness, j.contrast
+            ),
+        }
+    }
+}
+
+impl Augment {
+    /// Puts `op` at its place in the pipeline (crop, flip, cutout, colour),
+    /// in place of one of its kind: tricks apply in any order, the images
+    /// are augmented in one.
+    pub fn set(&mut self, op: AugOp) {
+        let kind = std::mem::discriminant(&op);
+        self.ops.retain(|o| std::mem::discriminant(o) != kind);
+        let at = self.ops.partition_point(|o| o.rank() <= op.rank());
+        self.ops.insert(at, op);
+    }
+
+    /// The reflect padding the crop takes its window from (0: no crop).
+    pub fn pad(&self) -> i64 {
+        self.ops
+            .iter()
+            .find_map(|o| match *o {
+                AugOp::PadCrop { pad } => Some(pad),
+                _ => None,
+            })
+            .unwrap_or(0)
+    }
+
+    /// The colour jitter, applied by the batch builder after the other ops
+    /// (its draws are per epoch over the whole set, as hiverge's).
+    pub fn jitter(&self) -> Option<ColourJitter> {
+        self.ops.iter().find_map(|o| match *o {
+            AugOp::Jitter(j) => Some(j),
+            _ => None,
+        })
+    }
+
+    /// Whether images are flipped (by either rule).
+    pub fn flips(&self) -> bool {
+        self.ops.iter().any(|o| matches!(o, AugOp::Flip { .. }))
+    }
+
+    /// The pipeline in order, as one line: `crop(reflect pad 2) → flip(alternating)`.
+    pub fn describe(&self) -> String {
+        if self.ops.is_empty() {
+            return "none".into();
+        }
+        let mut line = self
+            .ops
+            .iter()
+            .map(AugOp::describe)
+            .collect::<Vec<_>>()
+            .join(" → ");
+        if let Some(g) = self.groups {
+            line.push_str(&format!(", drawn for at most {g} groups per op"));
+        }
+        line
+    }
 }
 
 /// Per image, drawn for each batch: a brightness shift b ~ U(±brightness)
@@ -1048,6 +1145,8 @@ impl RunPlan {
             "tta_level": self.eval.tta_level,
             "clock": self.clock,
             "world_size": self.world_size,
+            // In the order the executors apply them.
+            "augment": self.data.augment.ops.iter().map(AugOp::describe).collect::<Vec<_>>(),
         })
     }
 

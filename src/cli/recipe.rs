@@ -2,7 +2,7 @@
 
 use crate::config::Override;
 use crate::config::SETTINGS;
-use crate::recipe::{recipes, resolve};
+use crate::recipe::{recipes, resolve_plan};
 use anyhow::Result;
 
 #[derive(clap::Args, Debug)]
@@ -62,7 +62,7 @@ pub(crate) fn provenance_lines(r: &crate::recipe::Recipe) -> Vec<String> {
 
 pub fn cmd_recipe_show(args: RecipeShowArgs) -> Result<i32> {
     let overrides: Vec<Override> = args.tricks.into_iter().chain(args.sets).collect();
-    let c = resolve(&args.name, &overrides)?;
+    let (c, plan) = resolve_plan(&args.name, &overrides)?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&c)?);
         return Ok(0);
@@ -97,6 +97,8 @@ pub fn cmd_recipe_show(args: RecipeShowArgs) -> Result<i32> {
         c.weight_decay,
         written_at(c.wd_batch)
     );
+    // In the order the images go through them (the manifest records the same list).
+    println!("augment       {}", plan.data.augment.describe());
     if c.train_per_class > 0 || c.test_per_class > 0 {
         println!(
             "data subset   {} train / {} test per class",

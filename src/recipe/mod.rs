@@ -206,7 +206,13 @@ pub(crate) mod tests {
         for k in ["ema", "tta", "whitening", "ghost_bn"] {
             assert!(on.iter().any(|t| t == k), "{k}");
         }
-        assert!(p.data.augment.cutout.is_none());
+        assert!(
+            !p.data
+                .augment
+                .ops
+                .iter()
+                .any(|o| matches!(o, crate::plan::AugOp::Cutout { .. }))
+        );
         assert!(matches!(
             p.averaging,
             crate::plan::Averaging::PageEma { .. }

@@ -95,7 +95,7 @@ fn speedrun_switches_carry_their_values_into_the_plan() {
         Some(0.25)
     );
     assert_eq!(
-        plan(&["color_jitter"]).data.augment.jitter,
+        plan(&["color_jitter"]).data.augment.jitter(),
         Some(ColourJitter {
             brightness: 0.1399,
             contrast: 0.1308,
@@ -265,4 +265,70 @@ fn each_airbench_recipe_normalises_with_its_scripts_rounding() {
     assert_eq!(norm("hiverge-speedrun"), Norm::AIRBENCH_FP16);
     assert_eq!(norm("airbench94-muon"), Norm::AIRBENCH);
     assert_eq!(norm("airbench94"), Norm::AIRBENCH);
+}
+
+/// Each recipe's augmentation is the ordered list its script applies, in
+/// that order whatever order the tricks were switched on in.
+#[test]
+fn augmentation_is_each_scripts_ordered_list() {
+    use crate::plan::{AugOp, Augment, ColourJitter};
+    let ops = |recipe: &str| super::resolve_plan(recipe, &[]).unwrap().1.data.augment;
+    let flip = |alternating| AugOp::Flip { alternating };
+    assert_eq!(
+        ops("airbench94").ops,
+        [AugOp::PadCrop { pad: 2 }, flip(true)]
+    );
+    assert_eq!(
+        ops("page-resnet9").ops,
+        [
+            AugOp::PadCrop { pad: 4 },
+            flip(false),
+            AugOp::Cutout { size: 8 }
+        ]
+    );
+    let speedrun = ops("hiverge-speedrun");
+    assert_eq!(speedrun.ops[0], AugOp::PadCrop { pad: 2 });
+    assert!(matches!(speedrun.ops.last(), Some(AugOp::Jitter(_))));
+    assert_eq!(
+        ops("ffcv-rn18").ops,
+        [
+            AugOp::ResizedCrop {
+                scale: (0.08, 1.0),
+                ratio: (0.75, 4.0 / 3.0)
+            },
+            flip(false)
+        ]
+    );
+    assert_eq!(
+        ops("ffcv-rn18").describe(),
+        "resized_crop(area 0.080–1.000, ratio 0.750–1.333) → flip(p 0.5)"
+    );
+    // Set backwards, kept in the pipeline's order; a second of a kind replaces.
+    let mut a = Augment::default();
+    let j = ColourJitter {
+        brightness: 0.1,
+        contrast: 0.2,
+    };
+    for op in [
+        AugOp::Jitter(j),
+        AugOp::Cutout { size: 3 },
+        flip(false),
+        AugOp::PadCrop { pad: 4 },
+        flip(true),
+    ] {
+        a.set(op);
+    }
+    assert_eq!(
+        a.ops,
+        [
+            AugOp::PadCrop { pad: 4 },
+            flip(true),
+            AugOp::Cutout { size: 3 },
+            AugOp::Jitter(j)
+        ]
+    );
+    assert_eq!(
+        a.describe(),
+        "crop(reflect pad 4) → flip(alternating) → cutout(3×3) → colour_jitter(brightness ±0.1, contrast ±0.2)"
+    );
 }

@@ -5,7 +5,7 @@
 use crate::data::Split;
 use crate::native::Rng;
 use crate::plan::Norm;
-pub use crate::plan::{Augment, ColourJitter};
+pub use crate::plan::{AugOp, Augment, ColourJitter};
 use tch::{Device, Kind, Tensor};
 
 /// uint8 N×C×H×W bytes → a tensor on `device`.
@@ -143,28 +143,32 @@ pub fn augment_epoch(
 ) -> Tensor {
     let n = xp.size()[0];
     let dev = xp.device();
-    let mut x = if a.pad > 0 {
-        let hi = 2 * a.pad + 1;
-        let (dy, dx) = draws_2d(rng, n, hi, hi, a.groups, dev);
-        crop(xp, &dy, &dx, h, w)
-    } else {
-        xp.shallow_clone()
-    };
-    if a.flip {
-        let mask = if a.alternating {
-            if epoch.is_multiple_of(2) {
-                flip0.shallow_clone()
-            } else {
-                flip0.logical_not()
+    let mut x = xp.shallow_clone();
+    for op in &a.ops {
+        x = match *op {
+            AugOp::PadCrop { pad } if pad > 0 => {
+                let hi = 2 * pad + 1;
+                let (dy, dx) = draws_2d(rng, n, hi, hi, a.groups, dev);
+                crop(&x, &dy, &dx, h, w)
             }
-        } else {
-            draws(rng, n, 2, a.groups, dev).eq(1)
+            AugOp::Flip { alternating } => {
+                let mask = if !alternating {
+                    draws(rng, n, 2, a.groups, dev).eq(1)
+                } else if epoch.is_multiple_of(2) {
+                    flip0.shallow_clone()
+                } else {
+                    flip0.logical_not()
+                };
+                x.flip([3]).where_self(&mask.view([n, 1, 1, 1]), &x)
+            }
+            AugOp::Cutout { size } => {
+                let (y0, x0) = draws_2d(rng, n, h - size + 1, w - size + 1, a.groups, dev);
+                cutout(&x, &y0, &x0, size)
+            }
+            // Colour jitter is the batch builder's (drawn per epoch, after
+            // the order); resized crops are the streaming loader's.
+            AugOp::PadCrop { .. } | AugOp::Jitter(_) | AugOp::ResizedCrop { .. } => x,
         };
-        x = x.flip([3]).where_self(&mask.view([n, 1, 1, 1]), &x);
-    }
-    if let Some(s) = a.cutout {
-        let (y0, x0) = draws_2d(rng, n, h - s + 1, w - s + 1, a.groups, dev);
-        x = cutout(&x, &y0, &x0, s);
     }
     x
 }
@@ -197,7 +201,6 @@ pub struct CpuLoader {
     /// The constants it normalises with, when not preprocessed, and the type.
     pub norm: (Norm, Kind),
     pub pre_padded: bool,
-    pub pad: i64,
     pub h: i64,
     pub w: i64,
     /// The epoch-0 flip draw that alternating flip keeps.
@@ -225,53 +228,58 @@ impl CpuLoader {
                 .wrapping_add(1442695040888963407);
             ((*rng >> 33) % hi as u64) as i64
         };
-        let n = idx.len();
-        let (mut dy, mut dx, mut flip, mut cy, mut cx) = (
-            Vec::with_capacity(n),
-            Vec::with_capacity(n),
-            Vec::with_capacity(n),
-            Vec::with_capacity(n),
-            Vec::with_capacity(n),
-        );
+        // Each image's draws op by op, in the list's order: a per-image
+        // loop's order. Crops and cutouts draw (row, column) pairs.
+        let mut drawn: Vec<Vec<i64>> = vec![Vec::with_capacity(2 * idx.len()); a.ops.len()];
         for &i in idx {
-            if a.pad > 0 {
-                dy.push(next(2 * a.pad + 1));
-                dx.push(next(2 * a.pad + 1));
-            }
-            let f = if a.alternating {
-                flip0[i as usize] ^ (epoch % 2 == 1)
-            } else {
-                a.flip && next(2) == 1
-            };
-            flip.push(a.flip && f);
-            if let Some(s) = a.cutout {
-                cy.push(next(self.h - s + 1));
-                cx.push(next(self.w - s + 1));
+            for (op, d) in a.ops.iter().zip(&mut drawn) {
+                match *op {
+                    AugOp::PadCrop { pad } if pad > 0 => {
+                        d.push(next(2 * pad + 1));
+                        d.push(next(2 * pad + 1));
+                    }
+                    AugOp::Flip { alternating: true } => {
+                        d.push(i64::from(flip0[i as usize] ^ (epoch % 2 == 1)));
+                    }
+                    AugOp::Flip { alternating: false } => d.push(next(2)),
+                    AugOp::Cutout { size } => {
+                        d.push(next(self.h - size + 1));
+                        d.push(next(self.w - size + 1));
+                    }
+                    AugOp::PadCrop { .. } | AugOp::Jitter(_) | AugOp::ResizedCrop { .. } => {}
+                }
             }
         }
+        let pairs = |d: &[i64]| -> (Tensor, Tensor) {
+            let (r, c): (Vec<i64>, Vec<i64>) = d.chunks(2).map(|p| (p[0], p[1])).unzip();
+            (Tensor::from_slice(&r), Tensor::from_slice(&c))
+        };
         let ix = Tensor::from_slice(idx);
         let mut x = self.x.index_select(0, &ix);
         if !self.pre_normalised {
             x = normalise(&x, &self.norm.0, self.norm.1);
         }
-        if a.pad > 0 {
-            if !self.pre_padded {
-                x = reflect_pad(&x, self.pad);
-            }
-            x = crop(
-                &x,
-                &Tensor::from_slice(&dy),
-                &Tensor::from_slice(&dx),
-                self.h,
-                self.w,
-            );
-        }
-        if a.flip {
-            let mask = Tensor::from_slice(&flip).view([n as i64, 1, 1, 1]);
-            x = x.flip([3]).where_self(&mask, &x);
-        }
-        if let Some(s) = a.cutout {
-            x = cutout(&x, &Tensor::from_slice(&cy), &Tensor::from_slice(&cx), s);
+        for (op, d) in a.ops.iter().zip(&drawn) {
+            x = match *op {
+                AugOp::PadCrop { pad } if pad > 0 => {
+                    if !self.pre_padded {
+                        x = reflect_pad(&x, pad);
+                    }
+                    let (dy, dx) = pairs(d);
+                    crop(&x, &dy, &dx, self.h, self.w)
+                }
+                AugOp::Flip { .. } => {
+                    let on: Vec<bool> = d.iter().map(|&f| f == 1).collect();
+                    let mask = Tensor::from_slice(&on).view([idx.len() as i64, 1, 1, 1]);
+                    x.flip([3]).where_self(&mask, &x)
+                }
+                AugOp::Cutout { size } => {
+                    let (y0, x0) = pairs(d);
+                    cutout(&x, &y0, &x0, size)
+                }
+                // As on the device: the batch builder's and the stream's.
+                AugOp::PadCrop { .. } | AugOp::Jitter(_) | AugOp::ResizedCrop { .. } => x,
+            };
         }
         (
             x.to_device(device),
@@ -351,12 +359,8 @@ pub(crate) mod tests {
         let x = Tensor::randn([64, 1, 4, 4], (Kind::Float, Device::Cpu));
         let flip0 = Tensor::zeros([64], (Kind::Bool, Device::Cpu));
         let a = Augment {
-            pad: 0,
-            flip: true,
-            alternating: false,
-            cutout: None,
+            ops: vec![AugOp::Flip { alternating: false }],
             groups: None,
-            jitter: None,
         };
         let out = augment_epoch(&rng, &x, 4, 4, &a, 0, &flip0);
         let (mut kept, mut mirrored) = (0, 0);
@@ -372,7 +376,7 @@ pub(crate) mod tests {
             kept > 16 && mirrored > 16,
             "p = 0.5: {kept} kept, {mirrored} mirrored"
         );
-        let off = Augment { flip: false, ..a };
+        let off = Augment::default();
         assert!(augment_epoch(&rng, &x, 4, 4, &off, 0, &flip0).equal(&x));
     }
 
@@ -383,12 +387,8 @@ pub(crate) mod tests {
         let x = Tensor::randn([16, 3, 8, 8], (Kind::Float, Device::Cpu));
         let flip0 = Tensor::randint(2, [16], (Kind::Int64, Device::Cpu)).eq(1);
         let a = Augment {
-            pad: 0,
-            flip: true,
-            alternating: true,
-            cutout: None,
+            ops: vec![AugOp::Flip { alternating: true }],
             groups: None,
-            jitter: None,
         };
         let e0 = augment_epoch(&rng, &x, 8, 8, &a, 0, &flip0);
         let e1 = augment_epoch(&rng, &x, 8, 8, &a, 1, &flip0);
@@ -450,25 +450,32 @@ mod loader_tests {
                 if !l.pre_normalised {
                     img = normalise(&img.unsqueeze(0), &l.norm.0, l.norm.1).squeeze_dim(0);
                 }
-                if a.pad > 0 {
-                    if !l.pre_padded {
-                        img = reflect_pad(&img.unsqueeze(0), l.pad).squeeze_dim(0);
+                for op in &a.ops {
+                    match *op {
+                        AugOp::PadCrop { pad } if pad > 0 => {
+                            if !l.pre_padded {
+                                img = reflect_pad(&img.unsqueeze(0), pad).squeeze_dim(0);
+                            }
+                            let (dy, dx) = (next(2 * pad + 1), next(2 * pad + 1));
+                            img = img.narrow(1, dy, l.h).narrow(2, dx, l.w);
+                        }
+                        AugOp::Flip { alternating } => {
+                            let flip = if alternating {
+                                flip0[i as usize] ^ (epoch % 2 == 1)
+                            } else {
+                                next(2) == 1
+                            };
+                            if flip {
+                                img = img.flip([2]);
+                            }
+                        }
+                        AugOp::Cutout { size: s } => {
+                            let (y0, x0) = (next(l.h - s + 1), next(l.w - s + 1));
+                            img = img.copy();
+                            let _ = img.narrow(1, y0, s).narrow(2, x0, s).fill_(0.0);
+                        }
+                        _ => {}
                     }
-                    let (dy, dx) = (next(2 * a.pad + 1), next(2 * a.pad + 1));
-                    img = img.narrow(1, dy, l.h).narrow(2, dx, l.w);
-                }
-                let flip = if a.alternating {
-                    flip0[i as usize] ^ (epoch % 2 == 1)
-                } else {
-                    a.flip && next(2) == 1
-                };
-                if a.flip && flip {
-                    img = img.flip([2]);
-                }
-                if let Some(s) = a.cutout {
-                    let (y0, x0) = (next(l.h - s + 1), next(l.w - s + 1));
-                    img = img.copy();
-                    let _ = img.narrow(1, y0, s).narrow(2, x0, s).fill_(0.0);
                 }
                 img
             })
@@ -486,39 +493,31 @@ mod loader_tests {
             (
                 true,
                 Augment {
-                    pad: 2,
-                    flip: true,
-                    alternating: false,
-                    cutout: Some(3),
+                    ops: vec![
+                        AugOp::PadCrop { pad: 2 },
+                        AugOp::Flip { alternating: false },
+                        AugOp::Cutout { size: 3 },
+                    ],
                     groups: None,
-                    jitter: None,
                 },
             ),
             (
                 false,
                 Augment {
-                    pad: 2,
-                    flip: true,
-                    alternating: true,
-                    cutout: None,
+                    ops: vec![AugOp::PadCrop { pad: 2 }, AugOp::Flip { alternating: true }],
                     groups: None,
-                    jitter: None,
                 },
             ),
             (
                 false,
                 Augment {
-                    pad: 0,
-                    flip: false,
-                    alternating: false,
-                    cutout: Some(4),
+                    ops: vec![AugOp::Cutout { size: 4 }],
                     groups: None,
-                    jitter: None,
                 },
             ),
         ] {
             let x = if once {
-                reflect_pad(&normalise(&raw, &Norm::PAGE, Kind::Float), a.pad)
+                reflect_pad(&normalise(&raw, &Norm::PAGE, Kind::Float), a.pad())
             } else {
                 raw.shallow_clone()
             };
@@ -528,7 +527,6 @@ mod loader_tests {
                 pre_normalised: once,
                 norm: (Norm::PAGE, Kind::Float),
                 pre_padded: once,
-                pad: a.pad,
                 h: 8,
                 w: 8,
                 flip0: (0..12).map(|i| i % 3 == 0).collect(),

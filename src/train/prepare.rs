@@ -192,7 +192,7 @@ pub(super) fn preprocess(plan: &RunPlan, up: Prepared) -> Prepared {
     let train = if d.preprocess_once {
         let x = reflect_pad(
             &normalise(&up.train, &d.norm, plan.precision.data_kind()),
-            d.augment.pad,
+            d.augment.pad(),
         );
         match plan.precision.half {
             Some(h) => x.to_kind(h.kind()),
@@ -260,7 +260,6 @@ impl<'a> Batches<'a> {
             pre_normalised: plan.data.preprocess_once,
             norm: (plan.data.norm, plan.precision.data_kind()),
             pre_padded: plan.data.preprocess_once,
-            pad: plan.data.augment.pad,
             h: src.h,
             w: src.w,
             flip0: Vec::<bool>::try_from(&flip0).unwrap_or_default(),
@@ -298,7 +297,7 @@ impl<'a> Batches<'a> {
             } else {
                 reflect_pad(
                     &normalise(&data.train, &plan.data.norm, plan.precision.data_kind()),
-                    aug.pad,
+                    aug.pad(),
                 )
             };
             augment_epoch(self.rng, &src, self.h, self.w, aug, epoch, &self.flip0)
@@ -310,12 +309,9 @@ impl<'a> Batches<'a> {
             Vec::<i64>::try_from(&perm)?
         };
         // hiverge draws each image's (b, c) once per epoch, over the whole set.
-        let jitter = aug
-            .jitter
-            .as_ref()
-            .map(|_| jitter_draws(self.rng, n, self.device));
-        let images = match (images, &aug.jitter, &jitter) {
-            (Some(x), Some(j), Some((u, v))) => Some(jitter_with(&x, u, v, j)),
+        let jitter = aug.jitter().map(|_| jitter_draws(self.rng, n, self.device));
+        let images = match (images, aug.jitter(), &jitter) {
+            (Some(x), Some(j), Some((u, v))) => Some(jitter_with(&x, u, v, &j)),
             (x, _, _) => x,
         };
         // hlb mixes the whole augmented set once per epoch, before batching
@@ -381,10 +377,10 @@ impl<'a> Batches<'a> {
                 let idx = &e.perm_host[(s * bs) as usize..((s + 1) * bs) as usize];
                 let t = std::time::Instant::now();
                 let (x, y) = l.batch(idx, aug, e.epoch, self.device);
-                let x = match (&aug.jitter, &e.jitter) {
+                let x = match (aug.jitter(), &e.jitter) {
                     (Some(j), Some((u, v))) => {
                         let ix = Tensor::from_slice(idx).to_device(self.device);
-                        jitter_with(&x, &u.index_select(0, &ix), &v.index_select(0, &ix), j)
+                        jitter_with(&x, &u.index_select(0, &ix), &v.index_select(0, &ix), &j)
                     }
                     _ => x,
                 };

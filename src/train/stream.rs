@@ -12,7 +12,8 @@ use crate::data::stream::rect::{self, RectPlan};
 use crate::data::stream::{Crop, Images, Loader, LoaderOptions, OnBadImage, Pipeline, Subset};
 use crate::model::Net;
 use crate::native::pin_memory;
-use crate::plan::{EvalPlan, RunPlan, StreamPlan};
+use crate::plan::{AugOp, Augment, EvalPlan, RunPlan, StreamPhase, StreamPlan};
+use anyhow::bail;
 use anyhow::{Context, Result};
 use std::sync::Arc;
 use std::time::Instant;
@@ -49,6 +50,38 @@ impl Normaliser {
     pub fn apply(&self, x: &Tensor) -> Tensor {
         (x.to_kind(Kind::Float) - &self.mean) / &self.std
     }
+}
+
+/// The streaming executor's reading of the augmentation list: the
+/// random-resized crop (its smallest area share raised by a phase that
+/// says so) and the flip, in the loader's own order, which is theirs. An op
+/// it has no form for is refused by name (the `stream` trick's conflicts
+/// keep recipes from asking).
+fn train_pipeline(aug: &Augment, phase: &StreamPhase) -> Result<Pipeline> {
+    let mut crop = None;
+    let mut flip = false;
+    for op in &aug.ops {
+        match *op {
+            AugOp::ResizedCrop { scale, ratio } => {
+                crop = Some(Crop::RandomResized {
+                    scale: (phase.min_scale.unwrap_or(scale.0), scale.1),
+                    ratio,
+                });
+            }
+            AugOp::Flip { alternating: false } => flip = true,
+            other => bail!(
+                "the streaming loader cannot apply `{}`: turn that trick off for streamed data",
+                other.describe()
+            ),
+        }
+    }
+    Ok(Pipeline {
+        size: phase.size,
+        crop: crop.context(
+            "a streamed run's augmentation has no resized crop: the `stream` trick sets one; this is a bug in tricklab, please report it",
+        )?,
+        flip,
+    })
 }
 
 /// Decoding threads for one rank: the plan's, or this host's cores shared
@@ -161,14 +194,7 @@ impl<'a> StreamFeed<'a> {
             rect: None,
             skip_hint: SKIP_SETTING,
         };
-        let pipeline = Pipeline {
-            size: phase.size,
-            crop: Crop::RandomResized {
-                scale: (phase.min_scale, self.sp.scale.1),
-                ratio: self.sp.ratio,
-            },
-            flip: self.plan.data.augment.flip,
-        };
+        let pipeline = train_pipeline(&self.plan.data.augment, &phase)?;
         self.loader = Some(Loader::new(Arc::clone(&self.train), pipeline, &opts)?);
         Ok(())
     }
@@ -341,4 +367,56 @@ pub(super) fn evaluate_stream(
         ))
     })?;
     Ok((accs, skipped))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The streaming executor reads the list: the crop with a phase's
+    /// smallest share over the crop's own, the flip, and a refusal naming an
+    /// op it has no form for.
+    #[test]
+    fn the_stream_reads_the_augmentation_list_and_refuses_what_it_cannot_apply() {
+        let crop = AugOp::ResizedCrop {
+            scale: (0.08, 1.0),
+            ratio: (0.75, 4.0 / 3.0),
+        };
+        let phase = |min_scale| StreamPhase {
+            from: 0,
+            size: 64,
+            min_scale,
+            eval_size: 64,
+            eval_ratio: 0.875,
+            rect_val: false,
+        };
+        let mut a = Augment::default();
+        a.set(crop);
+        let p = train_pipeline(&a, &phase(None)).unwrap();
+        assert_eq!((p.size, p.flip), (64, false));
+        assert_eq!(
+            p.crop,
+            Crop::RandomResized {
+                scale: (0.08, 1.0),
+                ratio: (0.75, 4.0 / 3.0)
+            }
+        );
+        a.set(AugOp::Flip { alternating: false });
+        let p = train_pipeline(&a, &phase(Some(0.5))).unwrap();
+        assert!(p.flip);
+        assert!(matches!(
+            p.crop,
+            Crop::RandomResized {
+                scale: (0.5, 1.0),
+                ..
+            }
+        ));
+        a.set(AugOp::Cutout { size: 8 });
+        let e = train_pipeline(&a, &phase(None)).unwrap_err().to_string();
+        assert!(e.contains("cannot apply `cutout(8×8)`"), "{e}");
+        let e = train_pipeline(&Augment::default(), &phase(None))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("no resized crop"), "{e}");
+    }
 }

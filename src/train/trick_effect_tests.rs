@@ -107,7 +107,7 @@ fn airbench_norm_normalises_with_airbench_constants() {
             (v / 255.0 - mean[0]) / std[0]
         };
         // Training images are preprocessed once and padded: pixel (0, 0) sits at (pad, pad).
-        let pad = p.data.augment.pad;
+        let pad = p.data.augment.pad();
         let got = d.train.double_value(&[1, 0, pad, pad]);
         assert!((got - want).abs() < 1e-5, "{on}: {got} against {want}");
     }
@@ -723,7 +723,7 @@ fn fastai_phases_change_the_batch_the_side_and_the_lr_by_phase() {
     let p = plan("tiny-fastai-rn50", &[]);
     let sp = p.data.stream.as_ref().unwrap();
     // 1 machine: 512, 224 and 128 a GPU on 8 GPUs, / 32; sides 128, 224, 288 / 4.
-    let by_epoch: Vec<(usize, usize, f64, bool)> = (0..4)
+    let by_epoch: Vec<(usize, usize, Option<f64>, bool)> = (0..4)
         .map(|e| {
             let ph = sp.at(e);
             (p.batch_at(e), ph.size, ph.min_scale, ph.rect_val)
@@ -732,10 +732,10 @@ fn fastai_phases_change_the_batch_the_side_and_the_lr_by_phase() {
     assert_eq!(
         by_epoch,
         [
-            (128, 32, 0.08, false),
-            (56, 56, 0.08, false),
-            (56, 56, 0.08, false),
-            (32, 72, 0.5, true)
+            (128, 32, Some(0.08), false),
+            (56, 56, Some(0.08), false),
+            (56, 56, Some(0.08), false),
+            (32, 72, Some(0.5), true)
         ]
     );
     assert_eq!(p.epochs, 3.5);

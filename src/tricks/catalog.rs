@@ -7,7 +7,7 @@ use crate::config::{Arch, ScheduleKind};
 use crate::model::{Activation, Basis, Dirac, Whitening};
 use crate::optim::{Piecewise, page_ema_decay};
 use crate::plan::{
-    Averaging, AvgStart, ColourJitter, CutMix, Family, Half, MuonPlan, NsDtype, NsVariant,
+    AugOp, Averaging, AvgStart, ColourJitter, CutMix, Family, Half, MuonPlan, NsDtype, NsVariant,
     Progressive, Renorm, Resolution, RunPlan, Shape, StreamPlan, WhitenBias,
 };
 use anyhow::bail;
@@ -1046,7 +1046,7 @@ catalog! {
         requires: &[],
         conflicts: &[],
         apply: |p, a| {
-            p.data.augment.pad = a.int("pad")?;
+            p.data.augment.set(AugOp::PadCrop { pad: a.int("pad")? });
             Ok(())
         },
     },
@@ -1063,7 +1063,11 @@ catalog! {
         requires: &[],
         conflicts: &[],
         apply: |p, _| {
-            p.data.augment.flip = true;
+            // Alternating flip (applied after, as it requires flip) turns
+            // its rule.
+            if !p.data.augment.flips() {
+                p.data.augment.set(AugOp::Flip { alternating: false });
+            }
             Ok(())
         },
     },
@@ -1080,7 +1084,10 @@ catalog! {
         requires: &[TrickId::Flip],
         conflicts: &[],
         apply: |p, _| {
-            p.data.augment.alternating = true;
+            // It turns the flip's rule; without a flip there is none to turn.
+            if p.data.augment.flips() {
+                p.data.augment.set(AugOp::Flip { alternating: true });
+            }
             Ok(())
         },
     },
@@ -1097,7 +1104,7 @@ catalog! {
         requires: &[],
         conflicts: &[],
         apply: |p, a| {
-            p.data.augment.cutout = Some(a.int("size")?);
+            p.data.augment.set(AugOp::Cutout { size: a.int("size")? });
             Ok(())
         },
     },
@@ -1129,10 +1136,10 @@ catalog! {
         requires: &[],
         conflicts: &[],
         apply: |p, a| {
-            p.data.augment.jitter = Some(ColourJitter {
+            p.data.augment.set(AugOp::Jitter(ColourJitter {
                 brightness: a.num("brightness")?,
                 contrast: a.num("contrast")?,
-            });
+            }));
             Ok(())
         },
     },
@@ -1532,9 +1539,11 @@ catalog! {
             if lo > hi {
                 bail!("stream: min_scale {lo} is above max_scale {hi}: swap them");
             }
-            p.data.stream = Some(StreamPlan {
+            p.data.augment.set(AugOp::ResizedCrop {
                 scale: (lo, hi),
                 ratio: (3.0 / 4.0, 4.0 / 3.0),
+            });
+            p.data.stream = Some(StreamPlan {
                 res: Resolution::Fixed(a.int("size")? as usize),
                 eval_size: a.int("eval_size")? as usize,
                 eval_ratio: a.num("eval_ratio")?,

@@ -271,7 +271,7 @@ pub fn phases(machines: usize, k: Scale) -> Option<Phases> {
             (Some(sz), _) => StreamPhase {
                 from: epoch(d.ep),
                 size: side(sz),
-                min_scale: d.min_scale,
+                min_scale: Some(d.min_scale),
                 eval_size: side(sz),
                 eval_ratio: eval_ratio(sz),
                 rect_val: d.rect_val,

@@ -582,6 +582,11 @@ fn catalog_recipes_doctor_and_data_commands() {
     ));
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(v["epochs"], 10.0);
+    let (out, _) = text(&run(&["recipe", "show", "airbench94"], tmp.path()));
+    assert!(
+        out.contains("augment       crop(reflect pad 2) → flip(alternating)\n"),
+        "{out}"
+    );
     let o = run(&["doctor"], tmp.path());
     assert!(
         o.status.success() && text(&o).0.contains("libtorch        2.11.0"),

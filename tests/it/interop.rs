@@ -144,6 +144,11 @@ fn results_read_in_pyarrow_tensorboard_and_as_json() {
         m["matrices"][0]["variants"][1]["resolved"]["label_smoothing"].as_f64(),
         Some(0.2)
     );
+    // The augmentation as the ordered list the executors walk.
+    assert_eq!(
+        m["matrices"][0]["variants"][1]["resolved"]["augment"],
+        serde_json::json!(["crop(reflect pad 4)", "flip(p 0.5)", "cutout(8×8)"])
+    );
     let report = run(
         &["report", dir.to_str().unwrap(), "--format", "json"],
         tmp.path(),
