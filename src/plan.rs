@@ -1145,6 +1145,8 @@ impl RunPlan {
             "tta_level": self.eval.tta_level,
             "clock": self.clock,
             "world_size": self.world_size,
+            // Images per BatchNorm batch in training (Goyal's n).
+            "bn_batch": self.bn_batch(),
             // In the order the executors apply them.
             "augment": self.data.augment.ops.iter().map(AugOp::describe).collect::<Vec<_>>(),
         })
@@ -1248,6 +1250,44 @@ impl RunPlan {
     /// A batch that changes by phase: only the streaming loader builds such
     /// batches, and every phase's batch must split over the ranks and the
     /// ghost-BN splits as the first does.
+    /// `ghost_bn.size` as splits of this run's micro-batch (batch ÷ world
+    /// size ÷ accumulation), so BatchNorm normalises over `size` images on
+    /// a rank at any world size: Goyal et al.'s n = 32 holds at world size
+    /// 1 (256 splits of batch 8192), 8 (32) and 2 with accumulation 4 (32).
+    /// A micro-batch the size does not divide is refused, naming both.
+    pub fn resolve_bn_size(&mut self) -> Result<()> {
+        let Some(size) = self.net.bn.ghost_size else {
+            return Ok(());
+        };
+        let (world, accum) = (self.world_size.max(1), self.step.accum.max(1) as usize);
+        let micro = self.batch_size / world / accum;
+        if !self.batch_phases.is_empty() {
+            bail!(
+                "ghost_bn.size = {size} keeps one BatchNorm batch, but this run changes its batch by phase: set ghost_bn.size = 0 and use ghost_bn.splits"
+            );
+        }
+        if micro == 0 || !micro.is_multiple_of(size as usize) {
+            bail!(
+                "ghost_bn.size = {size} images per BatchNorm batch does not divide the {micro} images a rank takes per micro-batch (batch_size {} / world_size {world} / accumulation {accum}): pick a batch that keeps {size}, or set ghost_bn.size to a divisor of {micro}",
+                self.batch_size
+            );
+        }
+        self.net.bn.ghost_splits = (micro / size as usize) as i64;
+        Ok(())
+    }
+
+    /// The images one BatchNorm batch normalises over in training: a
+    /// rank's micro-batch split by ghost BN, or every rank's share (SyncBN).
+    pub fn bn_batch(&self) -> usize {
+        let (world, accum) = (self.world_size.max(1), self.step.accum.max(1) as usize);
+        let micro = self.batch_size / world / accum;
+        if self.net.bn.sync {
+            micro * world
+        } else {
+            micro / self.net.bn.ghost_splits.max(1) as usize
+        }
+    }
+
     fn validate_batch_phases(&self) -> Result<()> {
         let Some(&(first, _)) = self.batch_phases.first() else {
             return Ok(());

@@ -48,6 +48,11 @@ pub enum Activation {
 pub struct BnConfig {
     /// 1 = plain BN.
     pub ghost_splits: i64,
+    /// `ghost_bn.size`: the images each BatchNorm batch holds on a rank,
+    /// whatever the world size and accumulation; planning turns it into
+    /// `ghost_splits` of the rank's micro-batch (`RunPlan::resolve_bn_size`).
+    #[serde(default)]
+    pub ghost_size: Option<i64>,
     pub frozen_scale: bool,
     /// PyTorch convention: running = (1 − m)·running + m·batch.
     pub momentum: f64,
@@ -64,6 +69,7 @@ impl Default for BnConfig {
     fn default() -> Self {
         BnConfig {
             ghost_splits: 1,
+            ghost_size: None,
             frozen_scale: false,
             momentum: 0.1,
             eps: 1e-5,

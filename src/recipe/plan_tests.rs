@@ -332,3 +332,44 @@ fn augmentation_is_each_scripts_ordered_list() {
         "crop(reflect pad 4) → flip(alternating) → cutout(3×3) → colour_jitter(brightness ±0.1, contrast ±0.2)"
     );
 }
+
+/// `ghost_bn.size` keeps Goyal's n = 32 images per BatchNorm batch at any
+/// world size and accumulation, and refuses a micro-batch it does not
+/// divide, naming both numbers.
+#[test]
+fn goyal_normalises_over_32_images_at_any_world_size() {
+    use crate::config::Override;
+    let plan = |sets: &[&str], tricks: &[&str]| {
+        let ov: Vec<Override> = sets
+            .iter()
+            .map(|s| Override::parse_set(s).unwrap())
+            .chain(tricks.iter().map(|t| Override::parse_trick(t).unwrap()))
+            .collect();
+        super::resolve_plan("goyal-rn50", &ov).map(|(_, p)| p)
+    };
+    let at = |sets: &[&str], tricks: &[&str]| {
+        let p = plan(sets, tricks).unwrap();
+        (p.net.bn.ghost_splits, p.bn_batch())
+    };
+    assert_eq!(at(&[], &[]), (32, 32), "world size 8");
+    assert_eq!(at(&["world_size=1"], &[]), (256, 32));
+    assert_eq!(
+        at(&["world_size=2", "grad_accum.steps=4"], &["grad_accum"]),
+        (32, 32)
+    );
+    // The resolved values `matrix show --format json` prints.
+    assert_eq!(plan(&[], &[]).unwrap().resolved()["bn_batch"], 32);
+    let e = plan(&["batch_size=8000"], &[]).unwrap_err().to_string();
+    assert!(
+        e.contains("ghost_bn.size = 32") && e.contains("the 1000 images a rank takes"),
+        "{e}"
+    );
+    // The size off: the count of splits, as before.
+    assert_eq!(
+        at(
+            &["ghost_bn.size=0", "ghost_bn.splits=8", "world_size=1"],
+            &[]
+        ),
+        (8, 1024)
+    );
+}

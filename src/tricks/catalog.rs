@@ -451,21 +451,32 @@ catalog! {
         ids: &["T14", "B5"],
         name: "Ghost BatchNorm",
         category: Normalisation,
-        help: "Normalise over splits of the batch, keep running statistics per split and average them for eval.",
-        source: "Page part 8 B5 (46 s, 16 splits, peak lr 0.4 -> 0.6)",
+        help: "Normalise over splits of the batch, keep running statistics per split and average them for eval. `size` (Goyal et al.'s n) fixes the images per split instead of their count, whatever the world size and accumulation.",
+        source: "Page part 8 B5 (46 s, 16 splits, peak lr 0.4 -> 0.6); Goyal et al. 2017 §5.1 (n = 32 images per worker's BN)",
         off: "num_splits 1",
         on: "16 splits (32 examples each at batch 512)",
-        params: &[i(
-            "splits",
-            "number of splits; the batch must divide by it",
-            16,
-            1.0,
-            4096.0,
-        )],
+        params: &[
+            i(
+                "splits",
+                "number of splits; the batch must divide by it (ignored when size is set)",
+                16,
+                1.0,
+                4096.0,
+            ),
+            i(
+                "size",
+                "images per BatchNorm batch on a rank, kept at any world size and accumulation (0: use splits)",
+                0,
+                0.0,
+                1_000_000.0,
+            ),
+        ],
         requires: &[],
         conflicts: &[],
         apply: |p, a| {
             p.net.bn.ghost_splits = a.int("splits")?;
+            let size = a.int("size")?;
+            p.net.bn.ghost_size = (size > 0).then_some(size);
             Ok(())
         },
     },

@@ -196,6 +196,8 @@ pub(crate) fn unchecked_plan(cfg: &RunConfig) -> Result<RunPlan> {
     }
     plan.optim
         .at_batch(cfg.batch_size, cfg.lr_batch, cfg.wd_batch);
+    // After every trick: the size needs the batch, world size and accumulation.
+    plan.resolve_bn_size()?;
     Ok(plan)
 }
 
