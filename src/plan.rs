@@ -631,6 +631,17 @@ pub enum Shape {
     /// across its epochs, read after the step (its `Scheduler.update_lr`
     /// counts batches from 1), a flat phase holds `start`.
     Phases(Vec<LrPhase>),
+    /// Fujitsu's (MXNet, its MLPerf v0.6 ResNet-50): a linear warm-up from
+    /// 0 over `warmup` epochs, then TensorFlow's `polynomial_decay` over
+    /// `decay` epochs, (1 − end)·(1 − p)^power + end, held at `end` after.
+    /// The warm-up reads the update count (step + 1: MXNet's `num_update`),
+    /// the decay the iteration before it (the explorer's `current_iter`).
+    Poly {
+        warmup: f64,
+        decay: f64,
+        power: f64,
+        end: f64,
+    },
     /// airbench94_muon and the speedrun: 1 − s/T.
     LinearToZero,
     Constant,
@@ -660,6 +671,21 @@ impl Shape {
                     None => phases.first().map_or(1.0, |p| p.start),
                 }
             }
+            Shape::Poly {
+                warmup,
+                decay,
+                power,
+                end,
+            } => {
+                // `after` is (step + 1) epochs-worth, `before` the step's own.
+                let warm = if *warmup > 0.0 && after < *warmup {
+                    after / warmup
+                } else {
+                    1.0
+                };
+                let p = ((before - warmup).max(0.0) / decay.max(f64::MIN_POSITIVE)).min(1.0);
+                warm * ((1.0 - end) * (1.0 - p).powf(*power) + end)
+            }
             // The step-counted shapes do not read the epochs.
             _ => self.at(s, total, 1),
         }
@@ -671,7 +697,7 @@ impl Shape {
         match self {
             Shape::EpochKnots(k) => k.at((s + 1.0) / per_epoch.max(1) as f64),
             Shape::StepKnots(k) => k.at(s / per_epoch.max(1) as f64),
-            Shape::Phases(_) => {
+            Shape::Phases(_) | Shape::Poly { .. } => {
                 let e = s / per_epoch.max(1) as f64;
                 self.at_position(s as u64, total, (e, (s + 1.0) / per_epoch.max(1) as f64))
             }

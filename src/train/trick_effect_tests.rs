@@ -707,6 +707,7 @@ fn effect_test(trick: TrickId) -> fn() {
         }
         TrickId::Momentum => momentum_is_the_heavy_ball_and_nesterov_looks_ahead,
         TrickId::LrSteps => goyal_warms_up_from_eta_and_divides_by_ten_at_30_60_80,
+        TrickId::PolyLr => poly_lr_warms_up_from_zero_then_decays_by_its_power,
         TrickId::FastaiPhases => fastai_phases_change_the_batch_the_side_and_the_lr_by_phase,
     }
 }
@@ -806,6 +807,43 @@ fn goyal_warms_up_from_eta_and_divides_by_ten_at_30_60_80() {
             - 3.2)
             .abs()
             < 1e-12
+    );
+}
+
+/// `poly_lr`: on Goyal's recipe (156 steps an epoch), the lr of step t is
+/// 3.2·(t + 1)/(36·156) through the warm-up, then 3.2·((1 − 0.0025)(1 −
+/// p)^2.2 + 0.0025) with p = (t − 36·156)/(52·156), then 0.0025·3.2: the
+/// rule written out here; the golden check against Fujitsu's own code is
+/// `golden_tests::fujitsu_lr_matches_the_reference`.
+#[test]
+fn poly_lr_warms_up_from_zero_then_decays_by_its_power() {
+    let p = plan("goyal-rn50", &["poly_lr=on", "lr_steps=off", "warmup=off"]);
+    let r = p.rates(1_281_167);
+    let lr = |s: u64| p.group_rate(crate::plan::ParamGroup::Weights, s, &r).0;
+    let (w, d) = (36.0 * 156.0, 52.0 * 156.0);
+    let by_hand = |t: u64| {
+        let t = t as f64;
+        let warm = if t + 1.0 < w { (t + 1.0) / w } else { 1.0 };
+        let q = ((t - w).max(0.0) / d).min(1.0);
+        3.2 * warm * (0.9975 * (1.0 - q).powf(2.2) + 0.0025)
+    };
+    for t in [0, 1, 5614, 5615, 5616, 5617, 8000, 13727, 13728, 14039] {
+        assert!(
+            (lr(t) - by_hand(t)).abs() < 1e-12 * 3.2,
+            "step {t}: {} against {}",
+            lr(t),
+            by_hand(t)
+        );
+    }
+    assert!((lr(0) - 3.2 / w).abs() < 1e-15);
+    assert!((lr(14039) - 0.0025 * 3.2).abs() < 1e-12);
+    // Off: the recipe's constant schedule.
+    let flat = plan("goyal-rn50", &["lr_steps=off", "warmup=off"]);
+    let r = flat.rates(1_281_167);
+    assert_eq!(
+        flat.group_rate(crate::plan::ParamGroup::Weights, 8000, &r)
+            .0,
+        3.2
     );
 }
 

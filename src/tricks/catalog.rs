@@ -1380,7 +1380,7 @@ catalog! {
             ),
         ],
         requires: &[],
-        conflicts: &[TrickId::FastaiPhases],
+        conflicts: &[TrickId::FastaiPhases, TrickId::PolyLr],
         apply: |p, a| {
             p.schedule.warmup_epochs = Some(a.num("epochs")?);
             p.schedule.warmup_start = a.num("start")?;
@@ -1403,11 +1403,38 @@ catalog! {
             f("at3", "epoch of the third step (0: none)", 80.0, 0.0, 10000.0),
         ],
         requires: &[],
-        conflicts: &[TrickId::FastaiPhases],
+        conflicts: &[TrickId::FastaiPhases, TrickId::PolyLr],
         apply: |p, a| {
             p.schedule.shape = Shape::Steps {
                 at: vec![a.num("at1")?, a.num("at2")?, a.num("at3")?],
                 factor: a.num("factor")?,
+            };
+            Ok(())
+        },
+    },
+    PolyLr => TrickSpec {
+        key: "poly_lr",
+        ids: &[],
+        name: "Polynomial decay after a linear warm-up",
+        category: Schedule,
+        help: "A linear warm-up from 0 over `warmup` epochs, then the lr × ((1 − end)(1 − p)^power + end) as p goes 0 → 1 over `decay` epochs, held at `end` after: Fujitsu's schedule for ResNet-50 at batch 86k (TensorFlow's polynomial_decay after the warm-up).",
+        source: "Fujitsu's MLPerf v0.6 ResNet-50 on ABCI (mlcommons/training_results_v0.6 Fujitsu/benchmarks/resnet: JobScripts/parameters, common/fit.py, mxnet/explorer/explorer.py `decay_power`)",
+        off: "the recipe's schedule shape",
+        on: "0 → peak over 36 epochs, then (peak)(1 − p)^2.2 down to 0.0025 of it over 52",
+        params: &[
+            f("warmup", "epochs of the linear warm-up from 0", 36.0, 0.0, 10000.0),
+            f("decay", "epochs of the polynomial decay after it", 52.0, 0.001, 10000.0),
+            f("power", "the decay's power", 2.2, 0.0, 100.0),
+            f("end", "the lr at the end of the decay, as a share of the peak", 0.0025, 0.0, 1.0),
+        ],
+        requires: &[],
+        conflicts: &[TrickId::FastaiPhases, TrickId::LrSteps, TrickId::Warmup],
+        apply: |p, a| {
+            p.schedule.shape = Shape::Poly {
+                warmup: a.num("warmup")?,
+                decay: a.num("decay")?,
+                power: a.num("power")?,
+                end: a.num("end")?,
             };
             Ok(())
         },
@@ -1527,6 +1554,8 @@ catalog! {
             i("size", "side of the training crops (res_ramp changes it by epoch)", 224, 8.0, 1024.0),
             f("min_scale", "smallest share of the image's area a crop takes", 0.08, 0.001, 1.0),
             f("max_scale", "largest share of the image's area a crop takes", 1.0, 0.001, 1.0),
+            f("min_ratio", "narrowest aspect ratio (width/height) of a crop", 0.75, 0.01, 100.0),
+            f("max_ratio", "widest aspect ratio (width/height) of a crop", 4.0 / 3.0, 0.01, 100.0),
             i("eval_size", "side of the validation images", 224, 8.0, 1024.0),
             f("eval_ratio", "the validation crop's share of the short side (224/256 = 0.875)", 0.875, 0.1, 1.0),
             i("workers", "decoding threads (0: every core)", 0, 0.0, 1024.0),
@@ -1550,9 +1579,17 @@ catalog! {
             if lo > hi {
                 bail!("stream: min_scale {lo} is above max_scale {hi}: swap them");
             }
+            let ratio = (a.num("min_ratio")?, a.num("max_ratio")?);
+            if ratio.0 > ratio.1 {
+                bail!(
+                    "stream: min_ratio {} is above max_ratio {}: swap them",
+                    ratio.0,
+                    ratio.1
+                );
+            }
             p.data.augment.set(AugOp::ResizedCrop {
                 scale: (lo, hi),
-                ratio: (3.0 / 4.0, 4.0 / 3.0),
+                ratio,
             });
             p.data.stream = Some(StreamPlan {
                 res: Resolution::Fixed(a.int("size")? as usize),
@@ -1600,7 +1637,7 @@ catalog! {
             ),
         ],
         requires: &[TrickId::Stream],
-        conflicts: &[TrickId::ResRamp, TrickId::Warmup, TrickId::LrSteps],
+        conflicts: &[TrickId::ResRamp, TrickId::Warmup, TrickId::LrSteps, TrickId::PolyLr],
         apply: |p, a| {
             let machines: usize = a.text("machines")?.parse()?;
             let k = super::fastai::Scale {
