@@ -101,14 +101,16 @@ gpu-rehearse: build
 
 # The published scripts, fetched unmodified OUTSIDE this repository (docs/recipes-and-fidelity.md):
 # PEERS holds cifar10-airbench, cifar10-speedrun, hlb-CIFAR10,
-# cifar10-fast and cifar10-fast-simple at the commits scripts/golden/SOURCES.md pins.
+# cifar10-fast and cifar10-fast-simple (and the ImageNet references: ffcv-imagenet,
+# imagenet18, training_results_v0.6) at the commits scripts/golden/SOURCES.md pins.
 PEERS ?= $(CURDIR)/../peers
 
 # tests/golden/*.json from the references' own code (CPU, ~10 s).
 golden: $(TORCH_DEP)
 	$(VENV)/bin/python3 scripts/golden/make_golden.py --airbench $(PEERS)/cifar10-airbench \
 	    --speedrun $(PEERS)/cifar10-speedrun --hlb $(PEERS)/hlb-CIFAR10 \
-	    --page $(PEERS)/cifar10-fast --ffcv $(PEERS)/ffcv-imagenet --fastai $(PEERS)/imagenet18 --out tests/golden
+	    --page $(PEERS)/cifar10-fast --ffcv $(PEERS)/ffcv-imagenet --fastai $(PEERS)/imagenet18 \
+	    --fujitsu $(PEERS)/training_results_v0.6 --out tests/golden
 	$(CARGO_ENV) cargo build
 	$(VENV)/bin/python3 scripts/golden/make_trajectory.py --airbench $(PEERS)/cifar10-airbench \
 	    --speedrun $(PEERS)/cifar10-speedrun --hlb $(PEERS)/hlb-CIFAR10 --page $(PEERS)/cifar10-fast \

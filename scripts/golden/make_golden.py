@@ -20,7 +20,10 @@ reported, not fatal):
     --page      davidcpage/cifar10-fast        f79e8b8   new_dawn.py, torch_backend.py, core.py
     --ffcv      libffcv/ffcv-imagenet          4dd291a   train_imagenet.py, rn18/rn50 configs
     --fastai    cybertronai/imagenet18         25dad42   train.py, training/train_imagenet_nv.py
-                (both optional: without them ffcv.json and fastai.json are left as they are)
+    --fujitsu   mlcommons/training_results_v0.6 f312518  Fujitsu's ResNet-50: JobScripts/parameters,
+                common/fit.py, python/mxnet/lr_scheduler.py, python/mxnet/explorer/explorer.py
+                (the three optional: without them ffcv.json, fastai.json and fujitsu.json are
+                left as they are; `--only fujitsu` makes that one alone, without the others)
 
 The scripts are never imported (they load data / train at import time). Each one is parsed
 with `ast`; the named top-level functions, classes and assignments (and statements of its
@@ -52,6 +55,8 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 GENERATOR = "scripts/golden/make_golden.py"
 N_TRAIN = 50000
 
+FUJITSU = "Fujitsu/benchmarks/resnet/implementations/mxnet/"
+
 REFS = {
     "airbench": dict(repo="KellerJordan/cifar10-airbench", commit="f1c599c",
                      files=["legacy/airbench94.py", "airbench94_muon.py"]),
@@ -62,6 +67,11 @@ REFS = {
                  files=["new_dawn.py", "torch_backend.py", "core.py", "dawn_utils.py"]),
     "fastai": dict(repo="cybertronai/imagenet18", commit="25dad42",
                    files=["train.py", "training/train_imagenet_nv.py"]),
+    "fujitsu": dict(repo="mlcommons/training_results_v0.6", commit="f312518",
+                    files=[FUJITSU + "JobScripts/parameters",
+                           FUJITSU + "JobScripts/image_classification/common/fit.py",
+                           FUJITSU + "python/mxnet/lr_scheduler.py",
+                           FUJITSU + "python/mxnet/explorer/explorer.py"]),
     "ffcv": dict(repo="libffcv/ffcv-imagenet", commit="4dd291a",
                  files=["train_imagenet.py", "rn18_configs/rn18_16_epochs.yaml",
                         "rn18_configs/rn18_88_epochs.yaml", "rn50_configs/rn50_16_epochs.yaml"]),
@@ -81,6 +91,10 @@ PINNED_SHA256 = {
     "rn18_configs/rn18_16_epochs.yaml": "5000ce5dec983b1c13012eaead7defb744d571c41cf7505dac8433bba5f65a28",
     "rn18_configs/rn18_88_epochs.yaml": "548e830d94b537048def28c8fffdf7a2813a013e07877b3c7816c72df256dc6f",
     "rn50_configs/rn50_16_epochs.yaml": "d58645b77d098d876dc70a31b9cdcaab0d5e3e8ad20467b67e25b836229aec3f",
+    FUJITSU + "JobScripts/parameters": "90be7cf70b308c4a36f6c0a64d7688b6962608f6906fe70fe766359120ef967b",
+    FUJITSU + "JobScripts/image_classification/common/fit.py": "7fb93f0936272c832f25972e6e05ec5db579a4a14bf484b43cdc19405de7c636",
+    FUJITSU + "python/mxnet/lr_scheduler.py": "0f6fd7ddb8c6a5161336fa0fa6109f136353203c605aa73cf6ba32b6dee26430",
+    FUJITSU + "python/mxnet/explorer/explorer.py": "02fbb8b1f4980b6b434a25cc405b09ead509bed8314f1cbe5fba8e42be6ff53c",
 }
 
 # ImageNet's training images (ILSVRC-2012), for FFCV's steps per epoch.
@@ -1510,6 +1524,127 @@ def ffcv_config(path: Path):
     return cfg
 
 
+def _strtobool(v):
+    """distutils.util.strtobool (fit.py's argument type; distutils left Python in 3.12)."""
+    v = v.lower()
+    if v in ("y", "yes", "t", "true", "on", "1"):
+        return 1
+    if v in ("n", "no", "f", "false", "off", "0"):
+        return 0
+    raise ValueError(f"invalid truth value {v!r}")
+
+
+def fujitsu_params(path: Path):
+    """The command line JobScripts/parameters builds: its `PARAMS=( ... )` array, one
+    `--name "value"  # comment` a line, as bash reads it."""
+    import shlex
+    text = path.read_text()
+    body = text[text.index("PARAMS=(") + len("PARAMS=("):]
+    body = body[:body.index("\n)")]
+    argv = []
+    for line in body.splitlines():
+        argv += shlex.split(line, comments=True)
+    return argv
+
+
+def recipe_fujitsu(root):
+    """Fujitsu's ResNet-50 lr as its MLPerf v0.6 code computes it, step by step: fit.py's
+    own argument parser reads JobScripts/parameters; fit.py's `_get_lr_scheduler` builds
+    MXNet's MultiFactorScheduler (lr_scheduler.py), whose linear warm-up is read at the
+    optimiser's update count; fit.py's `fit` builds the explorer's parameters, and the
+    explorer (explorer.py) is driven each iteration as `mlperf_fit` drives it; the lr the
+    LARS kernel takes is the scheduler's times the explorer's `best_coeff`."""
+    import argparse as _argparse
+    import logging
+    import os
+    import re
+    notes = []
+    fit = Ref(root, FUJITSU + "JobScripts/image_classification/common/fit.py", notes)
+    sched = Ref(root, FUJITSU + "python/mxnet/lr_scheduler.py", notes)
+    expl = Ref(root, FUJITSU + "python/mxnet/explorer/explorer.py", notes)
+    note_hashes(notes, root, REFS["fujitsu"]["files"])
+    sns = {"logging": logging, "cos": math.cos, "pi": math.pi}
+    sched.define(["LRScheduler", "FactorScheduler", "MultiFactorScheduler", "PolyScheduler"], sns)
+    ens = {"logging": logging, "math": math, "warnings": warnings, "os": os}
+    expl.define(["Explorer", "register", "Linear"], ens)
+    ns = {"math": math, "re": re, "logging": logging, "strtobool": _strtobool,
+          "mx_resnet_print": lambda **kw: None,
+          "mlperf_constants": types.SimpleNamespace(OPT_BASE_LR="", OPT_LR_WARMUP_EPOCHS=""),
+          "mx": types.SimpleNamespace(lr_scheduler=types.SimpleNamespace(
+              MultiFactorScheduler=sns["MultiFactorScheduler"], PolyScheduler=sns["PolyScheduler"]))}
+    notes.append("fit.py's `from distutils.util import strtobool` read as an equal function "
+                 "(distutils left Python in 3.12); mx_resnet_print (MLPerf logging) a no-op")
+    fit.define(["add_fit_args", "get_epoch_size", "_get_lr_scheduler"], ns)
+    parser = _argparse.ArgumentParser()
+    ns["add_fit_args"](parser)
+    # common/data.py's --num-examples, defaulted by train_imagenet.py's set_defaults.
+    parser.add_argument("--num-examples", type=int, default=IMAGENET_TRAIN)
+    argv = fujitsu_params(Path(root) / FUJITSU / "JobScripts/parameters")
+    # The job script substitutes its seed for `_SEED_`; no seed reaches the lr.
+    argv = ["0" if a == "_SEED_" else a for a in argv]
+    notes.append("the parameters' `_SEED_` placeholders (the job script's seed) read as 0")
+    args, _unknown = parser.parse_known_args(argv)
+    notes.append("JobScripts/parameters' PARAMS array parsed by fit.py's add_fit_args parser "
+                 "(the data and network options it does not define left out); num_examples "
+                 "1281167 as train_imagenet.py's set_defaults")
+    # BatchBase: 512 nodes x 4 processes (one a GPU).
+    kv = types.SimpleNamespace(num_workers=2048)
+    notes.append("kv.num_workers = 2048: JobScripts/BatchBase's 512 nodes of 4 processes, one a GPU")
+    ns.update(args=args, kv=kv)
+    fit_def = fit.top("fit")
+    stmts = select(fit_def.body, names=("epoch_size", "lr", "total_steps", "warmup_steps",
+                                         "explorer_params"),
+                   extra=lambda st: isinstance(st, ast.If) and "decay_steps" in ast.unparse(st.test))
+    fit.run(stmts, ns)
+    ep = ns["explorer_params"]
+
+    class Optimiser:
+        """What the explorer sets on MXNet's SGD: the coefficients the LARS kernel reads."""
+        best_coeff = best_wd_coeff = 1.0
+        def _set_tmp_coeff(self, c): pass
+        def _set_tmp_wd_coeff(self, c): pass
+        def _set_cg(self, c): pass
+        def _set_best_coeff(self, c): self.best_coeff = c
+        def _set_best_wd_coeff(self, c): self.best_wd_coeff = c
+
+    opt = Optimiser()
+    explorer = ens["Explorer"].create_explorer(name=args.explorer, optimizer=opt,
+                                               explorer_params=ep)
+    notes.append("the explorer created as mlperf_fit creates it, in one process (rank 0's "
+                 "coefficients, which set_best_coeff(0) gives every rank)")
+    scheduler = ns["lr_scheduler"]
+    num_update = 0
+    lr, wd = [], []
+    for epoch in range(args.num_epochs):
+        for nbatch in range(ep["epoch_size"]):
+            # mlperf_fit's order, smooth_decay on.
+            if ep["smooth_decay"]:
+                explorer.apply_lr_decay_iter()
+                explorer.apply_wd_decay_iter()
+            explorer.apply_wd_warmup()
+            explorer.apply_burn_in()
+            explorer.set_best_coeff(0)
+            explorer.set_best_wd_coeff(0)
+            # Optimizer._update_count, then _get_lrs at num_update; the kernel's
+            # lr * best_coeff and wd * best_wd_coeff (wd passed as args.wd * args.lr).
+            num_update += 1
+            lr.append(float(scheduler(num_update)) * opt.best_coeff)
+            wd.append(args.wd * args.lr * opt.best_wd_coeff)
+    notes.append("lr[k] = MultiFactorScheduler(num_update = k + 1) * best_coeff after the "
+                 "explorer's k-th iteration; decay[k] = wd * lr_peak * best_wd_coeff, the "
+                 "coefficient of w in the kernel's momentum update (before the LARS ratio)")
+    return {"recipe": "fujitsu-rn50",
+            "reference": {"repo": REFS["fujitsu"]["repo"], "commit": REFS["fujitsu"]["commit"],
+                          "file": FUJITSU + "JobScripts/image_classification/common/fit.py"},
+            "generator": GENERATOR, "notes": notes,
+            "gpus": kv.num_workers, "batch_per_gpu": args.batch_size,
+            "global_batch": kv.num_workers * args.batch_size, "epochs": args.num_epochs,
+            "steps_per_epoch": ep["epoch_size"], "warmup_steps": ep["warmup_step"],
+            "decay_steps": ep["decay_steps"], "lr_peak": args.lr, "power": args.lr_decay,
+            "end_lr_ratio": args.end_lr_ratio, "momentum": args.mom, "wd": args.wd,
+            "label_smoothing": args.smooth_alpha, "lr": lr, "decay": wd}
+
+
 def recipe_ffcv(root):
     """FFCV's lr at every epoch and at every step of some epochs, and its resolution of every epoch, from its own
     functions: `get_cyclic_lr`, `ImageNetTrainer.get_resolution` and the lr lines of
@@ -1640,25 +1775,39 @@ def recipe_fastai(root):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--airbench", required=True, type=Path,
+    ap.add_argument("--airbench", type=Path,
                     help="KellerJordan/cifar10-airbench at f1c599c")
-    ap.add_argument("--speedrun", required=True, type=Path,
+    ap.add_argument("--speedrun", type=Path,
                     help="hiverge/cifar10-speedrun at 5cd49b1")
-    ap.add_argument("--hlb", required=True, type=Path, help="tysam-code/hlb-CIFAR10 at ad103b4")
-    ap.add_argument("--page", required=True, type=Path, help="davidcpage/cifar10-fast at f79e8b8")
+    ap.add_argument("--hlb", type=Path, help="tysam-code/hlb-CIFAR10 at ad103b4")
+    ap.add_argument("--page", type=Path, help="davidcpage/cifar10-fast at f79e8b8")
     ap.add_argument("--ffcv", type=Path, help="libffcv/ffcv-imagenet at 4dd291a (optional)")
     ap.add_argument("--fastai", type=Path, help="cybertronai/imagenet18 at 25dad42 (optional)")
+    ap.add_argument("--fujitsu", type=Path,
+                    help="mlcommons/training_results_v0.6 at f312518 (optional)")
+    ap.add_argument("--only", choices=["fujitsu"],
+                    help="make that one file alone (the other references not needed)")
     ap.add_argument("--out", type=Path, default=REPO_ROOT / "tests" / "golden")
     ap.add_argument("--check", action="store_true",
                     help="only verify the reference files exist and print their sha256")
     args = ap.parse_args(argv)
+    if args.only and not getattr(args, args.only):
+        ap.error(f"--only {args.only} needs --{args.only}")
+    if not args.only:
+        for key in ("airbench", "speedrun", "hlb", "page"):
+            if getattr(args, key) is None:
+                ap.error(f"--{key} is required (or --only NAME)")
 
-    roots = {"airbench": args.airbench, "speedrun": args.speedrun, "hlb": args.hlb,
-             "page": args.page}
+    roots = {} if args.only else {"airbench": args.airbench, "speedrun": args.speedrun,
+                                  "hlb": args.hlb, "page": args.page}
     if args.ffcv:
         roots["ffcv"] = args.ffcv
     if args.fastai:
         roots["fastai"] = args.fastai
+    if args.fujitsu:
+        roots["fujitsu"] = args.fujitsu
+    if args.only:
+        roots = {args.only: roots[args.only]}
     ok = True
     for key, root in roots.items():
         r = root.resolve()
@@ -1690,6 +1839,13 @@ def main(argv=None):
             ("airbench94-muon", recipe_muon, args.airbench),
             ("hiverge-speedrun", recipe_speedrun, args.speedrun),
             ("hlb", recipe_hlb, args.hlb)]
+    if args.fujitsu:
+        doc = recipe_fujitsu(args.fujitsu)
+        path = args.out / "fujitsu.json"
+        path.write_text(dumps(doc) + "\n")
+        print(f"wrote {path}: {len(doc['lr'])} steps, peak {max(doc['lr'])}, last {doc['lr'][-1]}")
+    if args.only:
+        return
     if args.fastai:
         doc = recipe_fastai(args.fastai)
         path = args.out / "fastai.json"

@@ -247,6 +247,38 @@ fn ffcv_lr_and_resolution_match_the_reference() {
     }
 }
 
+/// Fujitsu's ResNet-50 schedule (`fujitsu.json`, from its MLPerf v0.6 code:
+/// fit.py's own parser over JobScripts/parameters, MXNet's
+/// MultiFactorScheduler warm-up at the update count and the explorer's power
+/// decay as `mlperf_fit` drives it): every one of the 1,350 steps' lr through
+/// fujitsu-rn50's plan at the code's 15 steps an epoch, and the values the
+/// recipe takes from the same file.
+#[test]
+fn fujitsu_lr_matches_the_reference() {
+    let g = golden("fujitsu");
+    let p = plan("fujitsu-rn50");
+    let per = g["steps_per_epoch"].as_u64().unwrap();
+    let batch = g["global_batch"].as_u64().unwrap();
+    assert_eq!(p.batch_size as u64, batch);
+    assert_eq!(p.world_size as u64, g["gpus"].as_u64().unwrap());
+    assert_eq!(p.bn_batch() as u64, g["batch_per_gpu"].as_u64().unwrap());
+    assert_eq!(p.epochs, f(&g["epochs"]));
+    assert_eq!(p.optim.momentum, f(&g["momentum"]));
+    assert_eq!(p.optim.weight_decay, f(&g["wd"]));
+    assert_eq!(p.loss.smoothing, f(&g["label_smoothing"]));
+    // An epoch of the code's 15 steps (its last batch padded; ImageNet's
+    // 1,281,167 images give tricklab 14 at drop_last, a listed difference).
+    let r = p.rates(per * batch);
+    assert_eq!((r.per_epoch, r.total), (per, per * 90));
+    let want = floats(&g["lr"]);
+    assert_eq!(want.len() as u64, r.total);
+    let peak = f(&g["lr_peak"]);
+    for (s, &w) in want.iter().enumerate() {
+        let got = p.group_rate(ParamGroup::Weights, s as u64, &r).0;
+        assert_rel(&format!("lr of step {s}"), got, w, 1e-12, peak);
+    }
+}
+
 /// fast.ai's ImageNet phases (`fastai.json`, from train.py's four schedules
 /// through train_imagenet_nv.py's own `Scheduler.get_lr`, and its
 /// DataManager's reading of the data phases): through fastai-rn50's plan at
