@@ -1437,6 +1437,26 @@ on = ["celu"]
                 && !tiny.text.contains("0.19")
         );
 
+        // Fujitsu's: from Goyal's recipe to fujitsu-rn50 one change a rung, at the
+        // ladder's world size (BatchNorm over the same 42 images a rank).
+        let fj = get("fujitsu-rn50-ladder");
+        assert_eq!(plan(fj, 0), record("goyal-rn50"));
+        let mut want = record("fujitsu-rn50");
+        assert_eq!(want.bn_batch(), 42);
+        want.world_size = 8;
+        want.net.bn.ghost_splits = 86016 / 8 / 42;
+        let last = plan(fj, fj.variants.len() - 1);
+        assert_eq!((last.bn_batch(), last.clock), (42, want.clock));
+        assert_eq!(last, want);
+        for i in 1..fj.variants.len() {
+            assert_ne!(plan(fj, i), plan(fj, i - 1), "{}", fj.variants[i].name);
+        }
+        // Its tiny form plans every rung (the tiny form fixes the BatchNorm size).
+        let tiny = fj.clone().tiny().unwrap();
+        for i in 0..tiny.variants.len() {
+            assert_eq!(plan(&tiny, i).bn_batch(), 32, "{}", tiny.variants[i].name);
+        }
+
         // The demo runs on the embedded data with the tiny net.
         let demo = get("demo-ladder");
         assert_eq!(
