@@ -73,6 +73,9 @@ pub fn cmd_recipe_show(args: RecipeShowArgs) -> Result<i32> {
             println!("{line}");
         }
     }
+    if let Some(note) = crate::recipe::unscaled_epoch_settings(&args.name, &overrides)? {
+        println!("note          {note}");
+    }
     println!("arch          {:?} x{}", c.arch, c.width_mult);
     println!("epochs        {}", c.epochs);
     println!("batch_size    {}", c.batch_size);

@@ -65,6 +65,9 @@ pub fn cmd_train(args: TrainArgs) -> Result<i32> {
         reference: None,
         device: None,
     };
+    if let Some(note) = crate::recipe::unscaled_epoch_settings(&spec.recipe, &spec.overrides)? {
+        eprintln!("warning: {note}");
+    }
     let mut print = |ev: Event| match ev {
         Event::RunStarted {
             total_steps,

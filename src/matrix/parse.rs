@@ -898,10 +898,21 @@ impl Ctx<'_> {
 /// train identically, and trick parameters set where the trick is never on.
 fn plan_warnings(
     origin: &str,
+    recipe: &str,
     variants: &[Variant],
     resolved: &[(RunConfig, RunPlan)],
 ) -> Vec<String> {
     let mut out = Vec::new();
+    // A length changed from the recipe's, with settings in epochs left as
+    // they were: said once for the matrix, with the first variant doing it.
+    if let Some((v, note)) = variants.iter().find_map(|v| {
+        crate::recipe::unscaled_epoch_settings(recipe, &v.overrides)
+            .ok()
+            .flatten()
+            .map(|n| (v, n))
+    }) {
+        out.push(format!("{origin}: variant `{}`: {note}", v.name));
+    }
     // Settings that cannot act in a plan (fp16 Muon buffers in an fp16 net)
     // are put in one state first, so a variant that only changes those is caught.
     let effective: Vec<RunPlan> = resolved.iter().map(|(_, p)| p.effective()).collect();
@@ -1033,7 +1044,7 @@ pub fn parse(text: &str, origin: &str) -> Result<Matrix> {
     let plain: Vec<Variant> = variants.into_iter().map(|(v, _)| v).collect();
     let until_at = raw.until_decided.as_ref().map(|u| u.span().start);
     let m = Matrix {
-        warnings: plan_warnings(origin, &plain, &resolved),
+        warnings: plan_warnings(origin, raw.recipe.get_ref(), &plain, &resolved),
         name: raw.name.get_ref().clone(),
         description: raw.description.unwrap_or_default(),
         path: None,

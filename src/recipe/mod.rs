@@ -130,6 +130,51 @@ pub fn resolve_plan(recipe: &str, overrides: &[Override]) -> Result<(RunConfig, 
     Ok((cfg, plan))
 }
 
+/// The settings counted in absolute epochs that keep their value when
+/// `overrides` change the run's length from the recipe's: `--set epochs=88`
+/// on ffcv-rn18 leaves its resolution ramp at epochs 11-13, where FFCV's own
+/// 88-epoch config ramps over 65-76 (the peak, a fraction of the run, does
+/// scale). One line naming each, or `None` where the length is the
+/// recipe's, or every such setting is set too.
+pub fn unscaled_epoch_settings(recipe: &str, overrides: &[Override]) -> Result<Option<String>> {
+    let (base, cfg) = (configure(recipe, &[])?, configure(recipe, overrides)?);
+    if cfg.epochs == base.epochs {
+        return Ok(None);
+    }
+    let set: Vec<&str> = overrides
+        .iter()
+        .filter_map(|o| match o {
+            Override::Set { key, .. } => Some(key.as_str()),
+            Override::Trick { .. } => None,
+        })
+        .collect();
+    let mut kept = Vec::new();
+    for t in tricks::CATALOG {
+        let Some(state) = cfg.tricks.get(t.key).filter(|s| s.on) else {
+            continue;
+        };
+        for p in t.params.iter().filter(|p| p.in_epochs) {
+            let key = format!("{}.{}", t.key, p.name);
+            // 0 is each of these settings' "none" (no step, no window).
+            match state.params.get(p.name) {
+                Some(Value::Num(v)) if *v != 0.0 && !set.contains(&key.as_str()) => {
+                    kept.push(format!("{key} = {v}"));
+                }
+                _ => {}
+            }
+        }
+    }
+    Ok((!kept.is_empty()).then(|| {
+        format!(
+            "epochs = {} (the recipe's {}) leaves these settings, counted in epochs, as they are: {}; scale them with the run (× {:.4}) or set them",
+            cfg.epochs,
+            base.epochs,
+            kept.join(", "),
+            cfg.epochs / base.epochs
+        )
+    }))
+}
+
 /// A queued run with its plan: what a worker hands its trainer.
 pub fn plan_run(spec: &RunSpec) -> Result<PlannedRun> {
     let (config, plan) = resolve_plan(&spec.recipe, &spec.overrides)?;

@@ -373,3 +373,45 @@ fn goyal_normalises_over_32_images_at_any_world_size() {
         (8, 1024)
     );
 }
+
+/// `--set epochs=N` names the settings counted in absolute epochs that keep
+/// their value (FFCV's resolution ramp, Goyal's warm-up and steps), and says
+/// nothing where the length is the recipe's or those settings are set too.
+#[test]
+fn a_changed_length_names_the_settings_in_epochs_it_leaves() {
+    use crate::config::Override;
+    let note = |recipe: &str, sets: &[&str]| {
+        let ov: Vec<Override> = sets
+            .iter()
+            .map(|s| Override::parse_set(s).unwrap())
+            .collect();
+        super::unscaled_epoch_settings(recipe, &ov).unwrap()
+    };
+    let ffcv = note("ffcv-rn18", &["epochs=88"]).expect("a note");
+    assert!(
+        ffcv.contains("epochs = 88 (the recipe's 16)")
+            && ffcv.contains("res_ramp.start_ramp = 11, res_ramp.end_ramp = 13")
+            && ffcv.contains("× 5.5000"),
+        "{ffcv}"
+    );
+    let goyal = note("goyal-rn50", &["epochs=45"]).expect("a note");
+    assert!(
+        goyal.contains("warmup.epochs = 5") && goyal.contains("lr_steps.at3 = 80"),
+        "{goyal}"
+    );
+    assert_eq!(note("ffcv-rn18", &["epochs=16"]), None);
+    assert_eq!(note("ffcv-rn18", &["lr=0.4"]), None);
+    assert_eq!(
+        note(
+            "ffcv-rn18",
+            &[
+                "epochs=88",
+                "res_ramp.start_ramp=65",
+                "res_ramp.end_ramp=76"
+            ]
+        ),
+        None
+    );
+    // A recipe with nothing counted in epochs.
+    assert_eq!(note("page-resnet9", &["epochs=30"]), None);
+}

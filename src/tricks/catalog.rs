@@ -19,6 +19,7 @@ const fn f(name: &'static str, help: &'static str, default: f64, lo: f64, hi: f6
         default: ParamValue::Float(default),
         range: Some((lo, hi)),
         choices: &[],
+        in_epochs: false,
     }
 }
 
@@ -29,6 +30,15 @@ const fn i(name: &'static str, help: &'static str, default: i64, lo: f64, hi: f6
         default: ParamValue::Int(default),
         range: Some((lo, hi)),
         choices: &[],
+        in_epochs: false,
+    }
+}
+
+/// A float parameter counted in absolute epochs.
+const fn e(name: &'static str, help: &'static str, default: f64, lo: f64, hi: f64) -> ParamSpec {
+    ParamSpec {
+        in_epochs: true,
+        ..f(name, help, default, lo, hi)
     }
 }
 
@@ -44,6 +54,7 @@ const fn c(
         default: ParamValue::Choice(default),
         range: None,
         choices,
+        in_epochs: false,
     }
 }
 
@@ -675,7 +686,7 @@ catalog! {
         off: "no bias",
         on: "bias init 0 (muon: PyTorch's uniform), trained for 3 epochs, then frozen",
         params: &[
-            f(
+            e(
                 "epochs",
                 "epochs during which the bias trains",
                 3.0,
@@ -826,7 +837,7 @@ catalog! {
             f("momentum", "per-step EMA momentum", 0.99, 0.0, 1.0),
             i("every", "update every N steps", 5, 1.0, 1000.0),
             f("floor", "LR floor as a fraction of the peak", 0.1, 0.0, 1.0),
-            f("floor_epochs", "epochs at the floor", 2.0, 0.0, 1000.0),
+            e("floor_epochs", "epochs at the floor", 2.0, 0.0, 1000.0),
         ],
         requires: &[],
         conflicts: &[TrickId::Lookahead],
@@ -871,14 +882,14 @@ catalog! {
         on: "copy-back averaging every 5 steps",
         params: &[
             i("every", "update every N steps", 5, 1.0, 1000.0),
-            f(
+            e(
                 "start_epoch",
                 "epoch at which the average starts, from a snapshot of the live net at its first due step (0: the initial weights)",
                 0.0,
                 0.0,
                 10000.0,
             ),
-            f(
+            e(
                 "last_epochs",
                 "instead of start_epoch: average the last N full epochs, from epoch floor(epochs) - N (hlb: 10; a shorter run starts from a snapshot in epoch 0)",
                 0.0,
@@ -1165,7 +1176,7 @@ catalog! {
         on: "size-3 CutMix in the last epochs",
         params: &[
             i("size", "square side in pixels", 3, 1.0, 32.0),
-            f(
+            e(
                 "last_epochs",
                 "apply in the last N epochs",
                 6.0,
@@ -1370,7 +1381,7 @@ catalog! {
         off: "none",
         on: "linear ramp over the first epochs",
         params: &[
-            f("epochs", "warm-up length in epochs", 1.0, 0.0, 1000.0),
+            e("epochs", "warm-up length in epochs", 1.0, 0.0, 1000.0),
             f(
                 "start",
                 "the multiplier at the first step (Goyal: 1/k, the small-batch lr)",
@@ -1398,9 +1409,9 @@ catalog! {
         on: "constant, × factor at each listed epoch",
         params: &[
             f("factor", "multiplier at each step", 0.1, 0.0, 1.0),
-            f("at1", "epoch of the first step (0: none)", 30.0, 0.0, 10000.0),
-            f("at2", "epoch of the second step (0: none)", 60.0, 0.0, 10000.0),
-            f("at3", "epoch of the third step (0: none)", 80.0, 0.0, 10000.0),
+            e("at1", "epoch of the first step (0: none)", 30.0, 0.0, 10000.0),
+            e("at2", "epoch of the second step (0: none)", 60.0, 0.0, 10000.0),
+            e("at3", "epoch of the third step (0: none)", 80.0, 0.0, 10000.0),
         ],
         requires: &[],
         conflicts: &[TrickId::FastaiPhases, TrickId::PolyLr],
@@ -1422,8 +1433,8 @@ catalog! {
         off: "the recipe's schedule shape",
         on: "0 → peak over 36 epochs, then (peak)(1 − p)^2.2 down to 0.0025 of it over 52",
         params: &[
-            f("warmup", "epochs of the linear warm-up from 0", 36.0, 0.0, 10000.0),
-            f("decay", "epochs of the polynomial decay after it", 52.0, 0.001, 10000.0),
+            e("warmup", "epochs of the linear warm-up from 0", 36.0, 0.0, 10000.0),
+            e("decay", "epochs of the polynomial decay after it", 52.0, 0.001, 10000.0),
             f("power", "the decay's power", 2.2, 0.0, 100.0),
             f("end", "the lr at the end of the decay, as a share of the peak", 0.0025, 0.0, 1.0),
         ],
@@ -1686,8 +1697,8 @@ catalog! {
         params: &[
             i("min_res", "side of the first epochs", 160, 8.0, 1024.0),
             i("max_res", "side of the last epochs", 192, 8.0, 1024.0),
-            f("start_ramp", "last epoch at min_res (0-based, as FFCV counts)", 11.0, 0.0, 10000.0),
-            f("end_ramp", "first epoch at max_res", 13.0, 0.0, 10000.0),
+            e("start_ramp", "last epoch at min_res (0-based, as FFCV counts)", 11.0, 0.0, 10000.0),
+            e("end_ramp", "first epoch at max_res", 13.0, 0.0, 10000.0),
         ],
         requires: &[TrickId::Stream],
         conflicts: &[TrickId::FastaiPhases],

@@ -45,6 +45,9 @@ pub struct ParamSpec {
     pub range: Option<(f64, f64)>,
     /// Allowed values of a `Choice` parameter.
     pub choices: &'static [&'static str],
+    /// A count of epochs, absolute: it keeps its value when the run's
+    /// `epochs` changes (`recipe::unscaled_epoch_settings` says so).
+    pub in_epochs: bool,
 }
 
 /// Where a trick sits in the catalog.
