@@ -118,7 +118,9 @@ pub fn run_headless(mut session: Session) -> Result<i32> {
                         }
                         Event::Epoch { run, row } => {
                             let acc = row.test_acc_tta.unwrap_or(row.test_acc);
-                            bars.current.set_message(format!("epoch {} acc {:.2}%", row.epoch, 100.0 * acc));
+                            // An epoch without an evaluation (eval_every) has no accuracy.
+                            let acc = if acc.is_finite() { format!("{:.2}%", 100.0 * acc) } else { "-".into() };
+                            bars.current.set_message(format!("epoch {} acc {acc}", row.epoch));
                             if bars.multi.is_none() {
                                 let share = row.loader_s / row.train_s.max(1e-9);
                                 let loader = match row.loader_images_per_s {
@@ -126,7 +128,7 @@ pub fn run_headless(mut session: Session) -> Result<i32> {
                                     None if share > 0.0 => format!(" (loader {:.0}%)", 100.0 * share),
                                     None => String::new(),
                                 };
-                                eprintln!("{run} epoch {} loss {:.4} acc {:.2}% {:.0} img/s{loader}", row.epoch, row.train_loss, 100.0 * acc, row.images_per_s);
+                                eprintln!("{run} epoch {} loss {:.4} acc {acc} {:.0} img/s{loader}", row.epoch, row.train_loss, row.images_per_s);
                             }
                         }
                         Event::RunFinished { run, summary } => {
