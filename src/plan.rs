@@ -1115,6 +1115,23 @@ pub struct EvalPlan {
     /// Selective TTA: only this fraction of the test images, the least
     /// confident after the plain pass, get the TTA views.
     pub tta_fraction: Option<f64>,
+    /// The run's accuracy is the median of the last this-many epochs'
+    /// evaluations, each of them evaluated (0: the final evaluation's).
+    pub median_of_last: usize,
+}
+
+impl EvalPlan {
+    /// Whether 0-based epoch `epoch` of `epochs` is evaluated (every
+    /// `every`-th, the last, and each the median readout takes), and whether
+    /// the readout takes it.
+    pub fn due(&self, epoch: usize, epochs: usize, last: bool) -> (bool, bool) {
+        let n = self.median_of_last;
+        let in_readout = n > 0 && epoch + n >= epochs;
+        (
+            last || in_readout || (epoch + 1).is_multiple_of(self.every),
+            in_readout,
+        )
+    }
 }
 
 /// The widest sane run: a typo of an extra zero or two, not a plan.
@@ -1242,6 +1259,7 @@ impl RunPlan {
                 tta_level: 0,
                 batch: s.eval_batch.max(1),
                 tta_fraction: None,
+                median_of_last: 0,
             },
             metrics_every: s.metrics_every as u64,
             world_size: s.world_size.max(1),

@@ -418,6 +418,8 @@ struct Loop<'a> {
     to_target: Option<(f64, usize)>,
     /// The last evaluation's (plain, TTA) accuracy.
     acc: (f64, f64),
+    /// The evaluations of the last epochs the median readout takes.
+    readout: Vec<(f64, f64)>,
     final_train_loss: f64,
     wall: Instant,
     /// Each epoch's training throughput, for the run's noise flag.
@@ -546,6 +548,7 @@ impl Run<'_> {
             },
             to_target: None,
             acc: (0.0, 0.0),
+            readout: Vec::new(),
             final_train_loss: f64::NAN,
             wall,
             images_per_s: Vec::new(),
@@ -854,7 +857,7 @@ impl Run<'_> {
         emit: &mut dyn FnMut(Event),
     ) -> Result<()> {
         let (plan, spec) = (self.plan, &self.run.spec);
-        let due = last || (epoch + 1).is_multiple_of(plan.eval.every);
+        let (due, in_readout) = plan.eval.due(epoch, plan.epochs.ceil() as usize, last);
         let (accs, eval_s) = if due {
             let size = lp
                 .feed
@@ -898,6 +901,9 @@ impl Run<'_> {
         lp.clocks.eval_s += eval_s;
         if due {
             lp.acc = accs;
+            if in_readout {
+                lp.readout.push(accs);
+            }
             if last {
                 let c = &mut lp.clocks;
                 c.airbench_s = time_on(Clock::Airbench, c, eval_s, f64::NAN);
@@ -1007,12 +1013,16 @@ impl Run<'_> {
         let stages = lp.stages.seconds(clocks.eval_s);
         clocks.dawn_s = time_on(Clock::Dawn, &clocks, 0.0, f64::NAN);
         clocks.wall_s = wall_s;
+        let acc = match plan.eval.median_of_last {
+            0 => lp.acc,
+            _ => median_readout(&lp.readout).unwrap_or(lp.acc),
+        };
         Ok(RunSummary {
-            acc: lp.acc.0,
+            acc: acc.0,
             acc_tta: if plan.eval.tta_level > 0 {
-                lp.acc.1
+                acc.1
             } else {
-                lp.acc.0
+                acc.0
             },
             clocks,
             time_to_target_s: lp.to_target.map(|t| t.0),
@@ -1030,4 +1040,25 @@ impl Run<'_> {
             stages: Some(Box::new(stages)),
         })
     }
+}
+
+/// The median of the readout's (plain, TTA) accuracies, each on its own:
+/// numpy's `median`, the middle value, or the mean of the two middle ones
+/// for an even count (Goyal et al. report the median of 5 epochs).
+fn median_readout(accs: &[(f64, f64)]) -> Option<(f64, f64)> {
+    let median = |mut v: Vec<f64>| -> f64 {
+        v.sort_by(f64::total_cmp);
+        let n = v.len();
+        if n % 2 == 1 {
+            v[n / 2]
+        } else {
+            (v[n / 2 - 1] + v[n / 2]) / 2.0
+        }
+    };
+    (!accs.is_empty()).then(|| {
+        (
+            median(accs.iter().map(|a| a.0).collect()),
+            median(accs.iter().map(|a| a.1).collect()),
+        )
+    })
 }

@@ -214,6 +214,36 @@ fn the_airbench_clock_times_preprocessing_whitening_training_and_the_final_eval(
 // libtorch's CPU generator is global, and unit tests run in parallel threads.
 
 #[test]
+pub(crate) fn median_readout_reports_the_median_of_the_last_epochs() {
+    // 4 epochs evaluated every 4th: without the readout only the last is
+    // evaluated and reported; with the last 3, epochs 2-4 are evaluated and
+    // the run reports the middle one of their accuracies.
+    let accs = |sets: &[&str]| {
+        let mut all = vec!["epochs=4", "eval_every=4"];
+        all.extend(sets);
+        let (r, events) = run(&spec("tiny-page-resnet9", &all));
+        let Outcome::Finished(s) = r.unwrap_or_else(|e| panic!("{e:#}")) else {
+            panic!("not finished")
+        };
+        let evaluated: Vec<f64> = events
+            .iter()
+            .filter_map(|e| match e {
+                Event::Epoch { row, .. } if row.test_acc.is_finite() => Some(row.test_acc),
+                _ => None,
+            })
+            .collect();
+        (s.acc, evaluated)
+    };
+    let (acc, evaluated) = accs(&[]);
+    assert_eq!(evaluated, [acc]);
+    let (acc, evaluated) = accs(&["median_readout", "median_readout.last=3"]);
+    assert_eq!(evaluated.len(), 3, "{evaluated:?}");
+    let mut sorted = evaluated.clone();
+    sorted.sort_by(f64::total_cmp);
+    assert_eq!(acc, sorted[1], "{evaluated:?}");
+}
+
+#[test]
 pub(crate) fn label_smoothing_reaches_the_training_loss_through_the_plan() {
     // The engine's loss for a hand-made batch, with the trick on and off,
     // against (1-a)*CE + a*mean_c(-log p_c) computed here by hand.

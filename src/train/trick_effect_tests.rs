@@ -674,6 +674,7 @@ fn effect_test(trick: TrickId) -> fn() {
         }
         TrickId::Cutmix => cutmix_pastes_a_square_and_mixes_labels_by_area,
         TrickId::Tta => crate::optim::tests::tta_averages_flipped_and_shifted_views,
+        TrickId::MedianReadout => super::tests::median_readout_reports_the_median_of_the_last_epochs,
         TrickId::SelectiveTta => {
             crate::optim::tests::selective_tta_gives_the_views_to_the_least_confident_only
         }

@@ -1217,6 +1217,29 @@ catalog! {
             Ok(())
         },
     },
+    MedianReadout => TrickSpec {
+        key: "median_readout",
+        ids: &[],
+        name: "Median of the last epochs' accuracies",
+        category: Eval,
+        help: "Evaluate each of the last `last` epochs and report the median of their accuracies instead of the final one: Goyal et al.'s readout (the median top-1 error of the last 5 epochs), steadier than one evaluation.",
+        source: "Goyal et al. 2017 §5.1 (\"the median error of the final 5 epochs\", of 5 runs)",
+        off: "the final evaluation's accuracy",
+        on: "the median over the last 5 epochs' evaluations",
+        params: &[i(
+            "last",
+            "epochs whose evaluations the median takes (each of them is evaluated)",
+            5,
+            1.0,
+            1000.0,
+        )],
+        requires: &[],
+        conflicts: &[],
+        apply: |p, a| {
+            p.eval.median_of_last = a.int("last")? as usize;
+            Ok(())
+        },
+    },
     SelectiveTta => TrickSpec {
         key: "selective_tta",
         ids: &["S7"],
