@@ -18,12 +18,12 @@ reported, not fatal):
     --speedrun  hiverge/cifar10-speedrun       5cd49b1   cifar10_speedrun.py
     --hlb       tysam-code/hlb-CIFAR10         ad103b4   main.py  (v0.7.0)
     --page      davidcpage/cifar10-fast        f79e8b8   new_dawn.py, torch_backend.py, core.py
-    --ffcv      libffcv/ffcv-imagenet          4dd291a   train_imagenet.py, rn18/rn50 configs
+    --ffcv      libffcv/ffcv-imagenet          4dd291a   train_imagenet.py, the 12 rn18/rn50 configs
     --fastai    cybertronai/imagenet18         25dad42   train.py, training/train_imagenet_nv.py
     --fujitsu   mlcommons/training_results_v0.6 f312518  Fujitsu's ResNet-50: JobScripts/parameters,
                 common/fit.py, python/mxnet/lr_scheduler.py, python/mxnet/explorer/explorer.py
                 (the three optional: without them ffcv.json, fastai.json and fujitsu.json are
-                left as they are; `--only fujitsu` makes that one alone, without the others)
+                left as they are; `--only fujitsu` or `--only ffcv` makes that one alone)
 
 The scripts are never imported (they load data / train at import time). Each one is parsed
 with `ast`; the named top-level functions, classes and assignments (and statements of its
@@ -73,8 +73,9 @@ REFS = {
                            FUJITSU + "python/mxnet/lr_scheduler.py",
                            FUJITSU + "python/mxnet/explorer/explorer.py"]),
     "ffcv": dict(repo="libffcv/ffcv-imagenet", commit="4dd291a",
-                 files=["train_imagenet.py", "rn18_configs/rn18_16_epochs.yaml",
-                        "rn18_configs/rn18_88_epochs.yaml", "rn50_configs/rn50_16_epochs.yaml"]),
+                 files=["train_imagenet.py"] + [f"{a}_configs/{a}_{e}_epochs.yaml"
+                                                for a in ("rn18", "rn50")
+                                                for e in (16, 24, 32, 40, 56, 88)]),
 }
 
 # sha256 of the copies these goldens were first generated from.
@@ -91,6 +92,15 @@ PINNED_SHA256 = {
     "rn18_configs/rn18_16_epochs.yaml": "5000ce5dec983b1c13012eaead7defb744d571c41cf7505dac8433bba5f65a28",
     "rn18_configs/rn18_88_epochs.yaml": "548e830d94b537048def28c8fffdf7a2813a013e07877b3c7816c72df256dc6f",
     "rn50_configs/rn50_16_epochs.yaml": "d58645b77d098d876dc70a31b9cdcaab0d5e3e8ad20467b67e25b836229aec3f",
+    "rn18_configs/rn18_24_epochs.yaml": "cf6f4b2e708f90d848e47e259e15a6e71ee9f38469ae43d6e46c89385a801d9f",
+    "rn18_configs/rn18_32_epochs.yaml": "8ab365582e3a05c39be7698cb7a23eb1f0774da7d66c666df732fdec317970ed",
+    "rn18_configs/rn18_40_epochs.yaml": "cbea52e4583f2983cf10e647eed12dd08d79b3118e4e0938a0446a8b1a6f6d7c",
+    "rn18_configs/rn18_56_epochs.yaml": "17883b3320dba0936b4566b5c4cccf8876f041bcc6816decef2c5f9a0e83e721",
+    "rn50_configs/rn50_24_epochs.yaml": "97fdfdb2ba6e2014cb6779b846baa61e3bddab59874df93c390425c9fe9bde47",
+    "rn50_configs/rn50_32_epochs.yaml": "8bff976b84e8b342d0a56b26e4e7eb4a856eec9d82a10763dde02130df7e4d99",
+    "rn50_configs/rn50_40_epochs.yaml": "11046da8e7c5559e09ae76b12d53efd304081ab75b1ed279d89f43c432a7358f",
+    "rn50_configs/rn50_56_epochs.yaml": "f09f315708e4a71ad1d5e23086ef5a0c93f0053a9189b4ddae0e446182646de4",
+    "rn50_configs/rn50_88_epochs.yaml": "cc2b10b787d627339c147fe3d1684352fdb1fd381683d846a1c152497f2f4869",
     FUJITSU + "JobScripts/parameters": "90be7cf70b308c4a36f6c0a64d7688b6962608f6906fe70fe766359120ef967b",
     FUJITSU + "JobScripts/image_classification/common/fit.py": "7fb93f0936272c832f25972e6e05ec5db579a4a14bf484b43cdc19405de7c636",
     FUJITSU + "python/mxnet/lr_scheduler.py": "0f6fd7ddb8c6a5161336fa0fa6109f136353203c605aa73cf6ba32b6dee26430",
@@ -1785,7 +1795,7 @@ def main(argv=None):
     ap.add_argument("--fastai", type=Path, help="cybertronai/imagenet18 at 25dad42 (optional)")
     ap.add_argument("--fujitsu", type=Path,
                     help="mlcommons/training_results_v0.6 at f312518 (optional)")
-    ap.add_argument("--only", choices=["fujitsu"],
+    ap.add_argument("--only", choices=["fujitsu", "ffcv"],
                     help="make that one file alone (the other references not needed)")
     ap.add_argument("--out", type=Path, default=REPO_ROOT / "tests" / "golden")
     ap.add_argument("--check", action="store_true",
@@ -1839,7 +1849,12 @@ def main(argv=None):
             ("airbench94-muon", recipe_muon, args.airbench),
             ("hiverge-speedrun", recipe_speedrun, args.speedrun),
             ("hlb", recipe_hlb, args.hlb)]
-    if args.fujitsu:
+    if args.ffcv and args.only == "ffcv":
+        doc = recipe_ffcv(args.ffcv)
+        path = args.out / "ffcv.json"
+        path.write_text(dumps(doc) + "\n")
+        print(f"wrote {path}: {len(doc['configs'])} configs")
+    if args.fujitsu and args.only in (None, "fujitsu"):
         doc = recipe_fujitsu(args.fujitsu)
         path = args.out / "fujitsu.json"
         path.write_text(dumps(doc) + "\n")
