@@ -1291,9 +1291,6 @@ impl RunPlan {
         p
     }
 
-    /// A batch that changes by phase: only the streaming loader builds such
-    /// batches, and every phase's batch must split over the ranks and the
-    /// ghost-BN splits as the first does.
     /// `ghost_bn.size` as splits of this run's micro-batch (batch ÷ world
     /// size ÷ accumulation), so BatchNorm normalises over `size` images on
     /// a rank at any world size: Goyal et al.'s n = 32 holds at world size
@@ -1332,6 +1329,9 @@ impl RunPlan {
         }
     }
 
+    /// A batch that changes by phase: only the streaming loader builds such
+    /// batches, and every phase's batch must split over the ranks and the
+    /// ghost-BN splits as the first does.
     fn validate_batch_phases(&self) -> Result<()> {
         let Some(&(first, _)) = self.batch_phases.first() else {
             return Ok(());

@@ -91,8 +91,9 @@ pub fn estimate(m: &Matrix, device: &str) -> Result<Estimate> {
     for r in &runs {
         let plan = &m.plans[r.id.index].1;
         let rates = plan.rates(data.train_images(plan)? as u64);
-        let evals =
-            evaluations(rates.total, &rates.epoch_steps, plan.eval.every) as f64 * probe.eval_s;
+        let planned_epochs = plan.epochs.ceil() as usize;
+        let evals = evaluations(rates.total, &rates.epoch_steps, &plan.eval, planned_epochs) as f64
+            * probe.eval_s;
         for (t, step) in totals.iter_mut().zip([lo, med, hi]) {
             *t += rates.total as f64 * step + evals;
         }
@@ -110,12 +111,18 @@ pub fn estimate(m: &Matrix, device: &str) -> Result<Estimate> {
     })
 }
 
-/// Evaluations a run of `steps` makes: every `every` epochs and after the
-/// last (the engine's `evaluate_epoch`), the last epoch possibly partial;
-/// `epoch_steps` are each epoch's steps.
-fn evaluations(steps: u64, epoch_steps: &[u64], every: usize) -> u64 {
+/// Evaluations a run of `steps` makes, epoch by epoch as the engine's
+/// `evaluate_epoch` decides (`EvalPlan::due`: every `every` epochs, after
+/// the last, possibly partial, and each the median readout takes) of the
+/// plan's `planned` epochs; `epoch_steps` are each epoch's steps.
+fn evaluations(
+    steps: u64,
+    epoch_steps: &[u64],
+    eval: &crate::plan::EvalPlan,
+    planned: usize,
+) -> u64 {
     let mut left = steps;
-    let mut epochs = 0u64;
+    let mut epochs = 0usize;
     for &n in epoch_steps {
         if left == 0 {
             break;
@@ -123,8 +130,9 @@ fn evaluations(steps: u64, epoch_steps: &[u64], every: usize) -> u64 {
         left = left.saturating_sub(n.max(1));
         epochs += 1;
     }
-    let every = every.max(1) as u64;
-    epochs / every + u64::from(!epochs.is_multiple_of(every))
+    (0..epochs)
+        .filter(|&e| eval.due(e, planned, e + 1 == epochs).0)
+        .count() as u64
 }
 
 /// Seconds as a person reads a duration.
@@ -168,15 +176,30 @@ impl Estimate {
 #[cfg(test)]
 mod tests {
     use super::evaluations;
+    use crate::plan::EvalPlan;
+
+    fn every(n: usize, median_of_last: usize) -> EvalPlan {
+        EvalPlan {
+            every: n,
+            tta_level: 0,
+            batch: 1,
+            tta_fraction: None,
+            median_of_last,
+        }
+    }
 
     #[test]
     fn evaluations_follow_the_engine_every_n_epochs_and_after_the_last() {
         // 10 steps an epoch: 25 steps are 3 epochs, the last partial.
-        assert_eq!(evaluations(25, &[10; 3], 1), 3);
-        assert_eq!(evaluations(30, &[10; 3], 2), 2); // after epochs 2 and 3 (the last)
-        assert_eq!(evaluations(40, &[10; 4], 2), 2);
-        assert_eq!(evaluations(5, &[10], 4), 1);
+        assert_eq!(evaluations(25, &[10; 3], &every(1, 0), 3), 3);
+        // After epochs 2 and 3 (the last).
+        assert_eq!(evaluations(30, &[10; 3], &every(2, 0), 3), 2);
+        assert_eq!(evaluations(40, &[10; 4], &every(2, 0), 4), 2);
+        assert_eq!(evaluations(5, &[10], &every(4, 0), 1), 1);
         // Epochs of different lengths (a batch that changes by phase).
-        assert_eq!(evaluations(30, &[5, 5, 10, 10], 1), 4);
+        assert_eq!(evaluations(30, &[5, 5, 10, 10], &every(1, 0), 4), 4);
+        // Goyal's readout: 90 epochs evaluated at the end and in each of the last 5.
+        assert_eq!(evaluations(900, &[10; 90], &every(90, 5), 90), 5);
+        assert_eq!(evaluations(900, &[10; 90], &every(30, 5), 90), 7);
     }
 }

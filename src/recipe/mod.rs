@@ -126,8 +126,48 @@ pub fn resolve(recipe: &str, overrides: &[Override]) -> Result<RunConfig> {
 /// records and the plan the engine runs.
 pub fn resolve_plan(recipe: &str, overrides: &[Override]) -> Result<(RunConfig, RunPlan)> {
     let cfg = configure(recipe, overrides)?;
+    refuse_ignored_splits(&cfg, overrides)?;
     let plan = tricks::build_plan(&cfg)?;
     Ok((cfg, plan))
+}
+
+/// The settings `overrides` set, each as `trick.param` with the trick's
+/// catalog key (`T25.floor_epochs` is `ema.floor_epochs`), or as the setting.
+fn set_keys(overrides: &[Override]) -> Vec<String> {
+    overrides
+        .iter()
+        .filter_map(|o| match o {
+            Override::Set { key, .. } => Some(match key.split_once('.') {
+                Some((t, p)) => match tricks::find(t) {
+                    Some(spec) => format!("{}.{p}", spec.key),
+                    None => key.clone(),
+                },
+                None => key.clone(),
+            }),
+            Override::Trick { .. } => None,
+        })
+        .collect()
+}
+
+/// `ghost_bn.splits` set while `ghost_bn.size` fixes the images a batch
+/// instead (goyal-rn50, fujitsu-rn50): the splits would be ignored, so the
+/// run is refused, saying how to count splits again.
+fn refuse_ignored_splits(cfg: &RunConfig, overrides: &[Override]) -> Result<()> {
+    let Some(g) = cfg.tricks.get("ghost_bn").filter(|s| s.on) else {
+        return Ok(());
+    };
+    let num = |k: &str| match g.params.get(k) {
+        Some(Value::Num(v)) => *v,
+        _ => 0.0,
+    };
+    if num("size") > 0.0 && set_keys(overrides).iter().any(|k| k == "ghost_bn.splits") {
+        bail!(
+            "ghost_bn.splits = {} has no effect while ghost_bn.size = {} (images per BatchNorm batch) is set: set ghost_bn.size = 0 to count splits, or change the size",
+            num("splits"),
+            num("size")
+        );
+    }
+    Ok(())
 }
 
 /// The settings counted in absolute epochs that keep their value when
@@ -141,13 +181,7 @@ pub fn unscaled_epoch_settings(recipe: &str, overrides: &[Override]) -> Result<O
     if cfg.epochs == base.epochs {
         return Ok(None);
     }
-    let set: Vec<&str> = overrides
-        .iter()
-        .filter_map(|o| match o {
-            Override::Set { key, .. } => Some(key.as_str()),
-            Override::Trick { .. } => None,
-        })
-        .collect();
+    let set = set_keys(overrides);
     let mut kept = Vec::new();
     for t in tricks::CATALOG {
         let Some(state) = cfg.tricks.get(t.key).filter(|s| s.on) else {
@@ -155,9 +189,9 @@ pub fn unscaled_epoch_settings(recipe: &str, overrides: &[Override]) -> Result<O
         };
         for p in t.params.iter().filter(|p| p.in_epochs) {
             let key = format!("{}.{}", t.key, p.name);
-            // 0 is each of these settings' "none" (no step, no window).
+            // 0 scales to 0: such a setting is the same at any length.
             match state.params.get(p.name) {
-                Some(Value::Num(v)) if *v != 0.0 && !set.contains(&key.as_str()) => {
+                Some(Value::Num(v)) if *v != 0.0 && !set.contains(&key) => {
                     kept.push(format!("{key} = {v}"));
                 }
                 _ => {}

@@ -364,6 +364,12 @@ fn goyal_normalises_over_32_images_at_any_world_size() {
         e.contains("ghost_bn.size = 32") && e.contains("the 1000 images a rank takes"),
         "{e}"
     );
+    // Splits set while the size decides: refused, not ignored.
+    let e = plan(&["ghost_bn.splits=16"], &[]).unwrap_err().to_string();
+    assert!(
+        e.contains("ghost_bn.splits = 16 has no effect while ghost_bn.size = 32"),
+        "{e}"
+    );
     // The size off: the count of splits, as before.
     assert_eq!(
         at(

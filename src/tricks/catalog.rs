@@ -840,7 +840,7 @@ catalog! {
             e("floor_epochs", "epochs at the floor", 2.0, 0.0, 1000.0),
         ],
         requires: &[],
-        conflicts: &[TrickId::Lookahead],
+        conflicts: &[TrickId::Lookahead, TrickId::PolyLr],
         apply: |p, a| {
             let every = a.int("every")? as u64;
             p.averaging = Averaging::PageEma {
@@ -1462,7 +1462,13 @@ catalog! {
             f("end", "the lr at the end of the decay, as a share of the peak", 0.0025, 0.0, 1.0),
         ],
         requires: &[],
-        conflicts: &[TrickId::FastaiPhases, TrickId::LrSteps, TrickId::Warmup],
+        // Page's EMA floor is written into the shape this one replaces.
+        conflicts: &[
+            TrickId::FastaiPhases,
+            TrickId::LrSteps,
+            TrickId::Warmup,
+            TrickId::Ema,
+        ],
         apply: |p, a| {
             p.schedule.shape = Shape::Poly {
                 warmup: a.num("warmup")?,
