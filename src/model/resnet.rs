@@ -158,6 +158,7 @@ mod tests {
 
     #[test]
     fn the_identity_shortcut_adds_the_bn_relu_output() {
+        let _defaults = crate::native::default_generators();
         let vs = nn::VarStore::new(Device::Cpu);
         let mut reg = Registry {
             groups: ParamGroups::empty(),

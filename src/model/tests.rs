@@ -13,6 +13,7 @@ fn tiny(arch: Arch) -> NetConfig {
 
 #[test]
 fn each_arch_forward_shape_small_width() {
+    let _defaults = crate::native::default_generators();
     tch::manual_seed(0);
     for &(_, arch) in Arch::NAMED {
         let vs = nn::VarStore::new(Device::Cpu);
@@ -49,6 +50,7 @@ fn canonical_widths() {
 
 #[test]
 fn resnet9_full_width_weight_count() {
+    let _defaults = crate::native::default_generators();
     // TRICKS 1.3: about 6.57 M conv/linear weights.
     let vs = nn::VarStore::new(Device::Cpu);
     let net = Net::new(&vs.root(), &NetConfig::default_for(Arch::Resnet9));
@@ -95,6 +97,7 @@ pub(crate) fn celu_alpha_formula() {
 
 #[test]
 pub(crate) fn ghost_bn_statistics_per_split_and_eval_average() {
+    let _defaults = crate::native::default_generators();
     let vs = nn::VarStore::new(Device::Cpu);
     let cfg = BnConfig {
         ghost_splits: 2,
@@ -139,6 +142,7 @@ pub(crate) fn ghost_bn_statistics_per_split_and_eval_average() {
 
 #[test]
 pub(crate) fn frozen_bn_scale_stays_one_and_out_of_groups() {
+    let _defaults = crate::native::default_generators();
     // On a GPU machine this runs CUDA's BatchNorm backward, which failed when
     // the frozen scale went in as no weight at all (the CPU kernels accept it).
     let device = Device::cuda_if_available();
@@ -174,6 +178,7 @@ fn ptrs(ts: &[Tensor]) -> Vec<usize> {
 
 #[test]
 fn param_groups_partition_trainable_parameters() {
+    let _defaults = crate::native::default_generators();
     for &(_, arch) in Arch::NAMED {
         for (frozen, conv_bias) in [(false, false), (true, false), (false, true)] {
             let vs = nn::VarStore::new(Device::Cpu);
@@ -214,6 +219,7 @@ fn param_groups_partition_trainable_parameters() {
 
 #[test]
 pub(crate) fn conv_bias_before_bn_changes_nothing_in_training_mode() {
+    let _defaults = crate::native::default_generators();
     // The claim behind `no_bias_before_bn`: BN subtracts the batch mean, so a
     // bias on the conv that feeds it cannot change the output (or get a gradient).
     tch::manual_seed(3);
@@ -255,6 +261,7 @@ pub(crate) fn conv_bias_before_bn_changes_nothing_in_training_mode() {
 
 #[test]
 pub(crate) fn whitening_output_covariance_is_identity() {
+    let _defaults = crate::native::default_generators();
     tch::manual_seed(1);
     // Correlated channels so that whitening has work to do.
     let base = Tensor::randn([64, 3, 12, 12], (Kind::Float, Device::Cpu));
@@ -319,6 +326,7 @@ pub(crate) fn whitening_output_covariance_is_identity() {
 
 #[test]
 pub(crate) fn svd_whitening_gives_the_eigen_filters_from_the_first_images() {
+    let _defaults = crate::native::default_generators();
     tch::manual_seed(3);
     let imgs = Tensor::randn([48, 3, 10, 10], (Kind::Float, Device::Cpu))
         * Tensor::from_slice(&[1.0f32, 0.5, 2.0]).view([1, 3, 1, 1]);
@@ -376,6 +384,7 @@ fn airbench_whitening(eps: f64, basis: Basis) -> Whitening {
 
 #[test]
 fn whitening_rejects_bad_images() {
+    let _defaults = crate::native::default_generators();
     let vs = nn::VarStore::new(Device::Cpu);
     let net = Net::new(&vs.root(), &tiny(Arch::Airbench));
     let bad = Tensor::zeros([2, 1, 8, 8], (Kind::Float, Device::Cpu));
@@ -384,6 +393,7 @@ fn whitening_rejects_bad_images() {
 
 #[test]
 pub(crate) fn dirac_init_is_identity_on_first_filters() {
+    let _defaults = crate::native::default_generators();
     let vs = nn::VarStore::new(Device::Cpu);
     let cfg = tiny(Arch::Airbench);
     let net = Net::new(&vs.root(), &cfg);
@@ -423,6 +433,7 @@ pub(crate) fn dirac_init_is_identity_on_first_filters() {
 
 #[test]
 fn whiten_bias_toggle_and_cast() {
+    let _defaults = crate::native::default_generators();
     let vs = nn::VarStore::new(Device::Cpu);
     let net = Net::new(&vs.root(), &tiny(Arch::Airbench));
     net.set_whiten_bias_trainable(false);
@@ -446,6 +457,7 @@ fn build(cfg: &NetConfig, seed: i64) -> (nn::VarStore, Net) {
 
 #[test]
 pub(crate) fn pool_before_act_is_exact_for_relu_but_pool_before_bn_is_not() {
+    let _defaults = crate::native::default_generators();
     let base = tiny(Arch::Backbone);
     let x = Tensor::randn([4, 3, 16, 16], (Kind::Float, Device::Cpu));
     let (v0, n0) = build(&base, 7);
@@ -478,6 +490,7 @@ pub(crate) fn pool_before_act_is_exact_for_relu_but_pool_before_bn_is_not() {
 
 #[test]
 fn try_new_rejects_bad_configs() {
+    let _defaults = crate::native::default_generators();
     let vs = nn::VarStore::new(Device::Cpu);
     let mut cfg = tiny(Arch::Resnet9);
     cfg.widths = vec![8];
@@ -505,6 +518,7 @@ fn try_new_rejects_bad_configs() {
 
 #[test]
 fn ghost_bn_net_trains_and_evaluates() {
+    let _defaults = crate::native::default_generators();
     // Page's final net at 1/16 width: whitening, ghost BN, frozen scale, CELU.
     let mut cfg = tiny(Arch::Resnet9);
     cfg.bn = BnConfig {
@@ -549,6 +563,7 @@ fn ghost_bn_net_trains_and_evaluates() {
 
 #[test]
 fn lookahead_over_var_store_includes_bn_running_stats() {
+    let _defaults = crate::native::default_generators();
     let (vs, net) = build(&tiny(Arch::Airbench), 5);
     let state = crate::optim::float_state(&vs);
     let names = vs.variables();
@@ -581,6 +596,7 @@ fn pair(
 
 #[test]
 pub(crate) fn logit_scale_multiplies_the_logits() {
+    let _defaults = crate::native::default_generators();
     let x = Tensor::randn([3, 3, 32, 32], (Kind::Float, Device::Cpu));
     let base = NetConfig {
         logit_scale: 1.0,
@@ -664,6 +680,7 @@ fn libm_erf(x: f64) -> f64 {
 
 #[test]
 pub(crate) fn bn_stats_momentum_moves_the_running_mean() {
+    let _defaults = crate::native::default_generators();
     // One training pass from running_mean = 0: the new value is momentum x the batch mean.
     let x = Tensor::randn([8, 3, 32, 32], (Kind::Float, Device::Cpu)) + 2.0;
     let first_mean = |vs: &nn::VarStore| {
@@ -733,6 +750,7 @@ pub(crate) fn prep_bn_relu_adds_a_batch_norm_after_the_prep_conv() {
 
 #[test]
 pub(crate) fn whitening_negate_doubles_the_filters_with_their_negations() {
+    let _defaults = crate::native::default_generators();
     let cfg = |negate| NetConfig {
         whitening: Whitening::Airbench {
             eps: 5e-4,
@@ -761,6 +779,7 @@ pub(crate) fn whitening_negate_doubles_the_filters_with_their_negations() {
 
 #[test]
 fn part4_backbones_are_pages_rungs() {
+    let _defaults = crate::native::default_generators();
     // (arch, BN layers, conv kernel sizes after the stem, head input, head bias)
     let want: [(Arch, usize, &[i64], i64, bool); 6] = [
         // ResNet-18's shortest path: 2 BN-ReLUs of layer 1, then per layer
@@ -836,6 +855,7 @@ fn bn_pass(cfg: &BnConfig, x: &Tensor, dy: &Tensor) -> [Tensor; 5] {
 /// running statistics are the whole batch's on both ranks.
 #[test]
 pub(crate) fn sync_bn_over_two_ranks_is_bn_over_their_whole_batch() {
+    let _defaults = crate::native::default_generators();
     use crate::dist::env::Launch;
     use crate::dist::group::Collective;
     let x = Tensor::randn([8, 3, 4, 4], (Kind::Float, Device::Cpu)) * 3.0 + 1.0;
@@ -894,6 +914,7 @@ pub(crate) fn sync_bn_over_two_ranks_is_bn_over_their_whole_batch() {
 
 #[test]
 fn torchvision_resnets_have_torchvisions_parameter_counts_and_shapes() {
+    let _defaults = crate::native::default_generators();
     // torchvision.models.resnet18() / resnet50(): sum(p.numel() for p in
     // model.parameters()) = 11,689,512 and 25,557,032 with 1000 classes.
     for (arch, want) in [
@@ -940,6 +961,7 @@ fn torchvision_resnets_have_torchvisions_parameter_counts_and_shapes() {
 
 #[test]
 pub(crate) fn zero_init_residual_makes_every_torchvision_block_start_as_the_identity() {
+    let _defaults = crate::native::default_generators();
     for arch in [Arch::TvResnet18, Arch::TvResnet50] {
         let mut cfg = tiny(arch);
         cfg.zero_init_residual = true;
@@ -984,6 +1006,7 @@ pub(crate) fn zero_init_residual_makes_every_torchvision_block_start_as_the_iden
 
 #[test]
 pub(crate) fn blurpool_blurs_before_each_strided_conv_and_keeps_a_flat_image_flat() {
+    let _defaults = crate::native::default_generators();
     // Layers 2-4 each open with a strided conv and a strided 1x1 shortcut (on
     // the 3x3 conv in ResNet-50's bottleneck): six blurred convs; the stem's
     // 3-channel conv is not blurred (FFCV's in_channels >= 16).

@@ -289,12 +289,25 @@ impl Drop for Rng {
     }
 }
 
+/// libtorch's default generators are one per process, and tch's inits (and
+/// every draw not given a generator) take from them. Whoever draws from them
+/// holds this lock, so a seeded scope's draws are never interleaved with
+/// another thread's: a second CPU worker building its averaged net, a probe
+/// beside a run, or tests in parallel (one such draw in the middle of a
+/// run's init gave the graph test's eager and graph runs different nets).
+/// Reentrant: a holder may build a run's net, which takes it again.
+static DEFAULTS: parking_lot::ReentrantMutex<()> = parking_lot::const_reentrant_mutex(());
+
+/// The default generators, held until the guard drops.
+pub fn default_generators() -> parking_lot::ReentrantMutexGuard<'static, ()> {
+    DEFAULTS.lock()
+}
+
 /// Runs `f` (a network's construction: tch's inits draw from the default
 /// generators) with the CPU's and `device`'s default generators seeded with
-/// `seed`, one worker at a time, so concurrent workers' inits never interleave.
+/// `seed`, one holder at a time, so concurrent workers' inits never interleave.
 pub fn with_seeded_inits<T>(device: Device, seed: u64, f: impl FnOnce() -> T) -> T {
-    static INITS: Mutex<()> = Mutex::new(());
-    let _one_at_a_time = INITS.lock().unwrap_or_else(|e| e.into_inner());
+    let _one_at_a_time = default_generators();
     let (cuda, index) = split(device);
     // SAFETY: reseeds libtorch's default generators under their own locks.
     let ok = unsafe { tricklab_seed_defaults(cuda, index, seed) };
@@ -498,6 +511,7 @@ mod tests {
 
     #[test]
     fn autocast_runs_a_cpu_matmul_in_half_and_restores_the_state() {
+        let _defaults = crate::native::default_generators();
         let a = Tensor::randn([8, 8], (Kind::Float, Device::Cpu));
         let inside = autocast(Device::Cpu, Some(AutocastKind::F16), || a.matmul(&a));
         assert_eq!(inside.kind(), Kind::Half);
@@ -510,6 +524,7 @@ mod tests {
 
     #[test]
     fn a_runs_draws_depend_on_its_seed_alone() {
+        let _defaults = crate::native::default_generators();
         let draws = |rng: &Rng| {
             let p = Vec::<i64>::try_from(rng.randperm(50, Device::Cpu)).unwrap();
             let i = Vec::<i64>::try_from(rng.randint(7, &[20], Device::Cpu)).unwrap();

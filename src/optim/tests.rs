@@ -301,6 +301,7 @@ fn newton_schulz_orthogonalises() {
 
 #[test]
 pub(crate) fn muon_renormalises_weight_and_steps_orthogonally() {
+    let _defaults = crate::native::default_generators();
     tch::manual_seed(4);
     let w = Tensor::randn([8, 2, 3, 3], (Kind::Float, Device::Cpu)).set_requires_grad(true);
     let mut opt = Muon::new(
@@ -800,6 +801,7 @@ fn a_loss_scale_that_changes_between_steps_leaves_every_optimiser_on_the_mean_lo
 
 #[test]
 fn tta_reuses_the_plain_logits_it_is_given() {
+    let _defaults = crate::native::default_generators();
     let calls = std::cell::Cell::new(0);
     let f = |x: &Tensor| -> Tensor {
         calls.set(calls.get() + 1);

@@ -239,7 +239,13 @@ impl Averager {
                 eval_average: true, ..
             } => {
                 let evs = nn::VarStore::new(vs.device());
-                let net = Net::try_new(&evs.root(), nc)?;
+                // Its inits are overwritten by the average, but they draw from
+                // the default generators: under their lock, so they cannot land
+                // inside another worker's seeded init.
+                let net = {
+                    let _defaults = crate::native::default_generators();
+                    Net::try_new(&evs.root(), nc)?
+                };
                 if let Some(k) = layout.half {
                     net.cast_weights(k);
                     if layout.bn_half {

@@ -354,6 +354,7 @@ pub(crate) mod tests {
 
     #[test]
     pub(crate) fn flip_mirrors_each_image_or_leaves_it() {
+        let _defaults = crate::native::default_generators();
         tch::manual_seed(2);
         let rng = Rng::new(Device::Cpu, 2);
         let x = Tensor::randn([64, 1, 4, 4], (Kind::Float, Device::Cpu));
@@ -382,6 +383,7 @@ pub(crate) mod tests {
 
     #[test]
     pub(crate) fn alternating_flip_alternates_and_groups_share_options() {
+        let _defaults = crate::native::default_generators();
         tch::manual_seed(0);
         let rng = Rng::new(Device::Cpu, 0);
         let x = Tensor::randn([16, 3, 8, 8], (Kind::Float, Device::Cpu));
@@ -402,6 +404,7 @@ pub(crate) mod tests {
 
     #[test]
     pub(crate) fn page_groups_share_one_option_and_options_are_distinct() {
+        let _defaults = crate::native::default_generators();
         tch::manual_seed(11);
         let rng = Rng::new(Device::Cpu, 11);
         let dev = Device::Cpu;
@@ -485,6 +488,7 @@ mod loader_tests {
 
     #[test]
     fn the_batched_cpu_loader_builds_the_per_image_batch() {
+        let _defaults = crate::native::default_generators();
         tch::manual_seed(5);
         let raw = Tensor::randint(256, [12, 3, 8, 8], (Kind::Uint8, Device::Cpu));
         let y = Tensor::arange(12, (Kind::Int64, Device::Cpu));

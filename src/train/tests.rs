@@ -464,6 +464,7 @@ fn schedule_values_at_the_knots() {
 
 /// A tiny net of a recipe's shape, for checks that need its parameters.
 fn net_of(plan: &crate::plan::RunPlan) -> (tch::nn::VarStore, crate::model::Net) {
+    let _defaults = crate::native::default_generators();
     let vs = tch::nn::VarStore::new(tch::Device::Cpu);
     let net = crate::model::Net::new(&vs.root(), &plan.net);
     (vs, net)

@@ -33,6 +33,7 @@ fn source() -> Source {
 
 /// The net of `plan` on `src`, its whitening fitted, in the plan's layout.
 fn net_of(plan: &RunPlan, src: &Source, vs: &nn::VarStore) -> Net {
+    let _defaults = crate::native::default_generators();
     build_net(plan, src, vs, Layout::of(plan), &Rng::new(Device::Cpu, 0))
         .unwrap()
         .0
@@ -135,6 +136,7 @@ fn gpu_data_augments_on_the_device_instead_of_a_cpu_loader() {
 
 #[test]
 fn precision_tricks_set_the_layout_on_any_device() {
+    let _defaults = crate::native::default_generators();
     let p = plan("airbench94", &["amp", "fp16=off"]);
     let layout = Layout::of(&p);
     assert!(layout.channels_last && layout.half.is_none());
@@ -177,6 +179,7 @@ fn precision_tricks_set_the_layout_on_any_device() {
 
 #[test]
 fn cutmix_pastes_a_square_and_mixes_labels_by_area() {
+    let _defaults = crate::native::default_generators();
     tch::manual_seed(4);
     let n = 6;
     // Image i is constant i: a pasted pixel shows which image it came from.
@@ -328,6 +331,7 @@ fn progressive_resize_trains_small_first_and_full_size_val_evaluates_full() {
 
 #[test]
 fn zero_grad_none_drops_the_gradients_and_zero_fill_zeroes_them() {
+    let _defaults = crate::native::default_generators();
     for (on, none) in [("zero_grad_none=on", true), ("zero_grad_none=off", false)] {
         let p = plan("tiny-page-resnet9", &[on]);
         let vs = nn::VarStore::new(Device::Cpu);
@@ -458,6 +462,7 @@ fn fp16_gradients_of_the_early_layers_survive_with_the_summed_loss() {
 
 #[test]
 fn the_kernel_warm_up_leaves_no_gradient_and_no_bn_statistics_behind() {
+    let _defaults = crate::native::default_generators();
     // airbench94-muon: the filters are Muon's and the whitening bias has its own
     // optimiser; a gradient left on either would join the first real step.
     let p = plan(
@@ -527,6 +532,7 @@ fn amp_autocasts_the_training_forward_pass_on_a_cpu() {
 
 #[test]
 fn lookahead_starts_from_a_snapshot_and_hlb_evaluates_the_average() {
+    let _defaults = crate::native::default_generators();
     let src = source();
     // From epoch 1 on, every step: the first due step snapshots, the next averages.
     let p = plan(
