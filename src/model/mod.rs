@@ -796,6 +796,16 @@ impl Net {
         }
     }
 
+    /// Every BN layer's running mean and variance, in network order: what
+    /// a gang makes rank 0's before it evaluates.
+    pub fn bn_running_stats(&self) -> Vec<Tensor> {
+        // The registry keeps each layer's (weight, bias, mean, variance).
+        self.bn_state
+            .chunks(4)
+            .flat_map(|l| [l[2].shallow_clone(), l[3].shallow_clone()])
+            .collect()
+    }
+
     /// (weight, bias) of every BN layer in network order.
     pub fn bn_params(&self) -> Vec<(Tensor, Tensor)> {
         self.bns

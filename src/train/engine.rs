@@ -29,7 +29,7 @@
 //! boundary is a barrier, so rank 0's clocks time the whole gang.
 
 use super::build::{Averager, Optimisers, finish_net, fit_whitening, new_net, warm_kernels};
-use super::eval::{evaluate, time_on};
+use super::eval::{evaluate, over_ranks, time_on};
 use super::graph::StepGraphs;
 use super::prepare::{Batches, Layout, Prepared, Source, preprocess, upload};
 use super::replay::{Injection, Named, inject_weights};
@@ -865,35 +865,8 @@ impl Run<'_> {
                 .and(plan.data.progressive.as_ref())
                 .and_then(|p| p.eval_size());
             let net = m.avg.eval_net(&m.net);
-            // Rank 0 evaluates its replica (its own BN statistics); the
-            // other ranks wait at the stage's closing barrier.
-            let (accs, eval_s) = self.timed(|| -> Result<(f64, f64)> {
-                if self.rank() > 0 {
-                    return Ok((f64::NAN, f64::NAN));
-                }
-                if let (Some(sd), Some(sp)) = (&self.src.stream, &plan.data.stream) {
-                    let (accs, skipped) = evaluate_stream(
-                        net,
-                        &sd.val,
-                        sp,
-                        &plan.eval,
-                        self.layout,
-                        self.device,
-                        epoch,
-                        &self.rect_cache,
-                    )?;
-                    self.say_skipped(skipped, emit);
-                    return Ok(accs);
-                }
-                Ok(evaluate(
-                    net,
-                    &data.test_x,
-                    &data.test_y,
-                    &plan.eval,
-                    self.layout,
-                    size,
-                ))
-            })?;
+            let (accs, eval_s) =
+                self.timed(|| self.evaluate_net(net, data, (epoch, size), emit))?;
             (accs?, eval_s)
         } else {
             ((f64::NAN, f64::NAN), 0.0)
@@ -938,6 +911,44 @@ impl Run<'_> {
             },
         });
         Ok(())
+    }
+
+    /// (plain, TTA) accuracy of `net` on the validation set at `epoch`,
+    /// over every rank of a gang (`eval::over_ranks`).
+    fn evaluate_net(
+        &self,
+        net: &Net,
+        data: &Prepared,
+        (epoch, size): (usize, Option<i64>),
+        emit: &mut dyn FnMut(Event),
+    ) -> Result<(f64, f64)> {
+        let plan = self.plan;
+        over_ranks(self.dist, net, &plan.eval, |shard| {
+            match (&self.src.stream, &plan.data.stream) {
+                (Some(sd), Some(sp)) => {
+                    let (counts, skipped) = evaluate_stream(
+                        net,
+                        &sd.val,
+                        sp,
+                        &plan.eval,
+                        self.layout,
+                        self.device,
+                        (epoch, shard),
+                        &self.rect_cache,
+                    )?;
+                    self.say_skipped(skipped, emit);
+                    Ok(counts)
+                }
+                _ => Ok(evaluate(
+                    net,
+                    (&data.test_x, &data.test_y),
+                    &plan.eval,
+                    self.layout,
+                    size,
+                    shard,
+                )),
+            }
+        })
     }
 
     /// One warning line for the images a streaming pass left out

@@ -4,7 +4,7 @@
 
 use super::build::{Optimisers, build_net};
 use super::engine::{TchTrainer, sync};
-use super::eval::evaluate;
+use super::eval::{Shard, evaluate};
 use super::prepare::Layout;
 use crate::native::Rng;
 use crate::plan::{PlannedRun, RunPlan};
@@ -55,7 +55,11 @@ impl TchTrainer {
         let layout = Layout::of(plan);
         let rng = Rng::new(self.device, run.spec.seed);
         let vs = nn::VarStore::new(self.device);
-        let (net, _) = build_net(plan, &src, &vs, layout, &rng)?;
+        // Seeded and under the default generators' lock, as a run's build:
+        // a probe beside a running worker must not draw inside its init.
+        let (net, _) = crate::native::with_seeded_inits(self.device, run.spec.seed, || {
+            build_net(plan, &src, &vs, layout, &rng)
+        })?;
         let rates = plan.rates(2 * plan.batch_size as u64);
         let mut opt = Optimisers::new(plan, &net, &rates);
         let images_at = |b: usize, side: (i64, i64)| {
@@ -139,7 +143,7 @@ impl TchTrainer {
         let (x, y) = images(n);
         let once = || {
             timed_s(self.device, || {
-                evaluate(net, &x, &y, &plan.eval, layout, None);
+                evaluate(net, (&x, &y), &plan.eval, layout, None, Shard::WHOLE);
             })
         };
         once();

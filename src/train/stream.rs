@@ -6,7 +6,7 @@
 //! (`ToDevice`, `NormalizeImage`). Evaluation streams the validation split
 //! through a centre crop the same way.
 
-use super::eval::tta_of;
+use super::eval::{Counts, Shard, forward_eval, tta_of};
 use super::prepare::Layout;
 use crate::data::stream::rect::{self, RectPlan};
 use crate::data::stream::{Crop, Images, Loader, LoaderOptions, OnBadImage, Pipeline, Subset};
@@ -259,30 +259,30 @@ fn val_loader(
     val: &Arc<dyn Images>,
     sp: &StreamPlan,
     eval: &EvalPlan,
-    epoch: usize,
+    (epoch, shard): (usize, Shard),
     rect_cache: &RectCache,
 ) -> Result<(Arc<dyn Images>, Pipeline, LoaderOptions)> {
     let phase = sp.at(epoch);
     let batch = eval.batch.max(1);
-    let (images, crop, rects): (Arc<dyn Images>, Crop, _) = if phase.rect_val {
+    // The validation order, and each batch's rectangle with fast.ai's.
+    let (order, crop, rects): (Vec<usize>, Crop, Option<Vec<(usize, usize)>>) = if phase.rect_val {
         let p = rect_plan(val, batch, phase.eval_size, rect_cache)?;
-        let ordered = Subset {
-            inner: Arc::clone(val),
-            ids: p.order.clone(),
-        };
-        (
-            Arc::new(ordered),
-            Crop::Rect,
-            Some(Arc::new(p.sizes.clone())),
-        )
+        (p.order.clone(), Crop::Rect, Some(p.sizes.clone()))
     } else {
-        (
-            Arc::clone(val),
-            Crop::Centre {
-                ratio: phase.eval_ratio,
-            },
-            None,
-        )
+        let crop = Crop::Centre {
+            ratio: phase.eval_ratio,
+        };
+        ((0..val.count()).collect(), crop, None)
+    };
+    let (batches, ids) = deal_batches(&order, batch, shard);
+    let rects = rects.map(|r| Arc::new(batches.iter().map(|&b| r[b]).collect::<Vec<_>>()));
+    let images: Arc<dyn Images> = if shard == Shard::WHOLE && !phase.rect_val {
+        Arc::clone(val)
+    } else {
+        Arc::new(Subset {
+            inner: Arc::clone(val),
+            ids,
+        })
     };
     let opts = LoaderOptions {
         batch,
@@ -306,10 +306,28 @@ fn val_loader(
     Ok((images, pipeline, opts))
 }
 
-/// Accuracy without and with TTA over the validation split at epoch
-/// `epoch`'s phase, streamed through a centre crop (or fast.ai's
-/// rectangles); counted on the device and read once. Also returns lines
-/// naming the images left out.
+/// A rank's share of the validation batches of `order`: whole batches,
+/// every world-th from its rank on, as fast.ai's DistValSampler deals them
+/// (so each keeps its rectangle). Returns the batches and their images.
+fn deal_batches(order: &[usize], batch: usize, shard: Shard) -> (Vec<usize>, Vec<usize>) {
+    let batches: Vec<usize> = (0..order.len().div_ceil(batch))
+        .filter(|b| b % shard.world == shard.rank)
+        .collect();
+    let ids = batches
+        .iter()
+        .flat_map(|&b| {
+            order[b * batch..((b + 1) * batch).min(order.len())]
+                .iter()
+                .copied()
+        })
+        .collect();
+    (batches, ids)
+}
+
+/// Correct predictions without and with TTA over `shard` of the
+/// validation split at epoch `epoch`'s phase, streamed through a centre
+/// crop (or fast.ai's rectangles); counted on the device and read once.
+/// Also returns lines naming the images left out.
 #[allow(clippy::too_many_arguments, reason = "the run's decisions, once")]
 pub(super) fn evaluate_stream(
     net: &Net,
@@ -318,17 +336,14 @@ pub(super) fn evaluate_stream(
     eval: &EvalPlan,
     layout: Layout,
     device: Device,
-    epoch: usize,
+    (epoch, shard): (usize, Shard),
     rect_cache: &RectCache,
-) -> Result<((f64, f64), Vec<String>)> {
-    let (images, pipeline, opts) = val_loader(val, sp, eval, epoch, rect_cache)?;
+) -> Result<(Counts, Vec<String>)> {
+    let (images, pipeline, opts) = val_loader(val, sp, eval, (epoch, shard), rect_cache)?;
     let level = eval.tta_level;
     let mut skipped = Vec::new();
-    let accs = tch::no_grad(|| -> Result<(f64, f64)> {
-        let fwd = |t: &Tensor| {
-            net.forward_t(&layout.input(t.shallow_clone()), false)
-                .to_kind(Kind::Float)
-        };
+    let counts = tch::no_grad(|| -> Result<Counts> {
+        let fwd = |t: &Tensor| forward_eval(net, t, layout);
         let hits =
             |logits: &Tensor, y: &Tensor| logits.argmax(-1, false).eq_tensor(y).sum(Kind::Int64);
         let mut plain = Tensor::zeros([], (Kind::Int64, device));
@@ -351,27 +366,33 @@ pub(super) fn evaluate_stream(
                 let _ = tta.g_add_(&hits(&l, &y));
             }
         }
-        anyhow::ensure!(
-            n > 0,
-            "the validation split has no readable image: give the data set a val/ (or test/) folder"
-        );
-        let n = n as f64;
-        let plain = plain.double_value(&[]) / n;
-        Ok((
-            plain,
-            if level > 0 {
-                tta.double_value(&[]) / n
+        // A rank may be dealt no batch of a small split; the gang's sum is
+        // checked for images by the caller.
+        Ok(Counts {
+            plain: plain.double_value(&[]),
+            tta: if level > 0 {
+                tta.double_value(&[])
             } else {
-                plain
+                0.0
             },
-        ))
+            n: n as f64,
+        })
     })?;
-    Ok((accs, skipped))
+    Ok((counts, skipped))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn validation_batches_are_dealt_whole_to_the_ranks_in_turn() {
+        let order: Vec<usize> = (0..10).rev().collect();
+        let deal = |rank| deal_batches(&order, 4, Shard { rank, world: 2 });
+        assert_eq!(deal(0), (vec![0, 2], vec![9, 8, 7, 6, 1, 0]));
+        assert_eq!(deal(1), (vec![1], vec![5, 4, 3, 2]));
+        assert_eq!(deal_batches(&order, 4, Shard::WHOLE).1, order);
+    }
 
     /// The streaming executor reads the list: the crop with a phase's
     /// smallest share over the crop's own, the flip, and a refusal naming an
