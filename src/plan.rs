@@ -168,6 +168,9 @@ pub struct StreamPlan {
     /// What changes from an epoch on (fast.ai's phases), in epoch order;
     /// empty: the fields above throughout.
     pub phases: Vec<StreamPhase>,
+    /// The last this-many epochs train on the validation's centre crop at
+    /// the training side, unflipped (Fujitsu's MLPerf code: `no_augument_epoch`).
+    pub plain_last: usize,
 }
 
 /// A streaming run's pipeline from epoch `from` on: training side and crop
@@ -200,6 +203,12 @@ impl StreamPlan {
                 rect_val: false,
             },
         }
+    }
+
+    /// Whether 0-based epoch `epoch` of a run of `epochs` trains without
+    /// augmentation (`plain_last`).
+    pub fn plain_at(&self, epoch: usize, epochs: f64) -> bool {
+        self.plain_last > 0 && epoch + self.plain_last >= epochs.ceil() as usize
     }
 
     /// The largest training side of the run.
@@ -490,6 +499,8 @@ pub struct StepPlan {
     pub zero_grad_none: bool,
     /// Forward and backward replayed as a CUDA graph (train/graph.rs).
     pub cuda_graphs: bool,
+    /// A gang's DDP Reducer: its buckets and communication hook.
+    pub ddp: crate::dist::group::DdpOptions,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -1235,6 +1246,7 @@ impl RunPlan {
                 clip_norm: None,
                 zero_grad_none: false,
                 cuda_graphs: false,
+                ddp: crate::dist::group::DdpOptions::default(),
             },
             optim: OptimPlan {
                 family,

@@ -1782,6 +1782,119 @@ def recipe_fastai(root):
             "notes": notes, "imagenet_train_images": IMAGENET_TRAIN, "schedules": schedules}
 
 
+# --------------------------------------------------------------------------
+# Optimiser state across batch changes (issue 49, item 3)
+# --------------------------------------------------------------------------
+
+# fast.ai's phases change the batch (and tricklab's summed loss's scale with it):
+# halved, then quadrupled, with the lr moving too.
+OPTIM_BATCHES = [8, 8, 4, 4, 16, 16]
+OPTIM_LRS = [0.1, 0.1, 0.05, 0.05, 0.2, 0.2]
+
+
+def _lars_step(ps, state, lr, momentum=0.9, wd=5e-4, eta=0.001):
+    """LARS as You et al. 2017 (arXiv 1708.03888) Algorithm 1 writes it, on the mean
+    loss's gradient: local lr = eta·||w|| / (||g|| + wd·||w||) (1 where a norm is 0;
+    1-D tensors get 1, tricklab's adapt_1d = false), v = m·v + lr·local·(g + wd·w),
+    w -= v."""
+    import torch
+    with torch.no_grad():
+        for i, w in enumerate(ps):
+            g = w.grad
+            wn, gn = w.norm(), g.norm()
+            local = eta * wn / (gn + wd * wn) if w.dim() > 1 and wn > 0 and gn > 0 else 1.0
+            v = state.setdefault(i, torch.zeros_like(w))
+            v.mul_(momentum).add_(lr * local * (g + wd * w))
+            w.sub_(v)
+
+
+def _lamb_step(ps, state, lr, t, betas=(0.9, 0.999), eps=1e-6, wd=0.01):
+    """LAMB as You et al. 2019 (arXiv 1904.00962) Algorithm 2 writes it, with Adam's
+    bias correction: u = m_hat / (sqrt(v_hat) + eps) + wd·w, w -= lr·(||w|| / ||u||)·u
+    (the ratio 1 where a norm is 0)."""
+    import torch
+    b1, b2 = betas
+    with torch.no_grad():
+        for i, w in enumerate(ps):
+            g = w.grad
+            m, v = state.setdefault(i, (torch.zeros_like(w), torch.zeros_like(w)))
+            m.mul_(b1).add_((1 - b1) * g)
+            v.mul_(b2).add_((1 - b2) * g * g)
+            u = (m / (1 - b1 ** t)) / ((v / (1 - b2 ** t)).sqrt() + eps) + wd * w
+            wn, un = w.norm(), u.norm()
+            ratio = wn / un if wn > 0 and un > 0 else 1.0
+            w.sub_(lr * ratio * u)
+
+
+def recipe_optimisers():
+    """Each optimiser that keeps state, stepped on a mean loss whose batch changes
+    twice: torch.optim.SGD (heavy ball and Nesterov) and torch.optim.AdamW as PyTorch
+    runs them, LARS and LAMB as their papers write them. Float64 throughout."""
+    import torch
+    import torch.nn.functional as F
+    n, d, k = sum(OPTIM_BATCHES), 5, 3
+    u = uniforms(4901, n * d + n + k * d + k)
+    X = torch.tensor([2 * x - 1 for x in u[:n * d]], dtype=torch.float64).view(n, d)
+    y = torch.tensor([int(x * k) for x in u[n * d:n * d + n]], dtype=torch.int64)
+    W0 = torch.tensor([x - 0.5 for x in u[n * d + n:n * d + n + k * d]],
+                      dtype=torch.float64).view(k, d)
+    b0 = torch.tensor([x - 0.5 for x in u[n * d + n + k * d:]], dtype=torch.float64)
+    runs = {
+        # fused=True: tricklab's SGD is the fused kernel (native::fused_sgd).
+        "sgd": lambda ps: torch.optim.SGD(ps, lr=0.1, momentum=0.9, weight_decay=5e-4,
+                                          fused=True),
+        "nesterov": lambda ps: torch.optim.SGD(ps, lr=0.1, momentum=0.9, weight_decay=5e-4,
+                                               nesterov=True, fused=True),
+        "adamw": lambda ps: torch.optim.AdamW(ps, lr=0.1, betas=(0.9, 0.999), eps=1e-8,
+                                              weight_decay=0.01),
+        "lars": None,
+        "lamb": None,
+    }
+    out = {}
+    for name, make in runs.items():
+        W = W0.clone().requires_grad_(True)
+        b = b0.clone().requires_grad_(True)
+        opt = make([W, b]) if make else None
+        state, steps, at = {}, [], 0
+        for t, (B, lr) in enumerate(zip(OPTIM_BATCHES, OPTIM_LRS), start=1):
+            xb, yb = X[at:at + B], y[at:at + B]
+            at += B
+            for w in (W, b):
+                w.grad = None
+            F.cross_entropy(xb @ W.T + b, yb).backward()  # the batch's mean loss
+            if opt:
+                for g in opt.param_groups:
+                    g["lr"] = lr
+                opt.step()
+            elif name == "lars":
+                _lars_step([W, b], state, lr)
+            else:
+                _lamb_step([W, b], state, lr, t)
+            steps.append({"weight": W.detach().view(-1).tolist(),
+                          "bias": b.detach().view(-1).tolist()})
+        out[name] = steps
+    return {
+        "what": "weights after each step of a mean-loss linear classifier whose batch "
+                "changes (x1/2, then x4): torch.optim.SGD (fused), its Nesterov form and "
+                "torch.optim.AdamW as PyTorch " + torch.__version__ + " runs them; LARS "
+                "(You et al. 2017, Algorithm 1) and LAMB (You et al. 2019, Algorithm 2) as "
+                "their papers write them; float64",
+        "hyper": {"sgd": "momentum 0.9, weight decay 5e-4",
+                  "nesterov": "momentum 0.9, weight decay 5e-4, nesterov",
+                  "adamw": "betas (0.9, 0.999), eps 1e-8, weight decay 0.01",
+                  "lars": "momentum 0.9, weight decay 5e-4, eta 0.001, 1-D tensors trust 1",
+                  "lamb": "betas (0.9, 0.999), eps 1e-6, weight decay 0.01"},
+        "batches": OPTIM_BATCHES,
+        "lr": OPTIM_LRS,
+        "x": X.view(-1).tolist(),
+        "y": y.tolist(),
+        "shape": [n, d, k],
+        "weight0": W0.view(-1).tolist(),
+        "bias0": b0.view(-1).tolist(),
+        "steps": out,
+    }
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -1795,12 +1908,20 @@ def main(argv=None):
     ap.add_argument("--fastai", type=Path, help="cybertronai/imagenet18 at 25dad42 (optional)")
     ap.add_argument("--fujitsu", type=Path,
                     help="mlcommons/training_results_v0.6 at f312518 (optional)")
-    ap.add_argument("--only", choices=["fujitsu", "ffcv"],
-                    help="make that one file alone (the other references not needed)")
+    ap.add_argument("--only", choices=["fujitsu", "ffcv", "optimisers"],
+                    help="make that one file alone (the other references not needed; "
+                         "optimisers.json needs none)")
     ap.add_argument("--out", type=Path, default=REPO_ROOT / "tests" / "golden")
     ap.add_argument("--check", action="store_true",
                     help="only verify the reference files exist and print their sha256")
     args = ap.parse_args(argv)
+    if args.only == "optimisers":
+        import torch
+        args.out.mkdir(parents=True, exist_ok=True)
+        path = args.out / "optimisers.json"
+        path.write_text(dumps(recipe_optimisers()) + "\n")
+        print(f"wrote {path}")
+        return
     if args.only and not getattr(args, args.only):
         ap.error(f"--only {args.only} needs --{args.only}")
     if not args.only:
@@ -1861,6 +1982,9 @@ def main(argv=None):
         print(f"wrote {path}: {len(doc['lr'])} steps, peak {max(doc['lr'])}, last {doc['lr'][-1]}")
     if args.only:
         return
+    path = args.out / "optimisers.json"
+    path.write_text(dumps(recipe_optimisers()) + "\n")
+    print(f"wrote {path}")
     if args.fastai:
         doc = recipe_fastai(args.fastai)
         path = args.out / "fastai.json"

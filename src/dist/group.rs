@@ -87,8 +87,6 @@ pub struct Collective {
     /// Gathers made so far: each gets its own keys, since the store lives
     /// as long as the gang (a warm-up's keys must not answer the run's).
     gathers: std::cell::Cell<u64>,
-    /// The flat buckets of the last all-reduce, reused while they fit.
-    flat: std::cell::RefCell<Vec<Tensor>>,
 }
 
 impl Drop for Collective {
@@ -101,8 +99,8 @@ impl Drop for Collective {
     }
 }
 
-/// Gradients are reduced in flat buckets of at most this size (DDP's default
-/// bucket_cap_mb = 25).
+/// DDP's default bucket size (`bucket_cap_mb` = 25), also the size of the
+/// flat buckets a broadcast travels in.
 pub const BUCKET_BYTES: usize = 25 << 20;
 
 impl Collective {
@@ -155,7 +153,6 @@ impl Collective {
             rank: l.rank,
             world: l.world,
             gathers: std::cell::Cell::new(0),
-            flat: std::cell::RefCell::new(Vec::new()),
         };
         c.check_fingerprints(fingerprint)
             .map_err(|e| anyhow::anyhow!("{who}: {e}"))?;
@@ -348,50 +345,203 @@ impl Collective {
         t.slice(0, self.rank as i64, n, self.world as i64)
     }
 
-    /// One data-parallel step's reduction: the gradients averaged over the
-    /// ranks, and the step's loss and correct count in the same buckets.
-    /// Returns the gang's loss (the mean) and correct count (the sum).
-    pub fn reduce_step(
-        &self,
-        mut grads: Vec<Tensor>,
-        loss: &Tensor,
-        correct: &Tensor,
-    ) -> Result<(Tensor, Tensor)> {
+    /// One data-parallel step's metrics over the ranks (its gradients are
+    /// DDP's, reduced inside the backward): the gang's loss (the mean) and
+    /// correct count (the sum), in one all-reduce.
+    pub fn reduce_metrics(&self, loss: &Tensor, correct: &Tensor) -> Result<(Tensor, Tensor)> {
         let pack = scalar_pack(&[loss, correct]);
-        grads.push(pack.shallow_clone());
-        self.allreduce_mean(&grads)?;
-        // The mean of the counts, times the ranks: the gang's count.
-        let count = (pack.get(1) * self.world as f64)
-            .round()
-            .to_kind(Kind::Int64);
-        Ok((pack.get(0), count))
+        self.allreduce_sum(std::slice::from_ref(&pack))?;
+        let count = pack.get(1).round().to_kind(Kind::Int64);
+        Ok((pack.get(0) / self.world as f64, count))
+    }
+}
+
+/// How DDP's buckets travel (`ddp.hook`): DDP's default all-reduce, or its
+/// fp16 or bf16 compression hook (the large-batch era's fp16 all-reduce).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum CommHook {
+    #[default]
+    AllReduce,
+    Fp16,
+    Bf16,
+}
+
+/// DistributedDataParallel's bucket settings: its `bucket_cap_mb` (25)
+/// and first bucket (1 MiB, `dist._DEFAULT_FIRST_BUCKET_BYTES`), and
+/// `gradient_as_bucket_view`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct DdpOptions {
+    pub first_bucket_bytes: usize,
+    pub bucket_bytes: usize,
+    pub gradient_as_bucket_view: bool,
+    pub hook: CommHook,
+}
+
+impl Default for DdpOptions {
+    fn default() -> Self {
+        DdpOptions {
+            first_bucket_bytes: 1 << 20,
+            bucket_bytes: BUCKET_BYTES,
+            gradient_as_bucket_view: true,
+            hook: CommHook::AllReduce,
+        }
+    }
+}
+
+/// PyTorch's DDP engine (c10d::Reducer) over a gang's trainable tensors.
+/// Armed before a backward (`arm`), it all-reduces each bucket of
+/// gradients as soon as the backward has filled it, overlapped with the
+/// rest of the backward, and by the backward's end the gradients are the
+/// gang's mean. A backward it was not armed for (an accumulation's earlier
+/// micro-batches, DDP's `no_sync`) keeps its gradients local.
+pub struct Ddp {
+    handle: *mut c_void,
+    /// The first failure of an `arm`, kept for `check`.
+    failed: std::cell::RefCell<Option<String>>,
+    rank: usize,
+    world: usize,
+}
+
+impl Drop for Ddp {
+    fn drop(&mut self) {
+        // SAFETY: the handle came from tricklab_ddp_new, freed once; its
+        // Reducer removes its autograd hooks.
+        unsafe { tricklab_ddp_free(self.handle) }
+    }
+}
+
+impl Ddp {
+    /// The Reducer for `params` (every trainable tensor, in the same order
+    /// on every rank; checked against rank 0's shapes and types).
+    pub fn new(c: &Collective, params: &[Tensor], cuda: bool, o: DdpOptions) -> Result<Ddp> {
+        let ptrs: Vec<*const torch_sys::C_tensor> = params.iter().map(Tensor::as_ptr).collect();
+        let hook = match o.hook {
+            CommHook::AllReduce => 0,
+            CommHook::Fp16 => 1,
+            CommHook::Bf16 => 2,
+        };
+        // SAFETY: the group is live; the tensors outlive the call (the
+        // Reducer keeps its own references).
+        let handle = unsafe {
+            tricklab_ddp_new(
+                c.group,
+                cuda.into(),
+                ptrs.as_ptr(),
+                ptrs.len() as c_int,
+                o.first_bucket_bytes as i64,
+                o.bucket_bytes as i64,
+                o.gradient_as_bucket_view.into(),
+                hook,
+            )
+        };
+        if handle.is_null() {
+            bail!(
+                "rank {} of {}: DDP's Reducer did not start: {}",
+                c.rank,
+                c.world,
+                last_error()
+            );
+        }
+        Ok(Ddp {
+            handle,
+            failed: std::cell::RefCell::new(None),
+            rank: c.rank,
+            world: c.world,
+        })
     }
 
-    /// Averages `ts` over the ranks through flat buckets of at most
-    /// [`BUCKET_BYTES`] (one kind and device each): one copy in, one
-    /// all-reduce, one scale and one copy out per bucket instead of one
-    /// collective per tensor. In place. The buckets' buffers are kept from
-    /// one step to the next (a step's gradients have the last step's shapes).
-    pub fn allreduce_mean(&self, ts: &[Tensor]) -> Result<()> {
-        let mut kept = self.flat.borrow_mut();
-        for (i, bucket) in buckets(ts, BUCKET_BYTES).into_iter().enumerate() {
-            let views: Vec<Tensor> = bucket.iter().map(|t| t.reshape([-1])).collect();
-            let numel: i64 = views.iter().map(|v| v.size()[0]).sum();
-            let (kind, device) = (bucket[0].kind(), bucket[0].device());
-            let fits = kept
-                .get(i)
-                .is_some_and(|f| f.size()[0] == numel && f.kind() == kind && f.device() == device);
-            if !fits {
-                kept.truncate(i);
-                kept.push(Tensor::empty([numel], (kind, device)));
-            }
-            let mut flat = kept[i].shallow_clone();
-            let _ = Tensor::cat_out(&flat, &views, 0);
-            self.allreduce_sum(std::slice::from_ref(&flat))?;
-            let _ = flat.g_mul_scalar_(1.0 / self.world as f64);
-            unflatten(&flat, &bucket);
+    /// Arms the Reducer for the next backward (DDP's forward). A failure
+    /// is kept for `check`: it is called from inside a step's body.
+    pub fn arm(&self) {
+        // SAFETY: live handle.
+        if unsafe { tricklab_ddp_prepare(self.handle) } == 0 && self.failed.borrow().is_none() {
+            *self.failed.borrow_mut() = Some(last_error());
         }
+    }
+
+    /// The first failure since the last check, naming this rank.
+    pub fn check(&self) -> Result<()> {
+        match self.failed.borrow_mut().take() {
+            Some(e) => bail!("rank {} of {}: DDP: {e}", self.rank, self.world),
+            None => Ok(()),
+        }
+    }
+
+    /// Each bucket's size in bytes, in the order they are reduced.
+    pub fn bucket_bytes(&self) -> Result<Vec<usize>> {
+        // SAFETY: live handle; the string is malloc'ed by the shim.
+        let p = unsafe { tricklab_ddp_buckets(self.handle) };
+        if p.is_null() {
+            bail!("DDP's buckets: {}", last_error());
+        }
+        // SAFETY: a NUL-terminated string from the shim, freed once below.
+        let text = unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned();
+        unsafe { tricklab_buf_free(p) };
+        text.split(',')
+            .filter(|b| !b.is_empty())
+            .map(|b| b.parse().context("a bucket size"))
+            .collect()
+    }
+}
+
+/// A gang's gradient synchronisation over a net whose trainable set may
+/// change (airbench's whitening bias stops training mid-run): DDP's
+/// Reducer over the tensors that train now, built again when that set
+/// changes, as a DDP over the new set would be (every rank changes it at
+/// the same step).
+pub struct GradSync {
+    cuda: bool,
+    opts: DdpOptions,
+    current: std::cell::RefCell<Option<(Vec<bool>, Ddp)>>,
+}
+
+impl GradSync {
+    pub fn new(cuda: bool, opts: DdpOptions) -> GradSync {
+        GradSync {
+            cuda,
+            opts,
+            current: std::cell::RefCell::new(None),
+        }
+    }
+
+    /// Before a step: the Reducer over those of `params` that train now.
+    pub fn follow(&self, c: &Collective, params: &[Tensor]) -> Result<()> {
+        let trains: Vec<bool> = params.iter().map(Tensor::requires_grad).collect();
+        let mut cur = self.current.borrow_mut();
+        if cur.as_ref().is_some_and(|(t, _)| *t == trains) {
+            return Ok(());
+        }
+        // The old Reducer's hooks go before the new one's arrive.
+        *cur = None;
+        let live: Vec<Tensor> = params
+            .iter()
+            .filter(|p| p.requires_grad())
+            .map(Tensor::shallow_clone)
+            .collect();
+        *cur = Some((trains, Ddp::new(c, &live, self.cuda, self.opts)?));
         Ok(())
+    }
+
+    /// Arms the current Reducer for the next backward (see `Ddp::arm`).
+    pub fn arm(&self) {
+        if let Some((_, d)) = self.current.borrow().as_ref() {
+            d.arm();
+        }
+    }
+
+    pub fn check(&self) -> Result<()> {
+        match self.current.borrow().as_ref() {
+            Some((_, d)) => d.check(),
+            None => Ok(()),
+        }
+    }
+
+    /// The current Reducer's buckets in bytes, in the order they are reduced.
+    pub fn bucket_bytes(&self) -> Result<Vec<usize>> {
+        match self.current.borrow().as_ref() {
+            Some((_, d)) => d.bucket_bytes(),
+            None => Ok(Vec::new()),
+        }
     }
 }
 
@@ -441,8 +591,80 @@ fn scalar_pack(values: &[&Tensor]) -> Tensor {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
+
+    /// Two Gloo ranks (threads) step one backward through DDP's Reducer: each
+    /// rank's gradients become the mean of both, exactly with the default
+    /// all-reduce and rounded through fp16 (or bf16) with a compression hook;
+    /// buckets follow the sizes asked; an unarmed backward stays local.
+    #[test]
+    pub(crate) fn ddp_averages_the_gradients_in_buckets_and_its_hooks_round_them() {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        // Rank r's gradient of w is x_r: thirds, which fp16 cannot hold.
+        let x = |r: usize| {
+            Tensor::from_slice(&[1.0f32 / 3.0, 2.0 / 3.0, 0.1, 7.0 / 3.0]) * (r + 1) as f64
+        };
+        let ranks: Vec<_> = (0..2)
+            .map(|rank| {
+                std::thread::spawn(move || {
+                    let launch = crate::dist::env::Launch::on_this_machine(rank, 2, port);
+                    let c =
+                        Collective::join(&launch, false, "ddp", Duration::from_secs(20)).unwrap();
+                    let mut seen = Vec::new();
+                    for hook in [CommHook::AllReduce, CommHook::Fp16, CommHook::Bf16] {
+                        let w = Tensor::zeros([4], (Kind::Float, tch::Device::Cpu))
+                            .set_requires_grad(true);
+                        let b = Tensor::zeros([2], (Kind::Float, tch::Device::Cpu))
+                            .set_requires_grad(true);
+                        // 16 bytes of w after a first bucket of 8 (b's): two buckets.
+                        let o = DdpOptions {
+                            first_bucket_bytes: 8,
+                            bucket_bytes: 16,
+                            hook,
+                            ..DdpOptions::default()
+                        };
+                        let ddp = Ddp::new(&c, &[w.shallow_clone(), b.shallow_clone()], false, o)
+                            .unwrap();
+                        let loss = || (&w * x(rank)).sum(Kind::Float) + b.sum(Kind::Float);
+                        // Unarmed (accumulation's no_sync): the rank's own.
+                        loss().backward();
+                        let local = w.grad().copy();
+                        let mut g = w.grad();
+                        let _ = g.zero_();
+                        ddp.arm();
+                        loss().backward();
+                        ddp.check().unwrap();
+                        seen.push((hook, local, w.grad().copy(), ddp.bucket_bytes().unwrap()));
+                    }
+                    seen
+                })
+            })
+            .collect();
+        let seen: Vec<_> = ranks.into_iter().map(|t| t.join().unwrap()).collect();
+        let mean = (x(0) + x(1)) / 2.0;
+        for (rank, runs) in seen.iter().enumerate() {
+            for (hook, local, reduced, buckets) in runs {
+                assert!(
+                    local.equal(&x(rank)),
+                    "rank {rank}: an unarmed backward stays local"
+                );
+                assert_eq!(buckets.iter().sum::<usize>(), 24, "{hook:?}: {buckets:?}");
+                assert!(buckets.len() >= 2, "{hook:?}: {buckets:?}");
+                let off = f64::try_from((reduced - &mean).abs().max()).unwrap();
+                match hook {
+                    CommHook::AllReduce => assert!(off < 1e-7, "{hook:?}: {off}"),
+                    // fp16 keeps 11 bits (3.5 is at most 2^-11·2 off), bf16 8.
+                    CommHook::Fp16 => assert!(off > 1e-6 && off < 4e-3, "{hook:?}: {off}"),
+                    CommHook::Bf16 => assert!(off > 1e-4 && off < 3e-2, "{hook:?}: {off}"),
+                }
+            }
+        }
+    }
 
     #[test]
     fn buckets_keep_kinds_apart_and_respect_the_cap() {

@@ -45,6 +45,19 @@ unsafe extern "C" {
         root: c_int,
     ) -> c_int;
     pub fn tricklab_pg_barrier(g: *mut c_void) -> c_int;
+    pub fn tricklab_ddp_new(
+        g: *mut c_void,
+        cuda: c_int,
+        params: *const *const torch_sys::C_tensor,
+        n: c_int,
+        first_cap: i64,
+        cap: i64,
+        grad_view: c_int,
+        hook: c_int,
+    ) -> *mut c_void;
+    pub fn tricklab_ddp_prepare(d: *mut c_void) -> c_int;
+    pub fn tricklab_ddp_buckets(d: *mut c_void) -> *mut c_char;
+    pub fn tricklab_ddp_free(d: *mut c_void);
     pub fn tricklab_sync_batch_norm(
         g: *mut c_void,
         x: *const torch_sys::C_tensor,

@@ -8,6 +8,8 @@
 
 #ifdef TRICKLAB_C10D_GLOO
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <torch/csrc/distributed/c10d/default_comm_hooks.hpp>
+#include <torch/csrc/distributed/c10d/reducer.hpp>
 #endif
 #ifdef TRICKLAB_C10D_NCCL
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
@@ -20,10 +22,12 @@
 #include <torch/csrc/autograd/custom_function.h>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -458,6 +462,138 @@ at::Tensor *tricklab_sync_batch_norm(GroupPtr *g, const at::Tensor *x,
   });
 }
 }
+
+// PyTorch's own DDP engine (issue 50): c10d::Reducer, driven as
+// torch/nn/parallel/distributed.py drives it. Its constructor registers
+// hooks on the parameters' gradient accumulators, so each bucket's
+// all-reduce starts as soon as the backward has filled it (overlapped with
+// the rest of the backward), and the autograd engine's final callback waits
+// for them and writes the averaged gradients back. Built with Gloo's
+// headers only (the Reducer and its process group are in libtorch_cpu).
+#ifdef TRICKLAB_C10D_GLOO
+namespace {
+// A bf16 compression hook: what torch's Python bf16_compress_hook does (cast
+// the bucket, sum, divide by the ranks, cast back), which has no built-in
+// C++ form (DDP's built-in C++ hook is fp16's).
+class Bf16CompressHook
+    : public c10d::CppCommHookInterface<c10::intrusive_ptr<c10d::ProcessGroup>> {
+ public:
+  explicit Bf16CompressHook(const c10::intrusive_ptr<c10d::ProcessGroup> &pg)
+      : c10d::CppCommHookInterface<c10::intrusive_ptr<c10d::ProcessGroup>>(pg) {}
+
+  c10::intrusive_ptr<c10::ivalue::Future> runHook(c10d::GradBucket &bucket) override {
+    auto compressed = bucket.getBufferRef().to(at::kBFloat16);
+    compressed.div_(state_->getSize());
+    std::vector<at::Tensor> v{compressed};
+    auto fut = state_->allreduce(v)->getFuture();
+    auto out = bucket.getBufferRef();
+    return fut->then(
+        [out](c10::ivalue::Future &f) {
+          auto reduced = f.value().toTensorVector()[0];
+          out.copy_(reduced);
+          return c10::IValue(out);
+        },
+        fut->elementType());
+  }
+};
+}  // namespace
+
+extern "C" {
+struct tricklab_ddp {
+  c10::intrusive_ptr<c10d::ProcessGroup> pg;
+  std::unique_ptr<c10d::Reducer> reducer;
+};
+
+// A Reducer over `g`'s ranks for `params` (every trainable tensor, in the
+// net's order), as DistributedDataParallel builds one: the params checked
+// against rank 0's, buckets assigned over the reversed order with a first
+// bucket of `first_cap` bytes and `cap` after it, `grad_view` for
+// gradient_as_bucket_view, and `hook` 0 (all-reduce and average), 1 (fp16
+// compression, DDP's built-in) or 2 (bf16 compression).
+void *tricklab_ddp_new(GroupPtr *g, int cuda, const at::Tensor *const *params, int n,
+                       int64_t first_cap, int64_t cap, int grad_view, int hook) {
+  try {
+    auto backend = *g;
+    auto pg = c10::make_intrusive<c10d::ProcessGroup>(backend->getRank(),
+                                                      backend->getSize());
+    auto type = cuda ? c10d::ProcessGroup::BackendType::NCCL
+                     : c10d::ProcessGroup::BackendType::GLOO;
+    pg->setBackend(cuda ? at::kCUDA : at::kCPU, type, backend);
+    pg->setDefaultBackend(type);
+    auto ps = list(params, n);
+    c10d::verify_params_across_processes(pg, ps, std::nullopt);
+    std::vector<size_t> limits{static_cast<size_t>(first_cap),
+                               static_cast<size_t>(cap)};
+    std::vector<bool> sparse(ps.size(), false);
+    auto [indices, per_bucket] =
+        c10d::compute_bucket_assignment_by_size(ps, limits, sparse);
+    // distributed.py hands them over in reverse: the last layers' gradients
+    // are ready first.
+    std::reverse(indices.begin(), indices.end());
+    std::reverse(per_bucket.begin(), per_bucket.end());
+    std::vector<int64_t> caps(per_bucket.begin(), per_bucket.end());
+    auto d = new tricklab_ddp{pg, nullptr};
+    d->reducer = std::make_unique<c10d::Reducer>(
+        ps, indices, pg, sparse, cap, /*find_unused_parameters=*/false,
+        grad_view != 0, std::unordered_map<size_t, std::string>{}, first_cap,
+        /*skip_all_reduce_unused_params=*/false, /*use_python_reducer=*/false,
+        caps);
+    if (hook == 1) {
+      d->reducer->register_builtin_comm_hook(c10d::BuiltinCommHookType::FP16_COMPRESS);
+    } else if (hook == 2) {
+      d->reducer->register_comm_hook(std::make_unique<Bf16CompressHook>(pg));
+    }
+    return d;
+  } catch (const std::exception &e) {
+    last_error = e.what();
+    return nullptr;
+  }
+}
+
+// Before the backward whose gradients are to be reduced (DDP's forward):
+// the buckets rebuilt in the order the first backward filled them (once,
+// as DDP's _rebuild_buckets), then the reducer armed for this backward.
+// Backwards without it (accumulation's micro-batches, DDP's no_sync) leave
+// the gradients local.
+int tricklab_ddp_prepare(void *d) {
+  return status([&] {
+    auto &r = *static_cast<tricklab_ddp *>(d)->reducer;
+    r.rebuild_buckets();
+    r.prepare_for_forward();
+    r.prepare_for_backward({});
+  });
+}
+
+// The buckets and their sizes in bytes, as "n:b1,b2,...": what `doctor` and
+// the tests read of the assignment.
+char *tricklab_ddp_buckets(void *d) {
+  try {
+    auto &r = *static_cast<tricklab_ddp *>(d)->reducer;
+    std::string out;
+    for (auto b : r.get_grad_buckets(/*return_zero_tensors=*/true)) {
+      if (!out.empty()) out += ",";
+      out += std::to_string(b.getBufferRef().numel() *
+                            b.getBufferRef().element_size());
+    }
+    char *buf = static_cast<char *>(std::malloc(out.size() + 1));
+    std::memcpy(buf, out.c_str(), out.size() + 1);
+    return buf;
+  } catch (const std::exception &e) {
+    last_error = e.what();
+    return nullptr;
+  }
+}
+
+void tricklab_ddp_free(void *d) {
+  try {
+    delete static_cast<tricklab_ddp *>(d);
+  } catch (const std::exception &e) {
+    // ~Reducer may throw (it is noexcept(false)); nothing to hand it to.
+    last_error = e.what();
+  }
+}
+}
+#endif
 
 // CUDA graphs (issue 48): the training step captured once and replayed.
 // Everything goes through c10's and ATen's exported CUDA API (streams,

@@ -91,10 +91,17 @@ fn zero_grads(groups: &[Group], set_to_none: bool) {
         if set_to_none {
             crate::native::grads_to_none(&g.params);
         } else {
-            for p in &g.params {
-                let mut p = p.shallow_clone();
-                p.zero_grad();
-            }
+            // In place, as torch.optim's zero_grad(set_to_none=False): a
+            // gradient without a history is only zero-filled, not detached
+            // (tch's zero_grad detaches, which DDP's bucket views refuse).
+            tch::no_grad(|| {
+                for p in &g.params {
+                    let mut grad = p.grad();
+                    if grad.defined() {
+                        let _ = grad.zero_();
+                    }
+                }
+            });
         }
     }
 }

@@ -822,3 +822,85 @@ fn tta_reuses_the_plain_logits_it_is_given() {
         assert!(close(&got, &tta_logits(&f, &x, level), 1e-5));
     }
 }
+
+/// Every optimiser that keeps state, stepped through two batch changes as
+/// the engine steps it (the loss summed over each batch, the optimiser told
+/// the batch as its loss scale), against the same run on the batch's mean
+/// loss by the reference (`tests/golden/optimisers.json`, from
+/// `make_golden.py --only optimisers`): torch.optim.SGD, its Nesterov form
+/// and torch.optim.AdamW as PyTorch runs them, LARS and LAMB as their
+/// papers write them. Float64, so only the order of sums differs.
+#[test]
+fn through_two_batch_changes_every_stateful_optimiser_steps_as_its_reference_on_the_mean_loss() {
+    let path = format!(
+        "{}/tests/golden/optimisers.json",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let floats = |v: &serde_json::Value| -> Vec<f64> {
+        v.as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x.as_f64().unwrap())
+            .collect()
+    };
+    let ints = |v: &serde_json::Value| -> Vec<i64> {
+        v.as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x.as_i64().unwrap())
+            .collect()
+    };
+    let [n, d, k] = ints(&doc["shape"])[..] else {
+        panic!("shape")
+    };
+    let x = Tensor::from_slice(&floats(&doc["x"])).view([n, d]);
+    let y = Tensor::from_slice(&ints(&doc["y"]));
+    let (batches, lrs) = (ints(&doc["batches"]), floats(&doc["lr"]));
+    type Make = fn(Vec<Group>) -> Box<dyn Optimizer>;
+    let families: [(&str, Make); 5] = [
+        ("sgd", |g| Box::new(SgdTorch::new(g, 0.9, 5e-4, false))),
+        ("nesterov", |g| Box::new(SgdTorch::new(g, 0.9, 5e-4, true))),
+        ("adamw", |g| {
+            Box::new(AdamW::new(g, (0.9, 0.999), 1e-8, 0.01))
+        }),
+        ("lars", |g| Box::new(Lars::new(g, 0.9, 5e-4, 0.001, false))),
+        ("lamb", |g| Box::new(Lamb::new(g, (0.9, 0.999), 1e-6, 0.01))),
+    ];
+    for (name, make) in families {
+        let w = Tensor::from_slice(&floats(&doc["weight0"]))
+            .view([k, d])
+            .set_requires_grad(true);
+        let b = Tensor::from_slice(&floats(&doc["bias0"])).set_requires_grad(true);
+        let mut opt = make(vec![Group::new(vec![w.shallow_clone(), b.shallow_clone()])]);
+        let mut at = 0;
+        let steps = doc["steps"][name].as_array().unwrap();
+        assert_eq!(steps.len(), batches.len(), "{name}");
+        for (i, ((&size, &lr), want)) in batches.iter().zip(&lrs).zip(steps).enumerate() {
+            let (xb, yb) = (x.narrow(0, at, size), y.narrow(0, at, size));
+            at += size;
+            // As `Trainee::forward_backward`: the engine's mean loss (in
+            // float64 here) times the batch.
+            let logits = xb.matmul(&w.tr()) + &b;
+            (label_smoothed_ce(&logits, &yb, 0.0) * size as f64).backward();
+            opt.set_loss_scale(size as f64);
+            opt.step(lr);
+            opt.zero_grad(true);
+            for (t, key) in [(&w, "weight"), (&b, "bias")] {
+                let got = Vec::<f64>::try_from(t.detach().reshape([-1])).unwrap();
+                let want = floats(&want[key]);
+                let worst = got
+                    .iter()
+                    .zip(&want)
+                    .map(|(g, w)| (g - w).abs())
+                    .fold(0.0, f64::max);
+                assert!(
+                    worst < 1e-12,
+                    "{name}: the {key} after step {} (batch {size}) is {worst:e} from the reference",
+                    i + 1
+                );
+            }
+        }
+    }
+}

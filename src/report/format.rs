@@ -27,6 +27,17 @@ fn pm(mean: String, ci: f64, scale: f64) -> String {
     }
 }
 
+/// An accuracy cell: mean ± 95% CI, then the sd over runs where there are
+/// two or more (the spread papers such as Goyal et al. report, ± one sd).
+fn acc_cell(mean: f64, ci: f64, sd: f64) -> String {
+    let cell = pm(pct(mean), ci, 100.0);
+    if ci.is_finite() && sd.is_finite() {
+        format!("{cell} (sd {:.2})", 100.0 * sd)
+    } else {
+        cell
+    }
+}
+
 /// The page's look: wide tables scroll sideways instead of squeezing their
 /// cells, and numbers line up.
 const STYLE: &str = "body{font-family:sans-serif;max-width:1200px;margin:2em auto;padding:0 1em}\
@@ -69,7 +80,7 @@ impl Report {
             s.push_str(&format!("| {k} | {} |\n", v.replace('|', "\\|")));
         }
         s.push_str(&format!("\nTarget accuracy: **{:.1}%**. Time column: the full fixed-length run in each recipe's own timing convention ({clock}), seconds, mean ± 95% CI (t) where n ≥ 2, with min and median. The headline is that time with the mean accuracy against the target, as Page and airbench claim theirs.\n", 100.0 * self.target));
-        s.push_str("Accuracy is the final test accuracy with each run's TTA level, mean ± 95% CI over seeds. \"First eval at target\" is secondary and per run: the DAWNBench-style time of the first evaluation at the target, averaged only over the runs that reached it (a selection: the count that did not is given). Speedups divide the previous (first) variant's mean time by this one's; \"vs prev\" only on ladders, where each rung builds on the one before. Δ columns: this variant minus the one it is read against (a ladder's previous rung, else the first variant), paired by seed where both ran the same seeds, else Welch; `*` where the 95% CI excludes 0; one run a side gives the value and no interval. A run is *noisy* when other processes used over a quarter of the machine's cores, the GPU throttled, or its throughput varied over 30% between epochs (`report --drop-noisy` leaves such runs out).\n\n");
+        s.push_str("Accuracy is the final test accuracy with each run's TTA level (or the median readout's, where a recipe reads its last epochs' median), mean ± 95% CI over seeds, and the sd over seeds that papers give as ± (Goyal et al.: ± one sd). \"First eval at target\" is secondary and per run: the DAWNBench-style time of the first evaluation at the target, averaged only over the runs that reached it (a selection: the count that did not is given). Speedups divide the previous (first) variant's mean time by this one's; \"vs prev\" only on ladders, where each rung builds on the one before. Δ columns: this variant minus the one it is read against (a ladder's previous rung, else the first variant), paired by seed where both ran the same seeds, else Welch; `*` where the 95% CI excludes 0; one run a side gives the value and no interval. A run is *noisy* when other processes used over a quarter of the machine's cores, the GPU throttled, or its throughput varied over 30% between epochs (`report --drop-noisy` leaves such runs out).\n\n");
         s.push_str("Results: ");
         s.push_str(
             &self
@@ -102,8 +113,8 @@ impl Report {
                     r.n.to_string()
                 },
                 r.failed,
-                pm(pct(r.acc_tta_mean), r.acc_tta_ci95, 100.0),
-                pm(pct(r.acc_mean), r.acc_ci95, 100.0),
+                acc_cell(r.acc_tta_mean, r.acc_tta_ci95, r.acc_tta_std),
+                acc_cell(r.acc_mean, r.acc_ci95, r.acc_std),
                 match (r.p_target.is_finite(), r.p_target_ci95) {
                     (true, Some((lo, hi))) => format!("{:.2} [{lo:.2}, {hi:.2}]", r.p_target),
                     (true, None) => format!("{:.2}", r.p_target),

@@ -76,6 +76,8 @@ fn aggregate_matches_hand_computed_statistics() {
         md.contains("| 1 | + trick | 2 | 1 |") && md.contains("×2.00"),
         "{md}"
     );
+    // Rung 0's accuracies 49/51/53%: ± the 95% CI, then the sd papers give.
+    assert!(md.contains("± 4.97 (sd 2.00)"), "{md}");
     assert!(r.to_csv().lines().count() == 3);
     assert!(r.to_json().unwrap().contains("\"speedup_prev\": 2.0"));
     // Not a ladder: only the speedup against the reference (the first variant) is meaningful.

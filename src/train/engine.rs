@@ -42,6 +42,7 @@ use crate::config::Clock;
 use crate::data::Dataset;
 use crate::data::stream::StreamData;
 use crate::dist::group::Collective;
+use crate::dist::group::GradSync;
 use crate::events::LogLevel;
 use crate::events::{Clocks, EpochRow, Event, RunSummary};
 use crate::model::{Net, NetConfig};
@@ -320,26 +321,15 @@ impl Run<'_> {
         Ok((x, y, soft, secs))
     }
 
-    /// Averages the step's gradients (and its loss and correct count, in
-    /// the same buckets) over the ranks; returns the global loss and count.
-    fn reduce(
-        &self,
-        m: &Model,
-        out: (Tensor, Tensor),
-        spent: &mut f64,
-    ) -> Result<(Tensor, Tensor)> {
-        let Some(d) = self.dist else { return Ok(out) };
+    /// The gang's loss and correct count for the step (its gradients were
+    /// averaged inside the backward, by DDP's Reducer), and the seconds
+    /// this waits on the collective.
+    fn reduce_metrics(&self, out: (Tensor, Tensor), spent: &mut f64) -> Result<(Tensor, Tensor)> {
+        let Some(d) = self.dist.filter(|d| d.world > 1) else {
+            return Ok(out);
+        };
         let t = Instant::now();
-        let grads: Vec<Tensor> = m
-            .net
-            .param_groups()
-            .all_trainable()
-            .iter()
-            .filter(|p| p.requires_grad())
-            .map(Tensor::grad)
-            .filter(Tensor::defined)
-            .collect();
-        let reduced = d.reduce_step(grads, &out.0, &out.1)?;
+        let reduced = d.reduce_metrics(&out.0, &out.1)?;
         *spent += t.elapsed().as_secs_f64();
         Ok(reduced)
     }
@@ -403,6 +393,8 @@ struct Model {
     net: Net,
     opt: Optimisers,
     avg: Averager,
+    /// A gang's gradients: DDP's Reducer (none in a run of one process).
+    sync: Option<GradSync>,
 }
 
 /// The loop's state across epochs.
@@ -669,6 +661,10 @@ impl Run<'_> {
             opt: Optimisers::new(plan, &net, &self.rates),
             avg: Averager::new(plan, vs, nc, self.layout)?,
             net,
+            sync: self
+                .dist
+                .filter(|d| d.world > 1)
+                .map(|_| GradSync::new(self.device.is_cuda(), plan.step.ddp)),
         };
         if plan.precision.cudnn_benchmark {
             let shape = [plan.batch_size as i64, 3, self.src.h, self.src.w];
@@ -713,6 +709,8 @@ impl Run<'_> {
             loss_scale,
             // No event inside a capture: a graph's forward and backward are one replay.
             forward_done: (!lp.graphs.keeps_grads()).then_some(&forward_done as &dyn Fn()),
+            sync: m.sync.as_ref(),
+            failed: Default::default(),
         };
         let cutmix = plan
             .loss
@@ -741,6 +739,9 @@ impl Run<'_> {
                 // The references detach the bias from this step on.
                 m.net.set_whiten_bias_trainable(false);
             }
+            if let (Some(sync), Some(d)) = (&m.sync, self.dist) {
+                sync.follow(d, &m.net.param_groups().all_trainable())?;
+            }
             let (x, y, soft, secs) = self.rank_batch(&mut lp.feed, i as i64)?;
             loader_s += secs;
             lp.stages.mark(Stage::Data);
@@ -759,7 +760,8 @@ impl Run<'_> {
                 };
                 trainee.forward_backward(&t[0], &t[1], mix)
             })?;
-            let out = self.reduce(m, out, &mut lp.allreduce_s)?;
+            trainee.check()?;
+            let out = self.reduce_metrics(out, &mut lp.allreduce_s)?;
             if let Some(max_norm) = plan.step.clip_norm {
                 // The gradients carry the loss scale; the limit is in mean-loss units.
                 let params = m.net.param_groups().all_trainable();
@@ -804,7 +806,12 @@ impl Run<'_> {
     /// the same path uncaptured.
     fn step_graphs(&self, net: &Net) -> StepGraphs {
         let params = net.param_groups().all_trainable();
-        StepGraphs::new(self.plan.step.cuda_graphs, self.device, params)
+        let graphs = StepGraphs::new(self.plan.step.cuda_graphs, self.device, params);
+        match self.dist {
+            // DDP's hooks start collectives from inside the backward.
+            Some(d) if d.world > 1 => graphs.eager_because("data-parallel (DDP's Reducer)"),
+            _ => graphs,
+        }
     }
 
     /// The variables a golden trajectory copies at its checkpoints, if it asks.

@@ -262,7 +262,7 @@ mod tests {
                     for t in vs.trainable_variables().iter().filter(|t| t.dim() == 2) {
                         let r = head.rand(&t.size(), Device::Cpu) - 0.5;
                         tch::no_grad(|| {
-                            let _ = t.shallow_clone().copy_(&r);
+                            t.shallow_clone().copy_(&r);
                         });
                     }
                     // Statistics of each rank's own batches: apart, channel by channel.
@@ -271,7 +271,7 @@ mod tests {
                         let r = own_batches.rand(&s.size(), Device::Cpu);
                         let v = if i % 2 == 0 { r - 0.5 } else { r + 0.5 };
                         tch::no_grad(|| {
-                            let _ = s.shallow_clone().copy_(&v);
+                            s.shallow_clone().copy_(&v);
                         });
                     }
                     let own = tch::no_grad(|| forward_eval(&net, &x, layout).argmax(-1, false));

@@ -95,6 +95,16 @@ impl StepGraphs {
         }
     }
 
+    /// The eager step for the whole run, saying why, where the trick was
+    /// asked (nothing changes where it was not).
+    pub fn eager_because(mut self, why: &str) -> StepGraphs {
+        if !matches!(self.mode, Mode::Eager) {
+            self.mode = Mode::Eager;
+            self.status = format!("off: {why}");
+        }
+        self
+    }
+
     /// `on`, or `off: <reason>` (`off` alone when not asked).
     pub fn status(&self) -> &str {
         &self.status

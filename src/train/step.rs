@@ -3,12 +3,14 @@
 
 use super::pipeline::cutmix_batch;
 use super::prepare::Layout;
+use crate::dist::group::GradSync;
 use crate::events::StepRow;
 use crate::model::Net;
 use crate::native::{Rng, autocast};
 use crate::optim;
 use crate::plan::{CutMix, LossPlan, RunPlan};
 use anyhow::{Result, bail};
+use std::cell::RefCell;
 use tch::{Device, Kind, Tensor};
 
 /// The training loss of one micro-batch: label-smoothed cross-entropy (the
@@ -48,6 +50,11 @@ pub(super) struct Trainee<'a> {
     /// Called between each micro-batch's forward (and loss) and its
     /// backward: the stage clock's mark.
     pub forward_done: Option<&'a dyn Fn()>,
+    /// A gang's DDP Reducer, armed before the step's last backward (the
+    /// earlier micro-batches accumulate locally, as under DDP's `no_sync`).
+    pub sync: Option<&'a GradSync>,
+    /// A backward that failed (a collective lost inside it), for `check`.
+    pub failed: RefCell<Option<String>>,
 }
 
 impl Trainee<'_> {
@@ -63,11 +70,17 @@ impl Trainee<'_> {
             Mix::Given(soft) => soft.chunk(accum, 0).into_iter().map(Some).collect(),
             _ => (0..accum).map(|_| None).collect(),
         };
-        for ((xm, ym), given) in x.chunk(accum, 0).iter().zip(y.chunk(accum, 0)).zip(given) {
+        let micro = x
+            .chunk(accum, 0)
+            .into_iter()
+            .zip(y.chunk(accum, 0))
+            .zip(given);
+        let last = accum - 1;
+        for (k, ((xm, ym), given)) in micro.enumerate() {
             // With CutMix the mixed batch is the only forward pass (one BN update per step).
             let (input, soft) = match (mix, given) {
                 (Mix::Batch(c), _) => {
-                    let (xc, soft) = cutmix_batch(self.rng, xm, &ym, c.size, self.classes);
+                    let (xc, soft) = cutmix_batch(self.rng, &xm, &ym, c.size, self.classes);
                     (xc, Some(soft))
                 }
                 (_, given) => (xm.shallow_clone(), given),
@@ -82,12 +95,30 @@ impl Trainee<'_> {
             if let Some(done) = self.forward_done {
                 done();
             }
+            if let (Some(ddp), true) = (self.sync, k as i64 == last) {
+                ddp.arm();
+            }
             // Summed over the batch (the micro-batch mean x the batch / accum).
-            (&loss * (self.loss_scale / accum as f64)).backward();
+            if let Err(e) = (&loss * (self.loss_scale / accum as f64)).f_backward() {
+                self.failed.borrow_mut().get_or_insert(e.to_string());
+            }
             let _ = correct.g_add_(&logits.argmax(-1, false).eq_tensor(&ym).sum(Kind::Int64));
             loss_sum += loss.detach() / accum as f64;
         }
         (loss_sum, correct)
+    }
+}
+
+impl Trainee<'_> {
+    /// The step's failure, if its backward or the Reducer's arming failed.
+    pub fn check(&self) -> Result<()> {
+        if let Some(ddp) = self.sync {
+            ddp.check()?;
+        }
+        match self.failed.borrow_mut().take() {
+            Some(e) => bail!("the backward failed: {}", e.lines().next().unwrap_or("")),
+            None => Ok(()),
+        }
     }
 }
 

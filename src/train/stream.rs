@@ -57,7 +57,17 @@ impl Normaliser {
 /// says so) and the flip, in the loader's own order, which is theirs. An op
 /// it has no form for is refused by name (the `stream` trick's conflicts
 /// keep recipes from asking).
-fn train_pipeline(aug: &Augment, phase: &StreamPhase) -> Result<Pipeline> {
+fn train_pipeline(aug: &Augment, phase: &StreamPhase, plain: bool) -> Result<Pipeline> {
+    if plain {
+        // Fujitsu's last epochs: resize and centre crop as validation does.
+        return Ok(Pipeline {
+            size: phase.size,
+            crop: Crop::Centre {
+                ratio: phase.eval_ratio,
+            },
+            flip: false,
+        });
+    }
     let mut crop = None;
     let mut flip = false;
     for op in &aug.ops {
@@ -194,7 +204,8 @@ impl<'a> StreamFeed<'a> {
             rect: None,
             skip_hint: SKIP_SETTING,
         };
-        let pipeline = train_pipeline(&self.plan.data.augment, &phase)?;
+        let plain = self.sp.plain_at(epoch, self.plan.epochs);
+        let pipeline = train_pipeline(&self.plan.data.augment, &phase, plain)?;
         self.loader = Some(Loader::new(Arc::clone(&self.train), pipeline, &opts)?);
         Ok(())
     }
@@ -255,6 +266,9 @@ fn rect_plan(
 /// The validation pass's images, pipeline and options at epoch `epoch`'s
 /// phase: a centre crop, or fast.ai's rectangles over the images in their
 /// aspect-ratio order.
+/// Each validation batch's (height, width) with fast.ai's rectangles.
+type Rects = Vec<(usize, usize)>;
+
 fn val_loader(
     val: &Arc<dyn Images>,
     sp: &StreamPlan,
@@ -265,7 +279,7 @@ fn val_loader(
     let phase = sp.at(epoch);
     let batch = eval.batch.max(1);
     // The validation order, and each batch's rectangle with fast.ai's.
-    let (order, crop, rects): (Vec<usize>, Crop, Option<Vec<(usize, usize)>>) = if phase.rect_val {
+    let (order, crop, rects): (Vec<usize>, Crop, Option<Rects>) = if phase.rect_val {
         let p = rect_plan(val, batch, phase.eval_size, rect_cache)?;
         (p.order.clone(), Crop::Rect, Some(p.sizes.clone()))
     } else {
@@ -413,7 +427,7 @@ mod tests {
         };
         let mut a = Augment::default();
         a.set(crop);
-        let p = train_pipeline(&a, &phase(None)).unwrap();
+        let p = train_pipeline(&a, &phase(None), false).unwrap();
         assert_eq!((p.size, p.flip), (64, false));
         assert_eq!(
             p.crop,
@@ -423,7 +437,7 @@ mod tests {
             }
         );
         a.set(AugOp::Flip { alternating: false });
-        let p = train_pipeline(&a, &phase(Some(0.5))).unwrap();
+        let p = train_pipeline(&a, &phase(Some(0.5)), false).unwrap();
         assert!(p.flip);
         assert!(matches!(
             p.crop,
@@ -432,10 +446,30 @@ mod tests {
                 ..
             }
         ));
+        // Fujitsu's last epochs: validation's centre crop at the training
+        // side, unflipped, whatever the list says.
+        let p = train_pipeline(&a, &phase(Some(0.5)), true).unwrap();
+        assert_eq!((p.size, p.flip), (64, false));
+        assert_eq!(p.crop, Crop::Centre { ratio: 0.875 });
+        let sp = |plain_last| StreamPlan {
+            res: crate::plan::Resolution::Fixed(64),
+            eval_size: 64,
+            eval_ratio: 0.875,
+            workers: 1,
+            prefetch: 1,
+            skip_bad: false,
+            phases: Vec::new(),
+            plain_last,
+        };
+        let plain: Vec<usize> = (0..90).filter(|&e| sp(5).plain_at(e, 90.0)).collect();
+        assert_eq!(plain, vec![85, 86, 87, 88, 89]);
+        assert!((0..90).all(|e| !sp(0).plain_at(e, 90.0)));
         a.set(AugOp::Cutout { size: 8 });
-        let e = train_pipeline(&a, &phase(None)).unwrap_err().to_string();
+        let e = train_pipeline(&a, &phase(None), false)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("cannot apply `cutout(8×8)`"), "{e}");
-        let e = train_pipeline(&Augment::default(), &phase(None))
+        let e = train_pipeline(&Augment::default(), &phase(None), false)
             .unwrap_err()
             .to_string();
         assert!(e.contains("no resized crop"), "{e}");

@@ -50,6 +50,8 @@ fn step_loss(plan: &RunPlan, net: &Net, src: &Source, x: &Tensor, y: &Tensor) ->
         classes: src.classes,
         loss_scale: plan.loss.scale,
         forward_done: None,
+        sync: None,
+        failed: Default::default(),
     };
     f64::try_from(trainee.forward_backward(x, y, super::step::Mix::None).0).unwrap()
 }
@@ -688,6 +690,9 @@ fn effect_test(trick: TrickId) -> fn() {
             crate::model::tests::prep_bn_relu_adds_a_batch_norm_after_the_prep_conv
         }
         TrickId::ZeroGradNone => zero_grad_none_drops_the_gradients_and_zero_fill_zeroes_them,
+        TrickId::Ddp => {
+            crate::dist::group::tests::ddp_averages_the_gradients_in_buckets_and_its_hooks_round_them
+        }
         TrickId::CudaGraphs => {
             super::graph_tests::the_graph_path_uncaptured_equals_the_eager_step_bit_for_bit
         }

@@ -4,6 +4,7 @@
 
 use super::*;
 use crate::config::{Arch, ScheduleKind};
+use crate::dist::group::{CommHook, DdpOptions};
 use crate::model::{Activation, Basis, Dirac, Whitening};
 use crate::optim::{Piecewise, page_ema_decay};
 use crate::plan::{
@@ -1314,6 +1315,37 @@ catalog! {
             Ok(())
         },
     },
+    Ddp => TrickSpec {
+        key: "ddp",
+        ids: &[],
+        name: "DDP's buckets and communication hook",
+        category: Systems,
+        help: "How a data-parallel run's gradients travel through PyTorch's DDP Reducer: buckets of `bucket_mb` after a first of `first_bucket_mb` (DDP's bucket_cap_mb and first bucket), each all-reduced as soon as the backward has filled it, sent through `hook`: DDP's fp16 compression (its built-in C++ hook) or bf16 compression (its Python hook's arithmetic) halve the bytes each all-reduce moves, as the large-batch records' fp16 all-reduce did. Only a run with world_size > 1 has a Reducer.",
+        source: "PyTorch DistributedDataParallel (torch/nn/parallel/distributed.py: bucket_cap_mb, _DEFAULT_FIRST_BUCKET_BYTES; ddp_comm_hooks.default_hooks fp16_compress_hook, bf16_compress_hook); Fujitsu's 74.7 s (gradients in groups of a few MB)",
+        off: "DDP's defaults: buckets of 25 MiB after a first of 1 MiB, gradients all-reduced in their own type",
+        on: "buckets of `bucket_mb` MiB after a first of `first_bucket_mb`, through `hook`",
+        params: &[
+            f("bucket_mb", "MiB a bucket holds (DDP's bucket_cap_mb)", 25.0, 0.001, 4096.0),
+            f("first_bucket_mb", "MiB the first bucket holds (the last layers' gradients, ready first)", 1.0, 0.001, 4096.0),
+            c("hook", "how a bucket travels: summed in its own type, or compressed to fp16 or bf16 and back", "fp16", &["allreduce", "fp16", "bf16"]),
+        ],
+        requires: &[],
+        conflicts: &[],
+        apply: |p, a| {
+            const MIB: f64 = (1u64 << 20) as f64;
+            p.step.ddp = DdpOptions {
+                first_bucket_bytes: (a.num("first_bucket_mb")? * MIB).round() as usize,
+                bucket_bytes: (a.num("bucket_mb")? * MIB).round() as usize,
+                hook: match a.text("hook")? {
+                    "fp16" => CommHook::Fp16,
+                    "bf16" => CommHook::Bf16,
+                    _ => CommHook::AllReduce,
+                },
+                ..DdpOptions::default()
+            };
+            Ok(())
+        },
+    },
     NoBiasBeforeBn => TrickSpec {
         key: "no_bias_before_bn",
         ids: &[],
@@ -1601,6 +1633,7 @@ catalog! {
             i("workers", "decoding threads (0: every core)", 0, 0.0, 1024.0),
             i("prefetch", "finished batches waiting at most", 4, 1.0, 1024.0),
             c("on_bad_image", "an unreadable image stops the run (fail) or is left out, named (skip)", "fail", &["fail", "skip"]),
+            e("plain_last", "the last N epochs train on the validation's centre crop at the training side, unflipped (Fujitsu's no_augument_epoch)", 0.0, 0.0, 10000.0),
         ],
         requires: &[],
         conflicts: &[
@@ -1639,6 +1672,7 @@ catalog! {
                 prefetch: a.int("prefetch")? as usize,
                 skip_bad: a.text("on_bad_image")? == "skip",
                 phases: Vec::new(),
+                plain_last: a.num("plain_last")?.round() as usize,
             });
             Ok(())
         },
