@@ -39,10 +39,14 @@ docs: $(TORCH_DEP)
 # The integration tests (one binary, tests/it) each drive the real binary on
 # both cores: run one at a time, or they starve each other into timeouts.
 # pyarrow and tensorboard read the results back (tests/it/interop.rs).
+# The unit tests run two at a time on the two cores, each libtorch op on one
+# thread: with libtorch's default of a thread a core, the float64 golden
+# trajectories ran 1.4-2x slower oversubscribed (lib tests 6 min 51 s with one
+# thread, against CI's 11-12 min; results/reference/ci.md).
 test: $(TORCH_DEP) $(VENV)/.py-readers system-deps
 	cargo fmt --check
 	status=0; \
-	$(CARGO_ENV) cargo test --no-fail-fast --lib --bins || status=1; \
+	OMP_NUM_THREADS=1 $(CARGO_ENV) cargo test --no-fail-fast --lib --bins || status=1; \
 	TRICKLAB_PYTHON=$(CURDIR)/$(VENV)/bin/python3 TRICKLAB_REQUIRE_PY_TOOLS=1 \
 	    $(CARGO_ENV) cargo test --no-fail-fast --test it -- --test-threads=1 || status=1; \
 	bash scripts/system-deps.sh turbojpeg; \

@@ -135,6 +135,15 @@ grep -q 'cpu ×2 (srun)' "$gdir/manifest.json" \
   || { echo "test-slurm: the run was not trained by 2 srun ranks:"; grep -A2 '"devices"' "$gdir/manifest.json"; exit 1; }
 echo "test-slurm: one 2-rank run as 2 srun tasks"
 
+# `tricklab train` started by srun itself, as users start distributed jobs:
+# one run over the 2 tasks, rank 0 reporting it.
+out="$(timeout 300 srun --ntasks 2 --cpus-per-task 1 "$BIN" train --recipe tiny-page-resnet9 \
+  --data synthetic:64 --set epochs=1 --set batch_size=16 --device cpu --no-warm-up 2>&1)" \
+  || { echo "test-slurm: srun tricklab train failed:"; echo "$out"; exit 1; }
+grep -q "world size 2 (srun)" <<<"$out" || { echo "test-slurm: train did not say its 2 srun ranks:"; echo "$out"; exit 1; }
+[ "$(grep -c '^accuracy ' <<<"$out")" = 1 ] || { echo "test-slurm: rank 0 alone should report:"; echo "$out"; exit 1; }
+echo "test-slurm: srun --ntasks 2 tricklab train, one run over both tasks"
+
 # A rank killed under srun: the run fails naming it, the next run trains.
 cat >"$D/gang-kill.toml" <<'TOML'
 name = "gang-kill"

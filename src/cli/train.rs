@@ -1,6 +1,8 @@
 //! `tricklab train`: one run, headless, an epoch table and a summary.
 
 use crate::config::{Override, RunSpec};
+use crate::dist::gang::Msg;
+use crate::dist::rank::{RankOptions, train_rank};
 use crate::events::{Event, LogLevel, RunId};
 use crate::train::{NeverStop, Outcome, TchTrainer, Trainer};
 use anyhow::Result;
@@ -47,10 +49,11 @@ pub fn cmd_train(args: TrainArgs) -> Result<i32> {
             args.target
         );
     }
-    let device =
-        crate::util::device::resolve_devices(std::slice::from_ref(&args.device))?.swap_remove(0);
-    let mut trainer = TchTrainer::new(&device)?;
-    let spec = RunSpec {
+    // Under torchrun or srun (their variables set), this process is one
+    // rank of one run over the ranks the launcher made.
+    let env = |k: &str| std::env::var(k).ok();
+    let launch = crate::dist::env::Launch::from_env(&env)?;
+    let mut spec = RunSpec {
         id: RunId {
             matrix: "train".into(),
             index: 0,
@@ -68,6 +71,17 @@ pub fn cmd_train(args: TrainArgs) -> Result<i32> {
     if let Some(note) = crate::recipe::unscaled_epoch_settings(&spec.recipe, &spec.overrides)? {
         eprintln!("warning: {note}");
     }
+    if let Some(l) = &launch {
+        // The launcher's world size is the run's.
+        let world =
+            Override::parse_set(&format!("world_size={}", l.world)).map_err(anyhow::Error::msg)?;
+        spec.overrides.push(world);
+    }
+    let rank0 = launch.as_ref().is_none_or(|l| l.rank == 0);
+    let gang = launch
+        .as_ref()
+        .map(|l| format!(", world size {} ({})", l.world, l.launcher))
+        .unwrap_or_default();
     let mut print = |ev: Event| match ev {
         Event::RunStarted {
             total_steps,
@@ -77,7 +91,7 @@ pub fn cmd_train(args: TrainArgs) -> Result<i32> {
             ..
         } => {
             println!(
-                "{} on {device}: {total_epochs} epochs, {total_steps} steps, data {}",
+                "{} on {device}{gang}: {total_epochs} epochs, {total_steps} steps, data {}",
                 spec.recipe,
                 config["data_name"].as_str().unwrap_or("?")
             );
@@ -118,15 +132,48 @@ pub fn cmd_train(args: TrainArgs) -> Result<i32> {
         }
         _ => {}
     };
-    let planned = crate::recipe::plan_run(&spec)?;
-    // The same untimed warm-up a session's worker does, so the clocks compare.
-    if !args.no_warm_up
-        && let Some(msg) = trainer.warm_up(&planned, &NeverStop)
-    {
-        println!("{msg}");
-    }
-    trainer.save_weights = args.save_weights.clone();
-    match trainer.run(&planned, &NeverStop, &mut print)? {
+    let outcome = match &launch {
+        Some(l) => {
+            let opts = RankOptions {
+                spec: String::new(),
+                // `auto` under a launcher: this rank's own GPU (LOCAL_RANK).
+                device: if args.device == "auto" {
+                    "local".into()
+                } else {
+                    args.device.clone()
+                },
+                threads: None,
+                no_warm_up: args.no_warm_up,
+                save_weights: args.save_weights.clone(),
+            };
+            let summary = train_rank(&spec, l, &opts, &mut |m| match m {
+                Msg::Event(ev) => print(ev),
+                Msg::Log(line) => println!("{line}"),
+                Msg::Finished(_) => {}
+            })?;
+            match summary {
+                Some(s) => Outcome::Finished(s),
+                // Ranks other than 0 say nothing: rank 0 reports the run.
+                None if !rank0 => return Ok(0),
+                None => Outcome::Cancelled,
+            }
+        }
+        None => {
+            let device = crate::util::device::resolve_devices(std::slice::from_ref(&args.device))?
+                .swap_remove(0);
+            let mut trainer = TchTrainer::new(&device)?;
+            let planned = crate::recipe::plan_run(&spec)?;
+            // The same untimed warm-up a session's worker does, so the clocks compare.
+            if !args.no_warm_up
+                && let Some(msg) = trainer.warm_up(&planned, &NeverStop)
+            {
+                println!("{msg}");
+            }
+            trainer.save_weights = args.save_weights.clone();
+            trainer.run(&planned, &NeverStop, &mut print)?
+        }
+    };
+    match outcome {
         Outcome::Finished(s) => {
             let c = &s.clocks;
             println!(

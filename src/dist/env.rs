@@ -21,6 +21,11 @@ pub struct Launch {
     pub master_port: u16,
     /// `torchrun` (the standard variables) or `srun`.
     pub launcher: &'static str,
+    /// Where torchrun's agent already serves the store at MASTER_ADDR:
+    /// MASTER_PORT (TORCHELASTIC_USE_AGENT_STORE=True, its c10d
+    /// rendezvous): every rank is its client, under this key prefix
+    /// (`/worker/attempt_N`, as torch's env:// rendezvous reads it).
+    pub agent_store: Option<String>,
 }
 
 /// MASTER_PORT under srun when none is set: torchrun's default.
@@ -62,6 +67,12 @@ impl Launch {
                 master_addr: addr,
                 master_port: port()?,
                 launcher: "torchrun",
+                agent_store: (env("TORCHELASTIC_USE_AGENT_STORE").as_deref() == Some("True")).then(
+                    || {
+                        let attempt = env("TORCHELASTIC_RESTART_COUNT");
+                        format!("/worker/attempt_{}", attempt.as_deref().unwrap_or("0"))
+                    },
+                ),
             }
         } else if let (Some(rank), Some(world)) = (num("SLURM_PROCID")?, num("SLURM_NTASKS")?) {
             let addr = match env("MASTER_ADDR") {
@@ -87,6 +98,7 @@ impl Launch {
                 master_addr: addr,
                 master_port: port()?,
                 launcher: "srun",
+                agent_store: None,
             }
         } else {
             return Ok(None);
@@ -112,6 +124,7 @@ impl Launch {
             master_addr: "127.0.0.1".into(),
             master_port: port,
             launcher: "torchrun",
+            agent_store: None,
         }
     }
 
@@ -196,6 +209,18 @@ mod tests {
         );
         assert!(s.is_loopback());
         assert_eq!(Launch::from_env(&env(&[])).unwrap(), None);
+        // torchrun's c10d rendezvous: its agent serves the store.
+        let agent = Launch::from_env(&env(&[
+            ("RANK", "0"),
+            ("WORLD_SIZE", "2"),
+            ("MASTER_ADDR", "127.0.0.1"),
+            ("TORCHELASTIC_USE_AGENT_STORE", "True"),
+            ("TORCHELASTIC_RESTART_COUNT", "1"),
+        ]))
+        .unwrap()
+        .unwrap();
+        assert_eq!(agent.agent_store.as_deref(), Some("/worker/attempt_1"));
+        assert_eq!(t.agent_store, None);
         let bad = Launch::from_env(&env(&[
             ("RANK", "2"),
             ("WORLD_SIZE", "2"),

@@ -116,14 +116,18 @@ impl Collective {
         let who = format!("rank {} of {}", l.rank, l.world);
         let host = CString::new(l.master_addr.clone())?;
         let ms = timeout.as_millis() as i64;
-        // SAFETY: the shim copies the host string.
+        // Rank 0 serves the store, unless torchrun's agent already does.
+        let serves = l.rank == 0 && l.agent_store.is_none();
+        let prefix = CString::new(l.agent_store.clone().unwrap_or_default())?;
+        // SAFETY: the shim copies the host and prefix strings.
         let store = unsafe {
             tricklab_store_new(
                 host.as_ptr(),
                 l.master_port.into(),
-                (l.rank == 0).into(),
+                serves.into(),
                 l.world as c_int,
                 ms,
+                prefix.as_ptr(),
             )
         };
         if store.is_null() {

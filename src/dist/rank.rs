@@ -36,9 +36,37 @@ pub fn run_from_env(args: &RankOptions) -> Result<i32> {
             "`tricklab rank` is started by a launcher: `tricklab run` for a run with world_size > 1, srun, or torchrun (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT)"
         );
     };
+    let spec: RunSpec =
+        serde_json::from_str(&args.spec).context("--spec is not a run (RunSpec JSON)")?;
+    let rank0 = launch.rank == 0;
+    // Rank 0 speaks the gang's protocol on its stdout; its worker reads it.
+    let mut said = Ok(());
+    let finished = train_rank(&spec, &launch, args, &mut |m| {
+        if rank0 && said.is_ok() {
+            said = super::gang::say(&m);
+        }
+    });
+    said?;
+    if let Some(s) = finished? {
+        super::gang::say(&Msg::Finished(s))?;
+    }
+    Ok(0)
+}
+
+/// One rank of `spec`'s run in the gang `launch` describes, however it was
+/// started (tricklab's own gang, torchrun or srun): its plan, its device
+/// and threads, the rendezvous, the warm-up, the run. Rank 0 hears the
+/// run's messages through `say` and gets its summary back; every error is
+/// one line naming the rank.
+pub fn train_rank(
+    spec: &RunSpec,
+    launch: &Launch,
+    args: &RankOptions,
+    say: &mut dyn FnMut(Msg),
+) -> Result<Option<crate::events::RunSummary>> {
     let who = format!("rank {} of {}", launch.rank, launch.world);
-    match train(args, &launch) {
-        Ok(code) => Ok(code),
+    match train(spec, launch, args, say) {
+        Ok(s) => Ok(s),
         // One line that names the rank, whatever failed.
         Err(e) => {
             let line = crate::util::one_line(&e);
@@ -50,14 +78,17 @@ pub fn run_from_env(args: &RankOptions) -> Result<i32> {
     }
 }
 
-fn train(args: &RankOptions, launch: &Launch) -> Result<i32> {
-    let spec: RunSpec =
-        serde_json::from_str(&args.spec).context("--spec is not a run (RunSpec JSON)")?;
+fn train(
+    spec: &RunSpec,
+    launch: &Launch,
+    args: &RankOptions,
+    say: &mut dyn FnMut(Msg),
+) -> Result<Option<crate::events::RunSummary>> {
     // The rank plans the run again from its spec, on purpose: a rank may be
     // started by srun or torchrun with no session behind it, and its plan
     // enters the fingerprint every rank compares at the rendezvous, which is
     // what catches a rank running another binary.
-    let planned = crate::recipe::plan_run(&spec)?;
+    let planned = crate::recipe::plan_run(spec)?;
     let device = match args.device.as_str() {
         "local" if tch::Cuda::is_available() => format!("cuda:{}", launch.local_rank),
         "local" => "cpu".to_string(),
@@ -74,28 +105,26 @@ fn train(args: &RankOptions, launch: &Launch) -> Result<i32> {
     let dist = Collective::join(
         launch,
         device.starts_with("cuda"),
-        &fingerprint(&spec, &planned.plan)?,
+        &fingerprint(spec, &planned.plan)?,
         super::gang::timeout(),
     )?;
     let rank0 = launch.rank == 0;
     if !args.no_warm_up {
         let line = trainer.warm_up_rank(&planned, &dist)?;
         if rank0 {
-            super::gang::say(&Msg::Log(format!("{line} ({} ranks)", launch.world)))?;
+            say(Msg::Log(format!("{line} ({} ranks)", launch.world)));
         }
     }
     trainer.save_weights = args.save_weights.clone().filter(|_| rank0);
-    let mut said = Ok(());
     let outcome = trainer.run_rank(&planned, &dist, &NeverStop, &mut |ev| {
-        if rank0 && said.is_ok() {
-            said = super::gang::say(&Msg::Event(ev));
+        if rank0 {
+            say(Msg::Event(ev));
         }
     })?;
-    said?;
-    if let (true, Outcome::Finished(s)) = (rank0, outcome) {
-        super::gang::say(&Msg::Finished(s))?;
-    }
-    Ok(0)
+    Ok(match (rank0, outcome) {
+        (true, Outcome::Finished(s)) => Some(s),
+        _ => None,
+    })
 }
 
 /// What every rank must share: the binary (its bytes) and the run (its

@@ -13,6 +13,7 @@ unsafe extern "C" {
         is_server: c_int,
         world: c_int,
         timeout_ms: i64,
+        prefix: *const c_char,
     ) -> *mut c_void;
     pub fn tricklab_store_free(s: *mut c_void);
     pub fn tricklab_store_set(

@@ -20,6 +20,7 @@
 #include <c10/cuda/CUDAStream.h>
 #endif
 #include <torch/csrc/autograd/custom_function.h>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include <algorithm>
@@ -237,9 +238,12 @@ const char *tricklab_collectives() {
 using StorePtr = c10::intrusive_ptr<c10d::Store>;
 using GroupPtr = c10::intrusive_ptr<c10d::Backend>;
 
-// Rank 0 serves the store and waits (up to the timeout) for the others.
+// Rank 0 serves the store and waits (up to the timeout) for the others;
+// under torchrun's agent store every rank is a client, its keys under
+// `prefix` (torch's env:// rendezvous wraps it in the same PrefixStore).
 StorePtr *tricklab_store_new(const char *host, int port, int is_server,
-                             int world, int64_t timeout_ms) {
+                             int world, int64_t timeout_ms,
+                             const char *prefix) {
   try {
     c10d::TCPStoreOptions o;
     o.port = static_cast<std::uint16_t>(port);
@@ -247,7 +251,11 @@ StorePtr *tricklab_store_new(const char *host, int port, int is_server,
     o.numWorkers = static_cast<std::size_t>(world);
     o.waitWorkers = true;
     o.timeout = std::chrono::milliseconds(timeout_ms);
-    return new StorePtr(c10::make_intrusive<c10d::TCPStore>(host, o));
+    StorePtr tcp = c10::make_intrusive<c10d::TCPStore>(host, o);
+    if (prefix && *prefix) {
+      return new StorePtr(c10::make_intrusive<c10d::PrefixStore>(prefix, tcp));
+    }
+    return new StorePtr(tcp);
   } catch (const std::exception &e) {
     last_error = e.what();
     return nullptr;

@@ -289,10 +289,14 @@ fn learns_the_synthetic_task() {
 
 #[test]
 fn a_tiny_fp16_run_learns_like_fp32() {
-    // Pure fp16 (no fp32 master copy, as Page) and bf16, on the CPU.
+    // Pure fp16 (no fp32 master copy, as Page) and bf16, on the CPU, at 16 px:
+    // the CPU's half convolutions are emulated (amp's backward 12 s against
+    // fp32's 0.3 s here), and at 32 px this test took 408 s of CI's unit
+    // tests. Measured at 16 px (Xeon, 2026-11-28): fp32 99.5%, the half forms
+    // 95.5-100%; one that does not learn stays near 10%.
     let outcome = |t: &[&str]| {
         let mut trainer =
-            TchTrainer::with_loader("cpu", |_| Ok(crate::data::synthetic(200, 40, 10, 32, 0)))
+            TchTrainer::with_loader("cpu", |_| Ok(crate::data::synthetic(200, 200, 10, 16, 0)))
                 .unwrap();
         let sets = [&["batch_size=20", "epochs=4", "lr=0.1", "cutout=off"], t].concat();
         let planned = crate::recipe::plan_run(&spec("tiny-page-resnet9", &sets)).unwrap();
@@ -312,7 +316,7 @@ fn a_tiny_fp16_run_learns_like_fp32() {
     ] {
         let half = outcome(t);
         assert!(
-            half.acc >= fp32.acc - 0.05
+            half.acc >= fp32.acc - 0.08
                 && half.final_train_loss < 2.0 * fp32.final_train_loss + 0.05,
             "{t:?}: {half:?} vs fp32 {fp32:?}"
         );

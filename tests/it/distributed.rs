@@ -223,6 +223,116 @@ fn two_ranks_train_the_weights_one_process_trains() {
     }
 }
 
+/// torchrun beside the Python that `make test` installs (TRICKLAB_PYTHON,
+/// else the project's `.venv`), if it is there.
+fn torchrun() -> Option<std::path::PathBuf> {
+    let python = std::env::var_os("TRICKLAB_PYTHON")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| super::common::repo().join(".venv/bin/python3"));
+    let t = python.parent()?.join("torchrun");
+    t.is_file().then_some(t)
+}
+
+/// `tricklab train` started as users start distributed jobs: torchrun
+/// (`--standalone --nproc-per-node 2 --no-python`, its agent serving the
+/// store) makes two ranks of ONE run; rank 0 reports it and saves the
+/// weights, which are the one-process ghost-BN run's, as the gang's are.
+/// Where torchrun is missing (a LIBTORCH build without the wheel), the two
+/// ranks get torchrun's variables by hand.
+#[test]
+fn torchrun_starts_train_as_one_run_over_its_ranks() {
+    let dir = tempfile::tempdir().unwrap();
+    let exe = Path::new(env!("CARGO_BIN_EXE_tricklab"));
+    let gang_w = dir.path().join("torchrun.safetensors");
+    let args = |w: &Path| -> Vec<String> {
+        [
+            "train",
+            "--recipe",
+            "tiny-page-resnet9",
+            "--data",
+            "synthetic:64",
+            "--seed",
+            "3",
+            "--set",
+            "epochs=2",
+            "--set",
+            "batch_size=16",
+            "--device",
+            "cpu",
+            "--no-warm-up",
+            "--save-weights",
+            w.to_str().unwrap(),
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect()
+    };
+    let outputs: Vec<Output> = match torchrun() {
+        Some(t) => {
+            let mut c = Command::new(t);
+            c.env("NO_COLOR", "1")
+                .env("TRICKLAB_DIST_TIMEOUT", "30")
+                .env("OMP_NUM_THREADS", "1")
+                .args(["--standalone", "--nproc-per-node", "2", "--no-python"])
+                .arg(exe)
+                .args(args(&gang_w))
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped());
+            vec![finish(c.spawn().unwrap(), 180)]
+        }
+        None => {
+            eprintln!("no torchrun beside TRICKLAB_PYTHON: the ranks get its variables by hand");
+            let port = free_port().to_string();
+            let ranks: Vec<_> = (0..2)
+                .map(|r| {
+                    Command::new(exe)
+                        .env("NO_COLOR", "1")
+                        .env("RANK", r.to_string())
+                        .env("WORLD_SIZE", "2")
+                        .env("MASTER_ADDR", "127.0.0.1")
+                        .env("MASTER_PORT", &port)
+                        .args(args(&gang_w))
+                        .stdout(Stdio::piped())
+                        .stderr(Stdio::piped())
+                        .spawn()
+                        .unwrap()
+                })
+                .collect();
+            ranks.into_iter().map(|c| finish(c, 180)).collect()
+        }
+    };
+    let said: String = outputs.iter().map(super::common::out).collect();
+    for o in &outputs {
+        assert!(o.status.success(), "{}{}", super::common::out(o), err(o));
+    }
+    assert!(said.contains("world size 2 (torchrun)"), "{said}");
+    assert_eq!(
+        said.matches("accuracy ").count(),
+        1,
+        "rank 0 alone reports: {said}"
+    );
+    let one_w = dir.path().join("one.safetensors");
+    let mut one = bin();
+    one.env("OMP_NUM_THREADS", "1").args(args(&one_w)).args([
+        "--trick",
+        "ghost_bn",
+        "--set",
+        "ghost_bn.splits=2",
+    ]);
+    let o = one.output().unwrap();
+    assert!(o.status.success(), "{}", err(&o));
+    let (a, b) = (weights(&one_w), weights(&gang_w));
+    assert_eq!(a.len(), b.len());
+    for ((k, ta), (_, tb)) in a.iter().zip(&b) {
+        if k.contains("running") {
+            continue;
+        }
+        let scale = f64::try_from(ta.abs().max()).unwrap().max(SCALE_FLOOR);
+        let diff = f64::try_from((ta - tb).abs().max()).unwrap();
+        assert!(diff / scale < 1e-4, "{k} differs by {diff}");
+    }
+}
+
 /// A streaming run (FFCV's ResNet-18, tiny) over two Gloo ranks: each
 /// rank's loader decodes only its share of every global batch (the
 /// positions DistributedSampler deals it; crops and flips drawn per image),
