@@ -209,6 +209,10 @@ pub struct RankEnd {
     pub cpu_s: f64,
     #[serde(default)]
     pub wall_s: f64,
+    /// A step's backward and gradient all-reduce by DDP's own clock, and
+    /// how much of the all-reduce the backward hid (its sampled steps).
+    #[serde(default)]
+    pub ddp: Option<crate::dist::group::DdpTimes>,
 }
 
 impl RankEnd {
@@ -253,6 +257,7 @@ mod tests {
             },
             cpu_s: 10.0,
             wall_s: 10.0,
+            ddp: None,
         };
         let mut ranks = [rank(0, "a", 0.35), rank(1, "a", 0.35), rank(2, "b", 0.1)];
         RankEnd::own_gang(&mut ranks);

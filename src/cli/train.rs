@@ -193,6 +193,15 @@ pub fn cmd_train(args: TrainArgs) -> Result<i32> {
                     100.0 * c.loader_s / c.hlb_s.max(1e-9)
                 );
             }
+            if let Some(t) = s.ranks.first().and_then(|r| r.ddp) {
+                println!(
+                    "DDP (rank 0, a sampled step): backward {:.1} ms, gradient all-reduce {:.1} ms, {:.1} ms of it under the backward, {:.1} ms exposed",
+                    1e3 * t.backward_s,
+                    1e3 * t.allreduce_s,
+                    1e3 * t.hidden_s,
+                    1e3 * t.exposed_s()
+                );
+            }
             match s.time_to_target_s {
                 Some(t) => println!(
                     "time to {:.1}%: {t:.2} s (epoch {})",

@@ -94,7 +94,23 @@ impl Trainer for Gang {
                 world - 1
             );
         }
-        Launched::start(run, &self.devices[..world])?.follow(ctl, emit)
+        let devices = &self.devices[..world];
+        match Launched::start(run, devices)?.follow(ctl, emit) {
+            // The free port was taken between its choice and rank 0's bind
+            // (another program, or another gang's choice): once more on
+            // another, rather than a failure blamed on MASTER_PORT.
+            Err(e) if !use_srun(world) && e.to_string().contains("is in use (MASTER_PORT)") => {
+                emit(Event::Log {
+                    level: crate::events::LogLevel::Warn,
+                    message: format!(
+                        "{}: the rendezvous port was taken before rank 0 bound it; starting the ranks again on another",
+                        run.spec.id
+                    ),
+                });
+                Launched::start(run, devices)?.follow(ctl, emit)
+            }
+            r => r,
+        }
     }
 
     fn warm_up(&mut self, run: &PlannedRun, ctl: &dyn Control) -> Option<String> {
@@ -122,6 +138,17 @@ fn use_srun(world: usize) -> bool {
                     .is_some_and(|n| n >= world)
         }
     }
+}
+
+/// A process's state letter (`R`, `S`, `T` stopped, ...) from /proc.
+fn process_state(pid: u32) -> Option<char> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat.rsplit_once(')')?
+        .1
+        .split_whitespace()
+        .next()?
+        .chars()
+        .next()
 }
 
 /// A free TCP port for the rendezvous (the kernel's choice, released just
@@ -152,16 +179,20 @@ impl Launched {
         let world = devices.len();
         let exe = std::env::current_exe().context("cannot find this binary to start the ranks")?;
         let spec = serde_json::to_string(&run.spec)?;
+        let srun = use_srun(world);
+        // Gangs on this machine each take a free port: an exported
+        // MASTER_PORT (set for torchrun or a job script) would be every
+        // concurrent gang's at once. srun's ranks on other nodes need the
+        // job's port.
         let port: u16 = match std::env::var("MASTER_PORT") {
-            Ok(p) => p.trim().parse().with_context(|| {
+            Ok(p) if srun => p.trim().parse().with_context(|| {
                 format!("MASTER_PORT={p} is not a port number: unset it, or set a free port")
             })?,
-            Err(_) => free_port()?,
+            _ => free_port()?,
         };
         // A CPU rank gets this worker's share of the cores: the session's
         // `--cpu-threads`, or the cores split among its CPU devices.
         let threads = tch::get_num_threads().max(1).to_string();
-        let srun = use_srun(world);
         let commands: Vec<(String, Command)> = if srun {
             let mut c = Command::new("srun");
             c.args([
@@ -326,6 +357,20 @@ impl Launched {
         }
     }
 
+    /// A rank still running but stopped (SIGSTOP, a debugger): the others
+    /// timed out waiting for it, and it is the one to name.
+    fn stopped(&self, exits: &[Option<ExitStatus>]) -> Option<String> {
+        let i = (0..self.children.len())
+            .find(|&i| exits[i].is_none() && process_state(self.children[i].id()) == Some('T'))?;
+        Some(format!(
+            "rank {i} of {} ({}, pid {}) stopped answering: its process is stopped (SIGSTOP or a debugger), and the other ranks timed out waiting for it after {} s; the run failed; requeue it",
+            self.world,
+            self.devices[i],
+            self.children[i].id(),
+            timeout().as_secs()
+        ))
+    }
+
     /// One line naming the rank that failed first: a rank killed by a
     /// signal before one that exited on its own (which is usually a peer
     /// reporting the loss), and that one's own last error line.
@@ -377,6 +422,9 @@ impl Launched {
                     last(0).unwrap_or_default()
                 ),
             };
+        }
+        if let Some(why) = self.stopped(exits) {
+            return why;
         }
         let peer_loss = |i: usize| {
             last(i).is_some_and(|l| {

@@ -471,6 +471,25 @@ impl Ddp {
         }
     }
 
+    /// DDP's own averages over its sampled backwards (its Logger: the
+    /// first ten steps, then one in a hundred); `None` before any.
+    pub fn times(&self) -> Result<Option<DdpTimes>> {
+        let (mut compute, mut comm, mut overlap) = (0i64, 0i64, 0i64);
+        // SAFETY: live handle; the shim writes the three integers.
+        let ok = unsafe { tricklab_ddp_stats(self.handle, &mut compute, &mut comm, &mut overlap) };
+        if ok == 0 {
+            bail!("DDP's statistics: {}", last_error());
+        }
+        let s = |ns: i64| ns as f64 * 1e-9;
+        Ok(
+            (compute > 0 && comm >= 0 && overlap >= 0).then(|| DdpTimes {
+                backward_s: s(compute),
+                allreduce_s: s(comm),
+                hidden_s: s(overlap).min(s(comm)),
+            }),
+        )
+    }
+
     /// Each bucket's size in bytes, in the order they are reduced.
     pub fn bucket_bytes(&self) -> Result<Vec<usize>> {
         // SAFETY: live handle; the string is malloc'ed by the shim.
@@ -485,6 +504,24 @@ impl Ddp {
             .filter(|b| !b.is_empty())
             .map(|b| b.parse().context("a bucket size"))
             .collect()
+    }
+}
+
+/// Where a step's gradient all-reduce went, by DDP's own clock (its
+/// Logger's averages over the sampled steps): the backward's compute, the
+/// all-reduce from its first bucket to its last, and the part of that
+/// which ran while the backward still computed. The rest was exposed: the
+/// step waited for it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct DdpTimes {
+    pub backward_s: f64,
+    pub allreduce_s: f64,
+    pub hidden_s: f64,
+}
+
+impl DdpTimes {
+    pub fn exposed_s(&self) -> f64 {
+        (self.allreduce_s - self.hidden_s).max(0.0)
     }
 }
 
@@ -537,6 +574,14 @@ impl GradSync {
         match self.current.borrow().as_ref() {
             Some((_, d)) => d.check(),
             None => Ok(()),
+        }
+    }
+
+    /// The current Reducer's times (see `Ddp::times`).
+    pub fn times(&self) -> Result<Option<DdpTimes>> {
+        match self.current.borrow().as_ref() {
+            Some((_, d)) => d.times(),
+            None => Ok(None),
         }
     }
 
@@ -643,6 +688,12 @@ pub(crate) mod tests {
                         ddp.arm();
                         loss().backward();
                         ddp.check().unwrap();
+                        // DDP's own clock took this sampled step.
+                        let t = ddp.times().unwrap().expect("a sampled step's times");
+                        assert!(
+                            t.backward_s > 0.0 && t.hidden_s <= t.allreduce_s,
+                            "{hook:?}: {t:?}"
+                        );
                         seen.push((hook, local, w.grad().copy(), ddp.bucket_bytes().unwrap()));
                     }
                     seen

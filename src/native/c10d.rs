@@ -57,6 +57,12 @@ unsafe extern "C" {
         hook: c_int,
     ) -> *mut c_void;
     pub fn tricklab_ddp_prepare(d: *mut c_void) -> c_int;
+    pub fn tricklab_ddp_stats(
+        d: *mut c_void,
+        compute_ns: *mut i64,
+        comm_ns: *mut i64,
+        overlap_ns: *mut i64,
+    ) -> c_int;
     pub fn tricklab_ddp_buckets(d: *mut c_void) -> *mut c_char;
     pub fn tricklab_ddp_free(d: *mut c_void);
     pub fn tricklab_sync_batch_norm(

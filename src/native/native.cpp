@@ -9,6 +9,7 @@
 #ifdef TRICKLAB_C10D_GLOO
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/default_comm_hooks.hpp>
+#include <torch/csrc/distributed/c10d/logger.hpp>
 #include <torch/csrc/distributed/c10d/reducer.hpp>
 #endif
 #ifdef TRICKLAB_C10D_NCCL
@@ -509,7 +510,20 @@ class Bf16CompressHook
 extern "C" {
 struct tricklab_ddp {
   c10::intrusive_ptr<c10d::ProcessGroup> pg;
-  std::unique_ptr<c10d::Reducer> reducer;
+  std::shared_ptr<c10d::Reducer> reducer;
+  // DDP's own runtime statistics (its Logger's sampled iterations: the
+  // first ten, then one in a hundred): backward compute, all-reduce, and
+  // the all-reduce time that ran under the backward.
+  std::shared_ptr<c10d::Logger> logger;
+  // Backwards armed, and those whose times the logger has taken (once each).
+  int64_t armed = 0, logged = 0;
+
+  void log_last() {
+    if (armed > logged) {
+      logger->set_runtime_stats_and_log();
+      logged = armed;
+    }
+  }
 };
 
 // A Reducer over `g`'s ranks for `params` (every trainable tensor, in the
@@ -540,8 +554,8 @@ void *tricklab_ddp_new(GroupPtr *g, int cuda, const at::Tensor *const *params, i
     std::reverse(indices.begin(), indices.end());
     std::reverse(per_bucket.begin(), per_bucket.end());
     std::vector<int64_t> caps(per_bucket.begin(), per_bucket.end());
-    auto d = new tricklab_ddp{pg, nullptr};
-    d->reducer = std::make_unique<c10d::Reducer>(
+    auto d = new tricklab_ddp{pg, nullptr, nullptr, 0, 0};
+    d->reducer = std::make_shared<c10d::Reducer>(
         ps, indices, pg, sparse, cap, /*find_unused_parameters=*/false,
         grad_view != 0, std::unordered_map<size_t, std::string>{}, first_cap,
         /*skip_all_reduce_unused_params=*/false, /*use_python_reducer=*/false,
@@ -551,6 +565,8 @@ void *tricklab_ddp_new(GroupPtr *g, int cuda, const at::Tensor *const *params, i
     } else if (hook == 2) {
       d->reducer->register_comm_hook(std::make_unique<Bf16CompressHook>(pg));
     }
+    d->logger = std::make_shared<c10d::Logger>(d->reducer);
+    d->reducer->set_logger(d->logger);
     return d;
   } catch (const std::exception &e) {
     last_error = e.what();
@@ -565,10 +581,34 @@ void *tricklab_ddp_new(GroupPtr *g, int cuda, const at::Tensor *const *params, i
 // the gradients local.
 int tricklab_ddp_prepare(void *d) {
   return status([&] {
-    auto &r = *static_cast<tricklab_ddp *>(d)->reducer;
+    auto *ddp = static_cast<tricklab_ddp *>(d);
+    auto &r = *ddp->reducer;
+    // The last reduced backward's times, where it was a sampled one (as
+    // distributed.py's _pre_forward records them).
+    ddp->log_last();
     r.rebuild_buckets();
     r.prepare_for_forward();
     r.prepare_for_backward({});
+    ddp->armed++;
+  });
+}
+
+// DDP's averages over its sampled backwards, in nanoseconds: compute,
+// all-reduce, and the all-reduce that overlapped the compute (-1 where it
+// has none yet).
+int tricklab_ddp_stats(void *d, int64_t *compute_ns, int64_t *comm_ns,
+                       int64_t *overlap_ns) {
+  return status([&] {
+    auto *ddp = static_cast<tricklab_ddp *>(d);
+    ddp->log_last();
+    auto data = ddp->logger->get_ddp_logging_data();
+    auto get = [&](const char *k) {
+      auto it = data.ints_map.find(k);
+      return it == data.ints_map.end() ? int64_t{-1} : it->second;
+    };
+    *compute_ns = get("avg_backward_compute_time");
+    *comm_ns = get("avg_backward_comm_time");
+    *overlap_ns = get("avg_backward_compute_comm_overlap_time");
   });
 }
 

@@ -42,7 +42,7 @@ use crate::config::Clock;
 use crate::data::Dataset;
 use crate::data::stream::StreamData;
 use crate::dist::group::Collective;
-use crate::dist::group::GradSync;
+use crate::dist::group::{DdpTimes, GradSync};
 use crate::events::LogLevel;
 use crate::events::{Clocks, EpochRow, Event, RunSummary};
 use crate::model::{Net, NetConfig};
@@ -118,6 +118,15 @@ impl TchTrainer {
         Ok(match run.plan.data.stream {
             Some(_) => self.stream_source(&run.spec.data)?.classes.len(),
             None => self.dataset(&run.spec.data)?.classes.len(),
+        })
+    }
+
+    /// The training images of the run's data set held in memory (`None`
+    /// for a streamed one, whose warm-up reads a fixed few).
+    fn resident_train_images(&mut self, run: &PlannedRun) -> Result<Option<usize>> {
+        Ok(match run.plan.data.stream {
+            Some(_) => None,
+            None => Some(self.dataset(&run.spec.data)?.train.len()),
         })
     }
 
@@ -247,7 +256,8 @@ impl TchTrainer {
         dist: Option<&Collective>,
         ctl: &dyn Control,
     ) -> Result<String> {
-        let warm = warm_up_run(run, self.classes_of(run)?);
+        let held = self.resident_train_images(run)?;
+        let warm = warm_up_run(run, self.classes_of(run)?, held);
         let t = Instant::now();
         // A run that cannot start says why itself; its warm-up stays quiet.
         self.run_in(&warm, dist, ctl, &mut |_| {})?;
@@ -573,7 +583,11 @@ impl Run<'_> {
         if let Some(path) = self.save {
             save_weights(&vs, path)?;
         }
-        Ok(Outcome::Finished(self.summary(lp)?))
+        let ddp_times = match &m.sync {
+            Some(sync) => sync.times()?,
+            None => None,
+        };
+        Ok(Outcome::Finished(self.summary(lp, ddp_times)?))
     }
 
     /// Where the run's batches come from: the streaming loader, or the
@@ -989,7 +1003,7 @@ impl Run<'_> {
         }
     }
 
-    fn summary(&self, lp: Loop) -> Result<RunSummary> {
+    fn summary(&self, lp: Loop, ddp_times: Option<DdpTimes>) -> Result<RunSummary> {
         use crate::util::machine;
         let plan = self.plan;
         let wall_s = lp.wall_s();
@@ -1010,6 +1024,7 @@ impl Run<'_> {
                     machine: machine.clone(),
                     cpu_s,
                     wall_s,
+                    ddp: ddp_times,
                 };
                 let mut ranks = d.gather("end", &mine)?;
                 crate::events::RankEnd::own_gang(&mut ranks);

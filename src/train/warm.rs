@@ -14,7 +14,9 @@ const WARM_UP_STREAM_IMAGES: usize = 64;
 /// on the batch; the run's own kernel selection is `cudnn_benchmark`'s
 /// warm-up inside it. At full width on a CPU a full-size step would cost
 /// seconds (26 s of a 103 s airbench94 run on 5,120 images) and buy nothing more.
-pub fn warm_up_run(run: &PlannedRun, classes: usize) -> PlannedRun {
+/// `held`: the training images of an in-memory data set, which a small one
+/// (`synthetic:64`) may hold fewer of than the warm-up's share.
+pub fn warm_up_run(run: &PlannedRun, classes: usize, held: Option<usize>) -> PlannedRun {
     let mut w = run.clone();
     let p: &mut RunPlan = &mut w.plan;
     let per = WARM_UP_PER_CLASS;
@@ -23,7 +25,7 @@ pub fn warm_up_run(run: &PlannedRun, classes: usize) -> PlannedRun {
     // first images, whatever their class.
     let images = match streamed {
         true => (per * classes.max(1)).min(WARM_UP_STREAM_IMAGES),
-        false => per * classes.max(1),
+        false => (per * classes.max(1)).min(held.unwrap_or(usize::MAX)),
     };
     let splits =
         p.net.bn.ghost_splits.max(1) as usize * p.step.accum.max(1) as usize * p.world_size.max(1);

@@ -517,6 +517,86 @@ fn run_on_two_cpus(dir: &Path, toml: &str) -> std::process::Child {
         .unwrap()
 }
 
+/// A rank that stops answering (SIGSTOP, as a hung process or a debugger
+/// holds it) fails its run once the others time out, and the failure names
+/// the stopped rank, not the healthy one that timed out; the queue goes on.
+#[test]
+fn a_stopped_rank_is_named_when_the_others_time_out() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = dir.path().join("matrix.toml");
+    std::fs::write(&m, "name = \"hung\"\nrecipe = \"tiny-page-resnet9\"\nkind = \"list\"\ndata = \"synthetic:200\"\nrepeats = 1\nset = { batch_size = 20, world_size = 2, train_per_class = 0, test_per_class = 0 }\n[[variant]]\nname = \"long\"\nset = { epochs = 9999 }\n[[variant]]\nname = \"short\"\nset = { epochs = 1 }\n").unwrap();
+    let child = bin()
+        .env("TRICKLAB_DIST_TIMEOUT", "6")
+        .args([
+            "run",
+            "--headless",
+            m.to_str().unwrap(),
+            "--devices",
+            "cpu:2",
+            "--results",
+        ])
+        .arg(dir.path().join("results"))
+        .current_dir(dir.path())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    let victim = loop {
+        let r = ranks_of(child.id());
+        if r.len() == 2 && start.elapsed() > Duration::from_secs(4) {
+            break *r.iter().max().unwrap();
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "the ranks did not start"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    // SAFETY: stopping a process this test's child started (its worker kills it).
+    unsafe { libc::kill(victim, libc::SIGSTOP) };
+    let o = finish(child, 180);
+    let text = format!("{}{}", String::from_utf8_lossy(&o.stdout), err(&o));
+    assert!(
+        text.contains("rank 1 of 2") && text.contains("stopped answering"),
+        "the failure names the stopped rank: {text}"
+    );
+    assert!(
+        text.contains("done  hung/short"),
+        "the next run trained: {text}"
+    );
+    assert!(!gang_ranks_alive("hung"), "a rank was left behind");
+}
+
+/// An exported MASTER_PORT (a job script's, torchrun's) is not every gang's:
+/// two 2-rank gangs train at once on four CPU workers and both finish.
+#[test]
+fn an_exported_master_port_is_not_given_to_every_gang_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = dir.path().join("matrix.toml");
+    std::fs::write(&m, "name = \"ports\"\nrecipe = \"tiny-page-resnet9\"\nkind = \"list\"\ndata = \"synthetic:64\"\nrepeats = 1\nset = { batch_size = 16, world_size = 2, epochs = 1 }\n[[variant]]\nname = \"a\"\n[[variant]]\nname = \"b\"\n").unwrap();
+    let o = bin()
+        .env("MASTER_PORT", free_port().to_string())
+        .args([
+            "run",
+            "--headless",
+            m.to_str().unwrap(),
+            "--devices",
+            "cpu:4",
+            "--results",
+        ])
+        .arg(dir.path().join("results"))
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    let text = format!("{}{}", String::from_utf8_lossy(&o.stdout), err(&o));
+    assert!(o.status.success(), "{text}");
+    assert!(
+        text.contains("done  ports/a") && text.contains("done  ports/b"),
+        "both gangs trained: {text}"
+    );
+}
+
 #[test]
 fn a_rank_killed_mid_run_fails_that_run_by_name_and_the_queue_goes_on() {
     let dir = tempfile::tempdir().unwrap();
