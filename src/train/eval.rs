@@ -21,6 +21,19 @@ pub(crate) struct Counts {
 }
 
 impl Counts {
+    /// The counts kept on the device, read back (one sync each), over `n` images.
+    pub fn read(plain: &Tensor, tta: &Tensor, level: u8, n: f64) -> Counts {
+        Counts {
+            plain: plain.double_value(&[]),
+            tta: if level > 0 {
+                tta.double_value(&[])
+            } else {
+                0.0
+            },
+            n,
+        }
+    }
+
     /// (plain, TTA) accuracy; with TTA off (`level` 0) both are the plain one.
     pub fn accuracies(&self, level: u8) -> (f64, f64) {
         let plain = self.plain / self.n;
@@ -115,15 +128,7 @@ pub(super) fn evaluate(
             let l = tta_of(eval, &fwd, &seen(x.shallow_clone()), &plain_all);
             let _ = tta.g_add_(&hits(&l, y));
         }
-        Counts {
-            plain: plain.double_value(&[]),
-            tta: if level > 0 {
-                tta.double_value(&[])
-            } else {
-                0.0
-            },
-            n: n as f64,
-        }
+        Counts::read(&plain, &tta, level, n as f64)
     })
 }
 

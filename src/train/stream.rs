@@ -382,15 +382,7 @@ pub(super) fn evaluate_stream(
         }
         // A rank may be dealt no batch of a small split; the gang's sum is
         // checked for images by the caller.
-        Ok(Counts {
-            plain: plain.double_value(&[]),
-            tta: if level > 0 {
-                tta.double_value(&[])
-            } else {
-                0.0
-            },
-            n: n as f64,
-        })
+        Ok(Counts::read(&plain, &tta, level, n as f64))
     })?;
     Ok((counts, skipped))
 }

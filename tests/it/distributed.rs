@@ -520,13 +520,19 @@ fn run_on_two_cpus(dir: &Path, toml: &str) -> std::process::Child {
 /// A rank that stops answering (SIGSTOP, as a hung process or a debugger
 /// holds it) fails its run once the others time out, and the failure names
 /// the stopped rank, not the healthy one that timed out; the queue goes on.
-#[test]
-fn a_stopped_rank_is_named_when_the_others_time_out() {
-    let dir = tempfile::tempdir().unwrap();
-    let m = dir.path().join("matrix.toml");
-    std::fs::write(&m, "name = \"hung\"\nrecipe = \"tiny-page-resnet9\"\nkind = \"list\"\ndata = \"synthetic:200\"\nrepeats = 1\nset = { batch_size = 20, world_size = 2, train_per_class = 0, test_per_class = 0 }\n[[variant]]\nname = \"long\"\nset = { epochs = 9999 }\n[[variant]]\nname = \"short\"\nset = { epochs = 1 }\n").unwrap();
-    let child = bin()
-        .env("TRICKLAB_DIST_TIMEOUT", "6")
+/// `tricklab run` of a 2-rank matrix `name` (a long run, then a short
+/// one) on two CPU workers with collectives that give up after `timeout`
+/// seconds, once both ranks of the long run are a few seconds in: the
+/// session and rank 1's pid (the higher: started second).
+#[allow(
+    clippy::zombie_processes,
+    reason = "the child goes to the caller, who waits for it (killed and reaped here if its ranks never start)"
+)]
+fn long_gang(dir: &Path, name: &str, timeout: &str) -> (std::process::Child, i32) {
+    let m = dir.join("matrix.toml");
+    std::fs::write(&m, format!("name = \"{name}\"\nrecipe = \"tiny-page-resnet9\"\nkind = \"list\"\ndata = \"synthetic:200\"\nrepeats = 1\nset = {{ batch_size = 20, world_size = 2, train_per_class = 0, test_per_class = 0 }}\n[[variant]]\nname = \"long\"\nset = {{ epochs = 9999 }}\n[[variant]]\nname = \"short\"\nset = {{ epochs = 1 }}\n")).unwrap();
+    let mut child = bin()
+        .env("TRICKLAB_DIST_TIMEOUT", timeout)
         .args([
             "run",
             "--headless",
@@ -535,24 +541,31 @@ fn a_stopped_rank_is_named_when_the_others_time_out() {
             "cpu:2",
             "--results",
         ])
-        .arg(dir.path().join("results"))
-        .current_dir(dir.path())
+        .arg(dir.join("results"))
+        .current_dir(dir)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
     let start = Instant::now();
-    let victim = loop {
+    loop {
         let r = ranks_of(child.id());
         if r.len() == 2 && start.elapsed() > Duration::from_secs(4) {
-            break *r.iter().max().unwrap();
+            return (child, *r.iter().max().unwrap());
         }
-        assert!(
-            start.elapsed() < Duration::from_secs(60),
-            "the ranks did not start"
-        );
+        if start.elapsed() > Duration::from_secs(60) {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("the ranks did not start");
+        }
         std::thread::sleep(Duration::from_millis(100));
-    };
+    }
+}
+
+#[test]
+fn a_stopped_rank_is_named_when_the_others_time_out() {
+    let dir = tempfile::tempdir().unwrap();
+    let (child, victim) = long_gang(dir.path(), "hung", "6");
     // SAFETY: stopping a process this test's child started (its worker kills it).
     unsafe { libc::kill(victim, libc::SIGSTOP) };
     let o = finish(child, 180);
@@ -600,24 +613,7 @@ fn an_exported_master_port_is_not_given_to_every_gang_at_once() {
 #[test]
 fn a_rank_killed_mid_run_fails_that_run_by_name_and_the_queue_goes_on() {
     let dir = tempfile::tempdir().unwrap();
-    let child = run_on_two_cpus(
-        dir.path(),
-        "name = \"gang\"\nrecipe = \"tiny-page-resnet9\"\nkind = \"list\"\ndata = \"synthetic:200\"\nrepeats = 1\nset = { batch_size = 20, world_size = 2, train_per_class = 0, test_per_class = 0 }\n[[variant]]\nname = \"long\"\nset = { epochs = 9999 }\n[[variant]]\nname = \"short\"\nset = { epochs = 1 }\n",
-    );
-    // Both ranks up and training (a few seconds in).
-    let start = Instant::now();
-    let victim = loop {
-        let r = ranks_of(child.id());
-        if r.len() == 2 && start.elapsed() > Duration::from_secs(4) {
-            // The higher pid: rank 1, started second.
-            break *r.iter().max().unwrap();
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(60),
-            "the ranks did not start"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    };
+    let (child, victim) = long_gang(dir.path(), "gang", "20");
     // SAFETY: killing a process this test's child started.
     unsafe { libc::kill(victim, libc::SIGKILL) };
     let o = finish(child, 180);
@@ -654,6 +650,13 @@ fn a_rank_killed_mid_run_fails_that_run_by_name_and_the_queue_goes_on() {
             r["machine"]["cpu_cores"].as_u64().is_some_and(|c| c > 0),
             "{r}"
         );
+        // DDP's own clock of its sampled steps.
+        let (b, a, h) = (
+            r["ddp"]["backward_s"].as_f64().unwrap_or(0.0),
+            r["ddp"]["allreduce_s"].as_f64().unwrap_or(-1.0),
+            r["ddp"]["hidden_s"].as_f64().unwrap_or(-1.0),
+        );
+        assert!(b > 0.0 && a >= h && h >= 0.0, "{r}");
     }
 }
 
