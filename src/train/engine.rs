@@ -753,7 +753,11 @@ impl Run<'_> {
                 // The references detach the bias from this step on.
                 m.net.set_whiten_bias_trainable(false);
             }
-            if let (Some(sync), Some(d)) = (&m.sync, self.dist) {
+            // The Reducer over what trains: built at the first step, built
+            // again where the trainable set changes (not every step).
+            if let (Some(sync), Some(d), true) =
+                (&m.sync, self.dist, s == 0 || r.whiten_bias_steps == Some(s))
+            {
                 sync.follow(d, &m.net.param_groups().all_trainable())?;
             }
             let (x, y, soft, secs) = self.rank_batch(&mut lp.feed, i as i64)?;

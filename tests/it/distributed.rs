@@ -87,6 +87,33 @@ fn weights(p: &Path) -> Vec<(String, tch::Tensor)> {
     w
 }
 
+/// Every trained tensor of `gang` (the ranks' saved net) within `tol` of
+/// its size of `one`'s (the one-process run's), BN running statistics
+/// left out (ghost BN keeps one set a split, a rank its own). A BN bias
+/// starts at 0 and moves ~0.03 in 8 steps: against its own size, the
+/// float32 noise of the sums that moved it (~1e-5 absolute on an AMD EPYC,
+/// 2e-4 of such a bias) would read as a difference, so scales under
+/// SCALE_FLOOR count as it. Returns how many tensors were compared.
+fn assert_trained_alike(one: &Path, gang: &Path, tol: f64, name: &str) -> usize {
+    let (a, b) = (weights(one), weights(gang));
+    assert_eq!(a.len(), b.len(), "{name}: the two nets differ in layout");
+    let mut compared = 0;
+    for ((ka, ta), (kb, tb)) in a.iter().zip(&b) {
+        assert_eq!(ka, kb, "{name}: the two nets differ in layout");
+        if ka.contains("running") {
+            continue;
+        }
+        let scale = f64::try_from(ta.abs().max()).unwrap().max(SCALE_FLOOR);
+        let diff = f64::try_from((ta - tb).abs().max()).unwrap();
+        assert!(
+            diff / scale < tol,
+            "{name}: {ka} differs by {diff} (largest value {scale})"
+        );
+        compared += 1;
+    }
+    compared
+}
+
 /// Two Gloo ranks at global batch 16 against one process at batch 16 whose
 /// BN normalises the same two sub-batches (ghost BN, 2 splits, which deals
 /// images to splits as the ranks' shards do): after 8 steps every trained
@@ -199,26 +226,7 @@ fn two_ranks_train_the_weights_one_process_trains() {
             .output()
             .unwrap();
         assert!(o.status.success(), "{name}: {}", err(&o));
-        let (a, b) = (weights(&one_w), weights(&gang_w));
-        let mut compared = 0;
-        for ((ka, ta), (kb, tb)) in a.iter().zip(&b) {
-            assert_eq!(ka, kb, "{name}: the two nets differ in layout");
-            // BN running statistics: ghost BN keeps one set a split, a rank its own.
-            if ka.contains("running") {
-                continue;
-            }
-            // A BN bias starts at 0 and moves ~0.03 in 8 steps: against its
-            // own size, the float32 noise of the sums that moved it (~1e-5
-            // absolute on an AMD EPYC, 2e-4 of such a bias) would read as a
-            // difference. Scales under SCALE_FLOOR count as it.
-            let scale = f64::try_from(ta.abs().max()).unwrap().max(SCALE_FLOOR);
-            let diff = f64::try_from((ta - tb).abs().max()).unwrap();
-            assert!(
-                diff / scale < *tol,
-                "{name}: {ka} differs by {diff} (largest value {scale})"
-            );
-            compared += 1;
-        }
+        let compared = assert_trained_alike(&one_w, &gang_w, *tol, name);
         assert!(compared >= 20, "{name}: only {compared} tensors compared");
     }
 }
@@ -321,16 +329,7 @@ fn torchrun_starts_train_as_one_run_over_its_ranks() {
     ]);
     let o = one.output().unwrap();
     assert!(o.status.success(), "{}", err(&o));
-    let (a, b) = (weights(&one_w), weights(&gang_w));
-    assert_eq!(a.len(), b.len());
-    for ((k, ta), (_, tb)) in a.iter().zip(&b) {
-        if k.contains("running") {
-            continue;
-        }
-        let scale = f64::try_from(ta.abs().max()).unwrap().max(SCALE_FLOOR);
-        let diff = f64::try_from((ta - tb).abs().max()).unwrap();
-        assert!(diff / scale < 1e-4, "{k} differs by {diff}");
-    }
+    assert_trained_alike(&one_w, &gang_w, 1e-4, "torchrun");
 }
 
 /// A streaming run (FFCV's ResNet-18, tiny) over two Gloo ranks: each
@@ -396,21 +395,7 @@ fn two_ranks_of_a_streaming_run_decode_their_shares_and_train_what_one_process_t
         .output()
         .unwrap();
     assert!(o.status.success(), "{}", err(&o));
-    let (a, b) = (weights(&one_w), weights(&gang_w));
-    let mut compared = 0;
-    for ((ka, ta), (kb, tb)) in a.iter().zip(&b) {
-        assert_eq!(ka, kb, "the two nets differ in layout");
-        if ka.contains("running") {
-            continue;
-        }
-        let scale = f64::try_from(ta.abs().max()).unwrap().max(SCALE_FLOOR);
-        let diff = f64::try_from((ta - tb).abs().max()).unwrap();
-        assert!(
-            diff / scale < 1e-4,
-            "{ka} differs by {diff} (largest value {scale})"
-        );
-        compared += 1;
-    }
+    let compared = assert_trained_alike(&one_w, &gang_w, 1e-4, "streaming");
     assert!(compared >= 20, "only {compared} tensors compared");
 }
 
