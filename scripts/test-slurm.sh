@@ -3,7 +3,11 @@
 # missing, start munge, slurmctld and slurmd directly (no systemd) with a
 # configuration in a temporary folder, submit a tiny CPU matrix as a 4-task
 # array through `tricklab slurm submit`, wait, merge the shards and check that
-# every run is there exactly once. Cleans up after itself, also on failure.
+# every run is there exactly once. Then a two-node rehearsal: two more slurmd
+# daemons, each in its own network and UTS namespace (nodes tl-n1 and tl-n2
+# at 10.77.0.2 and .3 on a bridge), so `srun --nodes 2 tricklab train` runs
+# one rank per node and the ranks meet across the nodes' addresses, not over
+# a shared loopback. Cleans up after itself, also on failure.
 #
 # Usage (from the repository root, as root): bash scripts/test-slurm.sh [BINARY]
 set -euo pipefail
@@ -20,18 +24,57 @@ fi
 D="$(mktemp -d /tmp/tricklab-slurm.XXXXXX)"
 HOST="$(hostname -s)"
 PIDS=()
+NET=10.77.0
 cleanup() {
   for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
   sleep 1
   for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null || true; done
+  if [ "${TWO_NODES:-0}" = 1 ]; then
+    for n in 1 2; do ip netns del "tl-n$n" 2>/dev/null || true; done
+    ip link del tl-br 2>/dev/null || true
+    sed -i '/ tl-n[12] # tricklab test-slurm$/d' /etc/hosts
+  fi
   if [ "${KEEP:-0}" != 1 ]; then rm -rf "$D"; else echo "test-slurm: kept $D"; fi
 }
 trap cleanup EXIT
 
-mkdir -p "$D/state" "$D/spool" "$D/munge" "$D/results"
+# The two nodes: a bridge in this namespace (slurmctld's address on it is
+# $NET.1) and a network namespace a node with a veth on the bridge, its
+# default route back through it. Their names resolve through /etc/hosts, as
+# a cluster's node names do through its DNS.
+TWO_NODES=0
+if ip link add tl-br type bridge 2>"$D.err"; then
+  TWO_NODES=1
+  ip addr add "$NET.1/24" dev tl-br
+  ip link set tl-br up
+  for n in 1 2; do
+    ip netns add "tl-n$n"
+    ip link add "tl-v$n" type veth peer name "tl-p$n"
+    ip link set "tl-p$n" netns "tl-n$n"
+    ip link set "tl-v$n" master tl-br
+    ip link set "tl-v$n" up
+    ip netns exec "tl-n$n" ip addr add "$NET.$((n + 1))/24" dev "tl-p$n"
+    ip netns exec "tl-n$n" ip link set "tl-p$n" up
+    ip netns exec "tl-n$n" ip link set lo up
+    ip netns exec "tl-n$n" ip route add default via "$NET.1"
+    echo "$NET.$((n + 1)) tl-n$n # tricklab test-slurm" >>/etc/hosts
+  done
+else
+  echo "test-slurm: SKIPPING the two-node rehearsal: this host cannot make network namespaces ($(cat "$D.err")); run as root on a kernel that can"
+fi
+rm -f "$D.err"
+
+mkdir -p "$D/state" "$D/spool/$HOST" "$D/spool/tl-n1" "$D/spool/tl-n2" "$D/munge" "$D/results"
+if [ "$TWO_NODES" = 1 ]; then
+  CTLD="$HOST($NET.1)"
+  PAIR="NodeName=tl-n[1-2] NodeAddr=$NET.[2-3] CPUs=$(nproc) RealMemory=1000 State=UNKNOWN
+PartitionName=pair Nodes=tl-n[1-2] MaxTime=INFINITE State=UP"
+else
+  CTLD="$HOST" PAIR=""
+fi
 cat >"$D/slurm.conf" <<EOF
 ClusterName=tricklab-test
-SlurmctldHost=$HOST
+SlurmctldHost=$CTLD
 SlurmUser=root
 SlurmdUser=root
 AuthType=auth/munge
@@ -39,11 +82,11 @@ CredType=cred/munge
 SlurmctldPort=${SLURMCTLD_PORT:-16817}
 SlurmdPort=${SLURMD_PORT:-16818}
 StateSaveLocation=$D/state
-SlurmdSpoolDir=$D/spool
+SlurmdSpoolDir=$D/spool/%n
 SlurmctldPidFile=$D/slurmctld.pid
-SlurmdPidFile=$D/slurmd.pid
+SlurmdPidFile=$D/slurmd-%n.pid
 SlurmctldLogFile=$D/slurmctld.log
-SlurmdLogFile=$D/slurmd.log
+SlurmdLogFile=$D/slurmd-%n.log
 ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
 SelectType=select/cons_tres
@@ -55,6 +98,7 @@ AccountingStorageType=accounting_storage/none
 ReturnToService=2
 NodeName=$HOST CPUs=$(nproc) RealMemory=1000 State=UNKNOWN
 PartitionName=debug Nodes=$HOST Default=YES MaxTime=INFINITE State=UP
+$PAIR
 EOF
 export SLURM_CONF="$D/slurm.conf"
 
@@ -74,12 +118,22 @@ slurmctld -D -i -f "$D/slurm.conf" >>"$D/slurmctld.out" 2>&1 &
 PIDS+=("$!")
 slurmd -D -f "$D/slurm.conf" >>"$D/slurmd.out" 2>&1 &
 PIDS+=("$!")
+if [ "$TWO_NODES" = 1 ]; then
+  for n in 1 2; do
+    # Each node's slurmd (and so its job steps) in the node's network and
+    # its own hostname, the one its ranks' Gloo resolves to bind on
+    # (nsenter, not `ip netns exec`, which remounts /sys without its cgroups).
+    nsenter --net="/var/run/netns/tl-n$n" unshare --uts sh -c "hostname tl-n$n && exec slurmd -D -N tl-n$n -f '$D/slurm.conf'" \
+      >>"$D/slurmd-tl-n$n.out" 2>&1 &
+    PIDS+=("$!")
+  done
+fi
 for _ in $(seq 1 60); do
-  state="$(sinfo -h -o %T 2>/dev/null || true)"
-  [ "$state" = idle ] && break
+  state="$(sinfo -h -N -o %T 2>/dev/null | sort -u | tr '\n' ' ')"
+  [ "$state" = "idle " ] && break
   sleep 0.5
 done
-[ "$state" = idle ] || { echo "test-slurm: the node never became idle ($state)"; tail -20 "$D"/slurm*.log; exit 1; }
+[ "$state" = "idle " ] || { echo "test-slurm: the nodes never became idle ($state)"; for f in "$D"/slurm*.log "$D"/slurmd*.out; do echo "== $f"; tail -n 20 "$f"; done; exit 1; }
 
 wait_job() {
   for _ in $(seq 1 240); do
@@ -180,5 +234,32 @@ grep -q "FAILED gang-kill/long#0: rank 1 of 2 (srun task 1)" <<<"$klog" \
 grep -q "^done  gang-kill/short#0" <<<"$klog" || { echo "test-slurm: the next run did not train:"; echo "$klog" | grep -v '^|'; exit 1; }
 pgrep -f "tricklab rank" >/dev/null && { echo "test-slurm: a rank was left behind"; exit 1; }
 echo "test-slurm: a rank killed under srun fails its run by name, the next run trains, no rank left"
+
+# Two nodes, one rank each: `tricklab train` under srun --nodes 2 is one run,
+# its ranks meeting at tl-n1's address from two network namespaces.
+if [ "$TWO_NODES" = 1 ]; then
+  out="$(timeout 300 srun -p pair --nodes 2 --ntasks-per-node 1 --cpus-per-task 1 "$BIN" train --recipe tiny-page-resnet9 \
+    --data synthetic:64 --set epochs=1 --set batch_size=16 --device cpu --no-warm-up 2>&1)" \
+    || { echo "test-slurm: srun --nodes 2 tricklab train failed:"; echo "$out"; tail -5 "$D"/slurmd-tl-n*.log; exit 1; }
+  grep -q "^2 ranks on 2 hosts: tl-n1 (rank 0), tl-n2 (rank 1)$" <<<"$out" \
+    || { echo "test-slurm: the ranks were not on the two nodes:"; echo "$out"; exit 1; }
+  grep -q "world size 2 (srun)" <<<"$out" && [ "$(grep -c '^accuracy ' <<<"$out")" = 1 ] \
+    || { echo "test-slurm: the two-node run did not train as one run:"; echo "$out"; exit 1; }
+  echo "test-slurm: srun --nodes 2 tricklab train, one rank on each of two nodes ($(grep '^2 ranks' <<<"$out"))"
+  # The queue's own gang over the two nodes: an array task of 2 tasks on 2
+  # nodes, its session starting the ranks with srun from tl-n1.
+  out="$("$BIN" slurm submit tests/fixtures/tiny-gang.toml --nodes 2 --partition pair --shards 1 --gpus-per-task 0 \
+    --cpus-per-task 1 --time 10:00 --results "$D/two")"
+  njob="$(sed -n 's/^submitted job \([0-9]*\):.*/\1/p' <<<"$out")"
+  [ -n "$njob" ] || { echo "test-slurm: no job id in: $out"; exit 1; }
+  wait_job "$njob"
+  nlog="$(cat "$D"/two/tiny-gang/slurm-*/logs/*)"
+  ndir="$(ls -d "$D"/two/tiny-gang/slurm-*/shard-1/*/*)"
+  "$BIN" report "$ndir" --format csv | grep -q '"tiny-gang",0,"two ranks",dawn,1,0' \
+    || { echo "test-slurm: the two-node gang did not finish:"; echo "$nlog"; exit 1; }
+  grep -q "cpu ×2 (srun on tl-n1, tl-n2)" "$ndir/manifest.json" \
+    || { echo "test-slurm: the queue's gang was not on the two nodes:"; echo "$nlog" | grep -v '^|'; exit 1; }
+  echo "test-slurm: slurm submit --nodes 2: the queue's 2-rank run, one rank on each node"
+fi
 
 echo "test-slurm: 4-task array on a real Slurm, one task re-submitted, merged, every run once, the table of one worker ($(( $(date +%s) - t0 )) s from submit to merge)"

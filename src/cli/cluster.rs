@@ -65,6 +65,14 @@ pub struct SubmitArgs {
     /// GPUs per task (0: CPU tasks).
     #[arg(long, default_value_t = 1)]
     pub gpus_per_task: u32,
+    /// Spread each multi-rank run's ranks over this many nodes (its
+    /// world_size divided evenly among them), as `srun --nodes N` does.
+    #[arg(long, default_value_t = 1)]
+    pub nodes: u32,
+    /// GPUs per node for multi-node runs (`#SBATCH --gpus-per-node`), in
+    /// place of --gpus-per-task: a rank takes cuda:SLURM_LOCALID.
+    #[arg(long)]
+    pub gpus_per_node: Option<u32>,
     #[arg(long, default_value_t = 2)]
     pub cpus_per_task: u32,
     /// At most this many tasks at once (`--array=...%N`).
@@ -142,14 +150,29 @@ pub fn sbatch_script(
     };
     s += &format!("#SBATCH --output={out}/logs/%A_%a.out\n");
     s += &format!("#SBATCH --time={time}\n");
+    let nodes = a.nodes.max(1) as usize;
+    if nodes > 1 && (world < nodes || world % nodes != 0) {
+        bail!(
+            "--nodes {nodes} spreads each run's ranks evenly over the nodes, but the matrix's largest world_size is {world}: set world_size to a multiple of {nodes}, or drop --nodes"
+        );
+    }
     if world > 1 {
         // A task is a gang: the session in the batch step starts the ranks
-        // with srun, one task (and its CPUs or GPU) each.
+        // with srun, one task (and its CPUs or GPU) each; over several
+        // nodes, as many on each.
         s += &format!("#SBATCH --ntasks={world}\n");
+        if nodes > 1 {
+            s += &format!("#SBATCH --nodes={nodes}\n");
+            s += &format!("#SBATCH --ntasks-per-node={}\n", world / nodes);
+        }
     }
     s += &format!("#SBATCH --cpus-per-task={}\n", a.cpus_per_task);
-    if a.gpus_per_task > 0 {
-        s += &format!("#SBATCH --gpus-per-task={}\n", a.gpus_per_task);
+    match a.gpus_per_node {
+        Some(g) if g > 0 => s += &format!("#SBATCH --gpus-per-node={g}\n"),
+        _ if a.gpus_per_task > 0 => {
+            s += &format!("#SBATCH --gpus-per-task={}\n", a.gpus_per_task);
+        }
+        _ => {}
     }
     if let Some(p) = &a.partition {
         s += &format!("#SBATCH --partition={}\n", directive("--partition", p)?);
@@ -159,7 +182,7 @@ pub fn sbatch_script(
     // the CPU); the session only needs as many as the largest world size.
     let devices = format!(
         "--devices {} --cpu-threads {}",
-        match (world, a.gpus_per_task) {
+        match (world, a.gpus_per_task.max(a.gpus_per_node.unwrap_or(0))) {
             (w, _) if w > 1 => format!("cpu:{w}"),
             (_, 0) => "cpu".into(),
             _ => "auto".into(),
@@ -435,6 +458,8 @@ mod tests {
             matrix: "m.toml".into(),
             partition: Some("gpu".into()),
             gpus_per_task: 1,
+            nodes: 1,
+            gpus_per_node: None,
             cpus_per_task: 4,
             array_parallel: Some(2),
             time: "1:00:00".into(),
@@ -506,5 +531,65 @@ mod tests {
             "{gang}"
         );
         assert!(!s.contains("--ntasks"));
+    }
+
+    /// A multi-node job: as many ranks on each node, the GPUs per node.
+    #[test]
+    fn nodes_split_a_runs_ranks_evenly() {
+        let a = SubmitArgs {
+            matrix: "m.toml".into(),
+            partition: None,
+            gpus_per_task: 1,
+            nodes: 1,
+            gpus_per_node: None,
+            cpus_per_task: 4,
+            array_parallel: None,
+            time: "1:00:00".into(),
+            shards: None,
+            repeats: None,
+            results: "results".into(),
+            dry_run: true,
+        };
+        // Over two nodes with their GPUs: two ranks on each.
+        let wide = SubmitArgs {
+            nodes: 2,
+            gpus_per_node: Some(2),
+            ..a.clone()
+        };
+        let four = sbatch_script(
+            &wide,
+            "m",
+            Path::new("/r"),
+            Path::new("/r/m.toml"),
+            Path::new("/b"),
+            (1, 4),
+        )
+        .unwrap();
+        for line in [
+            "#SBATCH --ntasks=4\n",
+            "#SBATCH --nodes=2\n",
+            "#SBATCH --ntasks-per-node=2\n",
+            "#SBATCH --gpus-per-node=2\n",
+        ] {
+            assert!(four.contains(line), "{line} in {four}");
+        }
+        assert!(!four.contains("--gpus-per-task"), "{four}");
+        // Three ranks do not split over two nodes; one rank does not spread.
+        for w in [3, 1] {
+            let e = sbatch_script(
+                &wide,
+                "m",
+                Path::new("/r"),
+                Path::new("/r/m.toml"),
+                Path::new("/b"),
+                (1, w),
+            )
+            .unwrap_err()
+            .to_string();
+            assert!(
+                e.contains("--nodes 2") && e.contains("multiple of 2"),
+                "{e}"
+            );
+        }
     }
 }

@@ -149,6 +149,7 @@ pub fn cmd_train(args: TrainArgs) -> Result<i32> {
             let summary = train_rank(&spec, l, &opts, &mut |m| match m {
                 Msg::Event(ev) => print(ev),
                 Msg::Log(line) => println!("{line}"),
+                Msg::Hosts(hosts) => println!("{}", crate::dist::group::placement(&hosts)),
                 Msg::Finished(_) => {}
             })?;
             match summary {

@@ -28,6 +28,8 @@ pub enum Msg {
     Event(Event),
     /// A line for the log (the warm-up's).
     Log(String),
+    /// Each rank's host, by rank, as rank 0 learnt them at the rendezvous.
+    Hosts(Vec<String>),
     Finished(RunSummary),
 }
 
@@ -165,6 +167,8 @@ struct Launched {
     devices: Vec<String>,
     world: usize,
     srun: bool,
+    /// Each rank's host, once rank 0 has said them.
+    hosts: Vec<String>,
     msgs: mpsc::Receiver<Msg>,
     /// Each child's last lines on stderr (srun's: every rank's).
     stderr: Vec<Arc<Mutex<Vec<String>>>>,
@@ -264,6 +268,7 @@ impl Launched {
             devices: devices.to_vec(),
             world,
             srun,
+            hosts: Vec::new(),
             msgs,
             stderr,
         })
@@ -330,10 +335,18 @@ impl Launched {
     }
 
     /// The run's device in events and its row: the gang's (`cpu ×2`,
-    /// `cuda:0+cuda:1`, `cuda:0 ×8 (srun)`); `rank_devices` has each rank's.
+    /// `cuda:0+cuda:1`, `cuda:0 ×8 (srun)`, `cuda:0 ×16 (srun on n1, n2)`);
+    /// `rank_devices` has each rank's.
     fn label(&self, rank0: &str) -> String {
+        let mut hosts = self.hosts.clone();
+        hosts.sort_unstable();
+        hosts.dedup();
         if self.srun {
-            format!("{rank0} ×{} (srun)", self.world)
+            match hosts.len() {
+                0 | 1 => format!("{rank0} ×{} (srun)", self.world),
+                2..=4 => format!("{rank0} ×{} (srun on {})", self.world, hosts.join(", ")),
+                n => format!("{rank0} ×{} (srun on {n} hosts)", self.world),
+            }
         } else {
             local_label(&self.devices)
         }
@@ -341,7 +354,7 @@ impl Launched {
 
     /// One message of rank 0: an event forwarded (with the gang's device),
     /// a log line, or the summary kept for the end.
-    fn take(&self, m: Msg, emit: &mut dyn FnMut(Event), summary: &mut Option<RunSummary>) {
+    fn take(&mut self, m: Msg, emit: &mut dyn FnMut(Event), summary: &mut Option<RunSummary>) {
         match m {
             Msg::Event(mut ev) => {
                 if let Event::RunStarted { device, .. } = &mut ev {
@@ -353,6 +366,13 @@ impl Launched {
                 level: crate::events::LogLevel::Info,
                 message,
             }),
+            Msg::Hosts(hosts) => {
+                emit(Event::Log {
+                    level: crate::events::LogLevel::Info,
+                    message: crate::dist::group::placement(&hosts),
+                });
+                self.hosts = hosts;
+            }
             Msg::Finished(s) => *summary = Some(s),
         }
     }

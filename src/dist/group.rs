@@ -84,6 +84,9 @@ pub struct Collective {
     group: *mut c_void,
     pub rank: usize,
     pub world: usize,
+    /// The host each rank runs on, by rank (rank 0 learns every rank's at
+    /// the rendezvous; the others know their own only).
+    pub hosts: Vec<String>,
     /// Gathers made so far: each gets its own keys, since the store lives
     /// as long as the gang (a warm-up's keys must not answer the run's).
     gathers: std::cell::Cell<u64>,
@@ -96,6 +99,34 @@ impl Drop for Collective {
             tricklab_pg_free(self.group);
             tricklab_store_free(self.store);
         }
+    }
+}
+
+/// Where the ranks run: `2 ranks on 2 hosts: n1 (rank 0), n2 (rank 1)`,
+/// `hosts[r]` rank r's host; consecutive ranks on one host are one range.
+pub fn placement(hosts: &[String]) -> String {
+    let mut runs: Vec<(&str, usize, usize)> = Vec::new();
+    for (r, h) in hosts.iter().enumerate() {
+        match runs.last_mut() {
+            Some((last, _, end)) if *last == h.as_str() && *end + 1 == r => *end = r,
+            _ => runs.push((h.as_str(), r, r)),
+        }
+    }
+    let mut distinct: Vec<&str> = hosts.iter().map(String::as_str).collect();
+    distinct.sort_unstable();
+    distinct.dedup();
+    let ranks = |a: usize, b: usize| match b - a {
+        0 => format!("rank {a}"),
+        _ => format!("ranks {a}-{b}"),
+    };
+    let at = runs
+        .iter()
+        .map(|(h, a, b)| format!("{h} ({})", ranks(*a, *b)))
+        .collect::<Vec<_>>()
+        .join(", ");
+    match distinct.len() {
+        1 => format!("{} ranks on 1 host: {at}", hosts.len()),
+        n => format!("{} ranks on {n} hosts: {at}", hosts.len()),
     }
 }
 
@@ -156,6 +187,7 @@ impl Collective {
             group: std::ptr::null_mut(),
             rank: l.rank,
             world: l.world,
+            hosts: vec![crate::util::machine::hostname()],
             gathers: std::cell::Cell::new(0),
         };
         c.check_fingerprints(fingerprint)
@@ -186,12 +218,20 @@ impl Collective {
 
     /// Every rank publishes its fingerprint; rank 0 compares them and
     /// publishes the verdict, so every rank stops with the same reason.
-    fn check_fingerprints(&self, mine: &str) -> Result<()> {
+    fn check_fingerprints(&mut self, mine: &str) -> Result<()> {
+        self.put(
+            &format!("tricklab/host/{}", self.rank),
+            self.hosts[0].as_bytes(),
+        )?;
         self.put(
             &format!("tricklab/fingerprint/{}", self.rank),
             mine.as_bytes(),
         )?;
         if self.rank == 0 {
+            for r in 1..self.world {
+                let host = self.get(&format!("tricklab/host/{r}"))?;
+                self.hosts.push(String::from_utf8_lossy(&host).into_owned());
+            }
             let mut verdict = String::from("ok");
             for r in 1..self.world {
                 let theirs = self.get(&format!("tricklab/fingerprint/{r}"))?;
@@ -643,6 +683,23 @@ fn scalar_pack(values: &[&Tensor]) -> Tensor {
 pub(crate) mod tests {
     use super::*;
 
+    #[test]
+    fn placement_names_each_host_once_with_its_ranks() {
+        let h = |v: &[&str]| v.iter().map(|s| (*s).to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            placement(&h(&["n1", "n2"])),
+            "2 ranks on 2 hosts: n1 (rank 0), n2 (rank 1)"
+        );
+        assert_eq!(
+            placement(&h(&["a", "a", "a", "b", "b", "a"])),
+            "6 ranks on 2 hosts: a (ranks 0-2), b (ranks 3-4), a (rank 5)"
+        );
+        assert_eq!(
+            placement(&h(&["vm", "vm"])),
+            "2 ranks on 1 host: vm (ranks 0-1)"
+        );
+    }
+
     /// Two Gloo ranks (threads) step one backward through DDP's Reducer: each
     /// rank's gradients become the mean of both, exactly with the default
     /// all-reduce and rounded through fp16 (or bf16) with a compression hook;
@@ -664,6 +721,9 @@ pub(crate) mod tests {
                     let launch = crate::dist::env::Launch::on_this_machine(rank, 2, port);
                     let c =
                         Collective::join(&launch, false, "ddp", Duration::from_secs(20)).unwrap();
+                    // Rank 0 learns every rank's host at the rendezvous.
+                    let host = crate::util::machine::hostname();
+                    assert_eq!(c.hosts, vec![host; if rank == 0 { 2 } else { 1 }]);
                     let mut seen = Vec::new();
                     for hook in [CommHook::AllReduce, CommHook::Fp16, CommHook::Bf16] {
                         let w = Tensor::zeros([4], (Kind::Float, tch::Device::Cpu))

@@ -109,6 +109,9 @@ fn train(
         super::gang::timeout(),
     )?;
     let rank0 = launch.rank == 0;
+    if rank0 {
+        say(Msg::Hosts(dist.hosts.clone()));
+    }
     if !args.no_warm_up {
         let line = trainer.warm_up_rank(&planned, &dist)?;
         if rank0 {
