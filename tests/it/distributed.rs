@@ -332,6 +332,133 @@ fn torchrun_starts_train_as_one_run_over_its_ranks() {
     assert_trained_alike(&one_w, &gang_w, 1e-4, "torchrun");
 }
 
+/// A rank killed under torchrun: torchrun's own handling ends the job (it
+/// stops the other rank and exits non-zero), its report names the rank that
+/// died as the root cause, and no rank is left behind.
+#[test]
+fn a_rank_killed_under_torchrun_ends_the_job_by_torchruns_handling() {
+    let Some(t) = torchrun() else {
+        eprintln!("no torchrun beside TRICKLAB_PYTHON: nothing to kill a rank under");
+        return;
+    };
+    let exe = Path::new(env!("CARGO_BIN_EXE_tricklab"));
+    let mut c = Command::new(t);
+    c.env("NO_COLOR", "1")
+        .env("TRICKLAB_DIST_TIMEOUT", "30")
+        .env("OMP_NUM_THREADS", "1")
+        .args(["--standalone", "--nproc-per-node", "2", "--no-python"])
+        .arg(exe)
+        .args([
+            "train",
+            "--recipe",
+            "tiny-page-resnet9",
+            "--data",
+            "synthetic:200",
+        ])
+        .args([
+            "--set",
+            "epochs=9999",
+            "--set",
+            "batch_size=16",
+            "--device",
+            "cpu",
+        ])
+        .arg("--no-warm-up")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut job = c.spawn().unwrap();
+    // Rank 0 reports the run: wait for its first epoch, so both ranks are
+    // inside the run's collectives when rank 1 dies.
+    let stdout = job.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+        {
+            let _ = tx.send(line);
+        }
+    });
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let mut said = String::new();
+    while !said.lines().any(|l| l.trim_start().starts_with("1 ")) {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match rx.recv_timeout(left) {
+            Ok(l) => said += &format!("{l}\n"),
+            Err(_) => {
+                let _ = job.kill();
+                panic!("no first epoch under torchrun within 120 s: {said}");
+            }
+        }
+    }
+    // torchrun's workers are its children, each told its RANK.
+    let workers: Vec<(i32, String)> = children_of(job.id())
+        .into_iter()
+        .map(|p| (p, environ(p, "RANK").unwrap_or_default()))
+        .collect();
+    let victim = workers.iter().find(|(_, r)| r == "1").map(|(p, _)| *p);
+    let Some(victim) = victim else {
+        let _ = job.kill();
+        panic!("no rank 1 among torchrun's children {workers:?}");
+    };
+    let killed = Instant::now();
+    // SAFETY: kill(2) on a pid this test's torchrun started.
+    unsafe { libc::kill(victim, libc::SIGKILL) };
+    let o = finish(job, 90);
+    let report = err(&o);
+    assert!(
+        !o.status.success(),
+        "torchrun should fail the job: {report}"
+    );
+    let root = report
+        .split("Root Cause")
+        .nth(1)
+        .unwrap_or_else(|| panic!("torchrun's report has no root cause: {report}"));
+    assert!(
+        root.contains("rank      : 1 (local_rank: 1)") && root.contains("SIGKILL"),
+        "the root cause should be rank 1, killed: {root}"
+    );
+    assert!(
+        killed.elapsed() < Duration::from_secs(60),
+        "the job took {:?} to end after the kill",
+        killed.elapsed()
+    );
+    for (p, r) in &workers {
+        assert!(
+            !Path::new(&format!("/proc/{p}")).exists(),
+            "rank {r} (pid {p}) was left behind"
+        );
+    }
+}
+
+/// The pids whose parent is `parent`.
+fn children_of(parent: u32) -> Vec<i32> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let stat = std::fs::read_to_string(e.path().join("stat")).unwrap_or_default();
+        let ppid = stat
+            .rsplit_once(')')
+            .and_then(|(_, r)| r.split_whitespace().nth(1)?.parse::<u32>().ok());
+        if ppid == Some(parent) {
+            out.push(pid);
+        }
+    }
+    out
+}
+
+/// One variable of a process's environment.
+fn environ(pid: i32, key: &str) -> Option<String> {
+    let env = std::fs::read(format!("/proc/{pid}/environ")).ok()?;
+    env.split(|b| *b == 0).find_map(|kv| {
+        let kv = String::from_utf8_lossy(kv);
+        kv.strip_prefix(&format!("{key}=")).map(str::to_string)
+    })
+}
+
 /// A streaming run (FFCV's ResNet-18, tiny) over two Gloo ranks: each
 /// rank's loader decodes only its share of every global batch (the
 /// positions DistributedSampler deals it; crops and flips drawn per image),
