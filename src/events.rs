@@ -48,6 +48,10 @@ pub struct EpochRow {
     /// second (None for in-memory data).
     #[serde(default)]
     pub loader_images_per_s: Option<f64>,
+    /// A data-parallel run's step by DDP's own clock so far (rank 0's
+    /// Logger: its backward, gradient all-reduce and the part hidden).
+    #[serde(default)]
+    pub ddp: Option<crate::dist::group::DdpTimes>,
 }
 
 /// The clocks of TRICKS.md section 5, kept apart so that every convention can be reported.
@@ -199,8 +203,9 @@ pub struct RankEnd {
     pub rank: usize,
     pub host: String,
     pub device: String,
-    /// Seconds in gradient all-reduces (Gloo: the transfers, which the host
-    /// waits for; NCCL: the host's side only, as the stream runs on).
+    /// Seconds in tricklab's own all-reduces beside DDP's (a step's loss
+    /// and accuracy sums; the gradients' are in `ddp`). Gloo: the
+    /// transfers, which the host waits for; NCCL: the host's side only.
     pub allreduce_s: f64,
     pub throughput_cv: Option<f64>,
     pub machine: crate::util::machine::MachineState,

@@ -542,6 +542,7 @@ mod tests {
                 peak_mem_bytes: None,
                 loader_s: 0.0,
                 loader_images_per_s: None,
+                ddp: None,
             };
             w.on_event(&Event::Epoch {
                 run: run.clone(),

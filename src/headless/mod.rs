@@ -137,12 +137,22 @@ pub fn run_headless(mut session: Session) -> Result<i32> {
                             let (clock, tta) = clocks.remove(&run).unwrap_or((Clock::Dawn, false));
                             let c = &summary.clocks;
                             let share = c.loader_s / c.hlb_s.max(1e-9);
+                            // A data-parallel run: its gradient all-reduce a step by DDP's clock.
+                            let ddp = summary.ranks.first().and_then(|r| r.ddp).map(|t| {
+                                format!(
+                                    "; {} ranks, all-reduce {:.1} ms a step ({:.1} exposed)",
+                                    summary.world_size(),
+                                    1e3 * t.allreduce_s,
+                                    1e3 * t.exposed_s()
+                                )
+                            });
                             bars.line(format!(
-                                "done  {run}: {} in {:.2} s on the {} clock{}{}",
+                                "done  {run}: {} in {:.2} s on the {} clock{}{}{}",
                                 summary.acc_words(tta),
                                 c.on(clock),
                                 clock.name(),
                                 summary.time_to_target_s.map(|t| format!(", target at {t:.2} s")).unwrap_or_default(),
+                                ddp.unwrap_or_default(),
                                 if share > crate::report::DATA_BOUND_SHARE {
                                     format!("; data-bound: {:.1}% of the training loop went to the loader", 100.0 * share)
                                 } else {

@@ -90,13 +90,22 @@ impl Report {
                 .collect::<Vec<_>>()
                 .join(", "),
         );
-        s.push_str("\n\n| # | variant | n | failed | acc % (TTA where used) | acc % (no TTA) | P(acc ≥ target) [95% CI, Wilson] | clock | time mean (s) | time min | time median | first eval at target (s, per run) | speedup vs prev | speedup vs first | Δ s [95% CI] | Δ acc pts [95% CI] |\n");
-        s.push_str("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+        // Data-parallel variants get a column of their gradient all-reduce.
+        let ddp = self.rows.iter().any(|r| r.ddp_allreduce_ms.is_some());
+        let (ddp_head, ddp_rule, ddp_gap) = if ddp {
+            (" all-reduce ms/step (exposed), DDP's clock |", "---|", " |")
+        } else {
+            ("", "", "")
+        };
+        s.push_str(&format!("\n\n| # | variant | n | failed | acc % (TTA where used) | acc % (no TTA) | P(acc ≥ target) [95% CI, Wilson] | clock | time mean (s) | time min | time median | first eval at target (s, per run) | speedup vs prev | speedup vs first | Δ s [95% CI] | Δ acc pts [95% CI] |{ddp_head}\n"));
+        s.push_str(&format!(
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|{ddp_rule}\n"
+        ));
         let mut matrix = "";
         for r in &self.rows {
             if r.matrix != matrix && self.rows.iter().any(|x| x.matrix != r.matrix) {
                 s.push_str(&format!(
-                    "| | **{}** | | | | | | | | | | | | | | |\n",
+                    "| | **{}** | | | | | | | | | | | | | | |{ddp_gap}\n",
                     r.matrix
                 ));
             }
@@ -139,6 +148,13 @@ impl Report {
                 r.delta_time.map_or("-".into(), |d| d.label(1.0)),
                 r.delta_acc.map_or("-".into(), |d| d.label(100.0)),
             ));
+            if ddp {
+                s.pop();
+                s.push_str(&match (r.ddp_allreduce_ms, r.ddp_exposed_ms) {
+                    (Some(a), Some(e)) => format!(" {a:.1} ({e:.1}) |\n"),
+                    _ => " - |\n".into(),
+                });
+            }
         }
         let bound: Vec<String> = self
             .rows
@@ -171,7 +187,7 @@ impl Report {
         for c in super::STAGE_COLUMNS {
             s.push_str(&format!(",{c}_mean"));
         }
-        s.push_str(",graphs\n");
+        s.push_str(",graphs,ddp_allreduce_ms,ddp_exposed_ms\n");
         let o = |x: Option<f64>| x.map(|v| v.to_string()).unwrap_or_default();
         let q = |t: &str| format!("\"{}\"", t.replace('"', "\"\""));
         for r in &self.rows {
@@ -216,7 +232,12 @@ impl Report {
             for x in r.stages {
                 s.push_str(&format!(",{}", o(x)));
             }
-            s.push_str(&format!(",{}\n", q(r.graphs.as_deref().unwrap_or(""))));
+            s.push_str(&format!(
+                ",{},{},{}\n",
+                q(r.graphs.as_deref().unwrap_or("")),
+                o(r.ddp_allreduce_ms),
+                o(r.ddp_exposed_ms)
+            ));
         }
         s
     }

@@ -112,6 +112,10 @@ pub struct VariantStats {
     /// Mean share of the training loop (the hlb clock) spent building
     /// batches; `None` where the runs predate the record or had no loader.
     pub loader_share: Option<f64>,
+    /// A data-parallel variant's gradient all-reduce a step and the part the
+    /// backward left exposed, ms by DDP's clock (rank 0), mean over runs.
+    pub ddp_allreduce_ms: Option<f64>,
+    pub ddp_exposed_ms: Option<f64>,
     /// Mean seconds a run in each of [`STAGE_COLUMNS`]' stages; `None`
     /// where the runs predate them (forward and backward apart: also where
     /// a CUDA graph replayed them as one).
@@ -280,8 +284,10 @@ fn as_schema_1_words(df: &mut DataFrame) -> Result<()> {
     if df.column("clock").is_err() {
         df.with_column(Column::new("clock".into(), vec![None::<String>; n]))?;
     }
-    if df.column("loader_s").is_err() {
-        df.with_column(Column::new("loader_s".into(), vec![None::<f64>; n]))?;
+    for c in ["loader_s", "ddp_allreduce_ms", "ddp_exposed_ms"] {
+        if df.column(c).is_err() {
+            df.with_column(Column::new(c.into(), vec![None::<f64>; n]))?;
+        }
     }
     for c in STAGE_COLUMNS {
         if df.column(c).is_err() {
@@ -373,6 +379,15 @@ pub fn aggregate(dirs: &[PathBuf], opts: &ReportOptions) -> Result<Report> {
             .mean()
             .alias("loader_share"),
     );
+    for c in ["ddp_allreduce_ms", "ddp_exposed_ms"] {
+        aggs.push(
+            col(c)
+                .cast(DataType::Float64)
+                .filter(done())
+                .mean()
+                .alias(c),
+        );
+    }
     for c in ["acc", "acc_tta"] {
         aggs.push(col(c).filter(done()).mean().alias(format!("{c}_mean")));
         aggs.push(col(c).filter(done()).std(1).alias(format!("{c}_std")));
@@ -461,6 +476,8 @@ pub fn aggregate(dirs: &[PathBuf], opts: &ReportOptions) -> Result<Report> {
     let (n, failed, ttt_n) = (f(&df, "n")?, f(&df, "failed")?, f(&df, "ttt_n")?);
     let noisy = f(&df, "noisy")?;
     let loader_share = f(&df, "loader_share")?;
+    let (ddp_allreduce_ms, ddp_exposed_ms) =
+        (f(&df, "ddp_allreduce_ms")?, f(&df, "ddp_exposed_ms")?);
     let graphs = s("graphs")?;
     let stage_means: Vec<Vec<Option<f64>>> = STAGE_COLUMNS
         .iter()
@@ -534,6 +551,8 @@ pub fn aggregate(dirs: &[PathBuf], opts: &ReportOptions) -> Result<Report> {
                 failed: failed[i].unwrap_or(0.0) as usize,
                 noisy: noisy[i].unwrap_or(0.0) as usize,
                 loader_share: loader_share[i].filter(|x| x.is_finite() && *x > 0.0),
+                ddp_allreduce_ms: ddp_allreduce_ms[i].filter(|x| x.is_finite()),
+                ddp_exposed_ms: ddp_exposed_ms[i].filter(|x| x.is_finite()),
                 stages: std::array::from_fn(|k| stage_means[k][i].filter(|x| x.is_finite())),
                 graphs: Some(graphs[i].clone()).filter(|g| !g.is_empty()),
                 acc_mean: v("acc_mean", i),

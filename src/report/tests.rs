@@ -473,6 +473,95 @@ fn a_control_left_out_is_not_replaced_by_the_next_variant() {
     );
 }
 
+/// A data-parallel variant's gradient all-reduce by DDP's clock reaches
+/// runs.parquet, the report's mean, its Markdown column and its CSV; a
+/// one-process variant beside it shows "-", and a report of one-process
+/// runs alone has no such column.
+#[test]
+fn a_data_parallel_variants_all_reduce_is_a_report_column() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut w = ResultsWriter::create(tmp.path(), "ddp", "").unwrap();
+    for (idx, v, ddp) in [(0, "one process", None), (1, "two ranks", Some(0.004))] {
+        for rep in 0..2 {
+            let mut s = crate::store::tests::summary(0.9, 10.0, None);
+            if let Some(hidden) = ddp {
+                let rank = |r| crate::events::RankEnd {
+                    rank: r,
+                    host: "h".into(),
+                    device: "cpu".into(),
+                    allreduce_s: 0.1,
+                    throughput_cv: None,
+                    machine: crate::util::machine::MachineState::default(),
+                    cpu_s: 1.0,
+                    wall_s: 1.0,
+                    ddp: Some(crate::dist::group::DdpTimes {
+                        backward_s: 0.02,
+                        // Runs of 10 and 12 ms: a mean of 11, 6 and 8 exposed.
+                        allreduce_s: 0.010 + 0.002 * rep as f64,
+                        hidden_s: hidden,
+                    }),
+                };
+                s.ranks = vec![rank(0), rank(1)];
+            }
+            crate::store::tests::feed(
+                &mut w,
+                crate::store::tests::rid(v, idx, rep),
+                rep as u64,
+                Some(s),
+            );
+        }
+    }
+    let r = aggregate(&[w.dir().to_path_buf()], &ReportOptions::default()).unwrap();
+    assert_eq!(
+        (r.rows[0].ddp_allreduce_ms, r.rows[0].ddp_exposed_ms),
+        (None, None)
+    );
+    let (a, e) = (
+        r.rows[1].ddp_allreduce_ms.unwrap(),
+        r.rows[1].ddp_exposed_ms.unwrap(),
+    );
+    assert!((a - 11.0).abs() < 1e-9 && (e - 7.0).abs() < 1e-9, "{a} {e}");
+    let md = r.to_markdown();
+    let head = md.lines().find(|l| l.starts_with("| # |")).unwrap();
+    assert!(
+        head.ends_with("| all-reduce ms/step (exposed), DDP's clock |"),
+        "{head}"
+    );
+    let cells = |name: &str| {
+        md.lines()
+            .find(|l| l.contains(&format!("| {name} |")))
+            .unwrap()
+            .split('|')
+            .count()
+    };
+    assert_eq!(cells("one process"), head.split('|').count());
+    assert!(
+        md.lines()
+            .any(|l| l.contains("| two ranks |") && l.ends_with("| 11.0 (7.0) |")),
+        "{md}"
+    );
+    assert!(
+        md.lines()
+            .any(|l| l.contains("| one process |") && l.ends_with("| - |")),
+        "{md}"
+    );
+    let csv = r.to_csv();
+    assert!(
+        csv.lines()
+            .next()
+            .unwrap()
+            .ends_with(",graphs,ddp_allreduce_ms,ddp_exposed_ms")
+    );
+    assert!(csv.lines().nth(2).unwrap().ends_with(",11,7"), "{csv}");
+    let plain = aggregate(
+        &[fixture(tmp.path(), "plain", 1.0)],
+        &ReportOptions::default(),
+    )
+    .unwrap()
+    .to_markdown();
+    assert!(!plain.contains("all-reduce ms/step"), "{plain}");
+}
+
 #[test]
 fn a_variant_whose_steps_wait_for_the_loader_is_called_data_bound() {
     let tmp = tempfile::tempdir().unwrap();

@@ -651,6 +651,7 @@ pub fn read_curves(dir: &Path, row: &RunRow) -> Result<(Vec<StepRow>, Vec<EpochR
                 peak_mem_bytes: mem[i].map(|b| b as u64),
                 loader_s: loader_s[i].unwrap_or(0.0),
                 loader_images_per_s: loader_ips[i],
+                ddp: None,
             })
             .collect();
     }

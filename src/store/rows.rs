@@ -390,6 +390,10 @@ runs_table! {
         pub world_size: Option<u32>,
         pub rank_devices: Option<String>,
         pub allreduce_s: Option<f64>,
+        // Rank 0's step by DDP's own clock: the gradient all-reduce, and
+        // the part of it the backward did not hide (ms a step).
+        pub ddp_allreduce_ms: Option<f64>,
+        pub ddp_exposed_ms: Option<f64>,
         pub ranks: Option<String>,
         // The step's CUDA graphs: `on`, `off`, or `off: <why>`.
         pub graphs: Option<String>,
@@ -444,6 +448,7 @@ impl RunRow {
         let text = |v: &serde_json::Value| v.as_str().map(String::from);
         let c = s.map(|s| &s.clocks);
         let st = s.and_then(|s| s.stages.as_ref());
+        let ddp = s.and_then(|s| s.ranks.first()).and_then(|r| r.ddp);
         let m = s.and_then(|s| s.machine.as_ref());
         let (g0, g1) = (
             m.and_then(|m| m.gpu_start.as_ref()),
@@ -531,6 +536,8 @@ impl RunRow {
                     .join(";")
             }),
             allreduce_s: s.and_then(|s| s.ranks.first()).map(|r| r.allreduce_s),
+            ddp_allreduce_ms: ddp.map(|t| 1e3 * t.allreduce_s),
+            ddp_exposed_ms: ddp.map(|t| 1e3 * t.exposed_s()),
             ranks: s
                 .filter(|s| !s.ranks.is_empty())
                 .and_then(|s| serde_json::to_string(&s.ranks).ok()),

@@ -95,6 +95,7 @@ pub fn feed_result(
         peak_mem_bytes: None,
         loader_s: 0.25,
         loader_images_per_s: Some(900.0),
+        ddp: None,
     };
     w.on_event(&Event::Epoch {
         run: run.clone(),

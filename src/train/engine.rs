@@ -933,6 +933,10 @@ impl Run<'_> {
                 peak_mem_bytes: peak_rss(),
                 loader_s: tr.loader_s,
                 loader_images_per_s: tr.loader_images_per_s,
+                ddp: match &m.sync {
+                    Some(sync) => sync.times()?,
+                    None => None,
+                },
             },
         });
         Ok(())

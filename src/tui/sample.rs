@@ -103,6 +103,7 @@ pub fn sample_state(no_color: bool) -> AppState {
                         peak_mem_bytes: Some(64 << 20),
                         loader_s: 0.0,
                         loader_images_per_s: None,
+                        ddp: None,
                     },
                 },
             );

@@ -124,6 +124,7 @@ fn projection_and_time_to_target_read_the_reference_runs() {
                 peak_mem_bytes: None,
                 loader_s: 0.0,
                 loader_images_per_s: None,
+                ddp: None,
             })
             .collect(),
         target_acc: 0.5,
@@ -928,6 +929,42 @@ fn the_live_header_shows_the_loader_wait_and_rate() {
     s.loader_share = 0.02;
     s.loader_images_per_s = None;
     assert_eq!(loader_part(&s).as_deref(), Some("loader 2%"));
+}
+
+/// A data-parallel run's Live header gives the gradient all-reduce a step
+/// and its exposed part, by DDP's clock as of the last epoch.
+#[test]
+fn the_live_header_shows_ddps_all_reduce_and_what_the_backward_left_exposed() {
+    use super::state::RunSeries;
+    use super::view::ddp_part;
+    let mut s = RunSeries::default();
+    let mut row = EpochRow {
+        epoch: 1,
+        steps: 3,
+        train_loss: 1.0,
+        train_acc: 0.5,
+        test_acc: 0.4,
+        test_acc_tta: None,
+        train_s: 1.0,
+        eval_s: 0.1,
+        images_per_s: 10.0,
+        peak_mem_bytes: None,
+        loader_s: 0.0,
+        loader_images_per_s: None,
+        ddp: None,
+    };
+    s.push_epoch(row.clone());
+    assert_eq!(ddp_part(&s), None);
+    row.ddp = Some(crate::dist::group::DdpTimes {
+        backward_s: 0.020,
+        allreduce_s: 0.0125,
+        hidden_s: 0.0095,
+    });
+    s.push_epoch(row);
+    assert_eq!(
+        ddp_part(&s).as_deref(),
+        Some("all-reduce 12.5 ms/step (3.0 exposed)")
+    );
 }
 
 /// A designed matrix's results folder for the Effects tests: runs fed

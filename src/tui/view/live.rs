@@ -33,6 +33,17 @@ pub(crate) fn loader_part(cur: &RunSeries) -> Option<String> {
     })
 }
 
+/// A data-parallel run's gradient all-reduce a step by DDP's own clock (as
+/// of its last epoch), and how much of it the backward did not hide.
+pub(crate) fn ddp_part(cur: &RunSeries) -> Option<String> {
+    let t = cur.epochs.last()?.ddp?;
+    Some(format!(
+        "all-reduce {:.1} ms/step ({:.1} exposed)",
+        1e3 * t.allreduce_s,
+        1e3 * t.exposed_s()
+    ))
+}
+
 #[allow(
     clippy::too_many_lines,
     reason = "the Live screen's panels drawn in order, sharing their scales"
@@ -71,6 +82,7 @@ pub(super) fn live(f: &mut Frame, area: Rect, s: &AppState, pal: &Palette) {
         )),
         Some(format!("{:.0} img/s", cur.images_per_s)),
         loader_part(cur),
+        ddp_part(cur),
         Some(format!("peak mem {mem}")),
         Some(format!("{run} on {}", cur.device)),
     ]

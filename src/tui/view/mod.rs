@@ -14,7 +14,7 @@ mod tricks;
 #[cfg(test)]
 pub(crate) use effects::bar;
 #[cfg(test)]
-pub(crate) use live::{axis_labels_for_test, loader_part, pack};
+pub(crate) use live::{axis_labels_for_test, ddp_part, loader_part, pack};
 
 use super::state::{AppState, Overlay, Tab, fmt_secs};
 use crate::events::RunStatus;
