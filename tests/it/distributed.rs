@@ -332,6 +332,64 @@ fn torchrun_starts_train_as_one_run_over_its_ranks() {
     assert_trained_alike(&one_w, &gang_w, 1e-4, "torchrun");
 }
 
+/// torchrun's multi-node form: two agents (`--nnodes 2`, one rank each)
+/// meet through a c10d rendezvous at `--rdzv-endpoint` and start ONE run
+/// over both; the agent that became rank 0's reports it, the other is quiet.
+#[test]
+fn torchruns_multi_node_form_meets_at_a_c10d_rendezvous_and_trains_one_run() {
+    let Some(t) = torchrun() else {
+        eprintln!("no torchrun beside TRICKLAB_PYTHON: its multi-node form is not tried");
+        return;
+    };
+    let exe = Path::new(env!("CARGO_BIN_EXE_tricklab"));
+    let endpoint = format!("127.0.0.1:{}", free_port());
+    let agents: Vec<_> = (0..2)
+        .map(|_| {
+            Command::new(&t)
+                .env("NO_COLOR", "1")
+                .env("TRICKLAB_DIST_TIMEOUT", "30")
+                .env("OMP_NUM_THREADS", "1")
+                .args(["--nnodes", "2", "--nproc-per-node", "1"])
+                .args(["--rdzv-backend", "c10d", "--rdzv-id", "tricklab-it"])
+                .args(["--rdzv-endpoint", &endpoint, "--no-python"])
+                .arg(exe)
+                .args([
+                    "train",
+                    "--recipe",
+                    "tiny-page-resnet9",
+                    "--data",
+                    "synthetic:64",
+                ])
+                .args([
+                    "--set",
+                    "epochs=1",
+                    "--set",
+                    "batch_size=16",
+                    "--device",
+                    "cpu",
+                ])
+                .arg("--no-warm-up")
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let outputs: Vec<Output> = agents.into_iter().map(|a| finish(a, 180)).collect();
+    for o in &outputs {
+        assert!(o.status.success(), "{}{}", super::common::out(o), err(o));
+    }
+    let said: Vec<String> = outputs.iter().map(super::common::out).collect();
+    let reporting: Vec<&String> = said.iter().filter(|s| s.contains("accuracy ")).collect();
+    assert_eq!(reporting.len(), 1, "one agent's rank 0 reports: {said:?}");
+    let r = reporting[0];
+    assert!(
+        r.contains("world size 2 (torchrun)") && r.contains("2 ranks on 1 host"),
+        "{r}"
+    );
+    assert!(r.contains("DDP (rank 0, a sampled step)"), "{r}");
+}
+
 /// A rank killed under torchrun: torchrun's own handling ends the job (it
 /// stops the other rank and exits non-zero), its report names the rank that
 /// died as the root cause, and no rank is left behind.
