@@ -36,6 +36,12 @@ pub enum DataCommand {
         /// The store's image format (with --max-side).
         #[arg(long, value_enum, default_value = "jpeg")]
         format: stream::store::Format,
+        /// With --max-side: FFCV's mixed store, this share of the images as
+        /// JPEG and the rest raw (its `write_mode='proportion'`; FFCV's
+        /// ResNet-18 store: --max-side 400 --jpeg-fraction 0.1; ResNet-50:
+        /// --max-side 500 --jpeg-fraction 0.5). Overrides --format.
+        #[arg(long)]
+        jpeg_fraction: Option<f64>,
         /// With --max-side: what to do with a file that is not a decodable image.
         #[arg(long, value_enum, default_value = "fail")]
         on_bad_image: stream::OnBadImage,
@@ -144,16 +150,23 @@ pub fn cmd_data(args: DataArgs) -> Result<i32> {
             name,
             max_side: Some(max_side),
             format,
+            jpeg_fraction,
             on_bad_image,
         } => {
             let t = std::time::Instant::now();
             let out = data_dir().join(&name).join(stream::store::STORE_FILE);
-            let r = stream::store::build(&source, &out, max_side, format, on_bad_image)?;
+            let fraction = jpeg_fraction.unwrap_or(format.jpeg_fraction());
+            let r = stream::store::build(&source, &out, max_side, fraction, on_bad_image)?;
             for s in &r.skipped {
                 eprintln!("{s}");
             }
+            let format = match fraction {
+                f if f >= 1.0 => "JPEG".to_string(),
+                f if f <= 0.0 => "raw".to_string(),
+                f => format!("{:.0}% JPEG, the rest raw", 100.0 * f),
+            };
             println!(
-                "stored {} train + {} val images of {} at most {max_side} px on a side ({format:?}, {:.1} MB, {} skipped) in {} in {:.1} s",
+                "stored {} train + {} val images of {} at most {max_side} px on a side ({format}, {:.1} MB, {} skipped) in {} in {:.1} s",
                 r.train,
                 r.val,
                 source.display(),
@@ -317,6 +330,9 @@ pub fn cmd_data(args: DataArgs) -> Result<i32> {
             Ok(0)
         }
         DataCommand::Check { name } => {
+            if let Some(f) = stream::source::store_file(&name) {
+                return check_store(&f);
+            }
             let dir = Path::new(&name);
             if dir.join("train").is_dir() {
                 let (ok, uniform) = survey_folder(dir)?;
@@ -443,6 +459,48 @@ fn stream_cmd(a: &StreamCmd) -> Result<i32> {
 
 /// `data check DIR`: images per class and the spread of sizes, from headers
 /// only; (no problem found, every image of one size).
+/// ImageNet-1k's images (train + val), for the size a store's settings
+/// would give the whole set.
+const IMAGENET_IMAGES: f64 = 1_281_167.0 + 50_000.0;
+
+/// `data check` of a store: opening it checks its index (checksum, labels,
+/// offsets, raw sizes); then what it holds, its bytes an image by format,
+/// and the size the full ImageNet would take at those bytes.
+fn check_store(path: &Path) -> Result<i32> {
+    let s = stream::store::Store::open(path)?;
+    let h = &s.header;
+    let [(jpeg, jpeg_b), (raw, raw_b)] = s.composition();
+    let n = (jpeg + raw).max(1);
+    println!(
+        "{}: a store of {} train + {} val images of {} classes, at most {} px on a side, from {}",
+        path.display(),
+        h.train,
+        h.val,
+        h.classes.len(),
+        h.max_side,
+        h.source
+    );
+    let per = |b: u64, k: usize| b as f64 / k.max(1) as f64 / 1024.0;
+    println!(
+        "stored as: {jpeg} JPEG ({:.1}%, {:.1} KB an image), {raw} raw ({:.1}%, {:.1} KB an image){}",
+        100.0 * jpeg as f64 / n as f64,
+        per(jpeg_b, jpeg),
+        100.0 * raw as f64 / n as f64,
+        per(raw_b, raw),
+        h.jpeg_fraction
+            .map(|f| format!("; asked {:.1}% JPEG", 100.0 * f))
+            .unwrap_or_default()
+    );
+    let mean = (jpeg_b + raw_b) as f64 / n as f64;
+    println!(
+        "{:.1} KB an image: the full ImageNet (1,331,167 images) at these settings would take about {:.0} GB, if its images shrink as this store's did (ImageNet's average is about 400x350 px)",
+        mean / 1024.0,
+        mean * IMAGENET_IMAGES / 1e9
+    );
+    println!("index checked: every label, offset and size is sound");
+    Ok(0)
+}
+
 fn survey_folder(dir: &Path) -> Result<(bool, bool)> {
     let index = stream::FolderIndex::open(dir)?;
     for n in &index.notes {

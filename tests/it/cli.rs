@@ -1234,6 +1234,58 @@ fn data_stream_states_its_throughput_and_check_surveys_an_image_folder() {
         "{:?}",
         text(&o)
     );
+    // FFCV's mixed store: half the images as JPEG, the rest raw; `data
+    // check` opens it (checking its index) and says what it holds.
+    let o = with_data(&[
+        "data",
+        "import",
+        d,
+        "--name",
+        "mixed",
+        "--max-side",
+        "48",
+        "--jpeg-fraction",
+        "0.5",
+        "--on-bad-image",
+        "skip",
+    ]);
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{out}{err}");
+    assert!(out.contains("(50% JPEG, the rest raw,"), "{out}");
+    let o = with_data(&["data", "check", "mixed"]);
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{out}{err}");
+    assert!(
+        out.contains("a store of 23 train + 6 val images of 3 classes")
+            && out.contains("stored as: ")
+            && out.contains("the full ImageNet (1,331,167 images)")
+            && out.contains("index checked"),
+        "{out}"
+    );
+    let o = with_data(&[
+        "data", "stream", "mixed", "--size", "32", "--batch", "8", "--split", "val",
+    ]);
+    let (out, err) = text(&o);
+    assert!(
+        o.status.success() && out.contains("6 images in 1 batches"),
+        "{out}{err}"
+    );
+    let o = with_data(&[
+        "data",
+        "import",
+        d,
+        "--name",
+        "x",
+        "--max-side",
+        "48",
+        "--jpeg-fraction",
+        "1.5",
+    ]);
+    let (_, err) = text(&o);
+    assert!(
+        !o.status.success() && err.contains("--jpeg-fraction 1.5"),
+        "{err}"
+    );
 }
 
 /// A streaming recipe (FFCV's ResNet-18 at tiny size) trains from an

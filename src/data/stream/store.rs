@@ -4,10 +4,17 @@
 //! 500-px one, and one file instead of a million, is what makes an ImageNet
 //! epoch cheap enough to stream (`tricklab data import DIR --max-side N`).
 //!
+//! Like FFCV's `RGBImageField`, a store keeps every image as JPEG, every one
+//! raw, or a mix (its `write_mode='proportion'`): each image JPEG with
+//! probability F, else raw, so that only that share is decoded each epoch
+//! (FFCV's ResNet-18 store: 400 px, 10% JPEG; ResNet-50: 500 px, 50% JPEG
+//! at quality 90).
+//!
 //! Layout (little-endian): `TLSTORE1`, the header's length (u64), the header
-//! (JSON: classes, counts, max side, format, source), then one 24-byte record
-//! per image (offset u64, length u32, label u32, width u16, height u16, split
-//! u8, 3 bytes of padding), then the images' bytes.
+//! (JSON: classes, counts, max side, format, source, the index's SHA-256),
+//! then one 24-byte record per image (offset u64, length u32, label u32,
+//! width u16, height u16, split u8, how it is stored u8: 0 the header's
+//! format, 1 JPEG, 2 raw; 2 bytes of padding), then the images' bytes.
 
 use super::decode::{Rgb, decode};
 use super::{FolderIndex, Images, OnBadImage, resample};
@@ -29,6 +36,20 @@ pub enum Format {
     Jpeg,
     /// Raw RGB bytes: no decoding, several times larger.
     Raw,
+    /// Each image JPEG or raw, as its record says (`--jpeg-fraction`).
+    #[value(skip)]
+    Mixed,
+}
+
+impl Format {
+    /// The share of images a store of this format keeps as JPEG (a mixed
+    /// store's own share is in its header).
+    pub fn jpeg_fraction(self) -> f64 {
+        match self {
+            Format::Jpeg => 1.0,
+            Format::Raw | Format::Mixed => 0.0,
+        }
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -39,6 +60,13 @@ pub struct Header {
     pub max_side: usize,
     pub format: Format,
     pub source: String,
+    /// A mixed store's share of JPEG images, as asked (`--jpeg-fraction`).
+    #[serde(default)]
+    pub jpeg_fraction: Option<f64>,
+    /// SHA-256 of the index table, checked when the store is opened (stores
+    /// written before it have none).
+    #[serde(default)]
+    pub index_sha256: Option<String>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -49,7 +77,13 @@ struct Record {
     width: u16,
     height: u16,
     val: bool,
+    /// 0: the header's format; 1: JPEG; 2: raw.
+    mode: u8,
 }
+
+const AS_HEADER: u8 = 0;
+const AS_JPEG: u8 = 1;
+const AS_RAW: u8 = 2;
 
 impl Record {
     fn write(&self, out: &mut Vec<u8>) {
@@ -59,7 +93,8 @@ impl Record {
         out.extend_from_slice(&self.width.to_le_bytes());
         out.extend_from_slice(&self.height.to_le_bytes());
         out.push(u8::from(self.val));
-        out.extend_from_slice(&[0; 3]);
+        out.push(self.mode);
+        out.extend_from_slice(&[0; 2]);
     }
 
     fn read(b: &[u8]) -> Record {
@@ -73,8 +108,21 @@ impl Record {
             width: u16_at(16),
             height: u16_at(18),
             val: b[20] != 0,
+            mode: b[21],
         }
     }
+}
+
+/// Whether the image at `position` (import order) is stored as JPEG in a
+/// store of `jpeg_fraction`. FFCV draws `np.random.rand() < p` per image;
+/// this is the same Bernoulli draw from a hash of the position, so an
+/// import of the same folder gives the same store.
+pub fn stored_as_jpeg(position: usize, jpeg_fraction: f64) -> bool {
+    jpeg_fraction >= 1.0
+        || (jpeg_fraction > 0.0
+            && crate::util::splitmix::SplitMix64(0x7472_6963_6b6c_6162 ^ position as u64)
+                .unit_f64()
+                < jpeg_fraction)
 }
 
 /// The image shrunk to fit `max_side` (never enlarged), aspect kept.
@@ -101,10 +149,10 @@ fn fit(img: Rgb, max_side: usize) -> Rgb {
     }
 }
 
-fn encode(img: &Rgb, format: Format) -> Result<Vec<u8>> {
-    match format {
-        Format::Raw => Ok(img.pixels.clone()),
-        Format::Jpeg => {
+fn encode(img: &Rgb, jpeg: bool) -> Result<Vec<u8>> {
+    match jpeg {
+        false => Ok(img.pixels.clone()),
+        true => {
             use image::ImageEncoder;
             let mut out = Vec::new();
             image::codecs::jpeg::JpegEncoder::new_with_quality(&mut out, 90)
@@ -139,17 +187,23 @@ pub struct Imported {
 }
 
 /// Builds `out` from the folder `src`: decodes each image, shrinks it to
-/// `max_side` and stores it; written atomically. Images go through in chunks,
-/// so memory holds a chunk's images, not the data set's.
+/// `max_side` and stores it, a `jpeg_fraction` share of them as JPEG (1:
+/// every one, 0: every one raw); written atomically. Images go through in
+/// chunks, so memory holds a chunk's images, not the data set's. After the
+/// first chunk the store's size is estimated and a disk that cannot hold it
+/// is refused before more is written.
 pub fn build(
     src: &Path,
     out: &Path,
     max_side: usize,
-    format: Format,
+    jpeg_fraction: f64,
     on_bad: OnBadImage,
 ) -> Result<Imported> {
     if !(16..=u16::MAX as usize).contains(&max_side) {
         bail!("--max-side {max_side}: choose 16 to 65535 px");
+    }
+    if !(0.0..=1.0).contains(&jpeg_fraction) {
+        bail!("--jpeg-fraction {jpeg_fraction}: choose a share from 0 (all raw) to 1 (all JPEG)");
     }
     let index = FolderIndex::open(src)?;
     let all: Vec<(&super::Entry, bool)> = index
@@ -174,30 +228,27 @@ pub fn build(
     // Gone however this ends: the store is the only thing left behind.
     let _part = RemoveOnDrop(blob_path.clone());
     let mut offset = 0u64;
-    for chunk in all.chunks(1024) {
-        let done: Vec<Result<(Vec<u8>, usize, usize)>> = chunk
-            .par_iter()
-            .map(|(e, _)| {
-                let bytes = std::fs::read(&e.path).context("cannot read it")?;
-                let img = fit(decode(&bytes)?, max_side);
-                Ok((encode(&img, format)?, img.width, img.height))
-            })
-            .collect();
+    for (c, chunk) in all.chunks(1024).enumerate() {
+        let done = encode_chunk(chunk, c * 1024, max_side, jpeg_fraction);
+        if c == 0 {
+            room_for(out, &done, all.len())?;
+        }
         for ((e, val), r) in chunk.iter().zip(done) {
             match r {
-                Ok((bytes, w, h)) => {
-                    blob.write_all(&bytes).with_context(|| {
+                Ok(st) => {
+                    blob.write_all(&st.bytes).with_context(|| {
                         format!("cannot write {} (disk full?)", blob_path.display())
                     })?;
                     records.push(Record {
                         offset,
-                        len: bytes.len() as u32,
+                        len: st.bytes.len() as u32,
                         label: e.label,
-                        width: w as u16,
-                        height: h as u16,
+                        width: st.width as u16,
+                        height: st.height as u16,
                         val: *val,
+                        mode: if st.jpeg { AS_JPEG } else { AS_RAW },
                     });
-                    offset += bytes.len() as u64;
+                    offset += st.bytes.len() as u64;
                     if *val {
                         imported.val += 1;
                     } else {
@@ -218,6 +269,28 @@ pub fn build(
     }
     blob.flush()?;
     drop(blob);
+    let (header, table) = finish(&index, src, max_side, jpeg_fraction, &imported, &records);
+    write_store(out, &header, &table, &blob_path)?;
+    imported.bytes = std::fs::metadata(out).map_or(0, |m| m.len());
+    Ok(imported)
+}
+
+/// The store's header and index table once every image is in.
+fn finish(
+    index: &FolderIndex,
+    src: &Path,
+    max_side: usize,
+    jpeg_fraction: f64,
+    imported: &Imported,
+    records: &[Record],
+) -> (Header, Vec<u8>) {
+    let format = match jpeg_fraction {
+        f if f >= 1.0 => Format::Jpeg,
+        f if f <= 0.0 => Format::Raw,
+        _ => Format::Mixed,
+    };
+    let mut table = Vec::with_capacity(records.len() * RECORD);
+    records.iter().for_each(|r| r.write(&mut table));
     let header = Header {
         classes: index.classes.clone(),
         train: imported.train,
@@ -225,23 +298,87 @@ pub fn build(
         max_side,
         format,
         source: src.display().to_string(),
+        jpeg_fraction: (format == Format::Mixed).then_some(jpeg_fraction),
+        index_sha256: Some(sha256_hex(&table)),
     };
-    write_store(out, &header, &records, &blob_path)?;
-    imported.bytes = std::fs::metadata(out).map_or(0, |m| m.len());
-    Ok(imported)
+    (header, table)
+}
+
+/// One image as it goes into a store.
+struct Stored {
+    bytes: Vec<u8>,
+    width: usize,
+    height: usize,
+    jpeg: bool,
+}
+
+/// A chunk of the import, in parallel: each image read, shrunk to
+/// `max_side` and encoded as JPEG or raw by its position (from `first`).
+fn encode_chunk(
+    chunk: &[(&super::Entry, bool)],
+    first: usize,
+    max_side: usize,
+    jpeg_fraction: f64,
+) -> Vec<Result<Stored>> {
+    chunk
+        .par_iter()
+        .enumerate()
+        .map(|(k, (e, _))| {
+            let bytes = std::fs::read(&e.path).context("cannot read it")?;
+            let img = fit(decode(&bytes)?, max_side);
+            let jpeg = stored_as_jpeg(first + k, jpeg_fraction);
+            Ok(Stored {
+                bytes: encode(&img, jpeg)?,
+                width: img.width,
+                height: img.height,
+                jpeg,
+            })
+        })
+        .collect()
+}
+
+fn sha256_hex(bytes: &[u8]) -> String {
+    use sha2::Digest;
+    hex::encode(sha2::Sha256::digest(bytes))
+}
+
+/// Refuses a store the disk cannot hold, estimated from the first chunk's
+/// images: they are written twice (the side file, then the store), so the
+/// store needs about twice its size free while it is built.
+fn room_for(out: &Path, first: &[Result<Stored>], images: usize) -> Result<()> {
+    let sized: Vec<usize> = first.iter().flatten().map(|s| s.bytes.len()).collect();
+    if sized.is_empty() {
+        return Ok(());
+    }
+    let per = sized.iter().sum::<usize>() as f64 / sized.len() as f64;
+    let need = 2.0 * per * images as f64;
+    let dir = out.parent().unwrap_or(Path::new("."));
+    // A file system that cannot say its free space is left to the writes.
+    let Ok(free) = crate::util::free_bytes(dir) else {
+        return Ok(());
+    };
+    if need > free as f64 {
+        bail!(
+            "{} would take about {:.1} GB while it is built ({images} images at {:.0} KB each, written twice), and {} has {:.1} GB free: free space, lower --max-side or raise --jpeg-fraction",
+            out.display(),
+            need / 1e9,
+            per / 1024.0,
+            dir.display(),
+            free as f64 / 1e9
+        );
+    }
+    Ok(())
 }
 
 /// Header, index and the images written so far, into `out` atomically.
-fn write_store(out: &Path, header: &Header, records: &[Record], blob_path: &Path) -> Result<()> {
+fn write_store(out: &Path, header: &Header, table: &[u8], blob_path: &Path) -> Result<()> {
     let head = serde_json::to_vec(header)?;
     crate::util::write_atomic_with(out, |f| {
         let mut w = std::io::BufWriter::new(f);
         w.write_all(MAGIC)?;
         w.write_all(&(head.len() as u64).to_le_bytes())?;
         w.write_all(&head)?;
-        let mut table = Vec::with_capacity(records.len() * RECORD);
-        records.iter().for_each(|r| r.write(&mut table));
-        w.write_all(&table)?;
+        w.write_all(table)?;
         std::io::copy(&mut std::fs::File::open(blob_path)?, &mut w)?;
         w.flush()?;
         Ok(())
@@ -307,6 +444,20 @@ impl Store {
                 data_start + end
             )));
         }
+        if let Some(want) = &header.index_sha256
+            && sha256_hex(&map[table..data_start]) != *want
+        {
+            return Err(bad(
+                "its index does not match its checksum (the file was altered or damaged)",
+            ));
+        }
+        if let Some(why) = records
+            .iter()
+            .enumerate()
+            .find_map(|(i, r)| record_problem(i, r, &header))
+        {
+            return Err(bad(&why));
+        }
         Ok(Arc::new(Store {
             path: path.to_path_buf(),
             header,
@@ -333,11 +484,64 @@ impl Store {
         &self.map[self.data_start - self.records.len() * RECORD..self.data_start]
     }
 
+    /// Whether image `i` is stored as JPEG (else raw RGB).
+    pub fn is_jpeg(&self, i: usize) -> bool {
+        match self.records[i].mode {
+            AS_JPEG => true,
+            AS_RAW => false,
+            _ => self.header.format == Format::Jpeg,
+        }
+    }
+
+    /// (JPEG, raw) images and their bytes: what `data check` reports.
+    pub fn composition(&self) -> [(usize, u64); 2] {
+        let mut out = [(0, 0); 2];
+        for (i, r) in self.records.iter().enumerate() {
+            let k = usize::from(!self.is_jpeg(i));
+            out[k].0 += 1;
+            out[k].1 += u64::from(r.len);
+        }
+        out
+    }
+
     /// The sides of image `i`: (width, height).
     pub fn size(&self, i: usize) -> (usize, usize) {
         let r = &self.records[i];
         (usize::from(r.width), usize::from(r.height))
     }
+}
+
+/// What is wrong with record `i` of a store with `header`, if anything: a
+/// label past the classes, no sides, an unknown storage, a raw image whose
+/// bytes are not its sides' pixels.
+fn record_problem(i: usize, r: &Record, header: &Header) -> Option<String> {
+    let classes = header.classes.len();
+    let raw = match (r.mode, header.format) {
+        (AS_JPEG, _) => false,
+        (AS_RAW, _) => true,
+        (AS_HEADER, Format::Jpeg) => false,
+        (AS_HEADER, Format::Raw) => true,
+        (m, _) => return Some(format!("image {i} is stored in an unknown way ({m})")),
+    };
+    if r.label as usize >= classes {
+        return Some(format!(
+            "image {i} has label {} but the store has {classes} classes",
+            r.label
+        ));
+    }
+    if r.width == 0 || r.height == 0 {
+        return Some(format!(
+            "image {i} has no pixels ({}x{})",
+            r.width, r.height
+        ));
+    }
+    let want = 3 * usize::from(r.width) * usize::from(r.height);
+    (raw && r.len as usize != want).then(|| {
+        format!(
+            "image {i} is raw {}x{} but holds {} bytes, not {want}",
+            r.width, r.height, r.len
+        )
+    })
 }
 
 /// The images of one split of a store, in import order.
@@ -364,36 +568,56 @@ impl Images for StoreSplit {
         i: usize,
         choose: &mut dyn FnMut(usize, usize) -> usize,
     ) -> Result<(Rgb, usize)> {
-        match self.store.header.format {
-            Format::Jpeg => {
-                let r = self.store.records[self.ids[i]];
-                let at = self.store.data_start + r.offset as usize;
-                super::decode::decode_reduced(&self.store.map[at..at + r.len as usize], choose)
-            }
-            Format::Raw => {
-                let img = self.pixels(i)?;
-                choose(img.width, img.height);
-                Ok((img, 1))
-            }
+        if self.store.is_jpeg(self.ids[i]) {
+            let r = self.store.records[self.ids[i]];
+            let at = self.store.data_start + r.offset as usize;
+            super::decode::decode_reduced(&self.store.map[at..at + r.len as usize], choose)
+        } else {
+            let img = self.pixels(i)?;
+            choose(img.width, img.height);
+            Ok((img, 1))
         }
     }
     fn pixels(&self, i: usize) -> Result<Rgb> {
         let r = self.store.records[self.ids[i]];
         let at = self.store.data_start + r.offset as usize;
         let bytes = &self.store.map[at..at + r.len as usize];
-        match self.store.header.format {
-            Format::Jpeg => decode(bytes),
-            Format::Raw => {
-                let (w, h) = (usize::from(r.width), usize::from(r.height));
-                if bytes.len() != w * h * 3 {
-                    bail!("a raw image of {} bytes for {w}x{h}", bytes.len());
-                }
-                Ok(Rgb {
-                    width: w,
-                    height: h,
-                    pixels: bytes.to_vec(),
-                })
-            }
+        if self.store.is_jpeg(self.ids[i]) {
+            return decode(bytes);
         }
+        // Its size was checked against its sides when the store opened.
+        Ok(Rgb {
+            width: usize::from(r.width),
+            height: usize::from(r.height),
+            pixels: bytes.to_vec(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A store the disk cannot hold (estimated from its first images,
+    /// written twice) is refused with both numbers and the ways out.
+    #[test]
+    fn a_store_too_large_for_the_disk_is_refused_before_it_is_written() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("images.tlst");
+        let first = [Ok(Stored {
+            bytes: vec![0u8; 1 << 20],
+            width: 512,
+            height: 682,
+            jpeg: false,
+        })];
+        assert!(room_for(&out, &first, 3).is_ok());
+        let e = room_for(&out, &first, 1 << 40).unwrap_err().to_string();
+        assert!(
+            e.contains("images.tlst would take about")
+                && e.contains("GB free")
+                && e.contains("--max-side")
+                && e.contains("--jpeg-fraction"),
+            "{e}"
+        );
     }
 }

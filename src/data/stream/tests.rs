@@ -442,7 +442,7 @@ fn dropping_a_loader_mid_epoch_ends_its_thread_and_a_batch_converts_to_tensors()
 fn a_store_keeps_every_image_shrunk_to_its_max_side_in_folder_order() {
     let (d, idx) = folder(&small_spec());
     let out = d.path().join("store/images.tlst");
-    let r = store::build(d.path(), &out, 32, store::Format::Jpeg, OnBadImage::Fail).unwrap();
+    let r = store::build(d.path(), &out, 32, 1.0, OnBadImage::Fail).unwrap();
     assert_eq!((r.train, r.val, r.skipped.len()), (24, 8, 0));
     assert!(
         !out.with_extension("tlst.part").exists(),
@@ -481,7 +481,7 @@ fn a_store_keeps_every_image_shrunk_to_its_max_side_in_folder_order() {
     assert_eq!(from_store, from_folder);
     // Raw: the shrunk pixels exactly, no re-encoding.
     let raw = d.path().join("raw.tlst");
-    store::build(d.path(), &raw, 32, store::Format::Raw, OnBadImage::Fail).unwrap();
+    store::build(d.path(), &raw, 32, 0.0, OnBadImage::Fail).unwrap();
     let v = store::Store::open(&raw).unwrap().split(true);
     let orig = decode::decode(&std::fs::read(&idx.val[3].path).unwrap()).unwrap();
     let got = v.pixels(3).unwrap();
@@ -496,6 +496,128 @@ fn a_store_keeps_every_image_shrunk_to_its_max_side_in_folder_order() {
     assert_eq!(got.pixels, want);
 }
 
+/// FFCV's mixed store: each image JPEG with the asked probability (a draw
+/// fixed by its position), the rest raw; both kinds read back, the raw ones
+/// exactly; the loader reads it as it reads the folder.
+#[test]
+fn a_mixed_store_keeps_a_share_of_its_images_as_jpeg_and_the_rest_raw() {
+    // The draw: about the share asked, and the same every import.
+    let share =
+        |f: f64| (0..20_000).filter(|&i| store::stored_as_jpeg(i, f)).count() as f64 / 20_000.0;
+    assert!((share(0.1) - 0.1).abs() < 0.01 && (share(0.5) - 0.5).abs() < 0.02);
+    assert_eq!((share(0.0), share(1.0)), (0.0, 1.0));
+    let (d, idx) = folder(&small_spec());
+    let out = d.path().join("mixed/images.tlst");
+    let r = store::build(d.path(), &out, 32, 0.5, OnBadImage::Fail).unwrap();
+    assert_eq!((r.train, r.val), (24, 8));
+    let s = store::Store::open(&out).unwrap();
+    assert_eq!(
+        (s.header.format, s.header.jpeg_fraction),
+        (store::Format::Mixed, Some(0.5))
+    );
+    let [(jpeg, jpeg_b), (raw, raw_b)] = s.composition();
+    let want: usize = (0..32).filter(|&i| store::stored_as_jpeg(i, 0.5)).count();
+    assert_eq!((jpeg, raw), (want, 32 - want));
+    assert!(jpeg > 0 && raw > 0, "both kinds in 32 images at 0.5");
+    assert!(
+        raw_b / raw as u64 > jpeg_b / jpeg as u64,
+        "raw images are the larger"
+    );
+    let train = s.split(false);
+    for i in 0..24 {
+        let orig = decode::decode(&std::fs::read(&idx.train[i].path).unwrap()).unwrap();
+        let got = train.pixels(i).unwrap();
+        let mut want = vec![0u8; got.width * got.height * 3];
+        let all = resample::CropBox {
+            x: 0.0,
+            y: 0.0,
+            w: orig.width as f64,
+            h: orig.height as f64,
+        };
+        resample::resample(&orig, all, got.width, got.height, false, &mut want);
+        let off = got
+            .pixels
+            .iter()
+            .zip(&want)
+            .map(|(a, b)| f64::from(a.abs_diff(*b)))
+            .sum::<f64>()
+            / want.len() as f64;
+        if s.is_jpeg(i) {
+            assert!(
+                off > 0.0 && off < 12.0,
+                "image {i}: JPEG q90 is close ({off})"
+            );
+        } else {
+            assert_eq!(off, 0.0, "image {i}: raw is exact");
+        }
+    }
+    let opts = LoaderOptions {
+        batch: 8,
+        seed: 2,
+        workers: 2,
+        ..LoaderOptions::default()
+    };
+    let labels: Vec<i64> = Loader::new(train, TRAIN_PIPE, &opts)
+        .unwrap()
+        .flat_map(|b| b.unwrap().labels)
+        .collect();
+    let from_folder: Vec<i64> = epoch(&idx, TRAIN_PIPE, &opts)
+        .into_iter()
+        .flat_map(|b| b.labels)
+        .collect();
+    assert_eq!(labels, from_folder);
+}
+
+/// A store's index is checked when it is opened: an altered byte fails its
+/// checksum; a label past the classes or a raw image of the wrong size
+/// (the checksum made to match) is named, with `data import` as the fix.
+#[test]
+fn a_store_with_a_damaged_index_is_refused_when_opened() {
+    let (d, _) = folder(&small_spec());
+    let out = d.path().join("s/images.tlst");
+    store::build(d.path(), &out, 32, 0.0, OnBadImage::Fail).unwrap();
+    let good = std::fs::read(&out).unwrap();
+    let head = 16 + u64::from_le_bytes(good[8..16].try_into().unwrap()) as usize;
+    // Record 3's label (bytes 12..16 of its 24) and its length (8..12).
+    let with = |at: usize, v: u32, fix_sum: bool| {
+        let mut b = good.clone();
+        b[head + 3 * 24 + at..head + 3 * 24 + at + 4].copy_from_slice(&v.to_le_bytes());
+        if fix_sum {
+            let h: serde_json::Value = serde_json::from_slice(&good[16..head]).unwrap();
+            let n = h["train"].as_u64().unwrap() + h["val"].as_u64().unwrap();
+            let table = &b[head..head + 24 * n as usize];
+            let sum = {
+                use sha2::Digest;
+                hex::encode(sha2::Sha256::digest(table))
+            };
+            let old = h["index_sha256"].as_str().unwrap().to_string();
+            let text = String::from_utf8(b[16..head].to_vec())
+                .unwrap()
+                .replace(&old, &sum);
+            b[16..head].copy_from_slice(text.as_bytes());
+        }
+        std::fs::write(&out, b).unwrap();
+        format!("{:#}", store::Store::open(&out).err().expect("refused"))
+    };
+    let e = with(12, 999, false);
+    assert!(
+        e.contains("images.tlst") && e.contains("checksum") && e.contains("data import"),
+        "{e}"
+    );
+    let e = with(12, 999, true);
+    assert!(
+        e.contains("image 3 has label 999 but the store has 4 classes"),
+        "{e}"
+    );
+    let e = with(8, 5, true);
+    assert!(
+        e.contains("image 3 is raw") && e.contains("holds 5 bytes"),
+        "{e}"
+    );
+    std::fs::write(&out, &good).unwrap();
+    assert!(store::Store::open(&out).is_ok());
+}
+
 #[test]
 fn a_store_refuses_a_bad_image_or_skips_it_and_a_cut_store_is_named() {
     let (d, idx) = folder(&small_spec());
@@ -503,14 +625,14 @@ fn a_store_refuses_a_bad_image_or_skips_it_and_a_cut_store_is_named() {
     let bytes = std::fs::read(bad).unwrap();
     std::fs::write(bad, &bytes[..bytes.len() / 2]).unwrap();
     let out = d.path().join("s/images.tlst");
-    let e = store::build(d.path(), &out, 32, store::Format::Jpeg, OnBadImage::Fail).unwrap_err();
+    let e = store::build(d.path(), &out, 32, 1.0, OnBadImage::Fail).unwrap_err();
     let msg = format!("{e:#}");
     assert!(
         msg.contains("00005.JPEG") && msg.contains("--on-bad-image skip"),
         "{msg}"
     );
     assert!(!out.exists() && !out.with_extension("tlst.part").exists());
-    let r = store::build(d.path(), &out, 32, store::Format::Jpeg, OnBadImage::Skip).unwrap();
+    let r = store::build(d.path(), &out, 32, 1.0, OnBadImage::Skip).unwrap();
     assert_eq!((r.train, r.skipped.len()), (23, 1));
     assert!(r.skipped[0].contains("00005.JPEG"));
     // A store cut short (a copy that stopped) is refused with its name and the fix.
