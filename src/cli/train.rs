@@ -91,9 +91,14 @@ pub fn cmd_train(args: TrainArgs) -> Result<i32> {
             ..
         } => {
             println!(
-                "{} on {device}{gang}: {total_epochs} epochs, {total_steps} steps, data {}",
+                "{} on {device}{gang}: {total_epochs} epochs, {total_steps} steps, data {}{}",
                 spec.recipe,
-                config["data_name"].as_str().unwrap_or("?")
+                config["data_name"].as_str().unwrap_or("?"),
+                // A streamed run: where its loader decodes, from what.
+                config["loader"]
+                    .as_str()
+                    .map(|l| format!(" ({l})"))
+                    .unwrap_or_default()
             );
             println!(
                 "{:>5} {:>7} {:>10} {:>9} {:>9} {:>9} {:>8} {:>7} {:>9}",

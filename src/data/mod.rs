@@ -362,10 +362,9 @@ pub fn list() -> Result<Vec<DataInfo>> {
                         .file_name()
                         .map_or(String::new(), |n| n.to_string_lossy().into_owned()),
                     source: format!(
-                        "{} (streamed: at most {} px, {:?})",
+                        "{} (streamed: {})",
                         f.display(),
-                        s.header.max_side,
-                        s.header.format
+                        stream::source::store_words(&s.header)
                     ),
                     train: s.header.train,
                     test: s.header.val,

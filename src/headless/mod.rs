@@ -86,6 +86,8 @@ pub fn run_headless(mut session: Session) -> Result<i32> {
     let bars = Bars::new();
     let (mut failed, mut done_runs) = (0, 0);
     // Each run's own clock (its recipe's convention), from its start event.
+    // A streamed run's decode location (`cpu decode`), for its epoch lines.
+    let mut decodes: std::collections::HashMap<crate::events::RunId, String> = Default::default();
     let mut clocks: std::collections::HashMap<crate::events::RunId, (Clock, bool)> =
         Default::default();
     let grace = grace();
@@ -107,7 +109,12 @@ pub fn run_headless(mut session: Session) -> Result<i32> {
                             bars.current.reset();
                             bars.current.set_length(total_steps);
                             bars.current.set_prefix(run.to_string());
-                            bars.line(format!("start {run} on {device}"));
+                            // A streamed run: where its loader decodes, from what.
+                            let loader = config["loader"].as_str().map(|l| format!(" ({l})")).unwrap_or_default();
+                            if let Some(l) = config["loader"].as_str() {
+                                decodes.insert(run.clone(), l.split(" from ").next().unwrap_or(l).to_string());
+                            }
+                            bars.line(format!("start {run} on {device}{loader}"));
                         }
                         Event::Steps { rows, loader_share, .. } => {
                             if let Some(r) = rows.last() {
@@ -124,7 +131,11 @@ pub fn run_headless(mut session: Session) -> Result<i32> {
                             if bars.multi.is_none() {
                                 let share = row.loader_s / row.train_s.max(1e-9);
                                 let loader = match row.loader_images_per_s {
-                                    Some(r) => format!(" (loader: {:.0}% wait, {r:.0} img/s)", 100.0 * share),
+                                    Some(r) => format!(
+                                        " (loader, {}: {:.0}% wait, {r:.0} img/s)",
+                                        decodes.get(&run).map_or("decode", String::as_str),
+                                        100.0 * share
+                                    ),
                                     None if share > 0.0 => format!(" (loader {:.0}%)", 100.0 * share),
                                     None => String::new(),
                                 };

@@ -132,7 +132,12 @@ impl TchTrainer {
 
     /// The run's source: the plan's per-class subset of the spec's data set,
     /// in memory or streamed; with its name and hash for the manifest.
-    pub(super) fn source_of(&mut self, run: &PlannedRun) -> Result<(Source, String, String)> {
+    /// The run's images, their name and hash, and for a streamed run what
+    /// its loader decodes where (`cpu decode from a JPEG folder`).
+    pub(super) fn source_of(
+        &mut self,
+        run: &PlannedRun,
+    ) -> Result<(Source, String, String, Option<String>)> {
         let per = |n: usize| (n > 0).then_some(n);
         let d = &run.plan.data;
         if let Some(sp) = &d.stream {
@@ -142,10 +147,22 @@ impl TchTrainer {
                 data = data.first(train, val);
             }
             let (name, hash) = (data.name.clone(), data.hash.clone());
-            return Ok((Source::streamed(data, sp.at(0).size)?, name, hash));
+            // Every decode is on the host's cores today (no GPU decoder).
+            let loader = format!("cpu decode from {}", data.format);
+            return Ok((
+                Source::streamed(data, sp.at(0).size)?,
+                name,
+                hash,
+                Some(loader),
+            ));
         }
         let data = self.data_of(run)?;
-        Ok((Source::new(&data)?, data.name.clone(), data.hash.clone()))
+        Ok((
+            Source::new(&data)?,
+            data.name.clone(),
+            data.hash.clone(),
+            None,
+        ))
     }
 
     /// The run's data: the plan's per-class subset of the spec's data set.
@@ -213,7 +230,7 @@ impl TchTrainer {
                 run.plan.world_size
             );
         }
-        let (src, data_name, data_hash) = self.source_of(run)?;
+        let (src, data_name, data_hash, loader) = self.source_of(run)?;
         let device = match &run.spec.device {
             Some(d) => parse_device(d)?,
             None => self.device,
@@ -247,7 +264,17 @@ impl TchTrainer {
             inject: self.inject.as_ref(),
             rect_cache: Default::default(),
         }
-        .train(run.config_json(&data_name, &data_hash), ctl, emit)
+        .train(
+            {
+                let mut config = run.config_json(&data_name, &data_hash);
+                if let Some(l) = loader {
+                    config["loader"] = l.into();
+                }
+                config
+            },
+            ctl,
+            emit,
+        )
     }
 
     fn warm_up_in(

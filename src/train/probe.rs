@@ -51,7 +51,7 @@ impl TchTrainer {
     /// median of several steps at the real batch is not moved by one stall.
     pub fn probe(&mut self, run: &PlannedRun) -> Result<Probe> {
         let plan = &run.plan;
-        let (src, _, _) = self.source_of(run)?;
+        let (src, ..) = self.source_of(run)?;
         let layout = Layout::of(plan);
         let rng = Rng::new(self.device, run.spec.seed);
         let vs = nn::VarStore::new(self.device);

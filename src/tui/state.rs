@@ -58,6 +58,9 @@ pub struct RunSeries {
     pub loader_share: f64,
     /// The streaming loader's own images a second, over the last epoch.
     pub loader_images_per_s: Option<f64>,
+    /// Where a streamed run's loader decodes and what it reads (`cpu
+    /// decode from a store (10% JPEG, the rest raw; at most 400 px)`).
+    pub loader_from: Option<String>,
     pub peak_mem_bytes: Option<u64>,
     pub step: u64,
     pub total_steps: u64,

@@ -929,6 +929,12 @@ fn the_live_header_shows_the_loader_wait_and_rate() {
     s.loader_share = 0.02;
     s.loader_images_per_s = None;
     assert_eq!(loader_part(&s).as_deref(), Some("loader 2%"));
+    // A streamed run says where it decodes and what it reads.
+    s.loader_from = Some("cpu decode from an image folder".into());
+    assert_eq!(
+        loader_part(&s).as_deref(),
+        Some("loader 2% (cpu decode from an image folder)")
+    );
 }
 
 /// A data-parallel run's Live header gives the gradient all-reduce a step

@@ -39,6 +39,7 @@ pub fn apply(state: &mut AppState, ev: Event) -> bool {
             ..
         } => {
             let clock = crate::events::clock_of(&config);
+            let loader_from = config["loader"].as_str().map(str::to_string);
             let now = Instant::now();
             let series = RunSeries {
                 // A run that starts while the queue stands paused waits too.
@@ -50,6 +51,7 @@ pub fn apply(state: &mut AppState, ev: Event) -> bool {
                 device,
                 reference,
                 clock,
+                loader_from,
                 ..RunSeries::default()
             };
             state.runs.insert(run.clone(), series);

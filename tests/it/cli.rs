@@ -1230,7 +1230,9 @@ fn data_stream_states_its_throughput_and_check_surveys_an_image_folder() {
     );
     let o = with_data(&["data", "list"]);
     assert!(
-        text(&o).0.contains("streamed: at most 48 px"),
+        text(&o)
+            .0
+            .contains("streamed: a store (JPEG; at most 48 px)"),
         "{:?}",
         text(&o)
     );
@@ -1337,7 +1339,10 @@ fn a_streaming_recipe_trains_from_an_image_folder_and_names_a_broken_file() {
     let o = train(&[]);
     let (out, err) = text(&o);
     assert!(o.status.success(), "{out}{err}");
-    assert!(out.contains("data mini-imagenet"), "{out}");
+    assert!(
+        out.contains("data mini-imagenet (cpu decode from an image folder)"),
+        "{out}"
+    );
     // Chance is 25%: the stripes and colours of each class are learnt.
     let acc: f64 = out
         .lines()

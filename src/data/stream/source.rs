@@ -30,6 +30,21 @@ pub struct StreamData {
     pub val: Arc<dyn Images>,
     /// One line for each thing indexing left aside.
     pub notes: Vec<String>,
+    /// What the loader reads, as the user is told: `a JPEG folder`, `a
+    /// store (10% JPEG, the rest raw; at most 400 px)`, `memory`.
+    pub format: String,
+}
+
+/// A store's images in words: how they are kept and how large.
+pub fn store_words(h: &super::store::Header) -> String {
+    use super::store::Format;
+    let kept = match (h.format, h.jpeg_fraction) {
+        (Format::Jpeg, _) => "JPEG".to_string(),
+        (Format::Raw, _) => "raw".to_string(),
+        (Format::Mixed, Some(f)) => format!("{:.0}% JPEG, the rest raw", 100.0 * f),
+        (Format::Mixed, None) => "JPEG and raw".to_string(),
+    };
+    format!("a store ({kept}; at most {} px)", h.max_side)
 }
 
 /// The store file a spec names, if it names one.
@@ -71,6 +86,7 @@ impl StreamData {
                 train: s.split(false),
                 val: s.split(true),
                 notes: Vec::new(),
+                format: store_words(&s.header),
             });
         }
         if is_image_folder(spec) {
@@ -93,6 +109,7 @@ impl StreamData {
                 train: Arc::new(index.train),
                 val: Arc::new(index.val),
                 notes: index.notes,
+                format: "an image folder".into(),
             });
         }
         let d = Arc::new(load(spec)?);
@@ -113,6 +130,7 @@ impl StreamData {
             }),
             val: Arc::new(MemorySplit { data: d, val: true }),
             notes: Vec::new(),
+            format: "memory".into(),
         })
     }
 
@@ -148,6 +166,7 @@ impl StreamData {
             train: take(&self.train, train_per_class),
             val: take(&self.val, test_per_class),
             notes: self.notes.clone(),
+            format: self.format.clone(),
         }
     }
 

@@ -27,9 +27,14 @@ pub(crate) fn loader_part(cur: &RunSeries) -> Option<String> {
     } else {
         ""
     };
+    let from = cur
+        .loader_from
+        .as_ref()
+        .map(|f| format!(" ({f})"))
+        .unwrap_or_default();
     Some(match cur.loader_images_per_s {
-        Some(r) => format!("loader {share:.0}% wait{flag}, {r:.0} img/s"),
-        None => format!("loader {share:.0}%{flag}"),
+        Some(r) => format!("loader {share:.0}% wait{flag}, {r:.0} img/s{from}"),
+        None => format!("loader {share:.0}%{flag}{from}"),
     })
 }
 
