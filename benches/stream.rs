@@ -55,7 +55,7 @@ fn epoch(entries: &Arc<dyn Images>, workers: usize, batch: usize) -> (usize, f64
     let mut n = 0;
     for b in Loader::new(entries.clone(), pipe, &opts).expect("loader") {
         let b = b.expect("batch");
-        let (x, _) = b.to_tensors(tch::Device::Cpu);
+        let (x, _) = b.to_tensors(tch::Device::Cpu).expect("tensors");
         n += x.size()[0] as usize;
     }
     (n, t.elapsed().as_secs_f64())

@@ -171,6 +171,10 @@ pub struct StreamPlan {
     /// The last this-many epochs train on the validation's centre crop at
     /// the training side, unflipped (Fujitsu's MLPerf code: `no_augument_epoch`).
     pub plain_last: usize,
+    /// The crop, resize and flip run on the run's device after the loader
+    /// decodes each image whole (`data::stream::on_device`), not on the
+    /// loader's threads.
+    pub crop_on_device: bool,
 }
 
 /// A streaming run's pipeline from epoch `from` on: training side and crop

@@ -127,7 +127,31 @@ fn to_device(
     b: &crate::data::stream::Batch,
     norm: &Normaliser,
     device: Device,
-) -> (Tensor, Tensor) {
+) -> Result<(Tensor, Tensor)> {
+    if !b.whole.is_empty() {
+        // Whole images (`stream.crop_on = device`): each copied up as it
+        // is, then the batch cut and resized there in one pass.
+        let up = |t: &Tensor| match device {
+            Device::Cuda(_) => pin_memory(t).to_device_(device, t.kind(), true, false),
+            _ => t.shallow_clone(),
+        };
+        let images: Vec<Tensor> = b
+            .whole
+            .iter()
+            .map(|w| {
+                let (h, wd) = (w.image.height as i64, w.image.width as i64);
+                up(&Tensor::from_slice(&w.image.pixels).view([h, wd, 3])).permute([2, 0, 1])
+            })
+            .collect();
+        let geometry: Vec<_> = b.whole.iter().map(|w| (w.crop, w.flip)).collect();
+        let x = crate::data::stream::on_device::crop_resize_flip(
+            &images,
+            &geometry,
+            (b.height, b.width),
+        )?;
+        let y = up(&Tensor::from_slice(&b.labels));
+        return Ok((norm.apply(&x), y));
+    }
     let n = b.len() as i64;
     // The loader's rows as they come (N×H×W×3), viewed as N×3×H×W on the
     // device: no transpose on the host.
@@ -140,7 +164,7 @@ fn to_device(
         ),
         _ => (x, y),
     };
-    (norm.apply(&x.permute([0, 3, 1, 2])), y)
+    Ok((norm.apply(&x.permute([0, 3, 1, 2])), y))
 }
 
 /// Each epoch's training batches from the streaming loader.
@@ -203,6 +227,7 @@ impl<'a> StreamFeed<'a> {
             on_bad: on_bad(self.sp),
             rect: None,
             skip_hint: SKIP_SETTING,
+            whole: self.sp.crop_on_device,
         };
         let plain = self.sp.plain_at(epoch, self.plan.epochs);
         let pipeline = train_pipeline(&self.plan.data.augment, &phase, plain)?;
@@ -219,7 +244,7 @@ impl<'a> StreamFeed<'a> {
             "the loader ran out of batches before the epoch's steps: this is a bug in tricklab, please report it",
         )??;
         self.skipped.extend(b.skipped.iter().cloned());
-        let (x, y) = to_device(&b, &self.norm, self.device);
+        let (x, y) = to_device(&b, &self.norm, self.device)?;
         let x = if self.layout.channels_last {
             x
         } else {
@@ -311,6 +336,7 @@ fn val_loader(
         on_bad: on_bad(sp),
         rect: rects,
         skip_hint: SKIP_SETTING,
+        whole: sp.crop_on_device,
     };
     let pipeline = Pipeline {
         size: phase.eval_size,
@@ -371,7 +397,7 @@ pub(super) fn evaluate_stream(
                 continue;
             }
             n += b.len();
-            let (x, y) = to_device(&b, &norm, device);
+            let (x, y) = to_device(&b, &norm, device)?;
             let x = x.contiguous();
             let logits = fwd(&x);
             let _ = plain.g_add_(&hits(&logits, &y));
@@ -452,6 +478,7 @@ mod tests {
             skip_bad: false,
             phases: Vec::new(),
             plain_last,
+            crop_on_device: false,
         };
         let plain: Vec<usize> = (0..90).filter(|&e| sp(5).plain_at(e, 90.0)).collect();
         assert_eq!(plain, vec![85, 86, 87, 88, 89]);

@@ -141,6 +141,43 @@ fn a_streaming_run_reports_its_loader_wait_and_rate() {
     }));
 }
 
+/// `stream.crop_on = device`: the loader decodes each image whole and the
+/// run cuts the batch on its device, with the host loader's boxes and
+/// filter. The first step (the same weights, inputs equal to within the
+/// pixels' rounding) has the host-cropped run's loss; the run trains on.
+#[test]
+fn a_run_cropping_on_the_device_steps_as_the_host_cropped_run() {
+    let steps = |on: &str| {
+        let (r, ev) = run(&spec(
+            "tiny-ffcv-rn18",
+            &[
+                "batch_size=40",
+                "metrics_every=1",
+                "stream.workers=1",
+                &format!("stream.crop_on={on}"),
+            ],
+        ));
+        assert!(matches!(r.unwrap(), Outcome::Finished(_)));
+        ev.iter()
+            .filter_map(|e| match e {
+                Event::Steps { rows, .. } => Some(rows.iter().map(|r| r.loss).collect::<Vec<_>>()),
+                _ => None,
+            })
+            .flatten()
+            .collect::<Vec<f64>>()
+    };
+    let (host, device) = (steps("host"), steps("device"));
+    assert_eq!(host.len(), device.len());
+    assert!(device.iter().all(|l| l.is_finite()), "{device:?}");
+    let off = (host[0] - device[0]).abs() / host[0];
+    assert!(
+        off < 1e-3,
+        "first step: host {} device {} ({off})",
+        host[0],
+        device[0]
+    );
+}
+
 /// fast.ai's phases change the batch between epochs (tiny: 128, 56, 56,
 /// then 32 over half an epoch): each epoch steps through the data at its
 /// own batch, and the run reports every step and epoch.

@@ -1634,6 +1634,7 @@ catalog! {
             i("prefetch", "finished batches waiting at most", 4, 1.0, 1024.0),
             c("on_bad_image", "an unreadable image stops the run (fail) or is left out, named (skip)", "fail", &["fail", "skip"]),
             e("plain_last", "the last N epochs train on the validation's centre crop at the training side, unflipped (Fujitsu's no_augument_epoch)", 0.0, 0.0, 10000.0),
+            c("crop_on", "where the crop, resize and flip run: the loader's threads (host), or the run's device after each image is decoded whole (device: one batched resample, the same boxes and pixels to within a rounding)", "host", &["host", "device"]),
         ],
         requires: &[],
         conflicts: &[
@@ -1673,6 +1674,7 @@ catalog! {
                 skip_bad: a.text("on_bad_image")? == "skip",
                 phases: Vec::new(),
                 plain_last: a.num("plain_last")?.round() as usize,
+                crop_on_device: a.text("crop_on")? == "device",
             });
             Ok(())
         },

@@ -25,6 +25,7 @@
 //! (`skip`); it is never replaced by a blank image.
 
 pub mod decode;
+pub mod on_device;
 pub mod rect;
 pub mod resample;
 pub mod rgb;
@@ -299,6 +300,9 @@ pub struct LoaderOptions {
     /// How the error for an unreadable file says to skip such files: the
     /// command line's flag, or a training run's setting.
     pub skip_hint: &'static str,
+    /// Hand each image over whole with its crop box and flip, for the crop
+    /// on the device (`on_device`), instead of cropping on the threads.
+    pub whole: bool,
 }
 
 /// The command line's way to leave unreadable files out.
@@ -319,6 +323,7 @@ impl Default for LoaderOptions {
             on_bad: OnBadImage::Fail,
             rect: None,
             skip_hint: SKIP_FLAG,
+            whole: false,
         }
     }
 }
@@ -330,8 +335,11 @@ pub struct Batch {
     pub index: usize,
     pub height: usize,
     pub width: usize,
-    /// N x height x width x 3, RGB.
+    /// N x height x width x 3, RGB (empty where the images come `whole`).
     pub images: Vec<u8>,
+    /// Each image decoded whole with the crop and flip drawn for it, to be
+    /// cut on the device (`LoaderOptions::whole`).
+    pub whole: Vec<Whole>,
     pub labels: Vec<i64>,
     /// One line for each file left out of this batch.
     pub skipped: Vec<String>,
@@ -347,14 +355,42 @@ impl Batch {
     }
 
     /// The images as an N x 3 x height x width uint8 tensor (channels-last
-    /// in memory, as the bytes come) and the labels, on `device`.
-    pub fn to_tensors(&self, device: tch::Device) -> (tch::Tensor, tch::Tensor) {
+    /// in memory, as the bytes come; cropped there where they came whole)
+    /// and the labels, on `device`.
+    pub fn to_tensors(&self, device: tch::Device) -> Result<(tch::Tensor, tch::Tensor)> {
+        let y = tch::Tensor::from_slice(&self.labels).to_device(device);
+        if !self.whole.is_empty() {
+            let uploaded: Vec<tch::Tensor> =
+                self.whole.iter().map(|w| w.to_device(device)).collect();
+            let geometry: Vec<_> = self.whole.iter().map(|w| (w.crop, w.flip)).collect();
+            let x = on_device::crop_resize_flip(&uploaded, &geometry, (self.height, self.width))?;
+            return Ok((x, y));
+        }
         let n = self.len() as i64;
         let x = tch::Tensor::from_slice(&self.images)
             .view([n, self.height as i64, self.width as i64, 3])
             .permute([0, 3, 1, 2])
             .to_device(device);
-        (x, tch::Tensor::from_slice(&self.labels).to_device(device))
+        Ok((x, y))
+    }
+}
+
+/// An image decoded whole, and the crop box and flip the loader drew for it.
+#[derive(Clone, Debug)]
+pub struct Whole {
+    pub image: decode::Rgb,
+    pub crop: resample::CropBox,
+    pub flip: bool,
+}
+
+impl Whole {
+    /// The image as (3, H, W) uint8 on `device`.
+    pub fn to_device(&self, device: tch::Device) -> tch::Tensor {
+        let (h, w) = (self.image.height as i64, self.image.width as i64);
+        tch::Tensor::from_slice(&self.image.pixels)
+            .view([h, w, 3])
+            .to_device(device)
+            .permute([2, 0, 1])
     }
 }
 
@@ -494,6 +530,47 @@ impl Images for Subset {
     }
 }
 
+/// The generator image `i` draws its crop and flip from in `epoch`: the
+/// same on every worker, rank and run of the same seed.
+pub fn image_rng(seed: u64, epoch: u64, i: usize) -> SplitMix {
+    SplitMix(
+        seed ^ epoch.wrapping_mul(0xA076_1D64_78BD_642F)
+            ^ (i as u64).wrapping_mul(0xE703_7ED1_A0B4_28DB),
+    )
+}
+
+/// The crop box of an image of `w` x `h` for an `out_h` x `out_w` output,
+/// drawn from `rng` where the pipeline's crop is random.
+fn crop_of(
+    p: &Pipeline,
+    (w, h): (usize, usize),
+    (out_h, out_w): (usize, usize),
+    rng: &mut SplitMix,
+) -> resample::CropBox {
+    match p.crop {
+        Crop::RandomResized { scale, ratio } => {
+            resample::random_resized(w, h, scale, ratio, || rng.unit_f64())
+        }
+        Crop::Centre { ratio } => resample::centre(w, h, ratio),
+        Crop::Rect => rect::crop_box(w, h, out_h, out_w, p.size),
+    }
+}
+
+/// The crop box and flip the loader draws for image `i` (of `w` x `h`) in
+/// `epoch`, at full size: what a decoder that does not shrink (a GPU's)
+/// hands to the crop on the device (`on_device`), so both paths cut the
+/// same boxes from the same seed.
+pub fn geometry(
+    p: &Pipeline,
+    (w, h): (usize, usize),
+    out: (usize, usize),
+    (seed, epoch, i): (u64, u64, usize),
+) -> (resample::CropBox, bool) {
+    let mut rng = image_rng(seed, epoch, i);
+    let crop = crop_of(p, (w, h), out, &mut rng);
+    (crop, p.flip && rng.unit_f64() < 0.5)
+}
+
 /// Decodes and crops image `i` to `out_h` x `out_w`; `Err` carries the
 /// reason only.
 fn load_one(
@@ -507,13 +584,7 @@ fn load_one(
     // image by d where the crop would still cover the output at 1/d.
     let mut crop = None;
     let (img, d) = images.pixels_reduced(i, &mut |w, h| {
-        let c = match p.crop {
-            Crop::RandomResized { scale, ratio } => {
-                resample::random_resized(w, h, scale, ratio, || rng.unit_f64())
-            }
-            Crop::Centre { ratio } => resample::centre(w, h, ratio),
-            Crop::Rect => rect::crop_box(w, h, out_h, out_w, p.size),
-        };
+        let c = crop_of(p, (w, h), (out_h, out_w), rng);
         crop = Some(c);
         ((c.w / out_w as f64).min(c.h / out_h as f64).floor() as usize).max(1)
     })?;
@@ -528,6 +599,12 @@ fn load_one(
     let mut out = vec![0u8; out_h * out_w * 3];
     resample::resample(&img, crop, out_w, out_h, flip, &mut out);
     Ok(out)
+}
+
+/// One image as the loader's threads leave it: cropped, or whole.
+enum Loaded {
+    Pixels(Vec<u8>),
+    Whole(Whole),
 }
 
 /// Global batch `b`'s share for this rank: its images loaded on the pool,
@@ -550,19 +627,26 @@ fn produce(
     let positions: Vec<usize> = (b * o.batch..((b + 1) * o.batch).min(n))
         .filter(|p| p % o.world == o.rank)
         .collect();
-    let loaded: Vec<(usize, Result<Vec<u8>>)> = pool.install(|| {
+    let loaded: Vec<(usize, Result<Loaded>)> = pool.install(|| {
         positions
             .par_iter()
             .map(|&pos| {
                 let i = order[pos];
-                let mut rng = SplitMix(
-                    o.seed
-                        ^ o.epoch.wrapping_mul(0xA076_1D64_78BD_642F)
-                        ^ (i as u64).wrapping_mul(0xE703_7ED1_A0B4_28DB),
-                );
+                let mut rng = image_rng(o.seed, o.epoch, i);
                 // A panic in a decoder is this file's error, not a dead thread.
                 let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                    load_one(images, i, pipeline, hw, &mut rng)
+                    if o.whole {
+                        let image = images.pixels(i)?;
+                        let (crop, flip) = geometry(
+                            pipeline,
+                            (image.width, image.height),
+                            hw,
+                            (o.seed, o.epoch, i),
+                        );
+                        Ok(Loaded::Whole(Whole { image, crop, flip }))
+                    } else {
+                        load_one(images, i, pipeline, hw, &mut rng).map(Loaded::Pixels)
+                    }
                 }))
                 .unwrap_or_else(|_| Err(anyhow::anyhow!("the decoder panicked")));
                 (i, r)
@@ -574,14 +658,18 @@ fn produce(
         index: b,
         height: hw.0,
         width: hw.1,
-        images: Vec::with_capacity(loaded.len() * px),
+        images: Vec::with_capacity(if o.whole { 0 } else { loaded.len() * px }),
+        whole: Vec::new(),
         labels: Vec::with_capacity(loaded.len()),
         skipped: Vec::new(),
     };
     for (i, r) in loaded {
         match r {
             Ok(img) => {
-                batch.images.extend_from_slice(&img);
+                match img {
+                    Loaded::Pixels(p) => batch.images.extend_from_slice(&p),
+                    Loaded::Whole(w) => batch.whole.push(w),
+                }
                 batch.labels.push(i64::from(images.label(i)));
             }
             Err(e) if o.on_bad == OnBadImage::Skip => batch

@@ -426,7 +426,7 @@ fn dropping_a_loader_mid_epoch_ends_its_thread_and_a_batch_converts_to_tensors()
     };
     let mut l = Loader::new(Arc::new(idx.train.clone()), TRAIN_PIPE, &opts).unwrap();
     let b = l.next().unwrap().unwrap();
-    let (x, y) = b.to_tensors(tch::Device::Cpu);
+    let (x, y) = b.to_tensors(tch::Device::Cpu).unwrap();
     assert_eq!(x.size(), [4, 3, 24, 24]);
     assert_eq!(x.kind(), tch::Kind::Uint8);
     assert_eq!(y.size(), [4]);
