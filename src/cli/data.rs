@@ -457,8 +457,6 @@ fn stream_cmd(a: &StreamCmd) -> Result<i32> {
     Ok(0)
 }
 
-/// `data check DIR`: images per class and the spread of sizes, from headers
-/// only; (no problem found, every image of one size).
 /// ImageNet-1k's images (train + val), for the size a store's settings
 /// would give the whole set.
 const IMAGENET_IMAGES: f64 = 1_281_167.0 + 50_000.0;
@@ -501,6 +499,8 @@ fn check_store(path: &Path) -> Result<i32> {
     Ok(0)
 }
 
+/// `data check DIR`: images per class and the spread of sizes, from headers
+/// only; (no problem found, every image of one size).
 fn survey_folder(dir: &Path) -> Result<(bool, bool)> {
     let index = stream::FolderIndex::open(dir)?;
     for n in &index.notes {

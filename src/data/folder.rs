@@ -94,8 +94,7 @@ fn collect_dir(root: &Path) -> Result<Vec<RawImage>> {
                 let p = f
                     .with_context(|| format!("cannot read folder {}", class_dir.display()))?
                     .path();
-                let bytes =
-                    std::fs::read(&p).with_context(|| format!("cannot read {}", p.display()))?;
+                let bytes = super::read_image_file(&p).with_context(|| p.display().to_string())?;
                 files.push(RawImage {
                     test,
                     class: class.clone(),

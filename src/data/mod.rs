@@ -143,6 +143,40 @@ impl Dataset {
 pub const IMPORT_ORDER: &str = "class-interleaved";
 
 /// `split` reordered into [`IMPORT_ORDER`], keeping each class's own order.
+/// The most bytes an image file may hold: far past any real photograph
+/// (a 100-megapixel JPEG is tens of MB), short of a device's endless stream.
+pub const MAX_IMAGE_FILE_BYTES: u64 = 256 << 20;
+
+/// An image file's bytes, read only if it is a regular file (after links)
+/// of at most [`MAX_IMAGE_FILE_BYTES`]: a FIFO would block the reader for
+/// ever and a link to /dev/zero would fill the memory.
+pub fn read_image_file(path: &std::path::Path) -> Result<Vec<u8>> {
+    use std::io::Read;
+    let meta = std::fs::metadata(path).context("cannot read it (a broken link?)")?;
+    if !meta.is_file() {
+        anyhow::bail!(
+            "not a regular file (a FIFO, device, socket or folder, or a link to one): move it out of the image folder"
+        );
+    }
+    if meta.len() > MAX_IMAGE_FILE_BYTES {
+        anyhow::bail!(
+            "{} MB, more than an image file can be ({} MB): move it out of the image folder",
+            meta.len() >> 20,
+            MAX_IMAGE_FILE_BYTES >> 20
+        );
+    }
+    let mut bytes = Vec::with_capacity(meta.len() as usize);
+    std::fs::File::open(path)
+        .context("cannot read it")?
+        .take(MAX_IMAGE_FILE_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .context("cannot read it")?;
+    if bytes.len() as u64 > MAX_IMAGE_FILE_BYTES {
+        anyhow::bail!("it grew past {} MB while read", MAX_IMAGE_FILE_BYTES >> 20);
+    }
+    Ok(bytes)
+}
+
 pub fn interleave_classes(split: &Split, classes: usize, image_bytes: usize) -> Split {
     let mut by_class: Vec<Vec<usize>> = vec![Vec::new(); classes.max(1)];
     for (i, &l) in split.labels.iter().enumerate() {

@@ -34,6 +34,9 @@ pub struct ResultsWriter {
     manifest: serde_json::Value,
     runs: Vec<RunRow>,
     live: HashMap<RunId, LiveRun>,
+    /// Each queued run's seed, from the queue's snapshots: a run that fails
+    /// before it starts is stored with its own seed, not 0.
+    seeds: HashMap<RunId, u64>,
     /// Held while this writer lives: one writer per folder.
     _lock: FolderLock,
     /// The folder's (device, inode) when it was opened: a folder deleted or
@@ -282,6 +285,7 @@ impl ResultsWriter {
             manifest,
             runs: Vec::new(),
             live: HashMap::new(),
+            seeds: HashMap::new(),
         };
         w.write_manifest()?;
         Ok(w)
@@ -300,6 +304,7 @@ impl ResultsWriter {
             manifest,
             runs,
             live: HashMap::new(),
+            seeds: HashMap::new(),
         })
     }
 
@@ -376,6 +381,10 @@ impl ResultsWriter {
 
     pub fn on_event(&mut self, ev: &Event) -> Result<()> {
         match ev {
+            Event::Queue(items) => {
+                self.seeds
+                    .extend(items.iter().map(|i| (i.run.clone(), i.seed)));
+            }
             Event::RunStarted {
                 run,
                 seed,
@@ -482,6 +491,11 @@ impl ResultsWriter {
         // A run that failed before it started (a device that cannot be used)
         // still belongs to its matrix's target, or the report reads NaN%: the
         // target the folder recorded, else its matrix file read again.
+        if live.is_none()
+            && let Some(seed) = self.seeds.get(run)
+        {
+            row.seed = *seed;
+        }
         if live.is_none()
             && let Some(t) = self.manifest["matrix_resolved"]["target"]
                 .as_f64()

@@ -386,13 +386,22 @@ fn a_run_failed_before_it_started_keeps_the_recorded_target() {
     let mut w = ResultsWriter::create(root.path(), "m", text).unwrap();
     w.record_matrix(serde_json::json!({ "name": "m", "kind": "add-one", "target": 0.37 }))
         .unwrap();
+    // The queue said its seed (the second repeat's, 1001): the row keeps it.
+    w.on_event(&Event::Queue(vec![crate::events::QueueItem {
+        run: rid("base", 0, 1),
+        seed: 1001,
+        status: crate::events::RunStatus::Queued,
+        reason: None,
+    }]))
+    .unwrap();
     w.on_event(&Event::RunFailed {
-        run: rid("base", 0, 0),
+        run: rid("base", 0, 1),
         reason: "cuda:3: no such device".into(),
     })
     .unwrap();
     assert_eq!(w.runs()[0].status, Ended::Failed);
     assert_eq!(w.runs()[0].target_acc, 0.37);
+    assert_eq!(w.runs()[0].seed, 1001, "its own seed, not 0");
 }
 
 /// Earlier finished runs price a matrix per device; failed, noisy and other

@@ -1722,3 +1722,66 @@ fn until_decided_runs_headless_and_matrix_show_power_reads_its_results() {
         "{err}"
     );
 }
+
+/// A FIFO named `.JPEG` and a link to /dev/zero in an image folder: `data
+/// check` lists both as problems and ends, `data import` (the in-memory
+/// cache) refuses naming the file; neither waits on the FIFO or reads the
+/// endless device.
+#[test]
+fn a_fifo_or_a_link_to_a_device_in_an_image_folder_is_named_not_read() {
+    use tricklab::data::stream::synth::{SynthSpec, imagenet_like};
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("imgs");
+    let spec = SynthSpec {
+        classes: 2,
+        train_per_class: 3,
+        val_per_class: 1,
+        long_side: (32, 48),
+        quality: 85,
+        seed: 2,
+    };
+    imagenet_like(&dir, &spec).unwrap();
+    let class = std::fs::read_dir(dir.join("train"))
+        .unwrap()
+        .flatten()
+        .next()
+        .unwrap()
+        .path();
+    let fifo = class.join("pipe.JPEG");
+    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: a valid path for mkfifo(3).
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
+    std::os::unix::fs::symlink("/dev/zero", class.join("zero.JPEG")).unwrap();
+    let d = dir.to_str().unwrap();
+    let within = |args: &[&str]| {
+        let child = bin()
+            .args(args)
+            .env("TRICKLAB_DATA", tmp.path().join("data"))
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let start = std::time::Instant::now();
+        let mut child = child;
+        while child.try_wait().unwrap().is_none() {
+            if start.elapsed() > std::time::Duration::from_secs(60) {
+                let _ = child.kill();
+                panic!("{args:?} still ran after 60 s");
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        let o = child.wait_with_output().unwrap();
+        let (out, err) = text(&o);
+        (o.status.success(), format!("{out}{err}"))
+    };
+    let (ok, said) = within(&["data", "check", d]);
+    assert!(!ok, "{said}");
+    assert!(
+        said.contains("pipe.JPEG")
+            && said.contains("zero.JPEG")
+            && said.contains("not a regular file"),
+        "{said}"
+    );
+    let (ok, said) = within(&["data", "import", d, "--name", "x"]);
+    assert!(!ok && said.contains("not a regular file"), "{said}");
+}

@@ -83,12 +83,15 @@ fn is_image_name(p: &Path) -> bool {
         .is_some_and(|e| ["jpg", "jpeg", "png"].contains(&e.to_ascii_lowercase().as_str()))
 }
 
-/// The files of `dir` named as images, sorted; counts the others into `other`.
+/// The entries of `dir` named as images, sorted; counts the other files
+/// into `other`. A FIFO, a device or a broken link named as an image stays
+/// in, so that reading it names it as a problem (`read_image_file`) where
+/// `check` and `stream` both see it, instead of leaving it out unsaid.
 fn images_in(dir: &Path, other: &mut usize) -> Result<Vec<PathBuf>> {
     let mut out = Vec::new();
     for e in std::fs::read_dir(dir).with_context(|| format!("cannot read {}", dir.display()))? {
         let p = e?.path();
-        if p.is_file() && is_image_name(&p) {
+        if is_image_name(&p) && !p.is_dir() {
             out.push(p);
         } else if p.is_file() {
             *other += 1;
@@ -481,7 +484,7 @@ impl Images for Vec<Entry> {
         self[i].path.display().to_string()
     }
     fn pixels(&self, i: usize) -> Result<decode::Rgb> {
-        let bytes = std::fs::read(&self[i].path).context("cannot read it")?;
+        let bytes = crate::data::read_image_file(&self[i].path)?;
         decode::decode(&bytes)
     }
     fn pixels_reduced(
@@ -489,11 +492,11 @@ impl Images for Vec<Entry> {
         i: usize,
         choose: &mut dyn FnMut(usize, usize) -> usize,
     ) -> Result<(decode::Rgb, usize)> {
-        let bytes = std::fs::read(&self[i].path).context("cannot read it")?;
+        let bytes = crate::data::read_image_file(&self[i].path)?;
         decode::decode_reduced(&bytes, choose)
     }
     fn dims(&self, i: usize) -> Result<(usize, usize)> {
-        let bytes = std::fs::read(&self[i].path).context("cannot read it")?;
+        let bytes = crate::data::read_image_file(&self[i].path)?;
         survey::dimensions(&bytes)
     }
 }

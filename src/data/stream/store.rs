@@ -324,7 +324,7 @@ fn encode_chunk(
         .par_iter()
         .enumerate()
         .map(|(k, (e, _))| {
-            let bytes = std::fs::read(&e.path).context("cannot read it")?;
+            let bytes = crate::data::read_image_file(&e.path)?;
             let img = fit(decode(&bytes)?, max_side);
             let jpeg = stored_as_jpeg(first + k, jpeg_fraction);
             Ok(Stored {

@@ -60,8 +60,7 @@ impl SplitSurvey {
         let read: Vec<(u32, Header)> = entries
             .par_iter()
             .map(|e| {
-                let r = std::fs::read(&e.path)
-                    .map_err(anyhow::Error::from)
+                let r = crate::data::read_image_file(&e.path)
                     .and_then(|b| dimensions(&b).map(|(w, h)| (w, h, b.len() as u64)));
                 (e.label, r)
             })
