@@ -387,6 +387,20 @@ struct StreamCmd {
 
 /// `tricklab data stream`: one epoch (or `--batches`) through the loader, with
 /// its throughput, the time the consumer waited and the files left out.
+/// Training drops a last partial batch, as every reference does: a batch
+/// past the split's images would stream nothing.
+fn refuse_empty_epoch(a: &StreamCmd, held: usize, train: bool) -> Result<()> {
+    if train && a.batch > held {
+        bail!(
+            "--batch {} is more than the {held} {} images of {}: a training epoch drops its last partial batch and would read none; lower --batch (at most {held})",
+            a.batch,
+            a.split,
+            a.dir.display()
+        );
+    }
+    Ok(())
+}
+
 fn stream_cmd(a: &StreamCmd) -> Result<i32> {
     use stream::{Crop, Images, Loader, LoaderOptions, Pipeline};
     let (pipeline, train) = match (a.split.as_str(), a.rect) {
@@ -397,6 +411,8 @@ fn stream_cmd(a: &StreamCmd) -> Result<i32> {
         (other, _) => bail!("--split {other}: choose train or val"),
     };
     let (images, classes) = open_images(&a.dir, train)?;
+    let held = images.count();
+    refuse_empty_epoch(a, held, train)?;
     let limit = a
         .batches
         .map_or(images.count(), |b| (b * a.batch).min(images.count()));
@@ -430,10 +446,21 @@ fn stream_cmd(a: &StreamCmd) -> Result<i32> {
         inner: images,
         ids: order,
     });
+    // What the folder holds, and (where --batches or the dropped last batch
+    // cut it) how many of them this pass reads.
+    let reads = if train {
+        chosen.count() / a.batch * a.batch
+    } else {
+        chosen.count()
+    };
+    let reading = if reads == held {
+        String::new()
+    } else {
+        format!(" (reading {reads})")
+    };
     println!(
-        "{}: {} {} images of {} classes; pipeline: read, decode (zune-jpeg / png), {}, resize to {}x{} (antialiased){}; batch {}, {} threads, prefetch {}",
+        "{}: {held} {} images{reading} of {} classes; pipeline: read, decode (zune-jpeg / png), {}, resize to {}x{} (antialiased){}; batch {}, {} threads, prefetch {}",
         a.dir.display(),
-        chosen.count(),
         a.split,
         classes,
         describe(pipeline),

@@ -58,6 +58,15 @@ fn collect_dir(root: &Path) -> Result<Vec<RawImage>> {
     let mut files = Vec::new();
     for (split, test) in [("train", false), ("test", true)] {
         let dir = root.join(split);
+        if split == "test" && !dir.is_dir() && root.join("val").is_dir() {
+            // ImageNet's layout (train/ and val/) streams: it is imported
+            // as a store, not decoded into the in-memory cache.
+            bail!(
+                "{}: a train/ + val/ folder (ImageNet's layout) streams: import it as a store with `tricklab data import {} --name NAME --max-side 256` (or train on the folder itself with --data {0})",
+                root.display(),
+                root.display()
+            );
+        }
         if !dir.is_dir() {
             bail!(
                 "{}: missing `{split}/` folder; an image tree needs train/<class>/* and test/<class>/*",

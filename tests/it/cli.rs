@@ -1142,6 +1142,25 @@ fn data_stream_states_its_throughput_and_check_surveys_an_image_folder() {
     );
     assert!(out.contains("decode only:"), "{out}");
 
+    // ImageNet's layout is not the in-memory cache's: the import says how.
+    let o = run(&["data", "import", d, "--name", "cache"], tmp.path());
+    let (_, err) = text(&o);
+    assert!(
+        !o.status.success() && err.contains("--max-side 256"),
+        "{err}"
+    );
+    // A training batch past the folder's images would read nothing: refused.
+    let o = run(
+        &["data", "stream", d, "--size", "32", "--batch", "100000"],
+        tmp.path(),
+    );
+    let (out, err) = text(&o);
+    assert!(
+        !o.status.success()
+            && err.contains("--batch 100000 is more than the")
+            && err.contains("lower --batch"),
+        "{out}{err}"
+    );
     let bad = dir.join("train/n00000001/00003.JPEG");
     let bytes = std::fs::read(&bad).unwrap();
     std::fs::write(&bad, &bytes[..bytes.len() / 3]).unwrap();

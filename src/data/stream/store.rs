@@ -206,6 +206,7 @@ pub fn build(
         bail!("--jpeg-fraction {jpeg_fraction}: choose a share from 0 (all raw) to 1 (all JPEG)");
     }
     let index = FolderIndex::open(src)?;
+    refuse_empty_class(&index, src)?;
     let all: Vec<(&super::Entry, bool)> = index
         .train
         .iter()
@@ -273,6 +274,23 @@ pub fn build(
     write_store(out, &header, &table, &blob_path)?;
     imported.bytes = std::fs::metadata(out).map_or(0, |m| m.len());
     Ok(imported)
+}
+
+/// An empty class would be a label no image carries: refused, as the
+/// cache import and torchvision's ImageFolder refuse it.
+fn refuse_empty_class(index: &FolderIndex, src: &Path) -> Result<()> {
+    let mut per_class = vec![0usize; index.classes.len()];
+    index
+        .train
+        .iter()
+        .for_each(|e| per_class[e.label as usize] += 1);
+    if let Some(c) = per_class.iter().position(|&n| n == 0) {
+        bail!(
+            "{}: empty class folder; add images or remove the folder",
+            src.join("train").join(&index.classes[c]).display()
+        );
+    }
+    Ok(())
 }
 
 /// The store's header and index table once every image is in.

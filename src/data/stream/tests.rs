@@ -634,6 +634,22 @@ fn a_store_refuses_a_bad_image_or_skips_it_and_a_cut_store_is_named() {
     assert!(!out.exists() && !out.with_extension("tlst.part").exists());
     let r = store::build(d.path(), &out, 32, 1.0, OnBadImage::Skip).unwrap();
     assert_eq!((r.train, r.skipped.len()), (23, 1));
+    // An empty class folder is named, as the cache import names it.
+    let empty = d.path().join("train/zzz-empty");
+    std::fs::create_dir(&empty).unwrap();
+    let e = store::build(
+        d.path(),
+        &d.path().join("e.tlst"),
+        32,
+        1.0,
+        OnBadImage::Skip,
+    )
+    .unwrap_err();
+    assert!(
+        e.to_string().contains("zzz-empty: empty class folder"),
+        "{e}"
+    );
+    std::fs::remove_dir(&empty).unwrap();
     assert!(r.skipped[0].contains("00005.JPEG"));
     // A store cut short (a copy that stopped) is refused with its name and the fix.
     let all = std::fs::read(&out).unwrap();
