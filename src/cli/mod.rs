@@ -92,7 +92,17 @@ pub fn main() -> i32 {
         println!("{}", version_line());
         return 0;
     }
-    let cli = match Cli::try_parse() {
+    // `tricklab --results DIR`, `tricklab --tiny`: the workbench's own
+    // options without its name, as the bare `tricklab` opens it.
+    let mut argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    if argv
+        .get(1)
+        .and_then(|a| a.to_str())
+        .is_some_and(|a| a.starts_with("--") && a != "--help")
+    {
+        argv.insert(1, "tui".into());
+    }
+    let cli = match Cli::try_parse_from(argv) {
         Ok(cli) => cli,
         // --help and --version: clap's own output, exit 0.
         Err(e) if !e.use_stderr() => {

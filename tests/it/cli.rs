@@ -451,6 +451,16 @@ fn bad_input_gets_one_line_naming_the_file_and_the_fix() {
 
     let o = run(&["tui"], tmp.path());
     assert!(text(&o).1.contains("needs a terminal"), "{:?}", text(&o));
+    // The workbench's options work without its name, as the README's first
+    // row reads them (`tricklab --results DIR`, `tricklab --tiny`).
+    for args in [&["--tiny"][..], &["--results", "r"]] {
+        let o = run(args, tmp.path());
+        assert!(
+            text(&o).1.contains("needs a terminal"),
+            "{args:?}: {:?}",
+            text(&o)
+        );
+    }
 
     // A device or data set that every run would fail on stops the session
     // before it creates a results folder.
