@@ -72,8 +72,9 @@ test-export: build
 	$(VENV)/bin/pip install --quiet --disable-pip-version-check mlflow-skinny wandb polars duckdb
 	bash scripts/test-export.sh ./target/release/tricklab $(VENV)/bin/python3
 
-# A real single-node Slurm (Debian's packages, installed if missing; needs root):
-# a tiny matrix as a 4-task array, merged, every run once. ~15 s once installed.
+# A real Slurm (Debian's packages, installed if missing; needs root): a tiny
+# matrix as a 4-task array, merged, every run once; srun's and torchrun-free
+# gangs; then two more nodes in network namespaces for a two-node run. ~90 s.
 # The binary comes from the test build (same features as make test's, so a
 # fresh clone does not compile polars a second time for a plain `cargo build`).
 test-slurm: $(TORCH_DEP) system-deps
