@@ -73,8 +73,8 @@ test-export: build
 	bash scripts/test-export.sh ./target/release/tricklab $(VENV)/bin/python3
 
 # A real Slurm (Debian's packages, installed if missing; needs root): a tiny
-# matrix as a 4-task array, merged, every run once; srun's and torchrun-free
-# gangs; then two more nodes in network namespaces for a two-node run. ~90 s.
+# matrix as a 4-task array, merged, every run once; runs over ranks srun
+# starts; then two more nodes in network namespaces for a two-node run. ~90 s.
 # The binary comes from the test build (same features as make test's, so a
 # fresh clone does not compile polars a second time for a plain `cargo build`).
 test-slurm: $(TORCH_DEP) system-deps
