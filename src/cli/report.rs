@@ -125,7 +125,19 @@ pub struct ResultsArgs {
 }
 
 /// `tricklab results`: every session under a root with its date, matrix, runs and status.
+/// One session as `results` lists it.
+struct SessionLine {
+    date: String,
+    matrix: String,
+    done: usize,
+    failed: usize,
+    cancelled: usize,
+    status: String,
+    dir: std::path::PathBuf,
+}
+
 pub fn cmd_results(mut args: ResultsArgs) -> Result<i32> {
+    use crate::store::Ended;
     if let Some(root) = args.results_root.take() {
         args.root = root;
     }
@@ -137,10 +149,12 @@ pub fn cmd_results(mut args: ResultsArgs) -> Result<i32> {
         for s in crate::store::sessions_below(&m.path(), 1) {
             let manifest = crate::store::read_manifest(&s).unwrap_or_default();
             let runs = crate::store::read_runs(&s.join("runs.parquet")).unwrap_or_default();
-            let done = runs
-                .iter()
-                .filter(|r| r.status == crate::store::Ended::Done)
-                .count();
+            let count = |e: Ended| runs.iter().filter(|r| r.status == e).count();
+            let (done, failed, cancelled) = (
+                count(Ended::Done),
+                count(Ended::Failed),
+                count(Ended::Cancelled),
+            );
             let left = crate::store::saved_queue::load_saved(&s)
                 .unwrap_or_default()
                 .iter()
@@ -151,51 +165,75 @@ pub fn cmd_results(mut args: ResultsArgs) -> Result<i32> {
                     )
                 })
                 .count();
+            // A cancelled run was not trained: its session is not complete.
             let status = if manifest.get("merged_from").is_some() {
                 "merged".to_string()
             } else if left > 0 {
                 format!("unfinished ({left} left)")
+            } else if cancelled > 0 {
+                format!("stopped ({cancelled} cancelled)")
             } else {
                 "complete".to_string()
             };
-            rows.push((
-                manifest["created_at"]
+            rows.push(SessionLine {
+                date: manifest["created_at"]
                     .as_str()
                     .unwrap_or("?")
                     .chars()
                     .take(16)
-                    .collect::<String>(),
-                m.file_name().to_string_lossy().into_owned(),
+                    .collect(),
+                matrix: m.file_name().to_string_lossy().into_owned(),
                 done,
-                runs.len() - done,
+                failed,
+                cancelled,
                 status,
-                s,
-            ));
+                dir: s,
+            });
         }
     }
-    rows.sort();
+    rows.sort_by(|a, b| (&a.date, &a.matrix, &a.dir).cmp(&(&b.date, &b.matrix, &b.dir)));
     if args.format == crate::util::TextOrJson::Json {
         let sessions: Vec<serde_json::Value> = rows
             .iter()
-            .map(|(date, matrix, done, failed, status, dir)| {
+            .map(|r| {
                 serde_json::json!({
-                    "created_at": date, "matrix": matrix, "done": done, "failed": failed,
-                    "status": status.split(' ').next().unwrap_or(""), "detail": status,
-                    "folder": dir,
+                    "created_at": r.date, "matrix": r.matrix, "done": r.done,
+                    "failed": r.failed, "cancelled": r.cancelled,
+                    "status": r.status.split(' ').next().unwrap_or(""), "detail": r.status,
+                    "folder": r.dir,
                 })
             })
             .collect();
         crate::util::print_json(serde_json::json!({ "root": args.root, "sessions": sessions }));
         return Ok(0);
     }
+    // Columns as wide as the longest matrix name and status, so they align.
+    let mw = rows
+        .iter()
+        .map(|r| r.matrix.chars().count())
+        .max()
+        .unwrap_or(0)
+        .max(6);
+    let sw = rows
+        .iter()
+        .map(|r| r.status.chars().count())
+        .max()
+        .unwrap_or(0)
+        .max(6);
     println!(
-        "{:<17} {:<22} {:>5} {:>7}  {:<20} folder",
-        "date", "matrix", "done", "failed", "status"
+        "{:<17} {:<mw$} {:>5} {:>6} {:>9}  {:<sw$}  folder",
+        "date", "matrix", "done", "failed", "cancelled", "status"
     );
-    for (date, matrix, done, failed, status, dir) in &rows {
+    for r in &rows {
         println!(
-            "{date:<17} {matrix:<22} {done:>5} {failed:>7}  {status:<20} {}",
-            dir.display()
+            "{:<17} {:<mw$} {:>5} {:>6} {:>9}  {:<sw$}  {}",
+            r.date,
+            r.matrix,
+            r.done,
+            r.failed,
+            r.cancelled,
+            r.status,
+            r.dir.display()
         );
     }
     if rows.is_empty() {

@@ -947,8 +947,38 @@ fn folders_as_users_name_them() {
     let o = run(&["results", "res"], tmp.path());
     let out = text(&o).0;
     assert!(
-        out.contains("tiny-test") && out.contains("complete") && out.contains("    4       0"),
+        out.contains("tiny-test")
+            && out.contains("complete")
+            && out.contains("    4      0         0"),
         "{out}"
+    );
+    // A session with a cancelled run: counted as cancelled, not failed, and
+    // not complete; a long matrix name keeps the columns aligned.
+    {
+        use tricklab::events::{Event, RunId};
+        let name = "a-matrix-with-a-rather-long-name";
+        let mut w =
+            tricklab::store::ResultsWriter::create(&tmp.path().join("res2"), name, "").unwrap();
+        let id = RunId {
+            matrix: name.into(),
+            index: 0,
+            variant: "v".into(),
+            repeat: 0,
+        };
+        w.on_event(&Event::RunCancelled { run: id }).unwrap();
+    }
+    let o = run(&["results", "res2"], tmp.path());
+    let listed = text(&o).0;
+    let line = listed.lines().nth(1).unwrap_or_default();
+    assert!(
+        line.contains("    0      0         1  stopped (1 cancelled)"),
+        "{listed}"
+    );
+    let head = listed.lines().next().unwrap();
+    assert_eq!(
+        head.find("done").map(|i| i + 4),
+        line.find("    0").map(|i| i + 5),
+        "{listed}"
     );
     // `--results ROOT` names the root as it does for every other command.
     let flag = run(&["results", "--results", "res"], tmp.path());
