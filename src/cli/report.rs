@@ -136,8 +136,54 @@ struct SessionLine {
     dir: std::path::PathBuf,
 }
 
-pub fn cmd_results(mut args: ResultsArgs) -> Result<i32> {
+/// A session's line: its runs counted by how they ended, and its status.
+fn session_line(matrix: String, s: std::path::PathBuf) -> SessionLine {
     use crate::store::Ended;
+    let manifest = crate::store::read_manifest(&s).unwrap_or_default();
+    let runs = crate::store::read_runs(&s.join("runs.parquet")).unwrap_or_default();
+    let count = |e: Ended| runs.iter().filter(|r| r.status == e).count();
+    let (done, failed, cancelled) = (
+        count(Ended::Done),
+        count(Ended::Failed),
+        count(Ended::Cancelled),
+    );
+    let left = crate::store::saved_queue::load_saved(&s)
+        .unwrap_or_default()
+        .iter()
+        .filter(|e| {
+            matches!(
+                e.status,
+                crate::events::RunStatus::Queued | crate::events::RunStatus::Running
+            )
+        })
+        .count();
+    // A cancelled run was not trained: its session is not complete.
+    let status = if manifest.get("merged_from").is_some() {
+        "merged".to_string()
+    } else if left > 0 {
+        format!("unfinished ({left} left)")
+    } else if cancelled > 0 {
+        format!("stopped ({cancelled} cancelled)")
+    } else {
+        "complete".to_string()
+    };
+    SessionLine {
+        date: manifest["created_at"]
+            .as_str()
+            .unwrap_or("?")
+            .chars()
+            .take(16)
+            .collect(),
+        matrix,
+        done,
+        failed,
+        cancelled,
+        status,
+        dir: s,
+    }
+}
+
+pub fn cmd_results(mut args: ResultsArgs) -> Result<i32> {
     if let Some(root) = args.results_root.take() {
         args.root = root;
     }
@@ -147,48 +193,10 @@ pub fn cmd_results(mut args: ResultsArgs) -> Result<i32> {
         .flatten()
     {
         for s in crate::store::sessions_below(&m.path(), 1) {
-            let manifest = crate::store::read_manifest(&s).unwrap_or_default();
-            let runs = crate::store::read_runs(&s.join("runs.parquet")).unwrap_or_default();
-            let count = |e: Ended| runs.iter().filter(|r| r.status == e).count();
-            let (done, failed, cancelled) = (
-                count(Ended::Done),
-                count(Ended::Failed),
-                count(Ended::Cancelled),
-            );
-            let left = crate::store::saved_queue::load_saved(&s)
-                .unwrap_or_default()
-                .iter()
-                .filter(|e| {
-                    matches!(
-                        e.status,
-                        crate::events::RunStatus::Queued | crate::events::RunStatus::Running
-                    )
-                })
-                .count();
-            // A cancelled run was not trained: its session is not complete.
-            let status = if manifest.get("merged_from").is_some() {
-                "merged".to_string()
-            } else if left > 0 {
-                format!("unfinished ({left} left)")
-            } else if cancelled > 0 {
-                format!("stopped ({cancelled} cancelled)")
-            } else {
-                "complete".to_string()
-            };
-            rows.push(SessionLine {
-                date: manifest["created_at"]
-                    .as_str()
-                    .unwrap_or("?")
-                    .chars()
-                    .take(16)
-                    .collect(),
-                matrix: m.file_name().to_string_lossy().into_owned(),
-                done,
-                failed,
-                cancelled,
-                status,
-                dir: s,
-            });
+            rows.push(session_line(
+                m.file_name().to_string_lossy().into_owned(),
+                s,
+            ));
         }
     }
     rows.sort_by(|a, b| (&a.date, &a.matrix, &a.dir).cmp(&(&b.date, &b.matrix, &b.dir)));
