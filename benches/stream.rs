@@ -140,6 +140,7 @@ fn main() {
             mixed / ours
         );
     }
+    like_for_like(&entries, dir.path(), workers, batch);
     println!(
         "\npipeline at {:.0}% of the plain decode",
         100.0 * ours / decode_rate
@@ -150,9 +151,57 @@ fn main() {
     );
 }
 
+/// Like for like (issue 51 item 6): torchvision ending in uint8
+/// (PILToTensor), as tricklab's pipeline does, in alternating pairs with
+/// their spread.
+fn like_for_like(entries: &Arc<dyn Images>, dir: &std::path::Path, workers: usize, batch: usize) {
+    let pairs: Vec<(f64, f64)> = (0..3)
+        .filter_map(|_| {
+            let (k, s) = epoch(entries, workers, batch);
+            let tv = torchvision_rate_with(
+                dir,
+                workers,
+                batch,
+                &["--to-tensor", "uint8", "--epochs", "1"],
+            )?;
+            Some((k as f64 / s, tv))
+        })
+        .collect();
+    if !pairs.is_empty() {
+        let range = |v: Vec<f64>| {
+            let lo = v.iter().copied().fold(f64::INFINITY, f64::min);
+            let hi = v.iter().copied().fold(0.0, f64::max);
+            format!("{lo:.0}-{hi:.0}")
+        };
+        let ratios: Vec<f64> = pairs.iter().map(|(a, b)| a / b).collect();
+        println!(
+            "\nlike for like, {} alternating pairs: tricklab {} images/s, torchvision with PILToTensor (uint8) {} images/s; tricklab at {}× (goal ≥ 1.5×)",
+            pairs.len(),
+            range(pairs.iter().map(|p| p.0).collect()),
+            range(pairs.iter().map(|p| p.1).collect()),
+            {
+                let lo = ratios.iter().copied().fold(f64::INFINITY, f64::min);
+                let hi = ratios.iter().copied().fold(0.0, f64::max);
+                format!("{lo:.2}-{hi:.2}")
+            }
+        );
+    }
+}
+
 /// torchvision's loader on the same folder and workers, through .venv's
 /// python; `None` (with a line saying why) where it cannot run.
 fn torchvision_rate(dir: &std::path::Path, workers: usize, batch: usize) -> Option<f64> {
+    torchvision_rate_with(dir, workers, batch, &[])
+}
+
+/// torchvision's loader with more arguments for its script (`--to-tensor
+/// uint8`, `--epochs 1`).
+fn torchvision_rate_with(
+    dir: &std::path::Path,
+    workers: usize,
+    batch: usize,
+    extra: &[&str],
+) -> Option<f64> {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
     let python = root.join(".venv/bin/python3");
     let out = std::process::Command::new(&python)
@@ -164,6 +213,7 @@ fn torchvision_rate(dir: &std::path::Path, workers: usize, batch: usize) -> Opti
             "--batch",
             &batch.to_string(),
         ])
+        .args(extra)
         .output();
     match out {
         Ok(o) if o.status.success() => {
