@@ -42,25 +42,31 @@ trap cleanup EXIT
 # $NET.1) and a network namespace a node with a veth on the bridge, its
 # default route back through it. Their names resolve through /etc/hosts, as
 # a cluster's node names do through its DNS.
-TWO_NODES=0
-if ip link add tl-br type bridge 2>"$D.err"; then
-  TWO_NODES=1
-  ip addr add "$NET.1/24" dev tl-br
-  ip link set tl-br up
+two_nodes_up() {
+  ip link add tl-br type bridge || return 1
+  ip addr add "$NET.1/24" dev tl-br || return 1
+  ip link set tl-br up || return 1
   for n in 1 2; do
-    ip netns add "tl-n$n"
-    ip link add "tl-v$n" type veth peer name "tl-p$n"
-    ip link set "tl-p$n" netns "tl-n$n"
-    ip link set "tl-v$n" master tl-br
-    ip link set "tl-v$n" up
-    ip netns exec "tl-n$n" ip addr add "$NET.$((n + 1))/24" dev "tl-p$n"
-    ip netns exec "tl-n$n" ip link set "tl-p$n" up
-    ip netns exec "tl-n$n" ip link set lo up
-    ip netns exec "tl-n$n" ip route add default via "$NET.1"
-    echo "$NET.$((n + 1)) tl-n$n # tricklab test-slurm" >>/etc/hosts
+    ip netns add "tl-n$n" || return 1
+    ip link add "tl-v$n" type veth peer name "tl-p$n" || return 1
+    ip link set "tl-p$n" netns "tl-n$n" || return 1
+    ip link set "tl-v$n" master tl-br || return 1
+    ip link set "tl-v$n" up || return 1
+    ip netns exec "tl-n$n" ip addr add "$NET.$((n + 1))/24" dev "tl-p$n" || return 1
+    ip netns exec "tl-n$n" ip link set "tl-p$n" up || return 1
+    ip netns exec "tl-n$n" ip link set lo up || return 1
+    ip netns exec "tl-n$n" ip route add default via "$NET.1" || return 1
+    echo "$NET.$((n + 1)) tl-n$n # tricklab test-slurm" >>/etc/hosts || return 1
   done
-else
-  echo "test-slurm: SKIPPING the two-node rehearsal: this host cannot make network namespaces ($(cat "$D.err")); run as root on a kernel that can"
+}
+# Set before trying, so that cleanup undoes a half-made network too.
+TWO_NODES=1
+if ! two_nodes_up 2>"$D.err"; then
+  echo "test-slurm: SKIPPING the two-node rehearsal: this host cannot make network namespaces ($(tr '\n' ' ' <"$D.err")); run as root on a kernel that can"
+  for n in 1 2; do ip netns del "tl-n$n" 2>/dev/null || true; done
+  ip link del tl-br 2>/dev/null || true
+  sed -i '/ tl-n[12] # tricklab test-slurm$/d' /etc/hosts 2>/dev/null || true
+  TWO_NODES=0
 fi
 rm -f "$D.err"
 
