@@ -138,10 +138,7 @@ fn to_device(
         let images: Vec<Tensor> = b
             .whole
             .iter()
-            .map(|w| {
-                let (h, wd) = (w.image.height as i64, w.image.width as i64);
-                up(&Tensor::from_slice(&w.image.pixels).view([h, wd, 3])).permute([2, 0, 1])
-            })
+            .map(|w| up(&w.hwc()).permute([2, 0, 1]))
             .collect();
         let geometry: Vec<_> = b.whole.iter().map(|w| (w.crop, w.flip)).collect();
         let x = crate::data::stream::on_device::crop_resize_flip(

@@ -634,22 +634,13 @@ fn a_rank_that_never_arrives_a_port_in_use_and_a_different_binary_fail_in_bounde
 
 /// The pids of `tricklab rank` processes whose parent is `parent`.
 fn ranks_of(parent: u32) -> Vec<i32> {
-    let mut out = Vec::new();
-    for e in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
-            continue;
-        };
-        let stat = std::fs::read_to_string(e.path().join("stat")).unwrap_or_default();
-        let cmd = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
-        // ppid is the 4th field after the parenthesised name.
-        let ppid = stat
-            .rsplit_once(')')
-            .and_then(|(_, r)| r.split_whitespace().nth(1)?.parse::<u32>().ok());
-        if ppid == Some(parent) && cmd.split(|b| *b == 0).nth(1) == Some(b"rank".as_slice()) {
-            out.push(pid);
-        }
-    }
-    out
+    children_of(parent)
+        .into_iter()
+        .filter(|pid| {
+            let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            cmd.split(|b| *b == 0).nth(1) == Some(b"rank".as_slice())
+        })
+        .collect()
 }
 
 /// Whether any `tricklab rank` of matrix `matrix` is still running.

@@ -387,13 +387,15 @@ pub struct Whole {
 }
 
 impl Whole {
+    /// The image's bytes as an (H, W, 3) uint8 tensor on the host.
+    pub fn hwc(&self) -> tch::Tensor {
+        let (h, w) = (self.image.height as i64, self.image.width as i64);
+        tch::Tensor::from_slice(&self.image.pixels).view([h, w, 3])
+    }
+
     /// The image as (3, H, W) uint8 on `device`.
     pub fn to_device(&self, device: tch::Device) -> tch::Tensor {
-        let (h, w) = (self.image.height as i64, self.image.width as i64);
-        tch::Tensor::from_slice(&self.image.pixels)
-            .view([h, w, 3])
-            .to_device(device)
-            .permute([2, 0, 1])
+        self.hwc().to_device(device).permute([2, 0, 1])
     }
 }
 
