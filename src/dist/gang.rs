@@ -241,11 +241,15 @@ impl Launched {
                     Stdio::null()
                 })
                 .stderr(Stdio::piped());
-            // SAFETY: prctl only, between fork and exec: a rank dies with
-            // the worker that started it, even on kill -9.
+            // SAFETY: prctl and setpgid only, between fork and exec. A rank
+            // dies with the worker that started it, even on kill -9. In a
+            // process group of its own, a terminal's Ctrl-C reaches the
+            // session alone, which lets the gang finish its run (first),
+            // cancels it (second) or exits (third), as at world size 1.
             unsafe {
                 c.pre_exec(|| {
                     libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+                    libc::setpgid(0, 0);
                     Ok(())
                 });
             }

@@ -837,3 +837,178 @@ fn a_run_asking_for_more_devices_than_the_session_has_is_refused_before_it_start
     );
     assert!(!dir.path().join("results/big").exists(), "nothing started");
 }
+
+/// A shell in a real pseudo-terminal (tmux), running one command with its
+/// stderr in `err.log` and its exit code in `rc`.
+struct Terminal {
+    socket: String,
+    dir: std::path::PathBuf,
+}
+
+impl Terminal {
+    fn open(dir: &Path, name: &str, command: &str) -> Terminal {
+        let t = Terminal {
+            socket: format!("tricklab-{name}-{}", std::process::id()),
+            dir: dir.to_path_buf(),
+        };
+        let _ = std::fs::remove_file(dir.join("rc"));
+        let shell = format!(
+            "cd {} && {command} 2> err.log; echo $? > rc; sleep 120",
+            dir.display()
+        );
+        t.tmux(&[
+            "new-session",
+            "-d",
+            "-s",
+            "t",
+            "-x",
+            "120",
+            "-y",
+            "30",
+            &shell,
+        ]);
+        t
+    }
+    fn tmux(&self, args: &[&str]) -> String {
+        let o = Command::new("tmux")
+            .arg("-L")
+            .arg(&self.socket)
+            .args(args)
+            .output()
+            .expect("tmux is part of the machine image (apt-get install tmux)");
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    }
+    /// The command's pid: the pane's shell's one child.
+    fn command_pid(&self) -> u32 {
+        let shell: u32 = self
+            .tmux(&["display-message", "-p", "-t", "t", "#{pane_pid}"])
+            .trim()
+            .parse()
+            .expect("tmux names the pane's pid");
+        let start = Instant::now();
+        loop {
+            if let Some(&c) = children_of(shell).first() {
+                return c as u32;
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(30),
+                "no command started"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+    /// Typing Ctrl-C: the terminal sends SIGINT to its foreground group.
+    fn ctrl_c(&self) {
+        self.tmux(&["send-keys", "-t", "t", "C-c"]);
+    }
+    /// The command's exit code and stderr, once it has exited.
+    fn exit(&self, secs: u64) -> (i32, String) {
+        let start = Instant::now();
+        loop {
+            let err = std::fs::read_to_string(self.dir.join("err.log")).unwrap_or_default();
+            if let Ok(rc) = std::fs::read_to_string(self.dir.join("rc"))
+                && rc.ends_with('\n')
+            {
+                return (rc.trim().parse().unwrap(), err);
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(secs),
+                "the command did not exit within {secs} s:\n{err}"
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+}
+
+impl Drop for Terminal {
+    fn drop(&mut self) {
+        self.tmux(&["kill-server"]);
+    }
+}
+
+/// Both ranks of the session `pid`'s gang, a couple of seconds into training.
+fn wait_for_gang(pid: u32) {
+    let start = Instant::now();
+    while ranks_of(pid).len() < 2 {
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "the ranks did not start"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    std::thread::sleep(Duration::from_secs(2));
+}
+
+/// Ctrl-C typed in a terminal reaches the session, not the ranks (which
+/// share its terminal): the first lets the 2-rank run finish and stores it,
+/// two cancel it, as at world size 1; no rank is left either way.
+#[test]
+fn ctrl_c_in_a_terminal_lets_a_data_parallel_run_finish_and_twice_cancels_it() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("matrix.toml"),
+        "name = \"ctrlc\"\nrecipe = \"tiny-page-resnet9\"\nkind = \"list\"\ndata = \"synthetic:200\"\nrepeats = 2\nset = { batch_size = 20, world_size = 2, epochs = 6, train_per_class = 0, test_per_class = 0 }\n[[variant]]\nname = \"gang\"\n",
+    )
+    .unwrap();
+    let exe = env!("CARGO_BIN_EXE_tricklab");
+    let t = Terminal::open(
+        dir.path(),
+        "ctrlc",
+        &format!("{exe} run --headless matrix.toml --devices cpu:2 --results results"),
+    );
+    let session = t.command_pid();
+    wait_for_gang(session);
+    t.ctrl_c();
+    let (code, err) = t.exit(180);
+    assert_eq!(code, 130, "{err}");
+    assert!(
+        err.contains("interrupted: finishing the current run")
+            && err.matches("done  ").count() == 1
+            && !err.contains("FAILED")
+            && !err.contains("killed by signal"),
+        "{err}"
+    );
+    assert!(!gang_ranks_alive("ctrlc"), "a rank outlived the session");
+    let folder = std::fs::read_dir(dir.path().join("results/ctrlc"))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    drop(t);
+
+    // Resumed, two Ctrl-Cs cancel the second run; the first stays stored.
+    let t = Terminal::open(
+        dir.path(),
+        "ctrlc2",
+        &format!(
+            "{exe} run --headless --devices cpu:2 --resume {}",
+            folder.display()
+        ),
+    );
+    let session = t.command_pid();
+    wait_for_gang(session);
+    t.ctrl_c();
+    std::thread::sleep(Duration::from_millis(300));
+    t.ctrl_c();
+    let (code, err) = t.exit(60);
+    assert_eq!(code, 130, "{err}");
+    assert!(
+        err.contains("stop signal again: cancelling the current run")
+            && !err.contains("done  ")
+            && !err.contains("killed by signal"),
+        "{err}"
+    );
+    assert!(!gang_ranks_alive("ctrlc"), "a rank outlived the session");
+    let results = bin()
+        .args(["results", "--results"])
+        .arg(dir.path().join("results"))
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&results.stdout);
+    // done, failed, cancelled: the finished run kept, the second cancelled.
+    assert!(
+        out.contains("ctrlc      1      0         1  stopped (1 cancelled)"),
+        "{out}"
+    );
+}
