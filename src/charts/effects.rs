@@ -1311,6 +1311,7 @@ mod tests {
             factors: Vec::new(),
             design: Vec::new(),
             runs: 0,
+            noisy: 0,
             analyses: Vec::new(),
         };
         assert_eq!(

@@ -53,6 +53,8 @@ pub struct ReportArgs {
 
 #[derive(Clone, Copy, Debug, clap::ValueEnum)]
 pub enum Format {
+    /// A short aligned table for the terminal, as a headless run ends.
+    Text,
     Md,
     Csv,
     Json,
@@ -274,7 +276,7 @@ pub fn cmd_report(args: ReportArgs) -> Result<i32> {
                 "history": root,
                 "nights": history::to_json(&nights),
             })),
-            Format::Md => print!("{}", history::to_markdown(&nights)),
+            Format::Md | Format::Text => print!("{}", history::to_markdown(&nights)),
         }
         let out = args.plots.as_deref().unwrap_or(root);
         for p in crate::charts::write_history(&nights, out, &plot_options(&args))? {
@@ -307,6 +309,7 @@ pub fn cmd_report(args: ReportArgs) -> Result<i32> {
         })?;
     }
     match args.format {
+        Format::Text => print!("{}", r.to_text()),
         Format::Md => print!("{}", r.to_markdown()),
         Format::Csv if args.table == Table::Effects => {
             print!("{}", r.to_effects_csv());

@@ -264,11 +264,13 @@ fn write_reports(dirs: &[std::path::PathBuf], done_runs: usize, failed: usize) -
             );
             continue;
         }
+        // A short table, as hyperfine ends: the whole write-up is in the files.
         let report = crate::report::aggregate(std::slice::from_ref(d), &Default::default())?;
-        println!("{}", report.to_markdown());
+        print!("{}", report.to_text());
         let files = crate::export::writeup::write(d)?;
         let names = files
             .iter()
+            .filter(|f| !f.extension().is_some_and(|e| e == "md" || e == "html"))
             .map(|f| f.file_name().unwrap_or_default().to_string_lossy())
             .collect::<Vec<_>>()
             .join(", ");
@@ -283,9 +285,11 @@ fn write_reports(dirs: &[std::path::PathBuf], done_runs: usize, failed: usize) -
             continue;
         }
         println!(
-            "results: {} ({} runs finished, {failed} failed); report and charts: {names}",
+            "results: {} ({} runs finished, {failed} failed); report: {}, {}; charts: {names}",
             d.display(),
             done_runs,
+            d.join("report.md").display(),
+            d.join("report.html").display(),
         );
     }
     Ok(())

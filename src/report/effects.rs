@@ -150,6 +150,8 @@ pub struct Effects {
     /// What `matrix show` says of the design.
     pub design: Vec<String>,
     pub runs: usize,
+    /// Of the `runs`, those flagged noisy (none once `--drop-noisy` left them out).
+    pub noisy: usize,
     pub analyses: Vec<Analysis>,
 }
 
@@ -183,9 +185,9 @@ fn folder_effects(
     clock: Clock,
     drop_noisy: bool,
 ) -> Effects {
-    let (time, acc, notes) = match observations(dir, design, clock, drop_noisy) {
-        Ok((t, a)) => (t, a, Vec::new()),
-        Err(e) => (Vec::new(), Vec::new(), vec![crate::util::one_line(&e)]),
+    let (time, acc, noisy, notes) = match observations(dir, design, clock, drop_noisy) {
+        Ok((t, a, k)) => (t, a, k, Vec::new()),
+        Err(e) => (Vec::new(), Vec::new(), 0, vec![crate::util::one_line(&e)]),
     };
     let runs = time.len();
     let analyses = [("time", time), ("accuracy", acc)]
@@ -203,19 +205,20 @@ fn folder_effects(
         factors: design.factors.clone(),
         design: design.describe(),
         runs,
+        noisy,
         analyses,
     }
 }
 
 /// Each finished run as (its configuration, seconds) and (its configuration,
-/// accuracy with TTA): one lazy query over the folder's runs, the last row
-/// of a run recorded twice kept.
+/// accuracy with TTA), and how many of the timed runs are noisy: one lazy
+/// query over the folder's runs, the last row of a run recorded twice kept.
 fn observations(
     dir: &Path,
     design: &Design,
     clock: Clock,
     drop_noisy: bool,
-) -> Result<(Vec<Obs>, Vec<Obs>)> {
+) -> Result<(Vec<Obs>, Vec<Obs>, usize)> {
     let mut runs = super::scan_runs(&[dir.to_path_buf()])?.filter(col("status").eq(lit("done")));
     if drop_noisy {
         runs = runs.filter(col("noisy").fill_null(lit(false)).not());
@@ -226,6 +229,7 @@ fn observations(
             col("repeat").cast(DataType::Int64),
             col(clock.column()).cast(DataType::Float64),
             col("acc_tta").cast(DataType::Float64),
+            col("noisy").fill_null(lit(false)),
         ])
         .collect()?;
     let ints =
@@ -240,19 +244,21 @@ fn observations(
             last.insert((v, r), i);
         }
     }
-    let (mut t, mut a) = (Vec::new(), Vec::new());
+    let noisy: Vec<Option<bool>> = df.column("noisy")?.bool()?.iter().collect();
+    let (mut t, mut a, mut k) = (Vec::new(), Vec::new(), 0);
     for (&(v, _), &i) in &last {
         let Some(&config) = design.configs.get(v as usize) else {
             continue;
         };
         if let Some(s) = secs[i].filter(|s| s.is_finite()) {
             t.push(Obs { config, y: s });
+            k += usize::from(noisy[i] == Some(true));
         }
         if let Some(x) = acc[i].filter(|x| x.is_finite()) {
             a.push(Obs { config, y: x });
         }
     }
-    Ok((t, a))
+    Ok((t, a, k))
 }
 
 fn analysis(response: &str, obs: &[Obs], design: &Design) -> Analysis {
@@ -532,13 +538,25 @@ pub fn add_ladder_credit(all: &mut [Effects], dirs: &[PathBuf], rows: &[super::V
 
 /// One row of an effects table: its kind, term, estimate, interval, aliases
 /// and a ladder's credit, in `scale`'s units.
-fn markdown_row(kind: &str, x: &Estimate, scale: f64) -> String {
+/// A signed number with the one minus sign the write-up uses (U+2212), as
+/// the variants table's Δ columns print it.
+fn signed(v: f64) -> String {
+    format!("{v:+.3}").replace('-', "−")
+}
+
+/// One effect's row; `noisy`: the folder's runs include noisy ones, so a
+/// star is marked where it stands.
+fn markdown_row(kind: &str, x: &Estimate, scale: f64, noisy: bool) -> String {
     let ci = if x.lo.is_finite() && x.hi.is_finite() {
         format!(
-            "[{:+.3}, {:+.3}]{}",
-            scale * x.lo,
-            scale * x.hi,
-            if x.decided() { " *" } else { "" }
+            "[{}, {}]{}",
+            signed(scale * x.lo),
+            signed(scale * x.hi),
+            match (x.decided(), noisy) {
+                (true, true) => " * (noisy)",
+                (true, false) => " *",
+                _ => "",
+            }
         )
     } else {
         "no error estimate".into()
@@ -547,7 +565,7 @@ fn markdown_row(kind: &str, x: &Estimate, scale: f64) -> String {
         || "-".to_string(),
         |l| {
             let ci = if l.lo.is_finite() {
-                format!(" [{:+.3}, {:+.3}]", scale * l.lo, scale * l.hi)
+                format!(" [{}, {}]", signed(scale * l.lo), signed(scale * l.hi))
             } else {
                 String::new()
             };
@@ -557,8 +575,8 @@ fn markdown_row(kind: &str, x: &Estimate, scale: f64) -> String {
                 ""
             };
             format!(
-                "{:+.3}{ci} ({}: {}){flag}",
-                scale * l.estimate,
+                "{}{ci} ({}: {}){flag}",
+                signed(scale * l.estimate),
                 l.matrix,
                 l.rung
             )
@@ -570,9 +588,9 @@ fn markdown_row(kind: &str, x: &Estimate, scale: f64) -> String {
         x.aliases.join(", ")
     };
     format!(
-        "| {kind} | {} | {:+.3} | {ci} | {aliases} | {ladder} |\n",
+        "| {kind} | {} | {} | {ci} | {aliases} | {ladder} |\n",
         x.term,
-        scale * x.estimate
+        signed(scale * x.estimate)
     )
 }
 
@@ -581,11 +599,19 @@ pub fn to_markdown(all: &[Effects]) -> String {
     let mut s = String::new();
     for e in all {
         s.push_str(&format!(
-            "\n## Effects: {} ({} runs, time on the {})\n\n",
+            "\n## Effects: {} ({} runs{}, time on the {})\n\n",
             e.matrix,
             e.runs,
+            if e.noisy > 0 {
+                format!(", {} noisy", e.noisy)
+            } else {
+                String::new()
+            },
             e.clock.label()
         ));
+        if let Some(b) = super::noise_banner(e.noisy, e.runs) {
+            s.push_str(&format!("> **Noisy.** {b}\n\n"));
+        }
         for line in &e.design {
             s.push_str(&format!("- {line}\n"));
         }
@@ -620,7 +646,7 @@ pub fn to_markdown(all: &[Effects]) -> String {
                 })
                 .chain(a.shapley.iter().map(|x| ("shapley", x)));
             for (kind, x) in rows {
-                s.push_str(&markdown_row(kind, x, scale));
+                s.push_str(&markdown_row(kind, x, scale, e.noisy > 0));
             }
             for n in &a.notes {
                 s.push_str(&format!("\nnote: {n}\n"));

@@ -3,14 +3,6 @@
 use super::{Clock, Report, VariantStats};
 use anyhow::Result;
 
-fn pct(x: f64) -> String {
-    if x.is_finite() {
-        format!("{:.2}", 100.0 * x)
-    } else {
-        "-".into()
-    }
-}
-
 fn secs(x: f64) -> String {
     if x.is_finite() {
         format!("{x:.2}")
@@ -19,19 +11,12 @@ fn secs(x: f64) -> String {
     }
 }
 
-fn pm(mean: String, ci: f64, scale: f64) -> String {
-    if ci.is_finite() {
-        format!("{mean} ± {:.2}", ci * scale)
-    } else {
-        mean
-    }
-}
-
-/// An accuracy cell: mean ± 95% CI, then the sd over runs where there are
-/// two or more (the spread papers such as Goyal et al. report, ± one sd).
-fn acc_cell(mean: f64, ci: f64, sd: f64) -> String {
-    let cell = pm(pct(mean), ci, 100.0);
-    if ci.is_finite() && sd.is_finite() {
+/// An accuracy cell: mean ± 95% CI (the interval itself at n = 2), then
+/// the sd over runs where there are two or more (the spread papers such as
+/// Goyal et al. report, ± one sd).
+fn acc_cell(mean: f64, ci: f64, sd: f64, n: usize) -> String {
+    let cell = super::text::mean_ci(mean, ci, n, 100.0, (0.0, 100.0));
+    if n >= 2 && ci.is_finite() && sd.is_finite() {
         format!("{cell} (sd {:.2})", 100.0 * sd)
     } else {
         cell
@@ -75,18 +60,22 @@ impl Report {
             .map(|c| describe(*c))
             .collect::<Vec<_>>()
             .join("; ");
-        let mut s = String::from("# tricklab report\n\n| setup | |\n|---|---|\n");
+        let mut s = String::from("# tricklab report\n\n");
+        if let Some(b) = self.noise_banner() {
+            s.push_str(&format!("> **Noisy.** {b}\n\n"));
+        }
+        s.push_str("| setup | |\n|---|---|\n");
         for (k, v) in &self.setup {
             s.push_str(&format!("| {k} | {} |\n", v.replace('|', "\\|")));
         }
-        s.push_str(&format!("\nTarget accuracy: **{:.1}%**. Time column: the full fixed-length run in each recipe's own timing convention ({clock}), seconds, mean ± 95% CI (t) where n ≥ 2, with min and median. The headline is that time with the mean accuracy against the target, as Page and airbench claim theirs.\n", 100.0 * self.target));
-        s.push_str("Accuracy is the final test accuracy with each run's TTA level (or the median readout's, where a recipe reads its last epochs' median), mean ± 95% CI over seeds, and the sd over seeds that papers give as ± (Goyal et al.: ± one sd). \"First eval at target\" is secondary and per run: the DAWNBench-style time of the first evaluation at the target, averaged only over the runs that reached it (a selection: the count that did not is given). Speedups divide the previous (first) variant's mean time by this one's; \"vs prev\" only on ladders, where each rung builds on the one before. Δ columns: this variant minus the one it is read against (a ladder's previous rung, else the first variant), paired by seed where both ran the same seeds, else Welch; `*` where the 95% CI excludes 0; one run a side gives the value and no interval. A run is *noisy* when other processes used over a quarter of the machine's cores, the GPU throttled, or its throughput varied over 30% between epochs (`report --drop-noisy` leaves such runs out).\n\n");
+        s.push_str(&format!("\nTarget accuracy: **{:.1}%**. Time column: the full fixed-length run in each recipe's own timing convention ({clock}), seconds, mean ± 95% CI (t) where n ≥ 3, the interval itself at n = 2, with min and median where n ≥ 2. The headline is that time with the mean accuracy against the target, as Page and airbench claim theirs.\n", 100.0 * self.target));
+        s.push_str("Accuracy is the final test accuracy with each run's TTA level (or the median readout's, where a recipe reads its last epochs' median), mean ± 95% CI over seeds, and the sd over seeds that papers give as ± (Goyal et al.: ± one sd). \"First eval at target\" is secondary and per run: the DAWNBench-style time of the first evaluation at the target, averaged only over the runs that reached it (a selection: the count that did not is given). Speedups divide the previous (first) variant's mean time by this one's; \"vs prev\" only on ladders, where each rung builds on the one before. Δ columns: this variant minus the one it is read against (a ladder's previous rung, else the first variant), paired by seed where both ran the same seeds, else Welch; `*` where the 95% CI excludes 0; one run a side gives the value and no interval. A run is *noisy* when other processes used over a quarter of the machine's cores, the GPU throttled, or its throughput varied over 30% between epochs (`report --drop-noisy` leaves such runs out); a ratio or a Δ read from noisy runs says so in its cell.\n\n");
         s.push_str("Results: ");
         s.push_str(
             &self
                 .dirs
                 .iter()
-                .map(|d| format!("`{}`", d.display()))
+                .map(|d| format!("`{}`", crate::store::session_label(d)))
                 .collect::<Vec<_>>()
                 .join(", "),
         );
@@ -97,7 +86,8 @@ impl Report {
         } else {
             ("", "", "")
         };
-        s.push_str(&format!("\n\n| # | variant | n | failed | acc % (TTA where used) | acc % (no TTA) | P(acc ≥ target) [95% CI, Wilson] | clock | time mean (s) | time min | time median | first eval at target (s, per run) | speedup vs prev | speedup vs first | Δ s [95% CI] | Δ acc pts [95% CI] |{ddp_head}\n"));
+        // The columns a reader looks for first lead: time, what it bought, accuracy.
+        s.push_str(&format!("\n\n| # | variant | n | time mean (s) | Δ s [95% CI] | acc % (TTA where used) | failed | acc % (no TTA) | P(acc ≥ target) [95% CI, Wilson] | clock | time min | time median | first eval at target (s, per run) | speedup vs prev | speedup vs first | Δ acc pts [95% CI] |{ddp_head}\n"));
         s.push_str(&format!(
             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|{ddp_rule}\n"
         ));
@@ -112,8 +102,25 @@ impl Report {
             matrix = &r.matrix;
             let c = r.time();
             let missed = r.n - r.ttt_n;
+            // A ratio or a Δ that rests on noisy runs says so where it is read.
+            let first = self.rows.iter().find(|x| x.matrix == r.matrix);
+            let prev = self
+                .rows
+                .iter()
+                .take_while(|x| !std::ptr::eq(*x, r))
+                .filter(|x| x.matrix == r.matrix)
+                .last();
+            let noisy = |other: Option<&VariantStats>| {
+                if Self::noisy_between(r, other) {
+                    super::text::NOISY_MARK
+                } else {
+                    ""
+                }
+            };
+            let reference = self.reference_of(r);
+            let one = |x: f64| if r.n >= 2 { secs(x) } else { "-".into() };
             s.push_str(&format!(
-                "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
+                "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
                 r.index,
                 r.variant.replace('|', "\\|"),
                 if r.noisy > 0 {
@@ -121,40 +128,50 @@ impl Report {
                 } else {
                     r.n.to_string()
                 },
+                super::text::mean_ci(c.mean, c.ci95, r.n, 1.0, (0.0, f64::INFINITY)),
+                r.delta_time.map_or("-".into(), |d| format!(
+                    "{}{}",
+                    d.label(1.0),
+                    noisy(reference)
+                )),
+                acc_cell(r.acc_tta_mean, r.acc_tta_ci95, r.acc_tta_std, r.n),
                 r.failed,
-                acc_cell(r.acc_tta_mean, r.acc_tta_ci95, r.acc_tta_std),
-                acc_cell(r.acc_mean, r.acc_ci95, r.acc_std),
+                acc_cell(r.acc_mean, r.acc_ci95, r.acc_std, r.n),
                 match (r.p_target.is_finite(), r.p_target_ci95) {
                     (true, Some((lo, hi))) => format!("{:.2} [{lo:.2}, {hi:.2}]", r.p_target),
                     (true, None) => format!("{:.2}", r.p_target),
                     _ => "-".into(),
                 },
                 r.headline.name(),
-                pm(secs(c.mean), c.ci95, 1.0),
-                secs(c.min),
-                secs(c.median),
-                match (r.ttt_mean, r.ttt_ci95) {
-                    (Some(m), Some(ci)) =>
-                        format!("{m:.2} ± {ci:.2} (n={}, {missed} not)", r.ttt_n),
-                    (Some(m), None) => format!("{m:.2} (n={}, {missed} not)", r.ttt_n),
-                    _ => format!("not reached (0 of {})", r.n),
+                one(c.min),
+                one(c.median),
+                match r.ttt_mean {
+                    Some(m) => format!(
+                        "{} (n={}, {missed} not)",
+                        super::text::mean_ci(
+                            m,
+                            r.ttt_ci95.unwrap_or(f64::NAN),
+                            r.ttt_n,
+                            1.0,
+                            (0.0, f64::INFINITY)
+                        ),
+                        r.ttt_n
+                    ),
+                    None => format!("not reached (0 of {})", r.n),
                 },
                 r.speedup_prev
-                    .map(|x| format!("×{x:.2}"))
-                    .unwrap_or_else(|| "-".into()),
+                    .map_or_else(|| "-".into(), |x| format!("×{x:.2}{}", noisy(prev))),
                 r.speedup_first
-                    .map(|x| format!("×{x:.2}"))
-                    .unwrap_or_else(|| "-".into()),
-                r.delta_time.map_or("-".into(), |d| d.label(1.0)),
+                    .map_or_else(|| "-".into(), |x| format!("×{x:.2}{}", noisy(first))),
                 r.delta_acc.map_or("-".into(), |d| d.label(100.0)),
             ));
             if ddp {
-                s.pop();
                 s.push_str(&match (r.ddp_allreduce_ms, r.ddp_exposed_ms) {
-                    (Some(a), Some(e)) => format!(" {a:.1} ({e:.1}) |\n"),
-                    _ => " - |\n".into(),
+                    (Some(a), Some(e)) => format!(" {a:.1} ({e:.1}) |"),
+                    _ => " - |".into(),
                 });
             }
+            s.push('\n');
         }
         let bound: Vec<String> = self
             .rows

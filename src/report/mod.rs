@@ -12,6 +12,9 @@ pub mod figures;
 mod format;
 pub mod history;
 pub mod seeds;
+mod text;
+
+pub use text::{NOISY_MARK, noise_banner};
 
 pub use compare::{
     Comparison, Diff, Rel, Thresholds, TimeModel, Verdict, compare, control, drift, welch,

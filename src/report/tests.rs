@@ -73,7 +73,10 @@ fn aggregate_matches_hand_computed_statistics() {
     assert_eq!(a.speedup_prev, None);
     let md = r.to_markdown();
     assert!(
-        md.contains("| 1 | + trick | 2 | 1 |") && md.contains("×2.00"),
+        // n = 2: the t interval as an interval (within 0), not ± 12.71.
+        md.contains("| 1 | + trick | 2 | 6.00 [0.00, 18.71] | −5.00 [−5.00, −5.00]* |")
+            && md.contains("(sd 1.41) | 1 |")
+            && md.contains("×2.00"),
         "{md}"
     );
     // Rung 0's accuracies 49/51/53%: ± the 95% CI, then the sd papers give.
@@ -599,4 +602,86 @@ fn a_variant_whose_steps_wait_for_the_loader_is_called_data_bound() {
     .unwrap()
     .to_markdown();
     assert!(!md.contains("Data-bound"), "{md}");
+}
+
+/// A table whose runs are mostly noisy says so at the top, and marks the
+/// ratios and the Δ read from them in place; the terminal's short table
+/// names the fastest variant and the largest significant saving.
+#[test]
+fn noisy_runs_put_a_banner_over_the_report_and_a_mark_on_their_ratios() {
+    use crate::store::tests::{feed, rid, summary};
+    let root = tempfile::tempdir().unwrap();
+    let mut w = ResultsWriter::create(root.path(), "m", "").unwrap();
+    // base 10/11/12 s quiet; + celu 6/6.5/7 s, two of them on a busy machine.
+    for (idx, rep, t, noisy) in [
+        (0, 0, 10.0, false),
+        (0, 1, 11.0, false),
+        (0, 2, 12.0, false),
+        (1, 0, 6.0, true),
+        (1, 1, 6.5, true),
+        (1, 2, 7.0, false),
+    ] {
+        let mut s = summary(0.9, t, None);
+        if noisy {
+            s.noise = Some("other processes used 80% of the cores".into());
+        }
+        feed(
+            &mut w,
+            rid(if idx == 0 { "base" } else { "+ celu" }, idx, rep),
+            rep as u64,
+            Some(s),
+        );
+    }
+    let dir = w.dir().to_path_buf();
+    let r = aggregate(std::slice::from_ref(&dir), &ReportOptions::default()).unwrap();
+    assert_eq!(r.noise(), (2, 6));
+    let md = r.to_markdown();
+    let banner = md.lines().nth(2).unwrap();
+    assert!(
+        banner.starts_with("> **Noisy.** 2 of 6 runs are noisy") && banner.contains("--drop-noisy"),
+        "{md}"
+    );
+    let celu = md
+        .lines()
+        .find(|l| l.starts_with("| 1 | + celu |"))
+        .unwrap();
+    assert!(
+        celu.contains("* (noisy) |") && celu.contains("×1.69 (noisy)"),
+        "{celu}"
+    );
+    let base = md.lines().find(|l| l.starts_with("| 0 | base |")).unwrap();
+    assert!(!base.contains("(noisy)"), "{base}");
+    // No absolute path of this machine in the write-up.
+    assert!(!md.contains(&root.path().display().to_string()), "{md}");
+
+    let text = r.to_text();
+    assert!(text.starts_with("! 2 of 6 runs are noisy"), "{text}");
+    let lines: Vec<&str> = text.lines().collect();
+    let head = lines.iter().position(|l| l.starts_with("variant")).unwrap();
+    // Aligned: every row's time ends in the head's column.
+    let end = lines[head].find("time (s)").unwrap() + "time (s)".len();
+    for row in &lines[head + 1..head + 3] {
+        let at = |i: usize| row.chars().nth(i).unwrap_or(' ');
+        assert!(at(end - 1).is_ascii_digit() && at(end) == ' ', "{text}");
+    }
+    assert!(lines[head + 2].contains("2 of 3"), "{text}");
+    assert!(text.contains("fastest: + celu (6.50 s"), "{text}");
+    assert!(
+        text.contains("largest significant saving: + celu, −4.50 [")
+            && text.contains("against base (noisy)"),
+        "{text}"
+    );
+
+    // Without the noisy runs: no banner, no marks.
+    let quiet = aggregate(
+        &[dir],
+        &ReportOptions {
+            drop_noisy: true,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    assert!(quiet.noise_banner().is_none());
+    assert!(!quiet.to_markdown().contains("(noisy)"));
+    assert!(!quiet.to_text().starts_with('!'));
 }

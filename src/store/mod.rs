@@ -85,6 +85,20 @@ pub fn remove_leftover_temps(dir: &Path) -> usize {
     removed
 }
 
+/// A results folder as a write-up names it: `matrix/timestamp`, its last
+/// two parts, so that a report mailed or committed holds no path of the
+/// machine it was written on.
+pub fn session_label(dir: &Path) -> String {
+    let dir = dir.canonicalize().unwrap_or_else(|_| dir.to_path_buf());
+    let parts: Vec<String> = dir
+        .components()
+        .rev()
+        .take(2)
+        .map(|c| c.as_os_str().to_string_lossy().into_owned())
+        .collect();
+    parts.into_iter().rev().collect::<Vec<_>>().join("/")
+}
+
 /// A results folder: what `tricklab run` or `merge` made (its manifest, or
 /// at least its runs).
 pub fn is_session(dir: &Path) -> bool {

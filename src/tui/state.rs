@@ -647,6 +647,27 @@ impl AppState {
         sort_rows(&self.results, SortKey::Rung)
     }
 
+    /// The banner over a screen whose runs are over a quarter noisy: the
+    /// Results and Ladder screens count the variants' runs, Effects the
+    /// designed folders'. The report's words, shortened to fit two lines.
+    pub fn noise_banner(&self, tab: Tab) -> Option<String> {
+        let (noisy, runs) = match tab {
+            Tab::Results | Tab::Ladder => self
+                .results
+                .iter()
+                .fold((0, 0), |(k, n), r| (k + r.noisy, n + r.n)),
+            Tab::Effects => self
+                .effects
+                .iter()
+                .fold((0, 0), |(k, n), e| (k + e.noisy, n + e.runs)),
+            _ => return None,
+        };
+        crate::report::noise_banner(noisy, runs)?;
+        Some(format!(
+            "! {noisy} of {runs} runs are noisy: their seconds measure the machine as much as the tricks. `report --drop-noisy` leaves them out; rerun on an idle machine to quote them."
+        ))
+    }
+
     /// The rows sorted within each matrix (matrices in the order they came).
     pub fn sorted_results(&self) -> Vec<ResultRow> {
         sort_rows(&self.results, self.sort)

@@ -1319,3 +1319,57 @@ fn effect_bars_diverge_from_zero_to_half_a_cell() {
     assert_eq!(bar(0.0, 0.0, 7), "   │   ");
     assert_eq!(bar(-2.0, 1.0, 5), "██│  ");
 }
+
+/// Over a quarter of the runs noisy: the Results, Ladder and Effects
+/// screens say so above their numbers, at 80×24 and 160×45, and the ratios
+/// and Δ read from them carry the `!` of the n column.
+#[test]
+fn noisy_runs_put_a_banner_over_results_ladder_and_effects() {
+    let mut s = super::sample::sample_state(true);
+    for r in &mut s.results {
+        r.noisy = r.n;
+    }
+    for (w, h) in [(80, 24), (160, 45)] {
+        s.tab = Tab::Results;
+        let text = screen(&s, w, h);
+        snapshot(&format!("tui_results_noisy_{w}x{h}"), &text);
+        assert!(
+            text.contains("runs are noisy") && text.contains("--drop-noisy"),
+            "{text}"
+        );
+        s.tab = Tab::Ladder;
+        let text = screen(&s, w, h);
+        assert!(
+            text.contains("runs are noisy") && text.contains("idle machine"),
+            "{text}"
+        );
+        s.tab = Tab::Live;
+        assert!(!screen(&s, w, h).contains("runs are noisy"));
+    }
+    s.tab = Tab::Results;
+    assert!(screen(&s, 160, 45).contains("×1.25!"));
+    for r in &mut s.results {
+        r.noisy = 0;
+    }
+    let quiet = screen(&s, 160, 45);
+    assert!(
+        !quiet.contains("runs are noisy") && !quiet.contains("×1.25!"),
+        "{quiet}"
+    );
+
+    let root = tempfile::tempdir().unwrap();
+    let mut d = Designed::new(root.path(), FACTORIAL);
+    d.feed(0, 0..8);
+    let mut backend = super::backend::BrowseBackend::open(vec![d.dir()]).unwrap();
+    let mut s = AppState::new(true);
+    s.browse_only = true;
+    super::refresh(&mut s, &mut backend);
+    s.tab = Tab::Effects;
+    assert!(!screen(&s, 80, 24).contains("runs are noisy"));
+    s.effects[0].noisy = 3;
+    let text = screen(&s, 160, 45);
+    assert!(
+        text.contains("! 3 of 8 runs are noisy") && text.contains("8 runs (3 noisy)"),
+        "{text}"
+    );
+}

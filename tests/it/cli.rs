@@ -122,12 +122,46 @@ fn headless_run_report_and_compare() {
         assert!(dir.join(f).is_file(), "missing {f}");
     }
     assert_eq!(std::fs::read_dir(dir.join("steps")).unwrap().count(), 4);
-    // n = 2 and no failure (a busy machine may flag runs noisy).
+    // The run ends as hyperfine does: a short table, the fastest variant,
+    // the report's paths; not the Markdown.
+    let row = out
+        .lines()
+        .find(|l| l.starts_with("+ label smoothing "))
+        .unwrap_or_else(|| panic!("{out}"));
+    assert_eq!(row.split_whitespace().nth(3), Some("2"), "{out}");
     assert!(
-        ["| 2 | 0 |", "| 2 (1 noisy) | 0 |", "| 2 (2 noisy) | 0 |"]
-            .iter()
-            .any(|n| out.contains(&format!("| 1 | + label smoothing {n}"))),
+        out.lines()
+            .next()
+            .is_some_and(|l| l.starts_with("variant") || l.starts_with("! ")),
         "{out}"
+    );
+    assert!(
+        out.contains("fastest: ")
+            && out.contains(&format!(
+                "{}/report.md, ",
+                dir.file_name().unwrap().to_string_lossy()
+            ))
+            && out.contains("report.html")
+            && !out.contains("| # |"),
+        "{out}"
+    );
+    // n = 2 and no failure in report.md (a busy machine may flag runs noisy),
+    // time and Δ leading.
+    let md = std::fs::read_to_string(dir.join("report.md")).unwrap();
+    let row = md
+        .lines()
+        .find(|l| l.starts_with("| 1 | + label smoothing |"))
+        .unwrap_or_else(|| panic!("{md}"));
+    let cells: Vec<&str> = row.split('|').map(str::trim).collect();
+    assert!(cells[3].starts_with('2') && cells[7] == "0", "{row}");
+    let text_form = run(
+        &["report", dir.to_str().unwrap(), "--format", "text"],
+        tmp.path(),
+    );
+    assert!(
+        text(&text_form).0.contains("fastest: ") && !text(&text_form).0.contains("| # |"),
+        "{:?}",
+        text(&text_form)
     );
 
     let csv = run(

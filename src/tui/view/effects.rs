@@ -307,9 +307,14 @@ pub(super) fn effect_lines(
         EffectRow::Matrix(e) => vec![Line::styled(
             cut(
                 &format!(
-                    "▸ {}: {} runs, time on the {}, {}",
+                    "▸ {}: {} runs{}, time on the {}, {}",
                     e.matrix,
                     e.runs,
+                    if e.noisy > 0 {
+                        format!(" ({} noisy)", e.noisy)
+                    } else {
+                        String::new()
+                    },
                     e.clock.label(),
                     e.folder.display()
                 ),

@@ -99,14 +99,35 @@ pub fn render(f: &mut Frame, s: &AppState) {
             .style(Style::default().add_modifier(Modifier::BOLD)),
         tag_area,
     );
+    // A screen of noisy runs says so above its numbers, wrapped to fit.
+    let screen = match s.noise_banner(s.tab) {
+        Some(b) => {
+            // Word wrapping leaves a ragged edge: room for it past one line.
+            let (n, w) = (b.chars().count(), usize::from(body.width.max(9)));
+            let lines = if n <= w { 1 } else { n.div_ceil(w - 8) };
+            let [banner, rest] = Layout::vertical([
+                Constraint::Length(lines.clamp(1, 3) as u16),
+                Constraint::Min(3),
+            ])
+            .areas(body);
+            f.render_widget(
+                Paragraph::new(b)
+                    .style(pal.fg(Color::Yellow).add_modifier(Modifier::BOLD))
+                    .wrap(Wrap { trim: true }),
+                banner,
+            );
+            rest
+        }
+        None => body,
+    };
     match s.tab {
         Tab::Queue => queue::queue(f, body, s, &pal),
         Tab::Live => live::live(f, body, s, &pal),
-        Tab::Results => results::results(f, body, s, &pal),
-        Tab::Ladder => ladder::ladder(f, body, s, &pal),
+        Tab::Results => results::results(f, screen, s, &pal),
+        Tab::Ladder => ladder::ladder(f, screen, s, &pal),
         Tab::Tricks => tricks::tricks(f, body, s, &pal),
         Tab::Log => log::log(f, body, s, &pal),
-        Tab::Effects => effects::effects(f, body, s, &pal),
+        Tab::Effects => effects::effects(f, screen, s, &pal),
     }
     footer(f, foot, s);
     match &s.overlay {

@@ -102,6 +102,17 @@ pub(super) fn results(f: &mut Frame, area: Rect, s: &AppState, pal: &Palette) {
             if r.noisy > 0 { "!" } else { "" },
             if r.data_bound.is_some() { "~" } else { "" }
         );
+        // A ratio or Δ read from noisy runs (this variant's or the one it is
+        // read against) carries the same `!` where it is read.
+        let first = s.results.iter().find(|x| x.matrix == r.matrix);
+        let shaky = if r.noisy > 0
+            || prev.as_ref().is_some_and(|p| p.noisy > 0)
+            || first.is_some_and(|p| p.noisy > 0)
+        {
+            "!"
+        } else {
+            ""
+        };
         let mut row = Row::new(pick(vec![
             Cell::from(r.variant.clone()),
             Cell::from(n),
@@ -123,10 +134,13 @@ pub(super) fn results(f: &mut Frame, area: Rect, s: &AppState, pal: &Palette) {
             Cell::from(
                 r.speedup_prev
                     .or(r.speedup_first)
-                    .map(|x| format!("×{x:.2}"))
+                    .map(|x| format!("×{x:.2}{shaky}"))
                     .unwrap_or_else(|| "-".into()),
             ),
-            Cell::from(r.delta_time.map_or("-".into(), |d| d.label(1.0))),
+            Cell::from(
+                r.delta_time
+                    .map_or("-".into(), |d| format!("{}{shaky}", d.label(1.0))),
+            ),
         ]));
         if i == s.results_selected {
             row = row.style(Style::default().add_modifier(Modifier::REVERSED));
@@ -147,7 +161,7 @@ pub(super) fn results(f: &mut Frame, area: Rect, s: &AppState, pal: &Palette) {
         })
         .collect();
     let title = format!(
-        "results (sorted by {}, s to change; n! = some runs noisy, n~ = data-bound)",
+        "results (sorted by {}, s to change; ! noisy, ~ data-bound)",
         s.sort.label()
     );
     f.render_widget(
