@@ -19,10 +19,30 @@ pub struct RunId {
 }
 
 impl RunId {
-    /// A stable key usable in file names, `variant#repeat`: letters, digits
-    /// and `-_.+` kept, every other byte written `%XX`, so distinct variants
-    /// never share a file (`a b` and `a_b` once did).
+    /// A stable key usable in file names, `variant#repeat`, readable as the
+    /// variant is named (`B0 baseline (CPU loader)#0`): only what a file name
+    /// cannot hold or would hide is written `%XX` (`/`, `\\`, control
+    /// characters, a leading `.`), and `%` itself, so distinct variants never
+    /// share a file (`a b` and `a_b` once did).
     pub fn key(&self) -> String {
+        let mut v = String::with_capacity(self.variant.len());
+        for (i, c) in self.variant.chars().enumerate() {
+            if matches!(c, '/' | '\\' | '%') || c.is_control() || (i == 0 && c == '.') {
+                let mut b = [0; 4];
+                for byte in c.encode_utf8(&mut b).bytes() {
+                    v.push_str(&format!("%{byte:02X}"));
+                }
+            } else {
+                v.push(c);
+            }
+        }
+        format!("{v}#{}", self.repeat)
+    }
+
+    /// The key of folders written before [`key`](Self::key) kept names
+    /// readable: every byte but letters, digits and `-_.+` written `%XX`
+    /// (readers fall back to it).
+    pub fn escaped_key(&self) -> String {
         let mut v = String::with_capacity(self.variant.len());
         for b in self.variant.bytes() {
             if b.is_ascii_alphanumeric() || b"-_.+".contains(&b) {
@@ -863,16 +883,27 @@ mod tests {
             "a b",
             "a_b",
             "a/b",
+            "a%2Fb",
             "a%20b",
+            ".x",
+            "%2Ex",
             "+ label smoothing",
             "P4f x0.125",
         ];
         let keys: std::collections::HashSet<String> = names.iter().map(|n| id(n).key()).collect();
         assert_eq!(keys.len(), names.len(), "{keys:?}");
-        assert_eq!(id("a b").key(), "a%20b#1");
+        assert_eq!(id("a b").key(), "a b#1");
+        assert_eq!(id("a b").escaped_key(), "a%20b#1");
         assert_eq!(id("a b").legacy_key(), "a_b#1");
+        assert_eq!(
+            id("B0 baseline (CPU loader)").key(),
+            "B0 baseline (CPU loader)#1"
+        );
+        assert_eq!(id("a/b").key(), "a%2Fb#1");
+        assert_eq!(id("a%2Fb").key(), "a%252Fb#1");
+        assert_eq!(id(".hidden").key(), "%2Ehidden#1");
         for k in &keys {
-            assert!(!k.contains(['/', ' ', '\\']), "{k}");
+            assert!(!k.contains(['/', '\\']) && !k.starts_with('.'), "{k}");
         }
         assert!(check_variant_name("R1 + SiLU (GELU kept), 94.0%").is_ok());
         assert!(check_matrix_name("speedrun-ladder").is_ok());

@@ -562,10 +562,10 @@ fn write_parquet_into(path: &Path, df: &mut DataFrame) -> Result<()> {
 }
 
 /// A run's `steps/` or `epochs/` file in `dir` (`sub`), under its key or
-/// the key folders written before keys were encoded used; `None` if absent.
+/// the keys older folders used; `None` if absent.
 pub fn run_file(dir: &Path, sub: &str, row: &RunRow) -> Option<PathBuf> {
     let id = row.id();
-    [id.key(), id.legacy_key()]
+    [id.key(), id.escaped_key(), id.legacy_key()]
         .into_iter()
         .map(|k| dir.join(sub).join(format!("{k}.parquet")))
         .find(|p| p.is_file())

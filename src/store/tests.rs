@@ -536,3 +536,49 @@ fn tta_is_named_only_for_runs_that_used_it() {
     assert_eq!(s.acc_words(uses_tta(&off)), "acc 45.70%");
     assert_eq!(s.acc_words(uses_tta(&on)), "acc 45.70% (TTA)");
 }
+
+/// Step and epoch files are named as the variant reads
+/// (`+ label smoothing#0.parquet`); a folder written under the older
+/// escaped (`+%20label%20smoothing#0`) or legacy keys still reads.
+#[test]
+fn run_files_are_named_as_the_variant_reads_and_older_names_still_read() {
+    let root = tempfile::tempdir().unwrap();
+    let mut w = ResultsWriter::create(root.path(), "m", "").unwrap();
+    feed(
+        &mut w,
+        rid("+ label smoothing", 1, 0),
+        0,
+        Some(summary(0.5, 10.0, None)),
+    );
+    feed(
+        &mut w,
+        rid("B0 (a/b)", 0, 0),
+        0,
+        Some(summary(0.5, 10.0, None)),
+    );
+    let dir = w.dir().to_path_buf();
+    drop(w);
+    assert!(dir.join("steps/+ label smoothing#0.parquet").is_file());
+    assert!(dir.join("epochs/B0 (a%2Fb)#0.parquet").is_file());
+    let runs = read_runs(&dir.join("runs.parquet")).unwrap();
+    let row = runs
+        .iter()
+        .find(|r| r.variant == "+ label smoothing")
+        .unwrap();
+    let (steps, _) = crate::store::read_curves(&dir, row).unwrap();
+    assert!(!steps.is_empty());
+    for (old, f) in [
+        ("+%20label%20smoothing#0", "+ label smoothing#0"),
+        ("+_label_smoothing#0", "+%20label%20smoothing#0"),
+    ] {
+        for sub in ["steps", "epochs"] {
+            std::fs::rename(
+                dir.join(sub).join(format!("{f}.parquet")),
+                dir.join(sub).join(format!("{old}.parquet")),
+            )
+            .unwrap();
+        }
+        let (again, _) = crate::store::read_curves(&dir, row).unwrap();
+        assert_eq!(again.len(), steps.len(), "{old}");
+    }
+}
