@@ -62,10 +62,41 @@ pub(super) fn setup_line(r: &Report) -> String {
     format!(
         "{} · data {} · {} · {} clock",
         get("hardware"),
-        get("data"),
+        short_hashes(&get("data")),
         get("runs"),
         get("clock")
     )
+}
+
+/// Each `(hash H)` cut to H's first 12 characters, as git shortens a
+/// commit: enough to tell data sets apart, short enough for a subtitle
+/// (report.md keeps the whole hash).
+fn short_hashes(data: &str) -> String {
+    let mut out = String::new();
+    let mut rest = data;
+    while let Some(at) = rest.find("(hash ") {
+        let (head, tail) = rest.split_at(at + "(hash ".len());
+        out.push_str(head);
+        let end = tail.find(')').unwrap_or(tail.len());
+        out.extend(tail[..end].chars().take(12));
+        rest = &tail[end..];
+    }
+    out.push_str(rest);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_subtitle_shows_a_data_hash_as_its_first_12_characters() {
+        assert_eq!(
+            super::short_hashes(
+                "synthetic-0 (hash ab22a1a2460d8805b192233a94bcefeca2618d20), x (hash 12)"
+            ),
+            "synthetic-0 (hash ab22a1a2460d), x (hash 12)"
+        );
+        assert_eq!(super::short_hashes("no hash here"), "no hash here");
+    }
 }
 
 /// The target line's colour (Okabe–Ito vermillion).

@@ -190,6 +190,7 @@ fn folder_effects(
         Err(e) => (Vec::new(), Vec::new(), 0, vec![crate::util::one_line(&e)]),
     };
     let runs = time.len();
+    let described = partial(design.describe(), &time, design);
     let analyses = [("time", time), ("accuracy", acc)]
         .into_iter()
         .map(|(name, obs)| {
@@ -203,11 +204,33 @@ fn folder_effects(
         folder: dir.into(),
         clock,
         factors: design.factors.clone(),
-        design: design.describe(),
+        design: described,
         runs,
         noisy,
         analyses,
     }
+}
+
+/// The design's words as the runs stand: a factorial not yet run whole
+/// cannot estimate every term, and its description does not claim so.
+fn partial(mut lines: Vec<String>, obs: &[Obs], design: &Design) -> Vec<String> {
+    let mut seen: Vec<Word> = obs.iter().map(|o| o.config).collect();
+    seen.sort_unstable();
+    seen.dedup();
+    let mut planned = design.configs.clone();
+    planned.sort_unstable();
+    planned.dedup();
+    if seen.len() < planned.len() {
+        for l in &mut lines {
+            if let Some(head) = l.strip_suffix("; every main effect and interaction is estimable") {
+                *l = format!(
+                    "{head}, {} of them with finished runs so far: the terms below are what those runs can estimate",
+                    seen.len()
+                );
+            }
+        }
+    }
+    lines
 }
 
 /// Each finished run as (its configuration, seconds) and (its configuration,
@@ -766,6 +789,36 @@ pub(crate) mod tests {
             }
         }
         (w.dir().to_path_buf(), fed)
+    }
+
+    #[test]
+    fn a_factorial_run_in_part_does_not_claim_every_term_estimable() {
+        let text = "name = \"m\"\nrecipe = \"tiny-airbench94\"\nkind = \"factorial\"\nvary = [\"tta\", \"lookahead\"]\n";
+        let m = crate::matrix::parse(text, "m.toml").unwrap();
+        let d = m.design.unwrap();
+        use crate::stats::estimate::Obs;
+        let obs = |configs: &[Word]| -> Vec<Obs> {
+            configs
+                .iter()
+                .map(|&config| Obs { config, y: 1.0 })
+                .collect()
+        };
+        let whole = super::partial(d.describe(), &obs(&[0, 1, 2, 3]), &d);
+        assert!(
+            whole
+                .iter()
+                .any(|l| l.ends_with("every main effect and interaction is estimable"))
+        );
+        let part = super::partial(d.describe(), &obs(&[0, 1, 1, 2]), &d);
+        assert!(
+            !part.iter().any(|l| l.contains("every main effect")),
+            "{part:?}"
+        );
+        assert!(
+            part.iter()
+                .any(|l| l.contains("4 configurations, 3 of them with finished runs so far")),
+            "{part:?}"
+        );
     }
 
     /// A results folder of a 2^2 factorial with planted effects (tta +4
