@@ -506,6 +506,9 @@ pub fn compare(base: &Report, cand: &Report, th: &Thresholds, model: TimeModel) 
             let (time, time_rel, acc, verdict) = match c {
                 None => (None, None, None, Verdict::MissingInCandidate),
                 Some(c) if c.n == 0 && b.n > 0 => (None, None, None, Verdict::FailedInCandidate),
+                // No finished run in the base (its runs failed or were left
+                // out): nothing to compare against, as for a new rung.
+                Some(c) if b.n == 0 && c.n > 0 => (None, None, None, Verdict::NewInCandidate),
                 Some(c) => {
                     let ((tb, ab), (tc, ac)) = (sample(b, clock), sample(c, clock));
                     // Accuracy paired by seed where both sessions ran the

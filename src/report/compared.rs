@@ -321,9 +321,16 @@ pub fn compare_folders(args: &CompareOptions) -> Result<Compared> {
         }
     }
     if model == TimeModel::NetOfDrift && drift(&base, &cand).is_none() {
-        warnings.push(
-            "no drift to judge times against: the control (the matrix's first variant) has no runs on one side (failed, or all noisy and left out by --drop-noisy); times are compared raw, as with --absolute".to_string(),
-        );
+        let runs =
+            |r: &Report, name: &str| r.rows.iter().find(|x| x.variant == name).map_or(0, |x| x.n);
+        let (nb, nc) = control(&base).map_or((0, 0), |c| (c.n, runs(&cand, &c.variant)));
+        warnings.push(if nb > 0 && nc > 0 {
+            format!(
+                "no drift to judge times against: the control (the matrix's first variant) has {nb} run(s) in the base and {nc} in the candidate, and a drift needs two a side; times are compared raw, as with --absolute"
+            )
+        } else {
+            "no drift to judge times against: the control (the matrix's first variant) has no runs on one side (failed, or all noisy and left out by --drop-noisy); times are compared raw, as with --absolute".to_string()
+        });
     }
     let drift = match (model, drift(&base, &cand), control(&base)) {
         (TimeModel::NetOfDrift, Some(d), Some(control)) => {
@@ -433,9 +440,15 @@ fn noisy_warning((base, cand): (usize, usize), dropped: bool) -> Option<String> 
 /// The comparison as a plain-text table, with the statistic it rests on.
 pub fn comparison_table(rows: &[Comparison], th: &Thresholds) -> String {
     let mut out = format!(
-        "Differences candidate − base with 95% CIs (time: relative, net of the session's drift unless --absolute; accuracy: paired by seed where every seed of one side ran on the other, marked `p`, with both means over those seeds, else Welch's t); a regression needs the whole CI beyond {:+.1}% time or −{:.2} points accuracy. Means are shown from one run a side; intervals and verdicts need two.\n",
+        "Differences candidate − base with 95% CIs (time: relative, net of the session's drift unless --absolute; accuracy: paired by seed where every seed of one side ran on the other, marked `p`, with both means over those seeds, else Welch's t); a regression needs the whole CI beyond {:+.1}% time or −{:.2} points accuracy.{}\n",
         100.0 * th.max_slowdown,
-        100.0 * th.max_acc_drop
+        100.0 * th.max_acc_drop,
+        // Only where a variant has one run a side: its means, and no interval.
+        if rows.iter().any(|r| r.n.0 == 1 || r.n.1 == 1) {
+            " A variant with one run a side shows its means only: intervals and verdicts need two."
+        } else {
+            ""
+        }
     );
     out += &format!(
         "  {:<34} {:>7} {:>9} {:>9} {:>22} {:>8} {:>8} {:>20}  verdict\n",
@@ -561,6 +574,27 @@ mod tests {
             err.contains("1 of 2 variants regressed or failed: `rung` (SLOWER)"),
             "{err}"
         );
+    }
+
+    /// One run a side: the warnings say so, not that a side has no runs;
+    /// the one-run sentence appears only then.
+    #[test]
+    fn one_run_a_side_is_named_as_such_in_the_warnings() {
+        let root = tempfile::tempdir().unwrap();
+        let base = session(root.path(), "base1", 1, 0.0, 1.0, 1.0);
+        let cand = session(root.path(), "cand1", 1, 0.0, 1.0, 1.0);
+        let (out, err) = compare_folders(&args(&base, &cand)).unwrap().text();
+        assert!(
+            err.contains(
+                "has 1 run(s) in the base and 1 in the candidate, and a drift needs two a side"
+            ) && !err.contains("no runs on one side"),
+            "{err}"
+        );
+        assert!(out.contains("one run a side shows its means only"), "{out}");
+        let base = session(root.path(), "base3", 3, 0.002, 1.0, 1.0);
+        let cand = session(root.path(), "cand3", 3, 0.002, 1.0, 1.0);
+        let (out, _) = compare_folders(&args(&base, &cand)).unwrap().text();
+        assert!(!out.contains("one run a side"), "{out}");
     }
 
     /// A control known only roughly (2 runs a side, spread ±40%) is not

@@ -200,6 +200,14 @@ fn one_run_a_side_shows_the_means_and_no_count_of_runs() {
     );
     let rows = compare(&fb, &fc, &th, TimeModel::NetOfDrift);
     assert!(rows.iter().all(|r| r.acc_paired), "{rows:?}");
+    // A rung with no finished run in the base is new in the candidate.
+    let mut gone = b.clone();
+    gone.rows[1].n = 0;
+    let rows = compare(&gone, &c, &th, TimeModel::NetOfDrift);
+    assert_eq!(rows[1].verdict, Verdict::NewInCandidate);
+    gone.rows.remove(1);
+    let rows = compare(&gone, &c, &th, TimeModel::NetOfDrift);
+    assert_eq!(rows[1].verdict, Verdict::NewInCandidate);
 }
 
 /// A session of three variants, eight runs each, with times spread ±0.5% by

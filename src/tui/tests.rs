@@ -718,6 +718,15 @@ fn at_80x24_the_footer_keeps_help_and_quit_and_the_live_header_is_whole() {
         text.contains("loss (log)") && text.contains("eval accuracy"),
         "{text}"
     );
+    // A target out of reach: "not yet" while the run trains, "missed" once
+    // it has finished without reaching it.
+    let id = s.current.clone().unwrap();
+    s.runs.get_mut(&id).unwrap().target_acc = 0.99;
+    assert!(screen(&s, 160, 45).contains("target 99.0%: not yet"));
+    s.runs.get_mut(&id).unwrap().finished = true;
+    let text = screen(&s, 160, 45);
+    assert!(text.contains("target 99.0%: missed"), "{text}");
+    s.runs.get_mut(&id).unwrap().finished = false;
     assert_eq!(
         super::view::pack(&["ab".into(), "cd".into(), "efgh".into()], "  ", 6),
         ["ab  cd", "efgh"]
@@ -1372,4 +1381,27 @@ fn noisy_runs_put_a_banner_over_results_ladder_and_effects() {
         text.contains("! 3 of 8 runs are noisy") && text.contains("8 runs (3 noisy)"),
         "{text}"
     );
+}
+
+/// Two matrices on the Ladder screen: each one's bars are drawn to its own
+/// scale, and its head says so and to what.
+#[test]
+fn the_ladder_says_each_matrix_has_its_own_scale() {
+    let mut s = super::sample::sample_state(true);
+    s.tab = Tab::Ladder;
+    assert!(!screen(&s, 160, 45).contains("own scale"));
+    let mut other: Vec<_> = s.results.clone();
+    for r in &mut other {
+        r.matrix = "airbench".into();
+        r.time_mean /= 10.0;
+    }
+    s.results.extend(other);
+    for (w, h) in [(80, 24), (160, 45)] {
+        let text = screen(&s, w, h);
+        assert!(
+            text.contains("▸ demo (bars to its own scale: full bar 30.0 s)")
+                && text.contains("▸ airbench (bars to its own scale: full bar 3.0 s)"),
+            "{text}"
+        );
+    }
 }

@@ -68,20 +68,25 @@ pub(super) fn ladder(f: &mut Frame, area: Rect, s: &AppState, pal: &Palette) {
     let mut lines: Vec<Line> = Vec::new();
     let mut matrix = "";
     for (r, value) in rows.iter().zip(values) {
-        if several && r.matrix != matrix {
-            lines.push(Line::from(Span::styled(
-                format!("▸ {}", r.matrix),
-                Style::default().add_modifier(Modifier::BOLD),
-            )));
-        }
-        matrix = &r.matrix;
-        // Bars scale within their own matrix.
+        // Bars scale within their own matrix (recipes' seconds differ by
+        // orders of magnitude), and each matrix's head says to what.
         let max_t = rows
             .iter()
             .filter(|x| x.matrix == r.matrix)
             .map(|x| x.time_mean)
             .fold(0.0, f64::max)
             .max(1e-9);
+        if several && r.matrix != matrix {
+            lines.push(Line::from(Span::styled(
+                format!(
+                    "▸ {} (bars to its own scale: full bar {})",
+                    r.matrix,
+                    fmt_secs(max_t)
+                ),
+                Style::default().add_modifier(Modifier::BOLD),
+            )));
+        }
+        matrix = &r.matrix;
         let n = ((r.time_mean / max_t) * bar_w as f64).round() as usize;
         let name: String = r.variant.chars().take(name_w).collect();
         lines.push(Line::from(vec![

@@ -310,10 +310,10 @@ pub(super) fn compare_parts(cur: &RunSeries, cmp: &LiveCompare) -> Vec<String> {
     let mut target = format!(
         "target {}: {}",
         pct(cur.target_acc),
+        // A finished run that never reached it missed it; a running one may yet.
         cur.time_to_target()
             .map(fmt_secs)
-            .as_deref()
-            .unwrap_or("not yet")
+            .unwrap_or_else(|| { if cur.finished { "missed" } else { "not yet" }.to_string() })
     );
     if let Some((role, _, runs, Some(t))) = &theirs {
         let reached = runs.iter().filter(|r| r.time_to_target().is_some()).count();
