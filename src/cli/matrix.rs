@@ -22,6 +22,9 @@ pub enum MatrixCommand {
         /// evaluations priced by a probe of its first run's net, with a range.
         #[arg(long, value_name = "DEVICE", num_args = 0..=1, default_missing_value = "cpu")]
         estimate: Option<String>,
+        /// As `run --repeats N` would run them: seeds 0..N for every matrix.
+        #[arg(long, value_name = "N")]
+        repeats: Option<usize>,
         /// From the measured spread of a results folder (a session, or
         /// results/<matrix> for its newest), the seeds each difference the
         /// matrix asks about needs to be resolved at 80% power, α = 0.05
@@ -59,9 +62,17 @@ pub fn cmd_matrix(args: MatrixArgs) -> Result<i32> {
             files,
             tiny,
             estimate,
+            repeats,
             format,
             ..
         } => {
+            // Loaded as `run` loads them, --repeats included.
+            let load = |f: &PathBuf| -> Result<crate::matrix::Matrix> {
+                let m = crate::matrix::load_all(std::slice::from_ref(f), repeats)?
+                    .pop()
+                    .expect("one file, one matrix");
+                if tiny { m.tiny() } else { Ok(m) }
+            };
             let priced = |m: &crate::matrix::Matrix| -> Result<Option<crate::matrix::Estimate>> {
                 estimate
                     .as_deref()
@@ -76,7 +87,7 @@ pub fn cmd_matrix(args: MatrixArgs) -> Result<i32> {
             if format == crate::util::TextOrJson::Json {
                 let mut out = Vec::new();
                 for f in &files {
-                    let m = if tiny { load(f)?.tiny()? } else { load(f)? };
+                    let m = load(f)?;
                     let mut j = crate::matrix::to_json(f, &m)?;
                     if let Some(e) = priced(&m)? {
                         j["estimate"] = serde_json::to_value(e)?;
@@ -87,7 +98,7 @@ pub fn cmd_matrix(args: MatrixArgs) -> Result<i32> {
                 return Ok(0);
             }
             for f in files {
-                let m = if tiny { load(&f)?.tiny()? } else { load(&f)? };
+                let m = load(&f)?;
                 println!(
                     "{} ({:?}, recipe {}, data {}, target {:.1}%)",
                     m.name,

@@ -25,6 +25,28 @@ pub struct Estimate {
     pub total_s: f64,
     /// The same at the probe's fastest and slowest step.
     pub total_range_s: (f64, f64),
+    /// Of every core's time during the probe, the share other processes
+    /// used (as a run's `noisy` flag measures it); `None` where unread.
+    pub other_cpu: Option<f64>,
+}
+
+impl Estimate {
+    /// How much a busy machine inflated the probe: ×1/(1 − share) when
+    /// other processes took over a quarter of the cores (the share of the
+    /// machine the probe did not get); `None` on a quiet machine or a GPU,
+    /// whose steps other processes' CPU use barely touches.
+    pub fn inflation(&self) -> Option<f64> {
+        let o = self
+            .other_cpu
+            .filter(|&o| o > crate::util::machine::BUSY_SHARE && self.device.starts_with("cpu"))?;
+        Some(1.0 / (1.0 - o).max(0.05))
+    }
+
+    /// The estimate on an idle machine: the total with the busy machine's
+    /// inflation taken out.
+    pub fn idle_total_s(&self) -> f64 {
+        self.total_s / self.inflation().unwrap_or(1.0)
+    }
 }
 
 /// A matrix's data as its runs will read it, opened once and only in the
@@ -85,7 +107,30 @@ pub fn estimate(m: &Matrix, device: &str) -> Result<Estimate> {
     let mut data = super::DataCounts::new(&m.data);
     let planned = m.planned(first)?;
     let mut trainer = TchTrainer::new(device)?;
-    let probe = trainer.probe(&planned)?;
+    // A probe taken while other processes hold the cores prices their load,
+    // not the matrix: read the machine as a run does, and probe once more if
+    // it was busy, keeping the quieter reading.
+    let mut best: Option<(crate::train::Probe, Option<f64>)> = None;
+    for _ in 0..2 {
+        let start = crate::util::machine::probe(None);
+        let p = trainer.probe(&planned)?;
+        let other = crate::util::machine::between(&start, &crate::util::machine::probe(None), None)
+            .other_cpu;
+        let quieter = match &best {
+            None => true,
+            Some((_, o)) => other.unwrap_or(1.0) < o.unwrap_or(1.0),
+        };
+        if quieter {
+            best = Some((p, other));
+        }
+        if best
+            .as_ref()
+            .is_some_and(|(_, o)| o.is_none_or(|o| o <= crate::util::machine::BUSY_SHARE))
+        {
+            break;
+        }
+    }
+    let (probe, other_cpu) = best.expect("one probe at least");
     let [lo, med, hi] = probe.step_s;
     let mut totals = [0.0; 3];
     for r in &runs {
@@ -108,6 +153,7 @@ pub fn estimate(m: &Matrix, device: &str) -> Result<Estimate> {
         eval_s: probe.eval_s,
         total_s: totals[1],
         total_range_s: (totals[0], totals[2]),
+        other_cpu,
     })
 }
 
@@ -159,8 +205,15 @@ impl Estimate {
                 self.probe_steps, self.probe_batch
             )
         };
+        let busy = self.inflation().map_or(String::new(), |x| {
+            format!(
+                "; the machine is busy: other processes used {:.0}% of the cores during the probe, so this estimate is inflated by ~×{x:.1} (about {} on an idle machine)",
+                100.0 * self.other_cpu.unwrap_or(0.0),
+                human(self.idle_total_s())
+            )
+        });
         format!(
-            "{origin}: {} runs, about {} ({}–{}) in all on {} ({:.2} s a training step at batch {}, {at}; {:.2} s an evaluation; data preparation and warm-up not counted)",
+            "{origin}: {} runs, about {} ({}–{}) in all on {} ({:.2} s a training step at batch {}, {at}; {:.2} s an evaluation; data preparation and warm-up not counted){busy}",
             self.runs,
             human(self.total_s),
             human(lo),
@@ -175,7 +228,37 @@ impl Estimate {
 
 #[cfg(test)]
 mod tests {
-    use super::evaluations;
+    use super::{Estimate, evaluations};
+
+    #[test]
+    fn a_busy_probe_says_so_and_prices_the_idle_machine_too() {
+        let mut e = Estimate {
+            runs: 4,
+            device: "cpu".into(),
+            step_s: 0.5,
+            batch: 64,
+            probe_batch: 64,
+            probe_steps: 3,
+            eval_s: 1.0,
+            total_s: 7200.0,
+            total_range_s: (6000.0, 8000.0),
+            other_cpu: Some(0.1),
+        };
+        assert_eq!(e.inflation(), None);
+        assert!(!e.line("m").contains("busy"));
+        e.other_cpu = Some(0.6);
+        assert!((e.inflation().unwrap() - 2.5).abs() < 1e-9);
+        assert!((e.idle_total_s() - 2880.0).abs() < 1e-6);
+        let l = e.line("m");
+        assert!(
+            l.contains("the machine is busy: other processes used 60% of the cores")
+                && l.contains("inflated by ~×2.5 (about 48 min on an idle machine)"),
+            "{l}"
+        );
+        // A GPU's steps are not priced by the CPU's load.
+        e.device = "cuda:0".into();
+        assert_eq!(e.inflation(), None);
+    }
     use crate::plan::EvalPlan;
 
     fn every(n: usize, median_of_last: usize) -> EvalPlan {

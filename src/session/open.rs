@@ -143,8 +143,9 @@ fn scale_guard(matrices: &[Matrix], devices: &[String], insist: bool) -> Result<
         let e =
             crate::matrix::estimate(m, "cpu").map_err(|e| anyhow::anyhow!("{origin}: {e:#}"))?;
         let line = e.line(&origin);
-        let total = e.total_s;
-        if total > max_cpu_hours() * 3600.0 && !insist {
+        // A probe on a busy machine is judged at the idle machine's price,
+        // and its line says how busy it was (Estimate::line).
+        if e.idle_total_s() > max_cpu_hours() * 3600.0 && !insist {
             anyhow::bail!(
                 "{line}: a matrix sized for a GPU; rehearse it with --tiny (each recipe's tiny form, seconds a run), run it where a GPU is (--devices cuda), or pass --insist to run it here"
             );

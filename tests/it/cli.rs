@@ -1084,6 +1084,43 @@ fn matrix_show_prices_a_matrix_before_it_runs() {
     );
     assert!(lo <= mid && mid <= hi, "{j}");
     assert!((1..=5).contains(&e["probe_steps"].as_u64().unwrap()), "{j}");
+
+    // On a busy machine (three processes spinning on every core) the probe
+    // says so and by how much it inflates the estimate; --repeats prices
+    // the runs `run --repeats` would make.
+    let spinners: Vec<std::process::Child> = (0..3)
+        .map(|_| {
+            std::process::Command::new("sh")
+                .args(["-c", "while :; do :; done"])
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let o = run(
+        &[
+            "matrix",
+            "show",
+            fixture.to_str().unwrap(),
+            "--estimate",
+            "--repeats",
+            "3",
+        ],
+        &repo(),
+    );
+    for mut c in spinners {
+        let _ = c.kill();
+        let _ = c.wait();
+    }
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{out}\n{err}");
+    let line = out.lines().find(|l| l.contains("estimate:")).unwrap();
+    assert!(
+        line.contains("the machine is busy: other processes used")
+            && line.contains("this estimate is inflated by ~×")
+            && line.contains("on an idle machine"),
+        "{line}"
+    );
+    assert!(out.contains("  6 runs\n") && line.contains(": 6 runs, about"), "{out}");
 }
 
 /// `tui --data` is checked as `run --data` is, before any terminal is
