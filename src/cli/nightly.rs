@@ -137,7 +137,7 @@ pub fn cmd_nightly(args: NightlyArgs) -> Result<i32> {
     };
     let (session, estimates) = Session::open(matrices, opts, &rules, tch_factory())?;
     for note in estimates {
-        eprintln!("estimate: {note}");
+        eprintln!("{note}");
     }
     let tonight = session.results_dirs()[0].clone();
     let ran = crate::headless::run_headless(session)?;

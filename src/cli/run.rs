@@ -102,7 +102,7 @@ pub fn cmd_run(args: RunArgs) -> Result<i32> {
     }
     let (session, estimates) = Session::open(matrices, opts, &rules, tch_factory())?;
     for note in estimates {
-        eprintln!("estimate: {note}");
+        eprintln!("{note}");
     }
     crate::headless::run_headless(session)
 }

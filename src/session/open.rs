@@ -53,28 +53,84 @@ impl Session {
     /// Opens a session on `matrices` as `rules` took them: the preflight,
     /// then the scale guard (not for a resumed folder, admitted when it was
     /// made), then the folders, queue and workers. Returns the session and
-    /// the guard's estimate lines, for the caller to show.
+    /// the lines to show: the preflight's warnings and the guard's estimates.
     pub fn open(
         matrices: Vec<Matrix>,
         opts: SessionOptions,
         rules: &Rules,
         factory: Factory,
     ) -> Result<(Session, Vec<String>)> {
-        preflight(&matrices, &opts.devices)?;
-        let estimates = match opts.resume {
-            Some(_) => Vec::new(),
-            None => scale_guard(&matrices, &opts.devices, rules.insist)?,
-        };
-        Ok((Session::start(matrices, opts, factory)?, estimates))
+        let mut notes = preflight(&matrices, &opts.devices)?;
+        if opts.resume.is_none() {
+            notes.extend(
+                scale_guard(&matrices, &opts.devices, rules.insist)?
+                    .into_iter()
+                    .map(|l| format!("estimate: {l}")),
+            );
+        }
+        Ok((Session::start(matrices, opts, factory)?, notes))
     }
 }
 
+/// Resident memory a CPU worker or rank holds: libtorch, the net, its data
+/// and optimiser state (about 530 MB measured per rank of a tiny run on
+/// this project's 2-core CI machine, issue 52); a full-size recipe holds more.
+const CPU_WORKER_BYTES: u64 = 530 << 20;
+
+/// Memory the kernel can give new processes without swapping
+/// (`MemAvailable` in /proc/meminfo); `None` where unread.
+fn memory_available() -> Option<u64> {
+    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let kb: u64 = info
+        .lines()
+        .find_map(|l| l.strip_prefix("MemAvailable:"))?
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse()
+        .ok()?;
+    Some(kb * 1024)
+}
+
+/// CPU workers against the machine: more than its memory holds is refused
+/// with both numbers; more than its cores is a warning (they share them,
+/// so each runs slower and the seconds measure the sharing).
+fn cpu_room(devices: &[String], cores: usize, available: Option<u64>) -> Result<Option<String>> {
+    let n = devices.iter().filter(|d| d.starts_with("cpu")).count();
+    let need = n as u64 * CPU_WORKER_BYTES;
+    if let Some(free) = available
+        && n > 1
+        && need > free
+    {
+        anyhow::bail!(
+            "--devices: {n} CPU workers need about {} MiB ({} MiB each) but this machine has {} MiB available: pass fewer (at most cpu:{})",
+            need >> 20,
+            CPU_WORKER_BYTES >> 20,
+            free >> 20,
+            (free / CPU_WORKER_BYTES).max(1)
+        );
+    }
+    Ok((n > cores).then(|| {
+        format!(
+            "warn: --devices: {n} CPU workers on {cores} cores share them, so every run is slower and its seconds measure the sharing; pass cpu:{cores} or fewer for times to compare"
+        )
+    }))
+}
+
 /// What the real engine would fail every run on, checked before a session
-/// creates any results folder: the workers' devices, each matrix's device and data.
-fn preflight(matrices: &[Matrix], devices: &[String]) -> Result<()> {
+/// creates any results folder: the workers' devices and the machine's room
+/// for them, each matrix's device and data. Returns its warnings.
+fn preflight(matrices: &[Matrix], devices: &[String]) -> Result<Vec<String>> {
     for d in devices {
         crate::util::device::parse_device(d).map_err(|e| anyhow::anyhow!("--devices: {e}"))?;
     }
+    let notes: Vec<String> = cpu_room(
+        devices,
+        crate::util::machine::cpu_cores(),
+        memory_available(),
+    )?
+    .into_iter()
+    .collect();
     for m in matrices {
         let origin = m.origin();
         if let Some(d) = &m.device {
@@ -96,7 +152,39 @@ fn preflight(matrices: &[Matrix], devices: &[String]) -> Result<()> {
             }
         }
     }
-    Ok(())
+    Ok(notes)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn cpu_workers_are_checked_against_the_cores_and_the_memory() {
+        let cpus = |n: usize| vec!["cpu".to_string(); n];
+        let gib = 1u64 << 30;
+        assert_eq!(super::cpu_room(&cpus(2), 2, Some(24 * gib)).unwrap(), None);
+        let w = super::cpu_room(&cpus(8), 2, Some(24 * gib))
+            .unwrap()
+            .unwrap();
+        assert!(
+            w.contains("8 CPU workers on 2 cores") && w.contains("cpu:2"),
+            "{w}"
+        );
+        let e = super::cpu_room(&cpus(64), 2, Some(24 * gib))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("64 CPU workers need about 33920 MiB (530 MiB each)")
+                && e.contains("24576 MiB available")
+                && e.contains("at most cpu:46"),
+            "{e}"
+        );
+        // GPUs are not counted; an unread /proc/meminfo refuses nothing.
+        let mut gpus = vec!["cuda:0".to_string(); 8];
+        gpus.push("cpu".into());
+        assert_eq!(super::cpu_room(&gpus, 2, Some(gib)).unwrap(), None);
+        assert!(super::cpu_room(&cpus(64), 2, None).unwrap().is_some());
+        assert!(super::memory_available().is_some_and(|b| b > 0));
+    }
 }
 
 /// Hours a CPU session may be estimated at before it is refused as a

@@ -364,7 +364,7 @@ pub fn run_session(
     let mut state = AppState::new(no_color());
     state.picker_tiny = rules.session.tiny;
     for line in estimates {
-        state.log(crate::events::LogLevel::Info, format!("estimate: {line}"));
+        state.log(crate::events::LogLevel::Info, line);
     }
     let mut backend = backend::SessionBackend::new(session, rules);
     let result = run_terminal(state, &mut backend, Some(pump));

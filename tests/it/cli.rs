@@ -477,6 +477,31 @@ fn bad_input_gets_one_line_naming_the_file_and_the_fix() {
         "{err}"
     );
 
+    // More CPU workers than any machine's memory holds: refused before a
+    // folder is made, with both numbers.
+    let fixture = repo().join("tests/fixtures/tiny.toml");
+    let o = run(
+        &[
+            "run",
+            fixture.to_str().unwrap(),
+            "--headless",
+            "--devices",
+            "cpu:256",
+            "--results",
+            "many",
+        ],
+        tmp.path(),
+    );
+    let (_, err) = text(&o);
+    assert!(
+        o.status.code() == Some(2)
+            && err.contains("256 CPU workers need about")
+            && err.contains("MiB available")
+            && err.lines().count() == 1
+            && !tmp.path().join("many").exists(),
+        "{err}"
+    );
+
     let o = run(
         &["train", "--device", "cuda:3", "--data", "synthetic:200"],
         tmp.path(),
@@ -1120,7 +1145,10 @@ fn matrix_show_prices_a_matrix_before_it_runs() {
             && line.contains("on an idle machine"),
         "{line}"
     );
-    assert!(out.contains("  6 runs\n") && line.contains(": 6 runs, about"), "{out}");
+    assert!(
+        out.contains("  6 runs\n") && line.contains(": 6 runs, about"),
+        "{out}"
+    );
 }
 
 /// `tui --data` is checked as `run --data` is, before any terminal is
