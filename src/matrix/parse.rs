@@ -63,9 +63,9 @@ struct RawMatrix {
     device: Option<Spanned<String>>,
     target: Option<Spanned<f64>>,
     budget: Option<Spanned<String>>,
-    seeds: Option<Vec<u64>>,
+    seeds: Option<Spanned<Vec<u64>>>,
     repeats: Option<Spanned<usize>>,
-    base_seed: Option<u64>,
+    base_seed: Option<Spanned<u64>>,
     adaptive: Option<Spanned<RawAdaptive>>,
     until_decided: Option<Spanned<RawUntil>>,
     /// "i/N": this file runs the i-th of N deterministic shares of its runs.
@@ -493,25 +493,33 @@ impl Ctx<'_> {
     /// `grows` is (min, max) of a matrix that adds seeds (`adaptive`,
     /// `until_decided`): without seeds or repeats it starts with `min`.
     fn listed_seeds(&self, raw: &RawMatrix, grows: Option<(usize, usize)>) -> Result<Vec<u64>> {
-        let origin = self.origin;
         if let (Some(_), Some(r)) = (&raw.seeds, &raw.repeats) {
             return Err(self.err(
                 r.span(),
                 "give `seeds = [...]` or `repeats = N`, not both (repeats N means seeds base_seed..base_seed+N-1)",
             ));
         }
-        let base = raw.base_seed.unwrap_or(0);
+        let base = raw.base_seed.as_ref().map_or(0, |b| *b.get_ref());
+        let base_at = raw.base_seed.as_ref().map_or(0..0, Spanned::span);
         let count = |n: usize| -> Result<Vec<u64>> {
             if base.checked_add(n as u64).is_none() {
-                return Err(anyhow!(
-                    "{origin}: base_seed {base} + {n} repeats runs past the largest seed (2^64 - 1): lower base_seed"
+                return Err(self.err(
+                    base_at.clone(),
+                    format!(
+                        "base_seed {base} + {n} repeats runs past the largest seed (2^64 - 1): lower base_seed"
+                    ),
                 ));
             }
             Ok((0..n as u64).map(|i| base + i).collect())
         };
-        match (&raw.seeds, &raw.repeats, grows) {
-            (Some(s), _, _) if s.is_empty() => Err(anyhow!(
-                "{origin}: `seeds` is empty; list at least one seed or drop it"
+        match (
+            raw.seeds.as_ref().map(|s| (s.get_ref(), s.span())),
+            &raw.repeats,
+            grows,
+        ) {
+            (Some((s, at)), _, _) if s.is_empty() => Err(self.err(
+                at,
+                "`seeds` is empty; list at least one seed or drop it",
             )),
             (None, Some(r), _) if *r.get_ref() == 0 => Err(self.err(r.span(), "repeats must be ≥ 1")),
             (None, Some(r), _) if *r.get_ref() > MAX_REPEATS => Err(self.err(
@@ -521,16 +529,17 @@ impl Ctx<'_> {
                     r.get_ref()
                 ),
             )),
-            (Some(s), _, _) if s.len() > MAX_REPEATS => Err(anyhow!(
-                "{origin}: {} seeds is over the limit of {MAX_REPEATS}: list fewer",
-                s.len()
+            (Some((s, at)), _, _) if s.len() > MAX_REPEATS => Err(self.err(
+                at,
+                format!("{} seeds is over the limit of {MAX_REPEATS}: list fewer", s.len()),
             )),
-            (Some(s), _, Some((_, max))) if s.iter().max().is_some_and(|m| m.checked_add(max as u64).is_none()) => {
-                Err(anyhow!(
-                    "{origin}: adaptive repeats continue the seeds past the largest one (2^64 - 1): list smaller seeds"
+            (Some((s, at)), _, Some((_, max))) if s.iter().max().is_some_and(|m| m.checked_add(max as u64).is_none()) => {
+                Err(self.err(
+                    at,
+                    "adaptive repeats continue the seeds past the largest one (2^64 - 1): list smaller seeds",
                 ))
             }
-            (Some(s), _, _) => Ok(s.clone()),
+            (Some((s, _)), _, _) => Ok(s.clone()),
             (None, Some(r), _) => count(*r.get_ref()),
             (None, None, Some((_, max))) => count(max),
             (None, None, None) => Ok(vec![base]),
@@ -543,14 +552,17 @@ impl Ctx<'_> {
         })
     }
 
+    /// A kind's missing part, pointed at the `kind` that asks for it.
     fn need(&self, raw: &RawMatrix, what: &str, ok: bool) -> Result<()> {
         if ok {
             Ok(())
         } else {
-            Err(anyhow!(
-                "{}: kind `{}` needs {what} (see ablations/README.md)",
-                self.origin,
-                raw.kind.get_ref()
+            Err(self.err(
+                raw.kind.span(),
+                format!(
+                    "kind `{}` needs {what} (see ablations/README.md)",
+                    raw.kind.get_ref()
+                ),
             ))
         }
     }
@@ -991,6 +1003,27 @@ fn check_size(origin: &str, variants: usize, h: &Header) -> Result<()> {
     Ok(())
 }
 
+/// Variants from which a matrix's size is worth a word before it runs.
+const LARGE_VARIANTS: usize = 1024;
+
+/// A matrix accepted but large (2^10 configurations and up: a full
+/// factorial of 12 tricks is 4,096): one warning with its size and, for a
+/// factorial, the design that asks the same questions with fewer runs.
+fn size_warning(origin: &str, kind: Kind, variants: usize, seeds: usize) -> Option<String> {
+    if variants < LARGE_VARIANTS {
+        return None;
+    }
+    let runs = variants * seeds;
+    Some(format!(
+        "{origin}: {variants} variants × {seeds} seed(s) = {runs} runs; `matrix show --estimate` prices them before they start{}",
+        if kind == Kind::Factorial {
+            ". A full factorial doubles with each factor: `kind = \"fractional\"` estimates the main effects and two-factor interactions with a fraction of the runs"
+        } else {
+            ""
+        }
+    ))
+}
+
 /// Parses and expands a matrix; every variant is resolved against its recipe
 /// so that a bad name or value is reported here, at its place in the file.
 pub fn parse(text: &str, origin: &str) -> Result<Matrix> {
@@ -1032,19 +1065,26 @@ pub fn parse(text: &str, origin: &str) -> Result<Matrix> {
         variants.push((Variant { name, overrides }, span));
     }
     check_size(origin, variants.len(), &h)?;
-    let mut names: Vec<&str> = variants.iter().map(|(v, _)| v.name.as_str()).collect();
-    names.sort();
-    if let Some(w) = names.windows(2).find(|w| w[0] == w[1]) {
-        return Err(anyhow!(
-            "{origin}: two variants are named `{}`; give each a distinct name",
-            w[0]
-        ));
+    // The second of two variants of one name is the one to point at.
+    let mut seen = std::collections::HashSet::new();
+    for (v, span) in &variants {
+        if !seen.insert(v.name.as_str()) {
+            return Err(cx.err(
+                span.clone(),
+                format!(
+                    "two variants are named `{}`; give each a distinct name",
+                    v.name
+                ),
+            ));
+        }
     }
     let resolved = cx.resolve(&variants)?;
     let plain: Vec<Variant> = variants.into_iter().map(|(v, _)| v).collect();
     let until_at = raw.until_decided.as_ref().map(|u| u.span().start);
+    let mut warnings = plan_warnings(origin, raw.recipe.get_ref(), &plain, &resolved);
+    warnings.extend(size_warning(origin, h.kind, plain.len(), h.seeds.len()));
     let m = Matrix {
-        warnings: plan_warnings(origin, raw.recipe.get_ref(), &plain, &resolved),
+        warnings,
         name: raw.name.get_ref().clone(),
         description: raw.description.unwrap_or_default(),
         path: None,
@@ -1241,6 +1281,48 @@ on = ["celu"]
             crate::stats::design::runs_saved(orders).1,
             "one variant per distinct configuration"
         );
+    }
+
+    #[test]
+    fn a_factorial_of_twelve_tricks_is_accepted_with_a_word_on_its_size() {
+        let tricks = [
+            "label_smoothing",
+            "tta",
+            "lookahead",
+            "cutout",
+            "nesterov",
+            "dirac_init",
+            "logit_scale",
+            "zero_grad_none",
+            "cudnn_benchmark",
+            "blurpool",
+            "head_init_normal",
+            "channels_last",
+        ];
+        let vary: Vec<String> = tricks.iter().map(|t| format!("\"{t}\"")).collect();
+        let text = format!(
+            "name = \"big\"\nrecipe = \"tiny-airbench94\"\nkind = \"factorial\"\nvary = [{}]\n",
+            vary.join(", ")
+        );
+        // Twelve tricks the recipe can turn on and off in any combination.
+        let m = parse(&text, "big.toml").unwrap();
+        assert_eq!(m.variants.len(), 4096);
+        let w = m
+            .warnings
+            .iter()
+            .find(|w| w.contains("4096 variants"))
+            .unwrap();
+        assert!(
+            w.starts_with("big.toml: 4096 variants × 1 seed(s) = 4096 runs")
+                && w.contains("kind = \"fractional\""),
+            "{w}"
+        );
+        let small = parse(
+            "name = \"s\"\nrecipe = \"tiny-airbench94\"\nkind = \"factorial\"\nvary = [\"lookahead\", \"tta\"]\n",
+            "s.toml",
+        )
+        .unwrap();
+        assert!(!small.warnings.iter().any(|w| w.contains("variants ×")));
     }
 
     #[test]

@@ -297,7 +297,7 @@ pub fn fractional(k: usize, p: usize) -> Result<Design, String> {
     let ps = tabulated_p(k);
     if ps.is_empty() {
         return Err(format!(
-            "no tabulated 2^({k}-{p}) design: the table covers 3 to 11 tricks; give generators (e.g. fractional_with) or use the full factorial"
+            "no tabulated 2^({k}-{p}) design: the table covers 3 to 11 tricks; write them out (`generators = [\"E=ABCD\", ...]`) or use the full factorial"
         ));
     }
     let list: Vec<String> = ps.iter().map(|p| p.to_string()).collect();
