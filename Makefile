@@ -23,7 +23,7 @@ endif
 .PHONY: run build system-deps docs test fuzz test-slurm test-html test-export lint bench clean gpu-bundle gpu-rehearse golden parity
 
 run: build
-	./target/release/tricklab
+	./target/release/tricklab tui ablations/demo-ladder.toml
 
 build: $(TORCH_DEP) system-deps
 	$(CARGO_ENV) cargo build --release

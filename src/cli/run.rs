@@ -98,7 +98,7 @@ pub fn cmd_run(args: RunArgs) -> Result<i32> {
         cpu_threads: args.cpu_threads,
     };
     if !args.headless {
-        return crate::tui::run_session(matrices, opts, rules);
+        return crate::tui::run_session(matrices, opts, rules, None);
     }
     let (session, estimates) = Session::open(matrices, opts, &rules, tch_factory())?;
     for note in estimates {

@@ -153,9 +153,25 @@ pub fn picker_entry(
                     if tiny { " --tiny" } else { "" }
                 ),
             };
+            // A CPU emulates half precision: such variants run many times
+            // slower than their fp32 neighbours (issue 52's walk: gpu-smoke's
+            // fp16 variant at 9 img/s, 14 min against 39 s in fp32).
+            let half = m
+                .plans
+                .iter()
+                .filter(|(_, p)| p.precision.half.is_some() || p.precision.amp.is_some())
+                .count();
+            let emulated = if half > 0 && devices.iter().all(|d| d.starts_with("cpu")) {
+                format!(
+                    "; {half} of its {} variants run in half precision, which a CPU emulates slowly (gpu-smoke's fp16 variant: 14 min against 39 s in fp32 on a 2-core CPU)",
+                    m.plans.len()
+                )
+            } else {
+                String::new()
+            };
             PickerEntry {
                 about: format!(
-                    "{runs} runs of {} on {}{}{cost}",
+                    "{runs} runs of {} on {}{}{cost}{emulated}",
                     m.recipe,
                     devices.join(","),
                     if tiny { " (--tiny)" } else { "" }

@@ -311,14 +311,19 @@ pub fn cmd_tui(args: TuiArgs) -> anyhow::Result<i32> {
         insist: args.insist,
         ..Default::default()
     };
+    // Nothing named: the picker, on the demo ladder, one Enter from its start
+    // (nothing queued unasked). Outside a checkout, with no ablations/ to
+    // pick from, the built-in demo ladder is queued as before.
+    let demo_file = PathBuf::from("ablations/demo-ladder.toml");
+    let mut pick = None;
     let matrices = if args.matrices.is_empty() && args.resume.is_none() {
-        let p = PathBuf::from("ablations/demo-ladder.toml");
-        let demo = if p.is_file() {
-            crate::matrix::load(&p)?
+        if demo_file.is_file() {
+            pick = Some(demo_file);
+            Vec::new()
         } else {
-            crate::matrix::parse(DEMO_LADDER, "demo-ladder.toml (built in)")?
-        };
-        vec![rules.take(demo)?]
+            let demo = crate::matrix::parse(DEMO_LADDER, "demo-ladder.toml (built in)")?;
+            vec![rules.take(demo)?]
+        }
     } else {
         // A resumed folder's own matrix comes back from its manifest.
         rules.load(&args.matrices)?
@@ -331,7 +336,7 @@ pub fn cmd_tui(args: TuiArgs) -> anyhow::Result<i32> {
         min_free_bytes: crate::util::min_free_bytes(),
         cpu_threads: args.cpu_threads,
     };
-    run_session(matrices, opts, rules)
+    run_session(matrices, opts, rules, pick)
 }
 
 fn need_terminal() -> Result<()> {
@@ -347,10 +352,13 @@ fn need_terminal() -> Result<()> {
 /// Runs matrices in the TUI, the session opened as `run` opens one. `rules`:
 /// how matrices queued later from the picker are taken (`--tiny`, `--data`,
 /// `--insist`, as the first ones were), on the session's devices.
+/// The TUI over a session of `matrices`; `pick`: open on the picker with
+/// that file selected.
 pub fn run_session(
     matrices: Vec<crate::matrix::Matrix>,
     opts: crate::session::SessionOptions,
     rules: crate::session::Rules,
+    pick: Option<PathBuf>,
 ) -> anyhow::Result<i32> {
     need_terminal()?;
     let devices = opts.devices.clone();
@@ -367,11 +375,27 @@ pub fn run_session(
         state.log(crate::events::LogLevel::Info, line);
     }
     let mut backend = backend::SessionBackend::new(session, rules);
+    if let Some(p) = pick {
+        state.overlay = picker_on(backend.matrix_files(state.picker_tiny), &p);
+        state.status =
+            "pick a matrix: Enter queues the selected one (the demo ladder), Esc closes, a reopens"
+                .into();
+    }
     let result = run_terminal(state, &mut backend, Some(pump));
     let dirs = backend.finish();
     result?;
     write_up(&dirs);
     Ok(0)
+}
+
+/// The picker over `files` with `want` selected (the first file where it is
+/// not among them).
+pub(crate) fn picker_on(files: Vec<state::PickerEntry>, want: &std::path::Path) -> Overlay {
+    let selected = files
+        .iter()
+        .position(|f| std::path::Path::new(&f.path) == want)
+        .unwrap_or(0);
+    Overlay::Picker { files, selected }
 }
 
 /// On quit: each folder's report (Markdown and a self-contained HTML page

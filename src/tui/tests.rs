@@ -1405,3 +1405,58 @@ fn the_ladder_says_each_matrix_has_its_own_scale() {
         );
     }
 }
+
+/// Every shipped matrix in the picker at 80×24: what the selected one would
+/// queue stays on screen however long the list, the list scrolls to keep
+/// the selection in view, and a half-precision matrix on a CPU says it will
+/// be emulated slowly.
+#[test]
+fn the_picker_keeps_its_run_count_in_view_at_80x24_and_marks_half_precision_on_a_cpu() {
+    use super::backend::{Rules, picker_entry};
+    let rules = Rules {
+        devices: vec!["cpu".into()],
+        ..Default::default()
+    }
+    .tiny(true);
+    let files: Vec<_> = crate::matrix::matrix_files(std::path::Path::new("ablations"))
+        .into_iter()
+        .map(|p| picker_entry(&p, &rules, None))
+        .collect();
+    assert!(files.len() > 15, "{}", files.len());
+    let smoke = files
+        .iter()
+        .position(|f| f.path.ends_with("gpu-smoke.toml"))
+        .unwrap();
+    assert!(
+        files[smoke]
+            .about
+            .contains("in half precision, which a CPU emulates slowly"),
+        "{}",
+        files[smoke].about
+    );
+    let demo = files
+        .iter()
+        .position(|f| f.path.ends_with("demo-ladder.toml"))
+        .unwrap();
+    assert!(!files[demo].about.contains("half precision"));
+    let mut s = super::sample::sample_state(true);
+    for selected in [0, smoke, files.len() - 1] {
+        s.overlay = Overlay::Picker {
+            files: files.clone(),
+            selected,
+        };
+        let text = screen(&s, 80, 24);
+        let name = files[selected].path.rsplit('/').next().unwrap();
+        assert!(text.contains(name), "{selected}: {text}");
+        assert!(text.contains(" runs of "), "{selected}: {text}");
+    }
+    snapshot("tui_picker_80x24", &screen(&s, 80, 24));
+    // Nothing named: the picker opens on the demo ladder.
+    let Overlay::Picker { selected, .. } = super::picker_on(
+        files.clone(),
+        std::path::Path::new("ablations/demo-ladder.toml"),
+    ) else {
+        panic!("not the picker")
+    };
+    assert_eq!(selected, demo);
+}

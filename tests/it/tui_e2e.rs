@@ -280,3 +280,55 @@ fn a_gpu_ladder_opens_tiny_in_the_tui() {
     assert!(tmp.path().join("res/speedrun-ladder-tiny").is_dir());
     assert!(!tmp.path().join("res/speedrun-ladder").exists());
 }
+
+/// A bare `tricklab` in a checkout opens on the picker with the demo ladder
+/// selected and queues nothing until asked; Esc closes it, q quits, and no
+/// results folder is made. (`make run` names the demo ladder and starts it.)
+#[test]
+fn a_bare_tricklab_opens_the_picker_on_the_demo_ladder_and_queues_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
+    std::fs::create_dir(tmp.path().join("ablations")).unwrap();
+    for f in [
+        "demo-ladder.toml",
+        "speedrun-ladder.toml",
+        "page-ladder.toml",
+    ] {
+        std::fs::copy(
+            repo.join("ablations").join(f),
+            tmp.path().join("ablations").join(f),
+        )
+        .unwrap();
+    }
+    let t = Tmux {
+        socket: format!("tricklab-bare-{}", std::process::id()),
+    };
+    let shell = format!(
+        "cd {} && NO_COLOR=1 {}; echo EXITED-$?; sleep 60",
+        tmp.path().display(),
+        env!("CARGO_BIN_EXE_tricklab"),
+    );
+    t.cmd(&[
+        "new-session",
+        "-d",
+        "-s",
+        "t",
+        "-x",
+        "80",
+        "-y",
+        "24",
+        &shell,
+    ]);
+    let s = t.wait_for("the picker", 60, |s| s.contains("add matrix: Enter queues"));
+    assert!(
+        s.contains("ablations/demo-ladder.toml") && s.contains("runs of"),
+        "{s}"
+    );
+    // Esc: the queue is empty; nothing started.
+    t.keys("Escape");
+    let s = t.wait_for("the queue", 30, |s| !s.contains("add matrix"));
+    assert!(s.contains("queue (empty") && !s.contains(" running "), "{s}");
+    t.keys("q");
+    t.wait_for("exit", 60, |s| s.contains("EXITED-0"));
+    assert!(!tmp.path().join("results").join("demo").exists());
+}

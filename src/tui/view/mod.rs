@@ -143,44 +143,57 @@ pub fn render(f: &mut Frame, s: &AppState) {
             );
         }
         Overlay::Picker { files, selected } => {
-            // One line a file; what the selected one would queue, wrapped below.
+            // What the selected file would queue (its runs, or why it is
+            // refused) first, so a short terminal never cuts it; then the
+            // files, scrolled to keep the selected one in view.
             let width = body.width.saturating_sub(4).clamp(40, 110);
-            let r = centered(body, width, (files.len() as u16 + 7).min(body.height));
-            f.render_widget(Clear, r);
-            let mut lines: Vec<Line> = files
-                .iter()
-                .enumerate()
-                .map(|(i, e)| {
-                    let mut st = if e.refused {
-                        pal.fg(Color::Gray).add_modifier(Modifier::DIM)
-                    } else {
-                        Style::default()
-                    };
-                    if i == *selected {
-                        st = st.add_modifier(Modifier::REVERSED);
-                    }
-                    Line::styled(e.path.clone(), st)
-                })
-                .collect();
-            match files.get(*selected) {
-                None => lines.push(Line::from("no matrix files in ablations/")),
+            let inner_w = usize::from(width.saturating_sub(2)).max(1);
+            let about: Vec<Line> = match files.get(*selected) {
+                None => vec![Line::from("no matrix files in ablations/")],
                 Some(e) => {
-                    lines.push(Line::from(""));
                     let st = if e.refused {
                         pal.fg(Color::Red)
                     } else {
                         Style::default()
                     };
-                    lines.push(Line::styled(e.about.clone(), st));
+                    effects::wrap_words(&e.about, inner_w, "", "")
+                        .into_iter()
+                        .map(|l| Line::styled(l, st))
+                        .collect()
                 }
-            }
+            };
+            let height = (files.len() + about.len() + 3).min(usize::from(body.height));
+            let r = centered(body, width, height as u16);
+            f.render_widget(Clear, r);
+            let room = height.saturating_sub(about.len() + 3).max(1);
+            let first = selected
+                .saturating_sub(room - 1)
+                .min(files.len().saturating_sub(room));
+            let mut lines = about;
+            lines.push(Line::from(""));
+            lines.extend(
+                files
+                    .iter()
+                    .enumerate()
+                    .skip(first)
+                    .take(room)
+                    .map(|(i, e)| {
+                        let mut st = if e.refused {
+                            pal.fg(Color::Gray).add_modifier(Modifier::DIM)
+                        } else {
+                            Style::default()
+                        };
+                        if i == *selected {
+                            st = st.add_modifier(Modifier::REVERSED);
+                        }
+                        Line::styled(e.path.clone(), st)
+                    }),
+            );
             f.render_widget(
-                Paragraph::new(lines)
-                    .wrap(Wrap { trim: true })
-                    .block(Block::bordered().title(format!(
-                        "add matrix: Enter queues, t tiny ({}), Esc closes",
-                        if s.picker_tiny { "on" } else { "off" }
-                    ))),
+                Paragraph::new(lines).block(Block::bordered().title(format!(
+                    "add matrix: Enter queues, t tiny ({}), Esc closes",
+                    if s.picker_tiny { "on" } else { "off" }
+                ))),
                 r,
             );
         }
