@@ -401,6 +401,20 @@ fn refuse_empty_epoch(a: &StreamCmd, held: usize, train: bool) -> Result<()> {
     Ok(())
 }
 
+/// A store keeps its images at most max_side: past it the output is
+/// upsampled, which a user measuring a loader should be told.
+fn upsample_note(dir: &Path, size: usize) -> Result<()> {
+    if let Some(f) = stream::source::store_file(&dir.to_string_lossy()) {
+        let most = stream::store::Store::open(&f)?.header.max_side;
+        if most < size {
+            eprintln!(
+                "note: the store keeps its images at most {most} px on a side, so a {size}x{size} output upsamples them; import with --max-side {size} or more to stream them at full detail"
+            );
+        }
+    }
+    Ok(())
+}
+
 fn stream_cmd(a: &StreamCmd) -> Result<i32> {
     use stream::{Crop, Images, Loader, LoaderOptions, Pipeline};
     let (pipeline, train) = match (a.split.as_str(), a.rect) {
@@ -411,6 +425,7 @@ fn stream_cmd(a: &StreamCmd) -> Result<i32> {
         (other, _) => bail!("--split {other}: choose train or val"),
     };
     let (images, classes) = open_images(&a.dir, train)?;
+    upsample_note(&a.dir, a.size)?;
     let held = images.count();
     refuse_empty_epoch(a, held, train)?;
     let limit = a

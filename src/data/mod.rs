@@ -152,6 +152,45 @@ pub const MAX_IMAGE_FILE_BYTES: u64 = 256 << 20;
 /// ever and a link to /dev/zero would fill the memory.
 pub fn read_image_file(path: &std::path::Path) -> Result<Vec<u8>> {
     use std::io::Read;
+    let meta = image_file_meta(path)?;
+    let mut bytes = Vec::with_capacity(meta.len() as usize);
+    std::fs::File::open(path)
+        .context("cannot read it")?
+        .take(MAX_IMAGE_FILE_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .context("cannot read it")?;
+    if bytes.len() as u64 > MAX_IMAGE_FILE_BYTES {
+        anyhow::bail!("it grew past {} MB while read", MAX_IMAGE_FILE_BYTES >> 20);
+    }
+    Ok(bytes)
+}
+
+/// An image file's two ends, as [`read_image_file`] would admit it: its
+/// first `head` bytes, then its last 1 KiB where the file is longer. The
+/// header and the end marker are there, so a folder of any size is checked
+/// without reading its pixels (the session's pre-check).
+pub fn read_image_ends(path: &std::path::Path, head: usize) -> Result<Vec<u8>> {
+    use std::io::{Read, Seek, SeekFrom};
+    const TAIL: u64 = 1024;
+    let meta = image_file_meta(path)?;
+    let mut f = std::fs::File::open(path).context("cannot read it")?;
+    let mut bytes = Vec::new();
+    (&mut f)
+        .take(head as u64)
+        .read_to_end(&mut bytes)
+        .context("cannot read it")?;
+    if meta.len() > bytes.len() as u64 {
+        let from = meta.len().saturating_sub(TAIL).max(bytes.len() as u64);
+        f.seek(SeekFrom::Start(from)).context("cannot read it")?;
+        f.take(TAIL)
+            .read_to_end(&mut bytes)
+            .context("cannot read it")?;
+    }
+    Ok(bytes)
+}
+
+/// What every image reader asks of a path first: a regular file, not too large.
+fn image_file_meta(path: &std::path::Path) -> Result<std::fs::Metadata> {
     let meta = std::fs::metadata(path).context("cannot read it (a broken link?)")?;
     if !meta.is_file() {
         anyhow::bail!(
@@ -165,16 +204,7 @@ pub fn read_image_file(path: &std::path::Path) -> Result<Vec<u8>> {
             MAX_IMAGE_FILE_BYTES >> 20
         );
     }
-    let mut bytes = Vec::with_capacity(meta.len() as usize);
-    std::fs::File::open(path)
-        .context("cannot read it")?
-        .take(MAX_IMAGE_FILE_BYTES + 1)
-        .read_to_end(&mut bytes)
-        .context("cannot read it")?;
-    if bytes.len() as u64 > MAX_IMAGE_FILE_BYTES {
-        anyhow::bail!("it grew past {} MB while read", MAX_IMAGE_FILE_BYTES >> 20);
-    }
-    Ok(bytes)
+    Ok(meta)
 }
 
 pub fn interleave_classes(split: &Split, classes: usize, image_bytes: usize) -> Split {

@@ -54,6 +54,11 @@ impl Estimate {
 /// indexed, never decoded).
 pub struct DataCounts {
     spec: String,
+    /// Read every streamed image's header and end as the runs will
+    /// (`StreamData::precheck`): the session's pre-check, not the estimate's.
+    pub precheck: bool,
+    /// The cuts (per-class limits) already prechecked: once each, not once a variant.
+    checked: Vec<(Option<usize>, Option<usize>)>,
     memory: Option<crate::data::Dataset>,
     stream: Option<crate::data::stream::StreamData>,
 }
@@ -62,6 +67,8 @@ impl DataCounts {
     pub fn new(spec: &str) -> DataCounts {
         DataCounts {
             spec: spec.to_string(),
+            precheck: false,
+            checked: Vec::new(),
             memory: None,
             stream: None,
         }
@@ -81,6 +88,14 @@ impl DataCounts {
                 )?),
             };
             let cut = s.subset(per(d.train_per_class), per(d.test_per_class));
+            let key = (per(d.train_per_class), per(d.test_per_class));
+            // A run that skips unreadable images (`stream.on_bad_image =
+            // skip`) names them as it goes: nothing to refuse here.
+            let skips = d.stream.as_ref().is_some_and(|st| st.skip_bad);
+            if self.precheck && !skips && !self.checked.contains(&key) {
+                cut.precheck()?;
+                self.checked.push(key);
+            }
             if cut.val.count() == 0 {
                 anyhow::bail!(
                     "data set `{}` has no validation images: add val/<class>/ (or test/) images, or ImageNet's flat val/ with LOC_val_solution.csv",

@@ -1003,6 +1003,23 @@ fn check_size(origin: &str, variants: usize, h: &Header) -> Result<()> {
     Ok(())
 }
 
+/// Each variant's name once: the second of two of one name is pointed at.
+fn unique_names(cx: &Ctx, variants: &[(Variant, Range<usize>)]) -> Result<()> {
+    let mut seen = std::collections::HashSet::new();
+    for (v, span) in variants {
+        if !seen.insert(v.name.as_str()) {
+            return Err(cx.err(
+                span.clone(),
+                format!(
+                    "two variants are named `{}`; give each a distinct name",
+                    v.name
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// Variants from which a matrix's size is worth a word before it runs.
 const LARGE_VARIANTS: usize = 1024;
 
@@ -1065,19 +1082,7 @@ pub fn parse(text: &str, origin: &str) -> Result<Matrix> {
         variants.push((Variant { name, overrides }, span));
     }
     check_size(origin, variants.len(), &h)?;
-    // The second of two variants of one name is the one to point at.
-    let mut seen = std::collections::HashSet::new();
-    for (v, span) in &variants {
-        if !seen.insert(v.name.as_str()) {
-            return Err(cx.err(
-                span.clone(),
-                format!(
-                    "two variants are named `{}`; give each a distinct name",
-                    v.name
-                ),
-            ));
-        }
-    }
+    unique_names(&cx, &variants)?;
     let resolved = cx.resolve(&variants)?;
     let plain: Vec<Variant> = variants.into_iter().map(|(v, _)| v).collect();
     let until_at = raw.until_decided.as_ref().map(|u| u.span().start);

@@ -138,6 +138,7 @@ fn preflight(matrices: &[Matrix], devices: &[String]) -> Result<Vec<String>> {
         }
         crate::data::locate(&m.data).map_err(|e| anyhow::anyhow!("{origin}: {e}"))?;
         let mut data = crate::matrix::DataCounts::new(&m.data);
+        data.precheck = true;
         for (v, (_, plan)) in m.variants.iter().zip(&m.plans) {
             let n = data
                 .train_images(plan)
@@ -153,38 +154,6 @@ fn preflight(matrices: &[Matrix], devices: &[String]) -> Result<Vec<String>> {
         }
     }
     Ok(notes)
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn cpu_workers_are_checked_against_the_cores_and_the_memory() {
-        let cpus = |n: usize| vec!["cpu".to_string(); n];
-        let gib = 1u64 << 30;
-        assert_eq!(super::cpu_room(&cpus(2), 2, Some(24 * gib)).unwrap(), None);
-        let w = super::cpu_room(&cpus(8), 2, Some(24 * gib))
-            .unwrap()
-            .unwrap();
-        assert!(
-            w.contains("8 CPU workers on 2 cores") && w.contains("cpu:2"),
-            "{w}"
-        );
-        let e = super::cpu_room(&cpus(64), 2, Some(24 * gib))
-            .unwrap_err()
-            .to_string();
-        assert!(
-            e.contains("64 CPU workers need about 33920 MiB (530 MiB each)")
-                && e.contains("24576 MiB available")
-                && e.contains("at most cpu:46"),
-            "{e}"
-        );
-        // GPUs are not counted; an unread /proc/meminfo refuses nothing.
-        let mut gpus = vec!["cuda:0".to_string(); 8];
-        gpus.push("cpu".into());
-        assert_eq!(super::cpu_room(&gpus, 2, Some(gib)).unwrap(), None);
-        assert!(super::cpu_room(&cpus(64), 2, None).unwrap().is_some());
-        assert!(super::memory_available().is_some_and(|b| b > 0));
-    }
 }
 
 /// Hours a CPU session may be estimated at before it is refused as a
@@ -266,4 +235,36 @@ pub(super) fn gangs(matrices: &[Matrix], devices: &[String]) -> Result<Vec<Vec<S
         }
     }
     Ok(devices.chunks_exact(size).map(<[String]>::to_vec).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn cpu_workers_are_checked_against_the_cores_and_the_memory() {
+        let cpus = |n: usize| vec!["cpu".to_string(); n];
+        let gib = 1u64 << 30;
+        assert_eq!(super::cpu_room(&cpus(2), 2, Some(24 * gib)).unwrap(), None);
+        let w = super::cpu_room(&cpus(8), 2, Some(24 * gib))
+            .unwrap()
+            .unwrap();
+        assert!(
+            w.contains("8 CPU workers on 2 cores") && w.contains("cpu:2"),
+            "{w}"
+        );
+        let e = super::cpu_room(&cpus(64), 2, Some(24 * gib))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("64 CPU workers need about 33920 MiB (530 MiB each)")
+                && e.contains("24576 MiB available")
+                && e.contains("at most cpu:46"),
+            "{e}"
+        );
+        // GPUs are not counted; an unread /proc/meminfo refuses nothing.
+        let mut gpus = vec!["cuda:0".to_string(); 8];
+        gpus.push("cpu".into());
+        assert_eq!(super::cpu_room(&gpus, 2, Some(gib)).unwrap(), None);
+        assert!(super::cpu_room(&cpus(64), 2, None).unwrap().is_some());
+        assert!(super::memory_available().is_some_and(|b| b > 0));
+    }
 }

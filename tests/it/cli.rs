@@ -1377,6 +1377,17 @@ fn data_stream_states_its_throughput_and_check_surveys_an_image_folder() {
     let (out, err) = text(&o);
     assert!(o.status.success(), "{out}{err}");
     assert!(out.contains("6 images in 1 batches"), "{out}");
+    assert!(!err.contains("upsamples"), "{err}");
+    // Past the store's 48 px the output is upsampled, and it says so.
+    let o = with_data(&[
+        "data", "stream", "mini", "--size", "64", "--batch", "8", "--split", "val",
+    ]);
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{out}{err}");
+    assert!(
+        err.contains("at most 48 px on a side, so a 64x64 output upsamples them"),
+        "{err}"
+    );
     let o = with_data(&[
         "data", "stream", "mini", "--size", "32", "--batch", "4", "--split", "val", "--rect",
     ]);
@@ -1521,6 +1532,36 @@ fn a_streaming_recipe_trains_from_an_image_folder_and_names_a_broken_file() {
         .find(|l| l.contains("00005.JPEG"))
         .unwrap_or_else(|| panic!("no line names the file: {err}"));
     assert!(line.contains("stream.on_bad_image=skip"), "{err}");
+    // A session finds it before any run starts, from the files' headers
+    // and ends, in the loader's words; no folder is made.
+    let m = tmp.path().join("stream.toml");
+    std::fs::write(
+        &m,
+        format!("name = \"stream\"\nrecipe = \"tiny-ffcv-rn18\"\nkind = \"list\"\ndata = \"{d}\"\nset = {{ epochs = 1, batch_size = 16 }}\n[[variant]]\nname = \"a\"\n"),
+    )
+    .unwrap();
+    let o = run(
+        &[
+            "run",
+            m.to_str().unwrap(),
+            "--headless",
+            "--devices",
+            "cpu",
+            "--results",
+            "res",
+        ],
+        tmp.path(),
+    );
+    let (_, err) = text(&o);
+    assert!(
+        o.status.code() == Some(2)
+            && err.contains("1 of its 128 train images will not read, the first ")
+            && err.contains("00005.JPEG: JPEG: truncated (no end-of-image marker)")
+            && err.contains("tricklab data check")
+            && err.lines().count() == 1
+            && !tmp.path().join("res").exists(),
+        "{err}"
+    );
     let o = train(&["--set", "stream.on_bad_image=skip"]);
     let (out, err) = text(&o);
     assert!(o.status.success(), "{out}{err}");

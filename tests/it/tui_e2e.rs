@@ -327,7 +327,10 @@ fn a_bare_tricklab_opens_the_picker_on_the_demo_ladder_and_queues_nothing() {
     // Esc: the queue is empty; nothing started.
     t.keys("Escape");
     let s = t.wait_for("the queue", 30, |s| !s.contains("add matrix"));
-    assert!(s.contains("queue (empty") && !s.contains(" running "), "{s}");
+    assert!(
+        s.contains("queue (empty") && !s.contains(" running "),
+        "{s}"
+    );
     t.keys("q");
     t.wait_for("exit", 60, |s| s.contains("EXITED-0"));
     assert!(!tmp.path().join("results").join("demo").exists());

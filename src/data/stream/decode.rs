@@ -18,16 +18,79 @@ pub use super::rgb::Rgb;
 const MAX_SIDE: usize = 1 << 14;
 
 pub fn decode(bytes: &[u8]) -> Result<Rgb> {
+    // The header's checks first, in the words `data check` uses.
+    header(bytes)?;
     if bytes.starts_with(&[0xFF, 0xD8]) {
         decode_jpeg(bytes)
-    } else if bytes.starts_with(b"\x89PNG\r\n\x1a\n") {
-        decode_png(bytes)
     } else {
-        bail!(
-            "not a JPEG or PNG (the file starts with {:02x?})",
-            &bytes[..bytes.len().min(4)]
-        )
+        decode_png(bytes)
     }
+}
+
+/// Width and height from a JPEG's frame header or a PNG's IHDR, after the
+/// checks every reader makes before decoding: an end marker (a cut-off
+/// file), sides within [`MAX_SIDE`] (a bomb), a JPEG or PNG at all. The
+/// loader, `data check` and the session's pre-check all call this, so a
+/// file gets the same words from each. `bytes` may be the file's two ends
+/// (`read_image_ends`).
+pub fn header(bytes: &[u8]) -> Result<(usize, usize)> {
+    let (kind, w, h) = if bytes.starts_with(&[0xFF, 0xD8]) {
+        if !ends_with_eoi(bytes) {
+            bail!("JPEG: truncated (no end-of-image marker)");
+        }
+        let mut d = zune_jpeg::JpegDecoder::new(ZCursor::new(bytes));
+        d.decode_headers()
+            .map_err(|e| anyhow::anyhow!("JPEG header: {e:?}"))?;
+        let (w, h) = d
+            .dimensions()
+            .ok_or_else(|| anyhow::anyhow!("JPEG header without dimensions"))?;
+        ("JPEG", w, h)
+    } else if bytes.starts_with(b"\x89PNG\r\n\x1a\n") {
+        if bytes.len() < 24 || &bytes[12..16] != b"IHDR" {
+            bail!("PNG: truncated (no IHDR header)");
+        }
+        if !ends_with_iend(bytes) {
+            bail!("PNG: truncated (no IEND chunk)");
+        }
+        let be =
+            |i: usize| u32::from_be_bytes([bytes[i], bytes[i + 1], bytes[i + 2], bytes[i + 3]]);
+        ("PNG", be(16) as usize, be(20) as usize)
+    } else {
+        bail!("not a JPEG or PNG ({})", first_bytes(bytes))
+    };
+    if w > MAX_SIDE || h > MAX_SIDE || w == 0 || h == 0 {
+        bail!(
+            "{kind}: {w}x{h} is not a picture's size (at most {MAX_SIDE} px a side): a bomb or a damaged header"
+        );
+    }
+    Ok((w, h))
+}
+
+/// A file's first bytes as hex and as text, to tell an HTML error page,
+/// a text file or an empty file from a damaged image.
+fn first_bytes(bytes: &[u8]) -> String {
+    if bytes.is_empty() {
+        return "the file is empty".into();
+    }
+    let head = &bytes[..bytes.len().min(8)];
+    let hex: Vec<String> = head.iter().map(|b| format!("{b:02x}")).collect();
+    let text: String = head
+        .iter()
+        .map(|&b| {
+            if b.is_ascii_graphic() || b == b' ' {
+                b as char
+            } else {
+                '.'
+            }
+        })
+        .collect();
+    format!("the file starts with {} \"{text}\"", hex.join(" "))
+}
+
+/// A PNG's IEND chunk near its end (trailing bytes after it are allowed).
+fn ends_with_iend(bytes: &[u8]) -> bool {
+    let tail = &bytes[bytes.len().saturating_sub(1024)..];
+    tail.windows(4).any(|w| w == b"IEND")
 }
 
 fn decode_jpeg(bytes: &[u8]) -> Result<Rgb> {
@@ -48,9 +111,6 @@ fn decode_jpeg(bytes: &[u8]) -> Result<Rgb> {
             "JPEG: {} bytes decoded for a {w}x{h} RGB picture",
             pixels.len()
         );
-    }
-    if !ends_with_eoi(bytes) {
-        bail!("JPEG: truncated (no end-of-image marker)");
     }
     Ok(Rgb {
         width: w,

@@ -461,6 +461,12 @@ pub trait Images: Send + Sync {
     fn dims(&self, i: usize) -> Result<(usize, usize)> {
         self.pixels(i).map(|p| (p.width, p.height))
     }
+    /// Whether image `i` will read, from its header and end alone, in the
+    /// loader's words: a file is read at its two ends; memory and a store
+    /// (its index checked when opened) have nothing to find.
+    fn readable(&self, _i: usize) -> Result<()> {
+        Ok(())
+    }
     /// Image `i` at 1/d of its sides where its decoder shrinks for free, d
     /// at most what `choose` says given the full sides ([`decode::decode_reduced`]);
     /// the picture and its d.
@@ -501,6 +507,11 @@ impl Images for Vec<Entry> {
         let bytes = crate::data::read_image_file(&self[i].path)?;
         survey::dimensions(&bytes)
     }
+    fn readable(&self, i: usize) -> Result<()> {
+        // 256 KiB holds any header (EXIF included); the last KiB the end marker.
+        let ends = crate::data::read_image_ends(&self[i].path, 256 << 10)?;
+        decode::header(&ends).map(|_| ())
+    }
 }
 
 /// Some of another source's images, in a given order (the first batches of
@@ -525,6 +536,9 @@ impl Images for Subset {
     }
     fn dims(&self, i: usize) -> Result<(usize, usize)> {
         self.inner.dims(self.ids[i])
+    }
+    fn readable(&self, i: usize) -> Result<()> {
+        self.inner.readable(self.ids[i])
     }
     fn pixels_reduced(
         &self,

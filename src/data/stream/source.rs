@@ -134,6 +134,32 @@ impl StreamData {
         })
     }
 
+    /// Every image a run will read, checked at its header and end as the
+    /// loader would read it (`Images::readable`), before training starts:
+    /// a bad file is named now, not in epoch 2. One line: how many, the
+    /// first, and the fix.
+    pub fn precheck(&self) -> Result<()> {
+        use rayon::prelude::*;
+        for (split, images) in [("train", &self.train), ("val", &self.val)] {
+            let mut bad: Vec<(usize, String)> = (0..images.count())
+                .into_par_iter()
+                .filter_map(|i| images.readable(i).err().map(|e| (i, format!("{e:#}"))))
+                .collect();
+            bad.sort_unstable_by_key(|b| b.0);
+            if let Some((i, why)) = bad.first() {
+                bail!(
+                    "data set `{}`: {} of its {} {split} images will not read, the first {}: {why}; `tricklab data check {}` lists them all: remove or replace them",
+                    self.name,
+                    bad.len(),
+                    images.count(),
+                    images.name(*i),
+                    self.name
+                );
+            }
+        }
+        Ok(())
+    }
+
     /// The first `train_per_class` / `test_per_class` images of each class,
     /// in the source's order (as `Dataset::subset` keeps them).
     pub fn subset(&self, train_per_class: Option<usize>, test_per_class: Option<usize>) -> Self {

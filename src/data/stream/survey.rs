@@ -4,29 +4,13 @@
 //! an image's or that end before a JPEG's end-of-image marker.
 
 use super::{Entry, FolderIndex};
-use anyhow::{Result, bail};
+use anyhow::Result;
 use rayon::prelude::*;
-use zune_core::bytestream::ZCursor;
 
-/// Width and height from a JPEG's frame header or a PNG's IHDR.
+/// Width and height from a JPEG's frame header or a PNG's IHDR, with the
+/// loader's own checks and words (`decode::header`).
 pub fn dimensions(bytes: &[u8]) -> Result<(usize, usize)> {
-    if bytes.starts_with(&[0xFF, 0xD8]) {
-        let mut d = zune_jpeg::JpegDecoder::new(ZCursor::new(bytes));
-        d.decode_headers()
-            .map_err(|e| anyhow::anyhow!("JPEG header: {e:?}"))?;
-        // The whole file is read anyway: a cut-off one shows at its end.
-        if !super::decode::ends_with_eoi(bytes) {
-            bail!("JPEG: truncated (no end-of-image marker)");
-        }
-        d.dimensions()
-            .ok_or_else(|| anyhow::anyhow!("JPEG header without dimensions"))
-    } else if bytes.starts_with(b"\x89PNG\r\n\x1a\n") && bytes.len() >= 24 {
-        let be =
-            |i: usize| u32::from_be_bytes([bytes[i], bytes[i + 1], bytes[i + 2], bytes[i + 3]]);
-        Ok((be(16) as usize, be(20) as usize))
-    } else {
-        bail!("not a JPEG or PNG")
-    }
+    super::decode::header(bytes)
 }
 
 /// Nearest-rank percentiles of a sorted slice.

@@ -779,3 +779,80 @@ fn turbojpeg_decodes_at_a_dct_reduction_and_refuses_a_truncated_file() {
     let (img, d) = decode_reduced(&cmyk, &mut |_, _| 4).unwrap();
     assert_eq!((d, img.pixels.len()), (1, img.width * img.height * 3));
 }
+
+/// `data check`, the session's pre-check and the loader read a file's header
+/// with one function, so a file gets the same words from each: a cut-off
+/// JPEG or PNG, a bomb's sides, and a file that is no image at all shown by
+/// its first bytes, in hex and as text.
+#[test]
+fn every_reader_gives_a_bad_file_the_same_words() {
+    use super::decode::{decode, header};
+    let mut png = Vec::new();
+    image::DynamicImage::ImageRgb8(image::RgbImage::from_pixel(4, 3, image::Rgb([1, 2, 3])))
+        .write_to(&mut std::io::Cursor::new(&mut png), image::ImageFormat::Png)
+        .unwrap();
+    let mut jpeg = Vec::new();
+    image::DynamicImage::ImageRgb8(image::RgbImage::from_pixel(8, 8, image::Rgb([1, 2, 3])))
+        .write_to(
+            &mut std::io::Cursor::new(&mut jpeg),
+            image::ImageFormat::Jpeg,
+        )
+        .unwrap();
+    assert_eq!(header(&png).unwrap(), (4, 3));
+    assert_eq!(header(&jpeg).unwrap(), (8, 8));
+    let words = |b: &[u8]| {
+        let (h, d) = (header(b).unwrap_err(), decode(b).unwrap_err());
+        assert_eq!(format!("{h:#}"), format!("{d:#}"));
+        format!("{h:#}")
+    };
+    assert_eq!(
+        words(&jpeg[..jpeg.len() - 10]),
+        "JPEG: truncated (no end-of-image marker)"
+    );
+    assert_eq!(
+        words(&png[..png.len() - 12]),
+        "PNG: truncated (no IEND chunk)"
+    );
+    // A PNG whose IHDR claims 100,000 × 100,000 pixels: refused unread.
+    let mut bomb = png.clone();
+    bomb[16..20].copy_from_slice(&100_000u32.to_be_bytes());
+    bomb[20..24].copy_from_slice(&100_000u32.to_be_bytes());
+    assert!(
+        words(&bomb).starts_with("PNG: 100000x100000 is not a picture's size"),
+        "{}",
+        words(&bomb)
+    );
+    assert_eq!(
+        words(b"<html><body>404</body>"),
+        "not a JPEG or PNG (the file starts with 3c 68 74 6d 6c 3e 3c 62 \"<html><b\")"
+    );
+    assert_eq!(words(b""), "not a JPEG or PNG (the file is empty)");
+    // The two ends alone (the pre-check's read) say what the whole file
+    // says: a noisy 300 × 300 PNG, far longer than the head read.
+    let mut x = 1u32;
+    let noise = image::RgbImage::from_fn(300, 300, |_, _| {
+        x = x.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+        let b = x.to_le_bytes();
+        image::Rgb([b[1], b[2], b[3]])
+    });
+    let mut long = Vec::new();
+    image::DynamicImage::ImageRgb8(noise)
+        .write_to(
+            &mut std::io::Cursor::new(&mut long),
+            image::ImageFormat::Png,
+        )
+        .unwrap();
+    assert!(long.len() > 64 << 10, "{}", long.len());
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("long.png");
+    std::fs::write(&f, &long).unwrap();
+    let ends = crate::data::read_image_ends(&f, 4096).unwrap();
+    assert!(ends.len() <= 4096 + 1024);
+    assert_eq!(header(&ends).unwrap(), (300, 300));
+    std::fs::write(&f, &long[..long.len() - 12]).unwrap();
+    let ends = crate::data::read_image_ends(&f, 4096).unwrap();
+    assert_eq!(
+        format!("{:#}", header(&ends).unwrap_err()),
+        "PNG: truncated (no IEND chunk)"
+    );
+}

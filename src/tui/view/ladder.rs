@@ -70,12 +70,7 @@ pub(super) fn ladder(f: &mut Frame, area: Rect, s: &AppState, pal: &Palette) {
     for (r, value) in rows.iter().zip(values) {
         // Bars scale within their own matrix (recipes' seconds differ by
         // orders of magnitude), and each matrix's head says to what.
-        let max_t = rows
-            .iter()
-            .filter(|x| x.matrix == r.matrix)
-            .map(|x| x.time_mean)
-            .fold(0.0, f64::max)
-            .max(1e-9);
+        let max_t = slowest(&rows, &r.matrix);
         if several && r.matrix != matrix {
             lines.push(Line::from(Span::styled(
                 format!(
@@ -97,4 +92,13 @@ pub(super) fn ladder(f: &mut Frame, area: Rect, s: &AppState, pal: &Palette) {
         ]));
     }
     f.render_widget(Paragraph::new(lines), inner);
+}
+
+/// The slowest mean time among `matrix`'s rows: its full bar.
+fn slowest(rows: &[crate::tui::state::ResultRow], matrix: &str) -> f64 {
+    rows.iter()
+        .filter(|x| x.matrix == matrix)
+        .map(|x| x.time_mean)
+        .fold(0.0, f64::max)
+        .max(1e-9)
 }
