@@ -345,6 +345,14 @@ pub fn cmd_data(args: DataArgs) -> Result<i32> {
                     );
                     return Ok(0);
                 }
+                // The in-memory loader reads train/ + test/ (CIFAR's layout);
+                // a train/ + val/ folder of one size still only streams.
+                if !dir.join("test").is_dir() {
+                    println!(
+                        "one image size, but no test/ folder: the in-memory checks (duplicates, train/test leaks) read train/ + test/; this folder streams (`tricklab data stream`)"
+                    );
+                    return Ok(0);
+                }
                 println!("one image size: the in-memory checks follow");
             }
             let d = load(&name)?;

@@ -1984,3 +1984,30 @@ fn a_fifo_or_a_link_to_a_device_in_an_image_folder_is_named_not_read() {
     let (ok, said) = within(&["data", "import", d, "--name", "x"]);
     assert!(!ok && said.contains("not a regular file"), "{said}");
 }
+
+/// A train/ + val/ folder (ImageNet's layout) whose images share one size
+/// is a valid streaming folder: `data check` passes it, saying why the
+/// in-memory checks (which read train/ + test/) do not apply.
+#[test]
+fn data_check_passes_a_one_size_train_and_val_folder() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("same");
+    for (split, n) in [("train", 3), ("val", 1)] {
+        for c in ["a", "b"] {
+            let d = dir.join(split).join(c);
+            std::fs::create_dir_all(&d).unwrap();
+            for i in 0..n {
+                image::RgbImage::from_pixel(32, 32, image::Rgb([40 * i as u8, 100, 50]))
+                    .save(d.join(format!("{i}.JPEG")))
+                    .unwrap();
+            }
+        }
+    }
+    let o = run(&["data", "check", dir.to_str().unwrap()], tmp.path());
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{out}{err}");
+    assert!(
+        out.contains("one image size, but no test/ folder") && !err.contains("error"),
+        "{out}{err}"
+    );
+}
