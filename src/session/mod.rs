@@ -46,41 +46,70 @@ impl Pump {
     /// The next event, after the store has recorded it. `None` once every worker has exited.
     pub async fn next(&self) -> Option<Event> {
         let ev = self.events.pop().await?;
-        self.store(&ev);
-        Some(ev)
+        Some(self.store(ev))
     }
 
     pub fn try_next(&self) -> Option<Event> {
         let ev = self.events.try_pop()?;
-        self.store(&ev);
-        Some(ev)
+        Some(self.store(ev))
     }
 
-    fn store(&self, ev: &Event) {
-        let Some(run) = ev.run() else { return };
+    /// Records `ev` and returns what the consumers are told: the event, or
+    /// for a finished run whose row could not be written, its failure.
+    fn store(&self, ev: Event) -> Event {
+        let Some(run) = ev.run().cloned() else {
+            return ev;
+        };
         let ends = matches!(
             ev,
             Event::RunFinished { .. } | Event::RunFailed { .. } | Event::RunCancelled { .. }
         );
-        self.record(ev, run);
+        let ev = self.record(ev, &run);
         if ends {
             self.shared.run_recorded();
         }
+        ev
     }
 
-    fn record(&self, ev: &Event, run: &crate::config::RunId) {
+    fn record(&self, ev: Event, run: &crate::config::RunId) -> Event {
         let mut stores = self.stores.lock().expect("results stores");
-        if let Some(w) = stores.get_mut(&run.matrix)
-            && let Err(e) = w.on_event(ev)
-        {
-            // A store that failed once will fail the next run too: stop after
-            // the one in progress rather than train runs that cannot be kept.
-            self.shared.halt(format!(
-                "results store {} failed on {run} ({}): free space or fix permissions, then `tricklab run --resume {}`",
-                w.dir().display(),
-                crate::util::one_line(&e),
-                w.dir().display()
-            ));
+        let Some(w) = stores.get_mut(&run.matrix) else {
+            return ev;
+        };
+        let Err(e) = w.on_event(&ev) else {
+            return ev;
+        };
+        // A store that failed once will fail the next run too: stop after
+        // the one in progress rather than train runs that cannot be kept.
+        let why = crate::util::one_line(&e);
+        self.shared.halt(format!(
+            "results store {} failed on {run} ({why}): free space or fix permissions, then `tricklab run --resume {}`",
+            w.dir().display(),
+            w.dir().display()
+        ));
+        if !matches!(ev, Event::RunFinished { .. }) {
+            return ev;
+        }
+        // Trained but not kept: not "done" anywhere, so `results` counts it
+        // missing and `--resume` runs it again.
+        let reason = format!(
+            "finished, but its row could not be written ({why}); `tricklab run --resume {}` runs it again",
+            w.dir().display()
+        );
+        drop(stores);
+        let mut q = self.shared.queue.lock().expect("queue");
+        q.finish(
+            run,
+            crate::events::RunStatus::Failed,
+            Some(reason.clone()),
+            None,
+        );
+        // Best effort: the disk that refused the row may refuse this too.
+        let _ = q.save();
+        self.shared.events.push(Event::Queue(q.snapshot()));
+        Event::RunFailed {
+            run: run.clone(),
+            reason,
         }
     }
 }

@@ -439,6 +439,27 @@ fn a_session_that_cannot_store_stops_and_trains_nothing_more() {
         .filter(|e| matches!(e, Event::RunFinished { .. } | Event::RunFailed { .. }))
         .count();
     assert_eq!(finished, 1, "runs kept training after the store failed");
+    // The run trained but its row was not written: not "done" to anyone.
+    assert!(
+        !events
+            .iter()
+            .any(|e| matches!(e, Event::RunFinished { .. })),
+        "a run without its row was reported done"
+    );
+    assert!(
+        events
+            .iter()
+            .any(|e| matches!(e, Event::RunFailed { reason, .. }
+            if reason.starts_with("finished, but its row could not be written")
+                && reason.contains("--resume"))),
+        "{events:?}"
+    );
+    let q = s.shared.queue.lock().unwrap();
+    assert!(
+        !q.entries().iter().any(|e| e.status == RunStatus::Done),
+        "the queue kept a run without its row as done"
+    );
+    drop(q);
     let reason = s.halted().expect("the session says why it stopped");
     assert!(
         reason.contains(&dir.display().to_string()) && reason.contains("--resume"),
