@@ -156,7 +156,9 @@ pub fn cmd_data(args: DataArgs) -> Result<i32> {
             let t = std::time::Instant::now();
             let out = data_dir().join(&name).join(stream::store::STORE_FILE);
             let fraction = jpeg_fraction.unwrap_or(format.jpeg_fraction());
-            let r = stream::store::build(&source, &out, max_side, fraction, on_bad_image)?;
+            let r = keep_no_empty_folder(&data_dir().join(&name), || {
+                stream::store::build(&source, &out, max_side, fraction, on_bad_image)
+            })?;
             for s in &r.skipped {
                 eprintln!("{s}");
             }
@@ -180,7 +182,9 @@ pub fn cmd_data(args: DataArgs) -> Result<i32> {
         }
         DataCommand::Import { source, name, .. } => {
             let t = std::time::Instant::now();
-            let (d, path) = import(&source, &name, &data_dir())?;
+            let (d, path) = keep_no_empty_folder(&data_dir().join(&name), || {
+                import(&source, &name, &data_dir())
+            })?;
             println!(
                 "imported {} train + {} test images of {} classes ({}x{}) into {} in {:.1} s",
                 d.train.len(),
@@ -407,6 +411,18 @@ fn refuse_empty_epoch(a: &StreamCmd, held: usize, train: bool) -> Result<()> {
         );
     }
     Ok(())
+}
+
+/// Runs an import into `folder`; a failed one (a full disk, a bad source)
+/// leaves no empty `data/NAME/` behind that it made itself.
+fn keep_no_empty_folder<T>(folder: &Path, import: impl FnOnce() -> Result<T>) -> Result<T> {
+    let existed = folder.exists();
+    let r = import();
+    if r.is_err() && !existed {
+        // remove_dir takes an empty folder only: nothing written is lost.
+        let _ = std::fs::remove_dir(folder);
+    }
+    r
 }
 
 /// A store keeps its images at most max_side: past it the output is
@@ -695,4 +711,34 @@ fn say_throughput(
         );
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod import_tests {
+    /// A failed import leaves no empty folder of its own behind, and a full
+    /// disk exits 3 (the machine's failure), not 2.
+    #[test]
+    fn a_failed_import_leaves_no_empty_folder_and_a_full_disk_exits_3() {
+        let root = tempfile::tempdir().unwrap();
+        let folder = root.path().join("data/name");
+        let full = || -> anyhow::Result<()> {
+            std::fs::create_dir_all(&folder)?;
+            Err(
+                anyhow::Error::new(std::io::Error::from_raw_os_error(libc::ENOSPC))
+                    .context("cannot write data/name/images.tlst"),
+            )
+        };
+        let e = super::keep_no_empty_folder(&folder, full).unwrap_err();
+        assert!(!folder.exists(), "an empty data/name/ was left");
+        assert_eq!(crate::util::exit_code_of(&e), crate::util::exit::FAILURE);
+        // A folder that was there before, or holds something, is kept.
+        std::fs::create_dir_all(&folder).unwrap();
+        let _ = super::keep_no_empty_folder(&folder, full);
+        assert!(folder.exists());
+        let bad_input = anyhow::anyhow!("src: no such folder");
+        assert_eq!(
+            crate::util::exit_code_of(&bad_input),
+            crate::util::exit::INPUT
+        );
+    }
 }

@@ -138,9 +138,20 @@ pub fn is_failure(e: &anyhow::Error) -> bool {
     e.chain().any(|c| c.is::<Failure>())
 }
 
+/// A full disk (or quota) anywhere in `e`'s chain: the machine's failure,
+/// not the input's, whichever command met it.
+pub fn is_disk_full(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| {
+        c.downcast_ref::<std::io::Error>().is_some_and(|io| {
+            io.kind() == std::io::ErrorKind::StorageFull
+                || matches!(io.raw_os_error(), Some(libc::ENOSPC | libc::EDQUOT))
+        })
+    })
+}
+
 /// The exit code of a command that ended in `e`.
 pub fn exit_code_of(e: &anyhow::Error) -> i32 {
-    if is_failure(e) {
+    if is_failure(e) || is_disk_full(e) {
         exit::FAILURE
     } else {
         exit::INPUT
