@@ -71,9 +71,13 @@ where
         .x_label_area_size(40)
         .y_label_area_size(name_w)
         .build_cartesian_2d(0.0..tmax, -0.6..(n as f64 - 0.4))?;
+    // Tick labels a bar's width apart at most, so a narrow chart's labels
+    // do not run into each other.
+    let ticks = |area: &DrawingArea<DB, Shift>| (area.dim_in_pixel().0 as usize / 70).clamp(3, 10);
     t.axes(c.configure_mesh(), 16)
         .disable_y_mesh()
         .max_light_lines(4)
+        .x_labels(ticks(&left))
         .y_labels(n)
         .y_label_formatter(&|y| rung_label(&names, *y))
         .x_desc(clock_name(r.clock))
@@ -144,13 +148,23 @@ where
             ((lo - pad).max(0.0) * 100.0)..((hi + pad).min(1.0) * 100.0),
             -0.6..(n as f64 - 0.4),
         )?;
+    // The axis title whole where it fits its panel, else its short form:
+    // a title cut at the edge, or run into the time axis's, is lost.
+    let long = format!("test accuracy %{tta} (mean ± 95% CI, clipped to 0-100)");
+    let fits = right
+        .estimate_text_size(&long, &t.font(16))
+        .is_ok_and(|(w, _)| w + 40 <= right.dim_in_pixel().0);
+    let desc = if fits {
+        long
+    } else {
+        format!("acc %{tta}, mean ± 95% CI")
+    };
     t.axes(a.configure_mesh(), 16)
         .disable_y_mesh()
         .y_labels(0)
         .max_light_lines(4)
-        .x_desc(format!(
-            "test accuracy %{tta} (mean ± 95% CI, clipped to 0-100)"
-        ))
+        .x_labels(ticks(&right))
+        .x_desc(desc)
         .draw()?;
     target_line(&mut a, r.target, n)?;
     for (i, x) in rows.iter().enumerate() {

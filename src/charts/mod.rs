@@ -449,6 +449,30 @@ mod tests {
         w.dir().to_path_buf()
     }
 
+    /// A narrow ladder keeps both axis titles: the accuracy axis's long
+    /// title where it fits its panel, its short form where not (the long
+    /// one was cut at the edge and ran into the time axis's).
+    #[test]
+    fn a_narrow_ladder_keeps_both_axis_titles() {
+        let root = tempfile::tempdir().unwrap();
+        let dir = fixed_store(root.path());
+        let r = crate::report::aggregate(std::slice::from_ref(&dir), &Default::default()).unwrap();
+        let figures = Figures::read(&r, std::slice::from_ref(&dir)).unwrap();
+        for (w, long) in [(1400, true), (800, false)] {
+            let out = root.path().join(format!("w{w}"));
+            let opts = PlotOptions {
+                format: PlotFormat::Svg,
+                size: Some((w, 600)),
+                theme: PlotTheme::Light,
+            };
+            write_all(&r, &figures, &out, &opts).unwrap();
+            let svg = std::fs::read_to_string(out.join("ladder.svg")).unwrap();
+            assert!(svg.contains("DAWNBench-style time (s)"), "{w}");
+            assert_eq!(svg.contains("clipped to 0-100"), long, "{w}");
+            assert!(svg.contains("mean ± 95% CI"), "{w}");
+        }
+    }
+
     /// The SVGs are text: any change to a chart shows up here as a diff
     /// (insta: `cargo insta review`, or `INSTA_UPDATE=always`, after a change
     /// that is meant).
