@@ -241,6 +241,18 @@ impl<'a> StreamFeed<'a> {
             "the loader ran out of batches before the epoch's steps: this is a bug in tricklab, please report it",
         )??;
         self.skipped.extend(b.skipped.iter().cloned());
+        // Every image of the batch unreadable: an empty batch would reach
+        // the net as a NaN loss and the wrong advice. Named instead. (Not
+        // skipped: in a gang each rank must take the same steps, and the
+        // ranks would have to agree on a skip every step.)
+        if b.labels.is_empty() {
+            anyhow::bail!(
+                "batch {} of this rank: all {} of its images were unreadable and skipped (the first: {}); `tricklab data check` lists such files: remove or replace them",
+                b.index,
+                b.skipped.len(),
+                b.skipped.first().map_or("?", String::as_str)
+            );
+        }
         let (x, y) = to_device(&b, &self.norm, self.device)?;
         let x = if self.layout.channels_last {
             x

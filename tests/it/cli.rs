@@ -2011,3 +2011,54 @@ fn data_check_passes_a_one_size_train_and_val_folder() {
         "{out}{err}"
     );
 }
+
+/// A training batch whose every image is unreadable (on_bad_image = skip)
+/// fails the run by name, not with a NaN loss and advice about the lr.
+#[test]
+fn a_training_batch_of_unreadable_images_is_named_not_trained() {
+    use tricklab::data::stream::synth::{SynthSpec, imagenet_like};
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("broken");
+    let spec = SynthSpec {
+        classes: 2,
+        train_per_class: 8,
+        val_per_class: 2,
+        long_side: (40, 48),
+        quality: 85,
+        seed: 3,
+    };
+    imagenet_like(&dir, &spec).unwrap();
+    for class in std::fs::read_dir(dir.join("train")).unwrap() {
+        for f in std::fs::read_dir(class.unwrap().path()).unwrap() {
+            let f = f.unwrap().path();
+            let bytes = std::fs::read(&f).unwrap();
+            std::fs::write(&f, &bytes[..bytes.len() / 3]).unwrap();
+        }
+    }
+    let o = run(
+        &[
+            "train",
+            "--recipe",
+            "tiny-ffcv-rn18",
+            "--data",
+            dir.to_str().unwrap(),
+            "--device",
+            "cpu",
+            "--set",
+            "epochs=1",
+            "--set",
+            "batch_size=4",
+            "--set",
+            "stream.on_bad_image=skip",
+        ],
+        tmp.path(),
+    );
+    let (out, err) = text(&o);
+    assert!(!o.status.success(), "{out}{err}");
+    assert!(
+        err.contains("all 4 of its images were unreadable")
+            && err.contains("truncated (no end-of-image marker)")
+            && !err.contains("NaN"),
+        "{err}"
+    );
+}
