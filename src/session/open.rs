@@ -80,16 +80,7 @@ const CPU_WORKER_BYTES: u64 = 530 << 20;
 /// Memory the kernel can give new processes without swapping
 /// (`MemAvailable` in /proc/meminfo); `None` where unread.
 fn memory_available() -> Option<u64> {
-    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
-    let kb: u64 = info
-        .lines()
-        .find_map(|l| l.strip_prefix("MemAvailable:"))?
-        .trim()
-        .trim_end_matches("kB")
-        .trim()
-        .parse()
-        .ok()?;
-    Some(kb * 1024)
+    crate::util::machine::proc_bytes("/proc/meminfo", "MemAvailable")
 }
 
 /// CPU workers against the machine: more than its memory holds is refused

@@ -400,16 +400,7 @@ pub(super) fn sync(device: Device) {
 
 /// Reads the process's peak resident memory (the CPU stand-in for device memory).
 fn peak_rss() -> Option<u64> {
-    let s = std::fs::read_to_string("/proc/self/status").ok()?;
-    let kb: u64 = s
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))?
-        .trim()
-        .trim_end_matches("kB")
-        .trim()
-        .parse()
-        .ok()?;
-    Some(kb * 1024)
+    crate::util::machine::proc_bytes("/proc/self/status", "VmHWM")
 }
 
 /// What one epoch of training steps produced.

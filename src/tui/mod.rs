@@ -378,8 +378,7 @@ pub fn run_session(
     if let Some(p) = pick {
         state.overlay = picker_on(backend.matrix_files(state.picker_tiny), &p);
         state.status =
-            "pick a matrix: Enter queues the selected one (the demo ladder), Esc closes, a reopens"
-                .into();
+            "nothing queued yet: Enter queues the demo ladder, Esc closes, a reopens".into();
     }
     let result = run_terminal(state, &mut backend, Some(pump));
     let dirs = backend.finish();

@@ -209,6 +209,21 @@ pub fn hostname() -> String {
     }
 }
 
+/// A `Key:   N kB` line of a /proc file (`/proc/meminfo`'s MemAvailable,
+/// `/proc/self/status`'s VmHWM), in bytes; `None` where unread.
+pub fn proc_bytes(path: &str, key: &str) -> Option<u64> {
+    let text = std::fs::read_to_string(path).ok()?;
+    let kb: u64 = text
+        .lines()
+        .find_map(|l| l.strip_prefix(key)?.strip_prefix(':'))?
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse()
+        .ok()?;
+    Some(kb * 1024)
+}
+
 pub fn cpu_cores() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
 }

@@ -321,7 +321,11 @@ fn a_bare_tricklab_opens_the_picker_on_the_demo_ladder_and_queues_nothing() {
     ]);
     let s = t.wait_for("the picker", 60, |s| s.contains("add matrix: Enter queues"));
     assert!(
-        s.contains("ablations/demo-ladder.toml") && s.contains("runs of"),
+        s.contains("ablations/demo-ladder.toml")
+            && s.contains("runs of")
+            && s.contains(
+                "nothing queued yet: Enter queues the demo ladder, Esc closes, a reopens"
+            ),
         "{s}"
     );
     // Esc: the queue is empty; nothing started.
