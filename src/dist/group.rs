@@ -392,11 +392,19 @@ impl Collective {
     /// One data-parallel step's metrics over the ranks (its gradients are
     /// DDP's, reduced inside the backward): the gang's loss (the mean) and
     /// correct count (the sum), in one all-reduce.
-    pub fn reduce_metrics(&self, loss: &Tensor, correct: &Tensor) -> Result<(Tensor, Tensor)> {
-        let pack = scalar_pack(&[loss, correct]);
+    pub fn reduce_metrics(
+        &self,
+        loss: &Tensor,
+        correct: &Tensor,
+        took: bool,
+    ) -> Result<(Tensor, Tensor)> {
+        // The mean over the ranks that trained on images this step: a rank
+        // whose batch had none readable sends a zero loss that is no loss.
+        let trained = Tensor::full([], f64::from(u8::from(took)), (Kind::Float, loss.device()));
+        let pack = scalar_pack(&[loss, correct, &trained]);
         self.allreduce_sum(std::slice::from_ref(&pack))?;
         let count = pack.get(1).round().to_kind(Kind::Int64);
-        Ok((pack.get(0) / self.world as f64, count))
+        Ok((pack.get(0) / pack.get(2).clamp_min(1.0), count))
     }
 }
 

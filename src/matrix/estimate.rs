@@ -49,6 +49,9 @@ impl Estimate {
     }
 }
 
+/// A per-class cut of a data set: (train, test) images a class.
+type Cut = (Option<usize>, Option<usize>);
+
 /// A matrix's data as its runs will read it, opened once and only in the
 /// forms its variants use: in memory, or streamed (an image folder is
 /// indexed, never decoded).
@@ -57,8 +60,11 @@ pub struct DataCounts {
     /// Read every streamed image's header and end as the runs will
     /// (`StreamData::precheck`): the session's pre-check, not the estimate's.
     pub precheck: bool,
-    /// The cuts (per-class limits) already prechecked: once each, not once a variant.
-    checked: Vec<(Option<usize>, Option<usize>)>,
+    /// The cuts (per-class limits) already prechecked, and whether their
+    /// runs skip bad images: once each, not once a variant.
+    checked: Vec<(Cut, bool)>,
+    /// What the pre-check found that runs will skip, one line each.
+    pub notes: Vec<String>,
     memory: Option<crate::data::Dataset>,
     stream: Option<crate::data::stream::StreamData>,
 }
@@ -69,6 +75,7 @@ impl DataCounts {
             spec: spec.to_string(),
             precheck: false,
             checked: Vec::new(),
+            notes: Vec::new(),
             memory: None,
             stream: None,
         }
@@ -90,11 +97,11 @@ impl DataCounts {
             let cut = s.subset(per(d.train_per_class), per(d.test_per_class));
             let key = (per(d.train_per_class), per(d.test_per_class));
             // A run that skips unreadable images (`stream.on_bad_image =
-            // skip`) names them as it goes: nothing to refuse here.
+            // skip`) is not refused: the session says what it will skip.
             let skips = d.stream.as_ref().is_some_and(|st| st.skip_bad);
-            if self.precheck && !skips && !self.checked.contains(&key) {
-                cut.precheck()?;
-                self.checked.push(key);
+            if self.precheck && !self.checked.contains(&(key, skips)) {
+                self.notes.extend(cut.precheck(skips)?);
+                self.checked.push((key, skips));
             }
             if cut.val.count() == 0 {
                 anyhow::bail!(

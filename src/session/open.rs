@@ -115,7 +115,7 @@ fn preflight(matrices: &[Matrix], devices: &[String]) -> Result<Vec<String>> {
     for d in devices {
         crate::util::device::parse_device(d).map_err(|e| anyhow::anyhow!("--devices: {e}"))?;
     }
-    let notes: Vec<String> = cpu_room(
+    let mut notes: Vec<String> = cpu_room(
         devices,
         crate::util::machine::cpu_cores(),
         memory_available(),
@@ -143,6 +143,7 @@ fn preflight(matrices: &[Matrix], devices: &[String]) -> Result<Vec<String>> {
                 );
             }
         }
+        notes.extend(data.notes.iter().map(|n| format!("{origin}: {n}")));
     }
     Ok(notes)
 }

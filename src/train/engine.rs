@@ -35,7 +35,7 @@ use super::prepare::{Batches, Layout, Prepared, Source, preprocess, upload};
 use super::replay::{Injection, Named, inject_weights};
 use super::stages::{Stage, StageClock};
 use super::step::{Mix, StepMetrics, Trainee};
-use super::stream::{StreamFeed, evaluate_stream};
+use super::stream::{Fed, StreamFeed, evaluate_stream};
 use super::warm::warm_up_run;
 use super::{Control, Flow, Outcome, Trainer};
 use crate::config::Clock;
@@ -344,29 +344,40 @@ impl Run<'_> {
         self.dist.map_or(0, |d| d.rank)
     }
 
-    /// Batch `i` of the epoch as this rank trains it: its images, labels,
-    /// the soft targets of a set mixed as a whole this epoch, and the
-    /// seconds the loader took.
-    fn rank_batch(&self, feed: &mut Feed, i: i64) -> Result<(Tensor, Tensor, Option<Tensor>, f64)> {
-        let (x, y, secs) = feed.batch(i)?;
-        let (x, y, soft) = match (feed, self.dist) {
+    /// Batch `i` of the epoch as this rank trains it (its images, labels
+    /// and the soft targets of a set mixed as a whole this epoch), or a
+    /// streamed batch with no readable image, and the seconds the loader took.
+    fn rank_batch(&self, feed: &mut Feed, i: i64) -> Result<(Fed, Option<Tensor>, f64)> {
+        let (fed, secs) = feed.batch(i)?;
+        let (fed, soft) = match (feed, self.dist, fed) {
             // The streaming loader decodes only this rank's share.
-            (Feed::Stream(_), _) => (x, y, None),
-            (Feed::Memory(b), None) => (x, y, b.soft(i)),
-            (Feed::Memory(b), Some(d)) => (d.share(x), d.share(y), b.soft(i).map(|s| d.share(s))),
+            (Feed::Stream(_), _, fed) => (fed, None),
+            (Feed::Memory(b), None, fed) => (fed, b.soft(i)),
+            (Feed::Memory(b), Some(d), Fed::Train(x, y)) => (
+                Fed::Train(d.share(x), d.share(y)),
+                b.soft(i).map(|s| d.share(s)),
+            ),
+            (Feed::Memory(_), Some(_), fed) => (fed, None),
         };
-        Ok((x, y, soft, secs))
+        Ok((fed, soft, secs))
     }
 
     /// The gang's loss and correct count for the step (its gradients were
     /// averaged inside the backward, by DDP's Reducer), and the seconds
     /// this waits on the collective.
-    fn reduce_metrics(&self, out: (Tensor, Tensor), spent: &mut f64) -> Result<(Tensor, Tensor)> {
+    /// `took`: this rank trained on images (not a stand-in for a batch
+    /// with none readable), so its loss counts in the gang's mean.
+    fn reduce_metrics(
+        &self,
+        out: (Tensor, Tensor),
+        took: bool,
+        spent: &mut f64,
+    ) -> Result<(Tensor, Tensor)> {
         let Some(d) = self.dist.filter(|d| d.world > 1) else {
             return Ok(out);
         };
         let t = Instant::now();
-        let reduced = d.reduce_metrics(&out.0, &out.1)?;
+        let reduced = d.reduce_metrics(&out.0, &out.1, took)?;
         *spent += t.elapsed().as_secs_f64();
         Ok(reduced)
     }
@@ -473,9 +484,12 @@ impl Feed<'_> {
     }
 
     /// Step `i`'s batch, ready for the net, and the seconds spent getting it.
-    fn batch(&mut self, i: i64) -> Result<(Tensor, Tensor, f64)> {
+    fn batch(&mut self, i: i64) -> Result<(Fed, f64)> {
         match self {
-            Feed::Memory(b) => Ok(b.batch(i)),
+            Feed::Memory(b) => {
+                let (x, y, secs) = b.batch(i);
+                Ok((Fed::Train(x, y), secs))
+            }
             Feed::Stream(f) => f.batch(),
         }
     }
@@ -778,26 +792,40 @@ impl Run<'_> {
             {
                 sync.follow(d, &m.net.param_groups().all_trainable())?;
             }
-            let (x, y, soft, secs) = self.rank_batch(&mut lp.feed, i as i64)?;
+            let (fed, soft, secs) = self.rank_batch(&mut lp.feed, i as i64)?;
             loader_s += secs;
             lp.stages.mark(Stage::Data);
-            let inputs: Vec<&Tensor> = [Some(&x), Some(&y), soft.as_ref()]
-                .into_iter()
-                .flatten()
-                .collect();
-            // A batch CutMix mixes inside the step draws there: not capturable.
-            let drawn =
-                (soft.is_none() && cutmix.is_some()).then_some("CutMix draws inside the step");
-            let out = lp.graphs.step(&inputs, loss_scale, drawn, |t| {
-                let mix = match (t.get(2), cutmix) {
-                    (Some(s), _) => Mix::Given(s),
-                    (None, Some(c)) => Mix::Batch(c),
-                    (None, None) => Mix::None,
-                };
-                trainee.forward_backward(&t[0], &t[1], mix)
-            })?;
+            let (took, out) = match fed {
+                Fed::Train(x, y) => {
+                    let inputs: Vec<&Tensor> = [Some(&x), Some(&y), soft.as_ref()]
+                        .into_iter()
+                        .flatten()
+                        .collect();
+                    // A batch CutMix mixes inside the step draws there: not capturable.
+                    let drawn = (soft.is_none() && cutmix.is_some())
+                        .then_some("CutMix draws inside the step");
+                    let out = lp.graphs.step(&inputs, loss_scale, drawn, |t| {
+                        let mix = match (t.get(2), cutmix) {
+                            (Some(s), _) => Mix::Given(s),
+                            (None, Some(c)) => Mix::Batch(c),
+                            (None, None) => Mix::None,
+                        };
+                        trainee.forward_backward(&t[0], &t[1], mix)
+                    })?;
+                    (true, out)
+                }
+                // Every image unreadable: this rank's part of the gang's step
+                // is zero (its gradients and its share of the loss).
+                Fed::Shadow(x, y) => (false, trainee.shadow(&x, &y)),
+                // Alone: the batch takes no step (the schedule goes on from
+                // the next batch, at the same step).
+                Fed::Skip => {
+                    self.emit_steps(&mut lp.metrics, &bn, i + 1 == steps, emit)?;
+                    continue;
+                }
+            };
             trainee.check()?;
-            let out = self.reduce_metrics(out, &mut lp.allreduce_s)?;
+            let out = self.reduce_metrics(out, took, &mut lp.allreduce_s)?;
             if let Some(max_norm) = plan.step.clip_norm {
                 // The gradients carry the loss scale; the limit is in mean-loss units.
                 let params = m.net.param_groups().all_trainable();
@@ -818,17 +846,8 @@ impl Run<'_> {
             let at = epoch as f64 + (i + 1) as f64 / per_epoch as f64;
             let lr = plan.optim.lr * r.main[s as usize];
             lp.metrics.push((lp.step, at, lr), batch, secs, out);
-            let every = plan.metrics_every;
-            if (every > 0 && lp.step.is_multiple_of(every)) || i + 1 == steps {
-                let (rows, images_per_s, loader_share) = lp.metrics.drain(&bn)?;
-                let run = self.run.spec.id.clone();
-                emit(Event::Steps {
-                    run,
-                    rows,
-                    images_per_s,
-                    loader_share,
-                });
-            }
+            let due = plan.metrics_every > 0 && lp.step.is_multiple_of(plan.metrics_every);
+            self.emit_steps(&mut lp.metrics, &bn, due || i + 1 == steps, emit)?;
         }
         self.boundary()?;
         lp.stages.settle();
@@ -836,6 +855,27 @@ impl Run<'_> {
         let mut tr = lp.end_epoch(steps, batch, start, (loader_s, paused));
         tr.loader_images_per_s = rate;
         Ok(Some(tr))
+    }
+
+    /// The steps' rows since the last read-back, sent when `due` (one host
+    /// sync, at `metrics_every` steps and the epoch's last).
+    fn emit_steps(
+        &self,
+        metrics: &mut StepMetrics,
+        bn: &[(Tensor, Tensor)],
+        due: bool,
+        emit: &mut dyn FnMut(Event),
+    ) -> Result<()> {
+        if due {
+            let (rows, images_per_s, loader_share) = metrics.drain(bn)?;
+            emit(Event::Steps {
+                run: self.run.spec.id.clone(),
+                rows,
+                images_per_s,
+                loader_share,
+            });
+        }
+        Ok(())
     }
 
     /// The run's step graphs: on a GPU when `cuda_graphs` asks, on a CPU
@@ -883,6 +923,7 @@ impl Run<'_> {
         };
         let rate = f.end_epoch().map(|s| s.images_per_s());
         self.say_skipped(f.drain_skipped(), emit);
+        self.say_empty(f.drain_empty(), emit);
         rate
     }
 
@@ -1018,6 +1059,27 @@ impl Run<'_> {
         emit(Event::Log {
             level: LogLevel::Warn,
             message,
+        });
+    }
+
+    /// One warning line for the epoch's batches with no readable image:
+    /// how many, and what each did instead of training.
+    fn say_empty(&self, empty: Vec<String>, emit: &mut dyn FnMut(Event)) {
+        if empty.is_empty() {
+            return;
+        }
+        let rank = match self.dist {
+            Some(d) if d.world > 1 => format!(" of rank {}", d.rank),
+            _ => String::new(),
+        };
+        emit(Event::Log {
+            level: LogLevel::Warn,
+            message: format!(
+                "{}: {} batch(es){rank} had no readable image: {}",
+                self.run.spec.id,
+                empty.len(),
+                empty.join("; ")
+            ),
         });
     }
 

@@ -110,6 +110,52 @@ impl Trainee<'_> {
 }
 
 impl Trainee<'_> {
+    /// This rank's part of a gang's step when its batch had no readable
+    /// image: a forward of the stand-in `x` (zero images, a rank's share)
+    /// and a backward of zero times its loss, so the Reducer's all-reduce
+    /// meets the other ranks' with zero gradients from here, as DDP's `Join`
+    /// shadows a rank that has run out of data
+    /// (torch.distributed.algorithms.join; the sum is still divided by the
+    /// world size, Join's `divide_by_initial_world_size`). In training mode,
+    /// so BN keeps every activation finite (evaluation mode's early running
+    /// statistics can overflow a deep net, and zero times infinity is no
+    /// zero); the BN running statistics it moved are put back. Returns a
+    /// zero loss and no correct predictions.
+    pub fn shadow(&self, x: &Tensor, y: &Tensor) -> (Tensor, Tensor) {
+        let dev = x.device();
+        let running: Vec<(Tensor, Tensor)> = self
+            .net
+            .bn_running_stats()
+            .into_iter()
+            .map(|t| {
+                let kept = t.copy();
+                (t, kept)
+            })
+            .collect();
+        let logits = autocast(dev, self.layout.amp, || self.net.forward_t(x, true));
+        let logits = match logits.kind() {
+            Kind::Double => logits,
+            _ => logits.to_kind(Kind::Float),
+        };
+        let loss = batch_loss(&self.plan.loss, &logits, y, None);
+        if let Some(ddp) = self.sync {
+            ddp.arm();
+        }
+        if let Err(e) = (&loss * 0.0).f_backward() {
+            self.failed.borrow_mut().get_or_insert(e.to_string());
+        }
+        // After the backward, which checks that its inputs kept their versions.
+        for (mut t, kept) in running {
+            t.copy_(&kept);
+        }
+        (
+            Tensor::zeros([], (Kind::Float, dev)),
+            Tensor::zeros([], (Kind::Int64, dev)),
+        )
+    }
+}
+
+impl Trainee<'_> {
     /// The step's failure, if its backward or the Reducer's arming failed.
     pub fn check(&self) -> Result<()> {
         if let Some(ddp) = self.sync {

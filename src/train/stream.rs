@@ -164,6 +164,17 @@ fn to_device(
     Ok((norm.apply(&x.permute([0, 3, 1, 2])), y))
 }
 
+#[cfg(test)]
+impl Fed {
+    /// The images and labels of a batch that trains.
+    pub fn trained(self) -> (Tensor, Tensor) {
+        match self {
+            Fed::Train(x, y) => (x, y),
+            _ => panic!("a batch with no readable image"),
+        }
+    }
+}
+
 /// Each epoch's training batches from the streaming loader.
 pub(super) struct StreamFeed<'a> {
     plan: &'a RunPlan,
@@ -178,6 +189,21 @@ pub(super) struct StreamFeed<'a> {
     norm: Normaliser,
     /// Lines naming the files left out since the last drain.
     skipped: Vec<String>,
+    /// Lines naming the batches left empty by them since the last drain.
+    empty: Vec<String>,
+    /// Images in this rank's share of the epoch's batch.
+    share: usize,
+}
+
+/// A step's batch from the streaming loader.
+pub(super) enum Fed {
+    /// Images and labels to train on.
+    Train(Tensor, Tensor),
+    /// Every image unreadable, in a run of one process: no step.
+    Skip,
+    /// Every image unreadable, in a gang: a stand-in of zero images for a
+    /// step with zero gradients, so that the gang's collectives still meet.
+    Shadow(Tensor, Tensor),
 }
 
 impl<'a> StreamFeed<'a> {
@@ -203,6 +229,8 @@ impl<'a> StreamFeed<'a> {
             loader: None,
             norm: Normaliser::new(device),
             skipped: Vec::new(),
+            empty: Vec::new(),
+            share: 0,
         }
     }
 
@@ -226,6 +254,7 @@ impl<'a> StreamFeed<'a> {
             skip_hint: SKIP_SETTING,
             whole: self.sp.crop_on_device,
         };
+        self.share = opts.batch.div_ceil(self.world);
         let plain = self.sp.plain_at(epoch, self.plan.epochs);
         let pipeline = train_pipeline(&self.plan.data.augment, &phase, plain)?;
         self.loader = Some(Loader::new(Arc::clone(&self.train), pipeline, &opts)?);
@@ -234,32 +263,71 @@ impl<'a> StreamFeed<'a> {
 
     /// The next batch (ready for the net), and the seconds the step waited
     /// for it and spent queueing its copy.
-    pub fn batch(&mut self) -> Result<(Tensor, Tensor, f64)> {
+    ///
+    /// A batch whose every image was unreadable (`on_bad_image = skip`)
+    /// would reach the net empty, as a NaN loss. In a run of one process
+    /// it takes no step ([`Fed::Skip`]). In a gang every rank must take
+    /// every step (DDP's collectives), so this rank joins the step with a
+    /// stand-in whose gradients are zero ([`Fed::Shadow`]), as DDP's `Join`
+    /// shadows a rank out of data with zeros: no agreement among the ranks,
+    /// so no host sync, is needed. Both are counted for the epoch's line.
+    pub fn batch(&mut self) -> Result<(Fed, f64)> {
         let t = Instant::now();
         let loader = self.loader.as_mut().context("begin_epoch before batch")?;
         let b = loader.next().context(
             "the loader ran out of batches before the epoch's steps: this is a bug in tricklab, please report it",
         )??;
         self.skipped.extend(b.skipped.iter().cloned());
-        // Every image of the batch unreadable: an empty batch would reach
-        // the net as a NaN loss and the wrong advice. Named instead. (Not
-        // skipped: in a gang each rank must take the same steps, and the
-        // ranks would have to agree on a skip every step.)
         if b.labels.is_empty() {
-            anyhow::bail!(
-                "batch {} of this rank: all {} of its images were unreadable and skipped (the first: {}); `tricklab data check` lists such files: remove or replace them",
-                b.index,
-                b.skipped.len(),
-                b.skipped.first().map_or("?", String::as_str)
-            );
+            let first = b.skipped.first().map_or("?", String::as_str);
+            if self.world == 1 {
+                self.empty.push(format!("batch {} took no step", b.index));
+                return Ok((Fed::Skip, t.elapsed().as_secs_f64()));
+            }
+            // SyncBN's forward gathers every rank's batch statistics: a
+            // stand-in would enter them.
+            if self.plan.net.bn.sync {
+                anyhow::bail!(
+                    "batch {} of this rank: all {} of its images were unreadable and skipped (the first: {first}), and with sync_bn every rank's batch enters the others' statistics; `tricklab data check` lists such files: remove or replace them",
+                    b.index,
+                    b.skipped.len(),
+                );
+            }
+            self.empty.push(format!(
+                "batch {} joined its step with zero gradients",
+                b.index
+            ));
+            // A rank's share of zero images: what a batch of its size would
+            // be, so every layer (ghost BN's splits too) sees its shapes.
+            let share = self.share.max(1);
+            let stand_in = crate::data::stream::Batch {
+                images: vec![0; share * b.height * b.width * 3],
+                labels: vec![0; share],
+                whole: Vec::new(),
+                ..b
+            };
+            let (x, y) = self.ready(&stand_in)?;
+            return Ok((Fed::Shadow(x, y), t.elapsed().as_secs_f64()));
         }
-        let (x, y) = to_device(&b, &self.norm, self.device)?;
+        let (x, y) = self.ready(&b)?;
+        Ok((Fed::Train(x, y), t.elapsed().as_secs_f64()))
+    }
+
+    /// A loader batch on the device, normalised, in the run's layout.
+    fn ready(&self, b: &crate::data::stream::Batch) -> Result<(Tensor, Tensor)> {
+        let (x, y) = to_device(b, &self.norm, self.device)?;
         let x = if self.layout.channels_last {
             x
         } else {
             x.contiguous()
         };
-        Ok((self.layout.input(x), y, t.elapsed().as_secs_f64()))
+        Ok((self.layout.input(x), y))
+    }
+
+    /// The epoch's batches that trained nothing because every image in
+    /// them was unreadable, one line each, since the last call.
+    pub fn drain_empty(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.empty)
     }
 
     /// Lines naming the files left out since the last call.

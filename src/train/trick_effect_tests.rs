@@ -770,7 +770,7 @@ fn fastai_phases_change_the_batch_the_side_and_the_lr_by_phase() {
     let mut feed = StreamFeed::new(&p, sp, data.train, Layout::of(&p), Device::Cpu, 1, (0, 1));
     for (epoch, batch, side) in [(0, 128, 32), (1, 56, 56), (3, 32, 72)] {
         feed.begin_epoch(epoch).unwrap();
-        let (x, y, _) = feed.batch().unwrap();
+        let (x, y) = feed.batch().unwrap().0.trained();
         assert_eq!((x.size(), y.size()[0]), (vec![batch, 3, side, side], batch));
     }
     // Off: one batch, one side, the recipe's schedule.
@@ -883,7 +883,7 @@ fn stream_feeds_imagenet_normalised_crops_at_each_epochs_side() {
     );
     for (epoch, side) in [(0, 24), (2, 32)] {
         feed.begin_epoch(epoch).unwrap();
-        let (x, y, _) = feed.batch().unwrap();
+        let (x, y) = feed.batch().unwrap().0.trained();
         assert_eq!(x.size(), [16, 3, side, side], "epoch {epoch}");
         assert_eq!(y.size(), [16]);
         // Normalised bytes: every value within ImageNet's normalised range.
@@ -895,9 +895,9 @@ fn stream_feeds_imagenet_normalised_crops_at_each_epochs_side() {
     }
     // The same seed and epoch: the same crops.
     feed.begin_epoch(0).unwrap();
-    let a = feed.batch().unwrap().0;
+    let a = feed.batch().unwrap().0.trained().0;
     feed.begin_epoch(0).unwrap();
-    assert!(a.equal(&feed.batch().unwrap().0));
+    assert!(a.equal(&feed.batch().unwrap().0.trained().0));
     assert!(
         plan("tiny-ffcv-rn18", &["stream=off", "res_ramp=off"])
             .data
@@ -928,4 +928,54 @@ fn momentum_is_the_heavy_ball_and_nesterov_looks_ahead() {
     assert!(crate::recipe::resolve_plan("tiny-ffcv-rn18", &ov).is_err());
     crate::optim::tests::sgd_torch_heavy_ball_two_steps_by_hand();
     crate::optim::tests::sgd_torch_nesterov_two_steps_by_hand();
+}
+
+/// A gang rank's stand-in step for a batch with no readable image: every
+/// gradient it leaves is zero (its part of the all-reduce adds nothing),
+/// its loss and correct count are zero, and the BN running statistics its
+/// training-mode forward moved are put back.
+#[test]
+fn a_shadow_step_leaves_zero_gradients_and_the_running_statistics_alone() {
+    let src = source();
+    let p = plan("tiny-page-resnet9", &["preprocess_once=off"]);
+    let vs = nn::VarStore::new(Device::Cpu);
+    let net = net_of(&p, &src, &vs);
+    // By name: `variables()` is a map, in no fixed order.
+    let running = || {
+        let mut r: Vec<(String, Tensor)> = vs
+            .variables()
+            .into_iter()
+            .filter(|(k, _)| k.contains("running_"))
+            .collect();
+        r.sort_by(|a, b| a.0.cmp(&b.0));
+        r
+    };
+    let before: Vec<Tensor> = running().into_iter().map(|(_, t)| t.copy()).collect();
+    assert!(!before.is_empty());
+    let rng = Rng::new(Device::Cpu, 0);
+    let trainee = Trainee {
+        plan: &p,
+        net: &net,
+        rng: &rng,
+        layout: Layout::of(&p),
+        classes: src.classes,
+        loss_scale: p.loss.scale,
+        forward_done: None,
+        sync: None,
+        failed: Default::default(),
+    };
+    let x = Tensor::zeros([4, 3, 16, 16], (Kind::Float, Device::Cpu));
+    let y = Tensor::zeros([4], (Kind::Int64, Device::Cpu));
+    let (loss, correct) = trainee.shadow(&x, &y);
+    trainee.check().unwrap();
+    assert_eq!((loss.double_value(&[]), correct.int64_value(&[])), (0.0, 0));
+    let params = net.param_groups().all_trainable();
+    let with_grad = params.iter().filter(|t| t.grad().defined()).count();
+    assert!(with_grad > 0, "no gradient reached the parameters");
+    for t in params.iter().filter(|t| t.grad().defined()) {
+        assert_eq!(t.grad().abs().max().double_value(&[]), 0.0);
+    }
+    for (a, (name, b)) in before.iter().zip(running()) {
+        assert!(a.equal(&b), "{name} moved");
+    }
 }

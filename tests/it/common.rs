@@ -46,3 +46,30 @@ pub fn free_port() -> u16 {
         .unwrap()
         .port()
 }
+
+/// A folder of 16 training images of which only the first of each class
+/// reads: with batch 4 at least two of an epoch's four batches hold no
+/// readable image (on_bad_image = skip is what lets a run reach them).
+pub fn mostly_truncated_folder(dir: &std::path::Path) {
+    use tricklab::data::stream::synth::{SynthSpec, imagenet_like};
+    let spec = SynthSpec {
+        classes: 2,
+        train_per_class: 8,
+        val_per_class: 2,
+        long_side: (40, 48),
+        quality: 85,
+        seed: 3,
+    };
+    imagenet_like(dir, &spec).unwrap();
+    for class in std::fs::read_dir(dir.join("train")).unwrap() {
+        let mut files: Vec<_> = std::fs::read_dir(class.unwrap().path())
+            .unwrap()
+            .map(|f| f.unwrap().path())
+            .collect();
+        files.sort();
+        for f in &files[1..] {
+            let bytes = std::fs::read(f).unwrap();
+            std::fs::write(f, &bytes[..bytes.len() / 3]).unwrap();
+        }
+    }
+}

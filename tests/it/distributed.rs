@@ -584,6 +584,53 @@ fn two_ranks_of_a_streaming_run_decode_their_shares_and_train_what_one_process_t
     assert!(compared >= 20, "only {compared} tensors compared");
 }
 
+/// A gang whose rank finds a batch with no readable image: that rank joins
+/// the step with zero gradients (as DDP's Join shadows a rank out of data),
+/// so the other rank's all-reduce is met, the run ends, and no NaN arrives.
+#[test]
+fn a_rank_whose_batch_has_no_readable_image_joins_the_step_with_zero_gradients() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("broken");
+    super::common::mostly_truncated_folder(&data);
+    let exe = Path::new(env!("CARGO_BIN_EXE_tricklab"));
+    let overrides: Vec<serde_json::Value> = [
+        ("epochs", "2"),
+        ("batch_size", "4"),
+        ("world_size", "2"),
+        ("stream.on_bad_image", "skip"),
+        ("stream.workers", "1"),
+    ]
+    .iter()
+    .map(|(k, v)| serde_json::json!({"Set": {"key": k, "value": v}}))
+    .collect();
+    let s = serde_json::json!({
+        "id": {"matrix": "dp", "index": 0, "variant": "v", "repeat": 0},
+        "seed": 3, "recipe": "tiny-ffcv-rn18", "overrides": overrides,
+        "data": data.to_str().unwrap(), "target_acc": 0.9, "device": null, "reference": null
+    })
+    .to_string();
+    let port = free_port();
+    let r0 = rank(exe, 0, 2, port, &s, &[]);
+    let r1 = rank(exe, 1, 2, port, &s, &[]);
+    let (o0, o1) = (finish(r0, 120), finish(r1, 120));
+    let all = format!(
+        "{}{}{}{}",
+        String::from_utf8_lossy(&o0.stdout),
+        err(&o0),
+        String::from_utf8_lossy(&o1.stdout),
+        err(&o1)
+    );
+    assert!(o0.status.success() && o1.status.success(), "{all}");
+    // Two readable images over 2 epochs x 4 batches x 2 ranks: most of the
+    // ranks' batches are empty, and each says what it did.
+    assert!(
+        all.contains("joined its step with zero gradients")
+            && all.contains("had no readable image")
+            && !all.contains("NaN"),
+        "{all}"
+    );
+}
+
 #[test]
 fn a_rank_that_never_arrives_a_port_in_use_and_a_different_binary_fail_in_bounded_time() {
     let dir = tempfile::tempdir().unwrap();

@@ -137,27 +137,67 @@ impl StreamData {
     /// Every image a run will read, checked at its header and end as the
     /// loader would read it (`Images::readable`), before training starts:
     /// a bad file is named now, not in epoch 2. One line: how many, the
-    /// first, and the fix.
-    pub fn precheck(&self) -> Result<()> {
+    /// first, and the fix. Runs that `skip` unreadable images are not
+    /// refused: the lines say how many they will skip, and name a class
+    /// that loses every training image (no run can learn it).
+    pub fn precheck(&self, skip: bool) -> Result<Vec<String>> {
         use rayon::prelude::*;
+        let mut notes = Vec::new();
         for (split, images) in [("train", &self.train), ("val", &self.val)] {
             let mut bad: Vec<(usize, String)> = (0..images.count())
                 .into_par_iter()
                 .filter_map(|i| images.readable(i).err().map(|e| (i, format!("{e:#}"))))
                 .collect();
             bad.sort_unstable_by_key(|b| b.0);
-            if let Some((i, why)) = bad.first() {
+            let Some((i, why)) = bad.first() else {
+                continue;
+            };
+            let (count, first) = (images.count(), images.name(*i));
+            if !skip {
                 bail!(
-                    "data set `{}`: {} of its {} {split} images will not read, the first {}: {why}; `tricklab data check {}` lists them all: remove or replace them",
+                    "data set `{}`: {} of its {count} {split} images will not read, the first {first}: {why}; `tricklab data check {}` lists them all: remove or replace them",
                     self.name,
                     bad.len(),
-                    images.count(),
-                    images.name(*i),
                     self.name
                 );
             }
+            notes.push(format!(
+                "data set `{}`: {} of its {count} {split} images will not read and are skipped (stream.on_bad_image = skip), the first {first}: {why}",
+                self.name,
+                bad.len(),
+            ));
+            if split == "train" {
+                notes.extend(self.classes_lost(images, &bad));
+            }
         }
-        Ok(())
+        Ok(notes)
+    }
+
+    /// One line for each class whose every training image is in `bad`.
+    fn classes_lost(&self, images: &Arc<dyn Images>, bad: &[(usize, String)]) -> Vec<String> {
+        let mut total = vec![0usize; self.classes.len()];
+        let mut lost = vec![0usize; self.classes.len()];
+        for i in 0..images.count() {
+            if let Some(t) = total.get_mut(images.label(i) as usize) {
+                *t += 1;
+            }
+        }
+        for (i, _) in bad {
+            if let Some(l) = lost.get_mut(images.label(*i) as usize) {
+                *l += 1;
+            }
+        }
+        self.classes
+            .iter()
+            .zip(total.iter().zip(&lost))
+            .filter(|(_, (t, l))| **t > 0 && t == l)
+            .map(|(name, (t, _))| {
+                format!(
+                    "data set `{}`: class `{name}` loses all {t} of its training images to them: no run can learn it (`tricklab data check {}` lists the files)",
+                    self.name, self.name
+                )
+            })
+            .collect()
     }
 
     /// The first `train_per_class` / `test_per_class` images of each class,
