@@ -378,6 +378,17 @@ impl Session {
         self.shared.command(cmd);
     }
 
+    /// Holds the workers off the queue for a time probe, if no run is
+    /// queued or training (see [`worker::Shared::hold_for_probe`]).
+    pub fn hold_for_probe(&self) -> Option<worker::ProbeHold> {
+        self.shared.hold_for_probe()
+    }
+
+    /// A time probe holds the workers now.
+    pub fn probing(&self) -> bool {
+        self.shared.probing()
+    }
+
     /// Results folders of this session, in matrix order.
     /// Where this session's results folders go (`results/` by default).
     pub fn results_root(&self) -> &std::path::Path {

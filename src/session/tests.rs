@@ -635,3 +635,57 @@ fn devices_form_gangs_of_the_largest_world_size() {
         "{e}"
     );
 }
+
+/// A time probe holds the workers: it is granted only while nothing is
+/// queued or running, a matrix queued under it waits for it to end, and
+/// while runs train no probe is granted.
+#[test]
+fn a_time_probe_holds_the_queue_and_is_refused_while_runs_train() {
+    let root = tempfile::tempdir().unwrap();
+    let mut s = Session::start(
+        Vec::new(),
+        SessionOptions {
+            keep_alive: true,
+            ..opts(root.path(), &["a"])
+        },
+        factory(40, 5, false),
+    )
+    .unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let hold = s.hold_for_probe().expect("an idle session grants a probe");
+        assert!(s.probing());
+        s.enqueue_matrix(matrix(1)).unwrap();
+        // Held: nothing starts however long the probe takes.
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        while let Some(e) = s.try_recv() {
+            assert!(
+                !matches!(e, Event::RunStarted { .. }),
+                "a run started under a probe"
+            );
+        }
+        drop(hold);
+        assert!(!s.probing());
+        loop {
+            let e = tokio::time::timeout(Duration::from_secs(20), s.recv())
+                .await
+                .expect("stalled")
+                .unwrap();
+            if matches!(e, Event::RunStarted { .. }) {
+                break;
+            }
+        }
+        // A run is training: no probe beside it.
+        assert!(s.hold_for_probe().is_none());
+        s.send(Command::Shutdown);
+        while tokio::time::timeout(Duration::from_secs(20), s.recv())
+            .await
+            .expect("stalled")
+            .is_some()
+        {}
+    });
+    s.join();
+}

@@ -113,6 +113,9 @@ pub struct Shared {
     /// the next run waits for the store, so a failed write stops it.
     ended: AtomicUsize,
     recorded: AtomicUsize,
+    /// Time probes in progress (the picker's): no run starts beside one,
+    /// so neither prices nor times the other's load.
+    probing: AtomicUsize,
 }
 
 /// A check before each run; `Err` holds a one-line reason with the fix.
@@ -134,6 +137,7 @@ impl Shared {
             halted: Mutex::new(None),
             ended: AtomicUsize::new(0),
             recorded: AtomicUsize::new(0),
+            probing: AtomicUsize::new(0),
         })
     }
 
@@ -254,7 +258,8 @@ impl Shared {
             }
             {
                 let q = self.queue.lock().expect("queue");
-                if q.has_queued() {
+                // Taken under the queue's lock, as a probe's hold is.
+                if q.has_queued() && self.probing.load(Ordering::SeqCst) == 0 {
                     return true;
                 }
                 if !self.keep_alive && !q.running() && self.busy.load(Ordering::SeqCst) == 0 {
@@ -266,9 +271,36 @@ impl Shared {
         }
     }
 
+    /// Holds the workers off the queue while a time probe runs, if nothing
+    /// is queued or running now (checked under the queue's lock, where the
+    /// workers check the hold): `None` while runs train.
+    pub fn hold_for_probe(self: &Arc<Self>) -> Option<ProbeHold> {
+        let q = self.queue.lock().expect("queue");
+        if q.has_queued() || q.running() || self.busy.load(Ordering::SeqCst) > 0 {
+            return None;
+        }
+        self.probing.fetch_add(1, Ordering::SeqCst);
+        Some(ProbeHold(Arc::clone(self)))
+    }
+
+    /// A time probe holds the workers (runs queued now start after it).
+    pub fn probing(&self) -> bool {
+        self.probing.load(Ordering::SeqCst) > 0
+    }
+
     /// Wakes idle workers after runs were added.
     pub fn notify(&self) {
         self.wake.notify_all();
+    }
+}
+
+/// A time probe's hold on the workers, released when dropped.
+pub struct ProbeHold(Arc<Shared>);
+
+impl Drop for ProbeHold {
+    fn drop(&mut self) {
+        self.0.probing.fetch_sub(1, Ordering::SeqCst);
+        self.0.wake.notify_all();
     }
 }
 

@@ -123,6 +123,55 @@ fn admit(path: &Path, rules: &Rules) -> Result<crate::matrix::Matrix> {
 /// in the background when the session opens (`None` until then).
 pub type Prices = std::sync::Arc<std::sync::OnceLock<HashMap<(String, String), EarlierRuns>>>;
 
+/// A matrix's time probed from the picker (the first device's step and
+/// evaluation, as `matrix show --estimate` probes them), by (file, tiny).
+#[derive(Clone, Debug)]
+pub enum Probed {
+    Running,
+    Done(crate::matrix::Estimate),
+    Failed(String),
+}
+
+/// The picker's probes so far, and whether one ended (or the earlier
+/// sessions' prices arrived) since the picker last read them.
+#[derive(Default)]
+pub struct Probes {
+    pub by_file: std::sync::Mutex<HashMap<(String, bool), Probed>>,
+    pub ended: std::sync::atomic::AtomicBool,
+    /// The earlier sessions' prices have been given to the picker.
+    pub priced: std::sync::atomic::AtomicBool,
+}
+
+/// What a probe said, as the picker's line ends.
+fn probed_cost(p: Option<&Probed>, first: &str, estimate_cmd: &str) -> String {
+    match p {
+        Some(Probed::Done(e)) => {
+            let busy = e.inflation().map_or(String::new(), |x| {
+                format!(
+                    "; the machine was busy: inflated by ~×{x:.1}, about {} idle",
+                    crate::matrix::human(e.idle_total_s())
+                )
+            });
+            format!(
+                ", about {} (probed: {:.2} s a step at batch {} on {}{busy})",
+                crate::matrix::human(e.total_s),
+                e.step_s,
+                e.batch,
+                e.device
+            )
+        }
+        Some(Probed::Running) => {
+            format!(", no earlier runs on {first}: probing a step to price it…")
+        }
+        Some(Probed::Failed(why)) => {
+            format!(", no earlier runs on {first}, and its probe failed: {why}")
+        }
+        None => format!(
+            ", no earlier runs on {first}: priced by a probe once no run is training (a probe beside a run would slow both), or now by `{estimate_cmd}`"
+        ),
+    }
+}
+
 /// What the picker says about a file before it is queued: runs, recipe,
 /// devices and, from earlier sessions' runs of the same matrix on the same
 /// data and the first device, about how long they take.
@@ -130,6 +179,7 @@ pub fn picker_entry(
     path: &Path,
     rules: &Rules,
     prices: Option<&HashMap<(String, String), EarlierRuns>>,
+    probed: Option<&Probed>,
 ) -> PickerEntry {
     let (shown, tiny, devices) = (
         path.display().to_string(),
@@ -148,9 +198,13 @@ pub fn picker_entry(
                     e.mean_s.round(),
                     e.n
                 ),
-                Some(None) => format!(
-                    ", no earlier runs on {first} to price it (`tricklab matrix show {shown}{} --estimate {first}` probes a step)",
-                    if tiny { " --tiny" } else { "" }
+                Some(None) => probed_cost(
+                    probed,
+                    first,
+                    &format!(
+                        "tricklab matrix show {shown}{} --estimate {first}",
+                        if tiny { " --tiny" } else { "" }
+                    ),
                 ),
             };
             // A CPU emulates half precision: such variants run many times
@@ -205,6 +259,7 @@ pub struct SessionBackend {
     session: Option<Session>,
     prices: Prices,
     rules: Rules,
+    probes: std::sync::Arc<Probes>,
 }
 
 impl SessionBackend {
@@ -228,6 +283,7 @@ impl SessionBackend {
             session: Some(session),
             prices,
             rules,
+            probes: Default::default(),
         }
     }
 
@@ -259,18 +315,81 @@ impl Backend for SessionBackend {
         let m = admit(Path::new(matrix), &self.rules.tiny(tiny))?;
         let name = m.name.clone();
         let n = self.s().enqueue_matrix(m)?;
+        let after = if self.s().probing() {
+            ", starting when the picker's time probe ends"
+        } else {
+            ""
+        };
         Ok(format!(
-            "queued {n} runs of {name} on {} (D on the Queue screen removes them all)",
+            "queued {n} runs of {name} on {}{after} (D on the Queue screen removes them all)",
             self.rules.devices.join(",")
         ))
     }
 
     fn matrix_files(&self, tiny: bool) -> Vec<PickerEntry> {
         let rules = self.rules.tiny(tiny);
+        let probed = self.probes.by_file.lock().expect("probes").clone();
         crate::matrix::matrix_files(Path::new("ablations"))
             .into_iter()
-            .map(|p| picker_entry(&p, &rules, self.prices.get()))
+            .map(|p| {
+                let key = (p.display().to_string(), tiny);
+                picker_entry(&p, &rules, self.prices.get(), probed.get(&key))
+            })
             .collect()
+    }
+
+    fn price(&mut self, entry: &PickerEntry, tiny: bool) {
+        let key = (entry.path.clone(), tiny);
+        // Refused files need no price; earlier runs price the others first.
+        if entry.refused || !entry.about.contains("no earlier runs on") {
+            return;
+        }
+        if self
+            .probes
+            .by_file
+            .lock()
+            .expect("probes")
+            .contains_key(&key)
+        {
+            return;
+        }
+        // Only while no run trains, and no run starts until it ends: a
+        // probe beside a run would price and time their shared cores.
+        let Some(hold) = self.s().hold_for_probe() else {
+            return;
+        };
+        let (probes, rules) = (std::sync::Arc::clone(&self.probes), self.rules.tiny(tiny));
+        let first = rules
+            .devices
+            .first()
+            .cloned()
+            .unwrap_or_else(|| "cpu".into());
+        probes
+            .by_file
+            .lock()
+            .expect("probes")
+            .insert(key.clone(), Probed::Running);
+        std::thread::spawn(move || {
+            let r =
+                admit(Path::new(&key.0), &rules).and_then(|m| crate::matrix::estimate(&m, &first));
+            drop(hold);
+            let p = match r {
+                Ok(e) => Probed::Done(e),
+                Err(e) => Probed::Failed(crate::util::one_line(&e)),
+            };
+            probes.by_file.lock().expect("probes").insert(key, p);
+            probes
+                .ended
+                .store(true, std::sync::atomic::Ordering::SeqCst);
+        });
+    }
+
+    fn picker_stale(&self) -> bool {
+        use std::sync::atomic::Ordering::SeqCst;
+        // Earlier sessions' prices arrive once, after the picker may have
+        // said "pricing…"; a probe may end at any time.
+        let priced = self.prices.get().is_some() && !self.probes.priced.swap(true, SeqCst);
+        self.probes.ended.swap(false, SeqCst) || priced
     }
 
     fn results(&mut self) -> Result<Reported> {

@@ -29,6 +29,13 @@ pub trait Backend {
     /// Matrix files the user can pick from, each with what queueing it
     /// would do (in its `--tiny` form if `tiny`).
     fn matrix_files(&self, tiny: bool) -> Vec<state::PickerEntry>;
+    /// Prices the picker's selected file by a probe, in the background,
+    /// when it has no earlier runs and no run is training.
+    fn price(&mut self, _entry: &state::PickerEntry, _tiny: bool) {}
+    /// A probe ended since the last call: the picker's lines are old.
+    fn picker_stale(&self) -> bool {
+        false
+    }
     /// The current results table and effects (called after runs finish).
     fn results(&mut self) -> Result<Reported>;
     /// Writes report.md and the charts; returns the written paths.
@@ -77,6 +84,7 @@ where
         if state.quit {
             return Ok(());
         }
+        price_selected(state, backend);
         let redraw_in = FRAME.saturating_sub(last_draw.elapsed());
         tokio::select! {
             key = keys.next() => match key {
@@ -119,6 +127,22 @@ where
             }
             _ = tokio::time::sleep(redraw_in), if state.dirty => {}
         }
+    }
+}
+
+/// The picker's selected file priced by a probe where it has no price,
+/// and the picker's lines said again when a probe has ended.
+fn price_selected(state: &mut AppState, backend: &mut dyn Backend) {
+    let Overlay::Picker { files, selected } = &state.overlay else {
+        return;
+    };
+    if backend.picker_stale() {
+        perform(Action::OpenPicker, state, backend);
+        return;
+    }
+    if let Some(entry) = files.get(*selected) {
+        let entry = entry.clone();
+        backend.price(&entry, state.picker_tiny);
     }
 }
 

@@ -498,7 +498,7 @@ fn the_picker_says_runs_and_devices_before_it_queues() {
     };
     let cpu = on(&["cpu"], false, false, None);
     let demo_path = Path::new("ablations/demo-ladder.toml");
-    let demo = picker_entry(demo_path, &cpu, Some(&Default::default()));
+    let demo = picker_entry(demo_path, &cpu, Some(&Default::default()), None);
     let runs = crate::matrix::load(Path::new("ablations/demo-ladder.toml"))
         .unwrap()
         .runs()
@@ -506,7 +506,7 @@ fn the_picker_says_runs_and_devices_before_it_queues() {
     assert_eq!(
         demo.about,
         format!(
-            "{runs} runs of tiny-page-resnet9 on cpu, no earlier runs on cpu to price it (`tricklab matrix show ablations/demo-ladder.toml --estimate cpu` probes a step)"
+            "{runs} runs of tiny-page-resnet9 on cpu, no earlier runs on cpu: priced by a probe once no run is training (a probe beside a run would slow both), or now by `tricklab matrix show ablations/demo-ladder.toml --estimate cpu`"
         )
     );
     assert!(!demo.refused);
@@ -517,7 +517,7 @@ fn the_picker_says_runs_and_devices_before_it_queues() {
         crate::store::EarlierRuns { mean_s: 30.0, n: 4 },
     )]
     .into();
-    let priced = picker_entry(demo_path, &cpu, Some(&earlier));
+    let priced = picker_entry(demo_path, &cpu, Some(&earlier), None);
     assert!(
         priced.about.ends_with(&format!(
             ", about {} (30 s a run over 4 earlier runs on cpu)",
@@ -525,10 +525,10 @@ fn the_picker_says_runs_and_devices_before_it_queues() {
         )),
         "{priced:?}"
     );
-    let waiting = picker_entry(demo_path, &cpu, None);
+    let waiting = picker_entry(demo_path, &cpu, None, None);
     assert!(waiting.about.ends_with("pricing from earlier sessions…"));
     let page = Path::new("ablations/page-ladder.toml");
-    let full = picker_entry(page, &cpu, None);
+    let full = picker_entry(page, &cpu, None, None);
     assert!(
         full.refused
             && full.about.starts_with("refused: ")
@@ -536,19 +536,79 @@ fn the_picker_says_runs_and_devices_before_it_queues() {
             && full.about.contains("`--data cifar10`"),
         "{full:?}"
     );
-    let tiny = picker_entry(page, &on(&["cpu"], true, false, None), None);
+    let tiny = picker_entry(page, &on(&["cpu"], true, false, None), None, None);
     assert!(
         !tiny.refused && tiny.about.contains("on cpu (--tiny), "),
         "{tiny:?}"
     );
     // On GPUs with the data named (`--data`), a full-size matrix queues.
     let two = on(&["cuda:0", "cuda:1"], false, false, Some("synthetic:200"));
-    let gpu = picker_entry(page, &two, Some(&Default::default()));
+    let gpu = picker_entry(page, &two, Some(&Default::default()), None);
     assert!(!gpu.refused, "{gpu:?}");
     assert!(
         gpu.about
             .contains("on cuda:0,cuda:1, no earlier runs on cuda:0"),
         "{gpu:?}"
+    );
+}
+
+/// Without earlier runs the picker's probe prices a matrix: while it runs,
+/// when it ends (with a busy machine's inflation), or why it failed.
+#[test]
+fn the_picker_prices_a_matrix_without_earlier_runs_by_its_probe() {
+    use super::backend::{Probed, Rules, picker_entry};
+    use std::path::Path;
+    let cpu = Rules {
+        devices: vec!["cpu".into()],
+        ..Default::default()
+    };
+    let demo_path = Path::new("ablations/demo-ladder.toml");
+    let runs = crate::matrix::load(demo_path).unwrap().runs().len();
+    let none = Some(&Default::default());
+    let probing = picker_entry(demo_path, &cpu, none, Some(&Probed::Running));
+    assert!(
+        probing
+            .about
+            .ends_with(", no earlier runs on cpu: probing a step to price it…"),
+        "{probing:?}"
+    );
+    let mut e = crate::matrix::Estimate {
+        runs,
+        device: "cpu".into(),
+        step_s: 0.09,
+        batch: 128,
+        probe_batch: 128,
+        probe_steps: 5,
+        eval_s: 0.24,
+        total_s: 82.0,
+        total_range_s: (77.0, 119.0),
+        other_cpu: Some(0.0),
+    };
+    let probed = picker_entry(demo_path, &cpu, none, Some(&Probed::Done(e.clone())));
+    assert!(
+        probed
+            .about
+            .ends_with(", about 82 s (probed: 0.09 s a step at batch 128 on cpu)"),
+        "{probed:?}"
+    );
+    e.other_cpu = Some(0.6);
+    e.total_s = 600.0;
+    let busy = picker_entry(demo_path, &cpu, none, Some(&Probed::Done(e)));
+    assert!(
+        busy.about.ends_with(
+            ", about 10 min (probed: 0.09 s a step at batch 128 on cpu; the machine was busy: inflated by ~×2.5, about 4 min idle)"
+        ),
+        "{busy:?}"
+    );
+    let failed = picker_entry(
+        demo_path,
+        &cpu,
+        none,
+        Some(&Probed::Failed("no net".into())),
+    );
+    assert!(
+        failed.about.ends_with("and its probe failed: no net"),
+        "{failed:?}"
     );
 }
 
@@ -570,8 +630,9 @@ fn the_picker_fits_80x24_and_enter_queues_the_selected_path() {
         Path::new("ablations/demo-ladder.toml"),
         &cpu,
         Some(&Default::default()),
+        None,
     );
-    let full = picker_entry(Path::new("ablations/page-ladder.toml"), &cpu, None);
+    let full = picker_entry(Path::new("ablations/page-ladder.toml"), &cpu, None, None);
     let mut s = super::sample::sample_state(true);
     let files = vec![demo, full];
     let pick = |selected| Overlay::Picker {
@@ -616,7 +677,7 @@ fn t_in_the_picker_switches_the_tiny_form_and_enter_queues_it() {
             ..Default::default()
         }
         .tiny(tiny);
-        picker_entry(page, &rules, None)
+        picker_entry(page, &rules, None, None)
     };
     s.overlay = Overlay::Picker {
         files: vec![entry(false)],
@@ -641,6 +702,7 @@ fn t_in_the_picker_switches_the_tiny_form_and_enter_queues_it() {
             devices: vec!["cpu".into()],
             ..Default::default()
         },
+        None,
         None,
     );
     assert!(b.refused && !b.about.contains("t here"), "{}", b.about);
@@ -1420,7 +1482,7 @@ fn the_picker_keeps_its_run_count_in_view_at_80x24_and_marks_half_precision_on_a
     .tiny(true);
     let files: Vec<_> = crate::matrix::matrix_files(std::path::Path::new("ablations"))
         .into_iter()
-        .map(|p| picker_entry(&p, &rules, None))
+        .map(|p| picker_entry(&p, &rules, None, None))
         .collect();
     assert!(files.len() > 15, "{}", files.len());
     let smoke = files

@@ -282,8 +282,8 @@ fn a_gpu_ladder_opens_tiny_in_the_tui() {
 }
 
 /// A bare `tricklab` in a checkout opens on the picker with the demo ladder
-/// selected and queues nothing until asked; Esc closes it, q quits, and no
-/// results folder is made. (`make run` names the demo ladder and starts it.)
+/// selected, priced by a probe, and queues nothing until asked; Esc closes
+/// it, q quits, and no results folder is made. (`make run` names the demo ladder and starts it.)
 #[test]
 fn a_bare_tricklab_opens_the_picker_on_the_demo_ladder_and_queues_nothing() {
     let tmp = tempfile::tempdir().unwrap();
@@ -328,6 +328,10 @@ fn a_bare_tricklab_opens_the_picker_on_the_demo_ladder_and_queues_nothing() {
             ),
         "{s}"
     );
+    // No earlier runs price it here: the picker probes a step while nothing
+    // trains, and says the time.
+    let s = t.wait_for("the probed time", 120, |s| s.contains("(probed:"));
+    assert!(s.contains("a step at") && s.contains("on cpu)"), "{s}");
     // Esc: the queue is empty; nothing started.
     t.keys("Escape");
     let s = t.wait_for("the queue", 30, |s| !s.contains("add matrix"));
