@@ -73,3 +73,47 @@ pub fn mostly_truncated_folder(dir: &std::path::Path) {
         }
     }
 }
+
+/// A tmux server of its own (`-L socket`) with one session, `t`: a real
+/// terminal for the binary, read by its screen and driven by keys.
+pub struct Tmux {
+    pub socket: String,
+}
+
+impl Tmux {
+    pub fn cmd(&self, args: &[&str]) -> String {
+        let o = std::process::Command::new("tmux")
+            .arg("-L")
+            .arg(&self.socket)
+            .args(args)
+            .output()
+            .expect("tmux is part of the machine image (apt-get install tmux)");
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    }
+    pub fn screen(&self) -> String {
+        self.cmd(&["capture-pane", "-p", "-t", "t"])
+    }
+    pub fn keys(&self, k: &str) {
+        self.cmd(&["send-keys", "-t", "t", k]);
+    }
+    pub fn wait_for(&self, what: &str, secs: u64, pred: impl Fn(&str) -> bool) -> String {
+        let start = std::time::Instant::now();
+        loop {
+            let s = self.screen();
+            if pred(&s) {
+                return s;
+            }
+            assert!(
+                start.elapsed() < std::time::Duration::from_secs(secs),
+                "timed out waiting for {what}; screen:\n{s}"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(200));
+        }
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        self.cmd(&["kill-server"]);
+    }
+}

@@ -888,14 +888,16 @@ fn a_run_asking_for_more_devices_than_the_session_has_is_refused_before_it_start
 /// A shell in a real pseudo-terminal (tmux), running one command with its
 /// stderr in `err.log` and its exit code in `rc`.
 struct Terminal {
-    socket: String,
+    tmux: super::common::Tmux,
     dir: std::path::PathBuf,
 }
 
 impl Terminal {
     fn open(dir: &Path, name: &str, command: &str) -> Terminal {
         let t = Terminal {
-            socket: format!("tricklab-{name}-{}", std::process::id()),
+            tmux: super::common::Tmux {
+                socket: format!("tricklab-{name}-{}", std::process::id()),
+            },
             dir: dir.to_path_buf(),
         };
         let _ = std::fs::remove_file(dir.join("rc"));
@@ -903,7 +905,7 @@ impl Terminal {
             "cd {} && {command} 2> err.log; echo $? > rc; sleep 120",
             dir.display()
         );
-        t.tmux(&[
+        t.tmux.cmd(&[
             "new-session",
             "-d",
             "-s",
@@ -916,19 +918,11 @@ impl Terminal {
         ]);
         t
     }
-    fn tmux(&self, args: &[&str]) -> String {
-        let o = Command::new("tmux")
-            .arg("-L")
-            .arg(&self.socket)
-            .args(args)
-            .output()
-            .expect("tmux is part of the machine image (apt-get install tmux)");
-        String::from_utf8_lossy(&o.stdout).into_owned()
-    }
     /// The command's pid: the pane's shell's one child.
     fn command_pid(&self) -> u32 {
         let shell: u32 = self
-            .tmux(&["display-message", "-p", "-t", "t", "#{pane_pid}"])
+            .tmux
+            .cmd(&["display-message", "-p", "-t", "t", "#{pane_pid}"])
             .trim()
             .parse()
             .expect("tmux names the pane's pid");
@@ -946,7 +940,7 @@ impl Terminal {
     }
     /// Typing Ctrl-C: the terminal sends SIGINT to its foreground group.
     fn ctrl_c(&self) {
-        self.tmux(&["send-keys", "-t", "t", "C-c"]);
+        self.tmux.keys("C-c");
     }
     /// The command's exit code and stderr, once it has exited.
     fn exit(&self, secs: u64) -> (i32, String) {
@@ -964,12 +958,6 @@ impl Terminal {
             );
             std::thread::sleep(Duration::from_millis(200));
         }
-    }
-}
-
-impl Drop for Terminal {
-    fn drop(&mut self) {
-        self.tmux(&["kill-server"]);
     }
 }
 

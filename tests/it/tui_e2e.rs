@@ -2,51 +2,9 @@
 //! switch screens, pause and resume, wait for the runs, export, quit, and
 //! check that the terminal was restored and the results were written.
 
+use super::common::Tmux;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::{Duration, Instant};
-
-struct Tmux {
-    socket: String,
-}
-
-impl Tmux {
-    fn cmd(&self, args: &[&str]) -> String {
-        let o = Command::new("tmux")
-            .arg("-L")
-            .arg(&self.socket)
-            .args(args)
-            .output()
-            .expect("tmux is part of the machine image (apt-get install tmux)");
-        String::from_utf8_lossy(&o.stdout).into_owned()
-    }
-    fn screen(&self) -> String {
-        self.cmd(&["capture-pane", "-p", "-t", "t"])
-    }
-    fn keys(&self, k: &str) {
-        self.cmd(&["send-keys", "-t", "t", k]);
-    }
-    fn wait_for(&self, what: &str, secs: u64, pred: impl Fn(&str) -> bool) -> String {
-        let start = Instant::now();
-        loop {
-            let s = self.screen();
-            if pred(&s) {
-                return s;
-            }
-            assert!(
-                start.elapsed() < Duration::from_secs(secs),
-                "timed out waiting for {what}; screen:\n{s}"
-            );
-            std::thread::sleep(Duration::from_millis(200));
-        }
-    }
-}
-
-impl Drop for Tmux {
-    fn drop(&mut self) {
-        self.cmd(&["kill-server"]);
-    }
-}
 
 fn results(root: &Path) -> PathBuf {
     let base = root.join("res/tiny-test");
