@@ -50,9 +50,9 @@ test: $(TORCH_DEP) $(VENV)/.py-readers system-deps
 	TRICKLAB_PYTHON=$(CURDIR)/$(VENV)/bin/python3 TRICKLAB_REQUIRE_PY_TOOLS=1 \
 	    $(CARGO_ENV) cargo test --no-fail-fast --test it -- --test-threads=1 || status=1; \
 	bash scripts/system-deps.sh turbojpeg; \
-	if [ -f /usr/include/turbojpeg.h ]; then \
+	if [ -f /usr/include/turbojpeg.h ] && [ -f /usr/include/jpeglib.h ]; then \
 	    $(CARGO_ENV) cargo test --no-fail-fast --features turbojpeg --lib data::stream || status=1; \
-	else echo "make test: no turbojpeg.h, so the turbojpeg feature's tests did not run: sudo apt-get install libturbojpeg0-dev" >&2; status=1; fi; \
+	else echo "make test: no turbojpeg.h or jpeglib.h, so the turbojpeg feature's tests did not run: sudo apt-get install libturbojpeg0-dev libjpeg62-turbo-dev" >&2; status=1; fi; \
 	exit $$status
 
 # With LIBTORCH given there is no torch venv to install them into: a bare one.

@@ -32,6 +32,16 @@ fn main() {
     println!("cargo:rerun-if-env-changed=DEP_TCH_LIBTORCH_LIB");
     println!("cargo:rerun-if-env-changed=LIBTORCH_CXX11_ABI");
     println!("cargo:rerun-if-changed=src/native/native.cpp");
+    // The `turbojpeg` feature's region decode: libjpeg-turbo's libjpeg API
+    // (libjpeg62-turbo-dev, which scripts/system-deps.sh turbojpeg installs).
+    if std::env::var_os("CARGO_FEATURE_TURBOJPEG").is_some() {
+        println!("cargo:rerun-if-changed=src/native/jpeg_region.c");
+        cc::Build::new()
+            .file("src/native/jpeg_region.c")
+            .warnings(false)
+            .compile("tricklab_jpeg_region");
+        println!("cargo:rustc-link-lib=jpeg");
+    }
     let lib = std::env::var("DEP_TCH_LIBTORCH_LIB")
         .expect("torch-sys did not say where libtorch is (DEP_TCH_LIBTORCH_LIB): set LIBTORCH");
     println!("cargo:rustc-link-arg=-Wl,-rpath,{lib}");

@@ -498,10 +498,11 @@ fn stream_cmd(a: &StreamCmd) -> Result<i32> {
         format!(" (reading {reads})")
     };
     println!(
-        "{}: {held} {} images{reading} of {} classes; pipeline: read, decode (zune-jpeg / png), {}, resize to {}x{} (antialiased){}; batch {}, {} threads, prefetch {}",
+        "{}: {held} {} images{reading} of {} classes; pipeline: read, decode ({}), {}, resize to {}x{} (antialiased){}; batch {}, {} threads, prefetch {}",
         a.dir.display(),
         a.split,
         classes,
+        crate::data::stream::decode::DECODERS,
         describe(pipeline),
         a.size,
         a.size,

@@ -13,6 +13,13 @@ use zune_core::options::DecoderOptions;
 
 pub use super::rgb::Rgb;
 
+/// This build's decoders, as a pipeline's description names them.
+#[cfg(feature = "turbojpeg")]
+pub const DECODERS: &str =
+    "libjpeg-turbo, only the crop's part and at 1/2, 1/4 or 1/8 where the crop allows; png";
+#[cfg(not(feature = "turbojpeg"))]
+pub const DECODERS: &str = "zune-jpeg / png";
+
 /// The largest side accepted: a guard against a header that claims a huge
 /// image (a bomb, or garbage read as a header), far above any photo.
 const MAX_SIDE: usize = 1 << 14;
@@ -119,14 +126,44 @@ fn decode_jpeg(bytes: &[u8]) -> Result<Rgb> {
     })
 }
 
+/// What a reader of an image wants once it knows the full sides: at most
+/// 1/`reduce` of them, and of that only what covers `keep` (a box in full
+/// pixels), where the decoder can leave the rest undecoded.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Want {
+    pub reduce: usize,
+    pub keep: Option<super::resample::CropBox>,
+}
+
+/// A decoded picture: the image at 1/`d` of its sides, or the part of it
+/// that starts at `origin` (in those reduced pixels).
+#[derive(Debug)]
+pub struct Decoded {
+    pub img: Rgb,
+    pub d: usize,
+    pub origin: (usize, usize),
+}
+
+impl Decoded {
+    fn whole(img: Rgb, d: usize) -> Decoded {
+        Decoded {
+            img,
+            d,
+            origin: (0, 0),
+        }
+    }
+}
+
 /// The image, at 1/d of its sides where the decoder can shrink it for free
 /// (libjpeg-turbo's IDCT, with the `turbojpeg` feature: d = 2, 4 or 8), d
-/// from `choose`, which is told the full sides first; returns the picture
-/// and the d it was decoded at (1 for PNG, and for JPEG without the feature).
+/// from `choose`, which is told the full sides first; with that feature,
+/// only the rows and columns around `keep` are decoded to pixels. Returns
+/// the picture, its d (1 for PNG, and for JPEG without the feature) and
+/// where it starts.
 pub fn decode_reduced(
     bytes: &[u8],
-    choose: &mut dyn FnMut(usize, usize) -> usize,
-) -> Result<(Rgb, usize)> {
+    choose: &mut dyn FnMut(usize, usize) -> Want,
+) -> Result<Decoded> {
     #[cfg(feature = "turbojpeg")]
     if bytes.starts_with(&[0xFF, 0xD8])
         && let Some((w, h, rgb)) = super::turbo::header(bytes)
@@ -135,16 +172,34 @@ pub fn decode_reduced(
         && h <= MAX_SIDE
     {
         // Called once: it draws the crop.
-        let most = choose(w, h);
-        let d = [8, 4, 2, 1].into_iter().find(|&d| d <= most).unwrap_or(1);
+        let want = choose(w, h);
+        let d = [8, 4, 2, 1]
+            .into_iter()
+            .find(|&d| d <= want.reduce)
+            .unwrap_or(1);
         if !ends_with_eoi(bytes) {
             bail!("JPEG: truncated (no end-of-image marker)");
         }
-        return Ok((super::turbo::decode(bytes, d)?, d));
+        let (sw, sh) = (w.div_ceil(d), h.div_ceil(d));
+        if let Some(k) = want.keep {
+            // The box at 1/d, outward to whole pixels, inside the picture.
+            let df = d as f64;
+            let x0 = ((k.x / df).floor().max(0.0) as usize).min(sw - 1);
+            let y0 = ((k.y / df).floor().max(0.0) as usize).min(sh - 1);
+            let x1 = (((k.x + k.w) / df).ceil() as usize).clamp(x0 + 1, sw);
+            let y1 = (((k.y + k.h) / df).ceil() as usize).clamp(y0 + 1, sh);
+            if (x1 - x0) * (y1 - y0) < sw * sh
+                && let Some((img, origin)) =
+                    super::turbo::region(bytes, d, (x0, y0, x1 - x0, y1 - y0))?
+            {
+                return Ok(Decoded { img, d, origin });
+            }
+        }
+        return Ok(Decoded::whole(super::turbo::decode(bytes, d)?, d));
     }
     let img = decode(bytes)?;
     choose(img.width, img.height);
-    Ok((img, 1))
+    Ok(Decoded::whole(img, 1))
 }
 
 /// JPEG files end with FF D9; some writers pad after it, so look at the tail.

@@ -468,16 +468,21 @@ pub trait Images: Send + Sync {
         Ok(())
     }
     /// Image `i` at 1/d of its sides where its decoder shrinks for free, d
-    /// at most what `choose` says given the full sides ([`decode::decode_reduced`]);
-    /// the picture and its d.
+    /// at most what `choose` says given the full sides, and only the part
+    /// it wants where the decoder can leave the rest out
+    /// ([`decode::decode_reduced`]).
     fn pixels_reduced(
         &self,
         i: usize,
-        choose: &mut dyn FnMut(usize, usize) -> usize,
-    ) -> Result<(decode::Rgb, usize)> {
+        choose: &mut dyn FnMut(usize, usize) -> decode::Want,
+    ) -> Result<decode::Decoded> {
         let img = self.pixels(i)?;
         choose(img.width, img.height);
-        Ok((img, 1))
+        Ok(decode::Decoded {
+            img,
+            d: 1,
+            origin: (0, 0),
+        })
     }
 }
 
@@ -498,8 +503,8 @@ impl Images for Vec<Entry> {
     fn pixels_reduced(
         &self,
         i: usize,
-        choose: &mut dyn FnMut(usize, usize) -> usize,
-    ) -> Result<(decode::Rgb, usize)> {
+        choose: &mut dyn FnMut(usize, usize) -> decode::Want,
+    ) -> Result<decode::Decoded> {
         let bytes = crate::data::read_image_file(&self[i].path)?;
         decode::decode_reduced(&bytes, choose)
     }
@@ -543,8 +548,8 @@ impl Images for Subset {
     fn pixels_reduced(
         &self,
         i: usize,
-        choose: &mut dyn FnMut(usize, usize) -> usize,
-    ) -> Result<(decode::Rgb, usize)> {
+        choose: &mut dyn FnMut(usize, usize) -> decode::Want,
+    ) -> Result<decode::Decoded> {
         self.inner.pixels_reduced(self.ids[i], choose)
     }
 }
@@ -600,19 +605,42 @@ fn load_one(
     rng: &mut SplitMix,
 ) -> Result<Vec<u8>> {
     // The crop is drawn on the full sides; the decoder may then shrink the
-    // image by d where the crop would still cover the output at 1/d.
+    // image by d where the crop would still cover the output at 1/d, and
+    // decode only the rows and columns the resampler's taps read: the crop
+    // and a margin of its filter's reach (up to a source pixel per output
+    // pixel, and the rounding to whole pixels at 1/d).
     let mut crop = None;
-    let (img, d) = images.pixels_reduced(i, &mut |w, h| {
+    let got = images.pixels_reduced(i, &mut |w, h| {
         let c = crop_of(p, (w, h), (out_h, out_w), rng);
         crop = Some(c);
-        ((c.w / out_w as f64).min(c.h / out_h as f64).floor() as usize).max(1)
+        let reduce = ((c.w / out_w as f64).min(c.h / out_h as f64).floor() as usize).max(1);
+        let r = reduce as f64;
+        let (mx, my) = (
+            (c.w / out_w as f64 + 2.0) * r,
+            (c.h / out_h as f64 + 2.0) * r,
+        );
+        let keep = resample::CropBox {
+            x: c.x - mx,
+            y: c.y - my,
+            w: c.w + 2.0 * mx,
+            h: c.h + 2.0 * my,
+        };
+        decode::Want {
+            reduce,
+            keep: Some(keep),
+        }
     })?;
     let crop = crop.context("the decoder never said the image's sides")?;
+    let (img, d) = (got.img, got.d as f64);
+    let (ox, oy) = (got.origin.0 as f64, got.origin.1 as f64);
+    // The crop in the decoded part's pixels; at the image's far edges the
+    // part ends where the image does.
+    let (x, y) = (crop.x / d - ox, crop.y / d - oy);
     let crop = resample::CropBox {
-        x: crop.x / d as f64,
-        y: crop.y / d as f64,
-        w: (crop.w / d as f64).min(img.width as f64 - crop.x / d as f64),
-        h: (crop.h / d as f64).min(img.height as f64 - crop.y / d as f64),
+        x,
+        y,
+        w: (crop.w / d).min(img.width as f64 - x),
+        h: (crop.h / d).min(img.height as f64 - y),
     };
     let flip = p.flip && rng.unit_f64() < 0.5;
     let mut out = vec![0u8; out_h * out_w * 3];

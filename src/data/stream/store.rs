@@ -584,8 +584,8 @@ impl Images for StoreSplit {
     fn pixels_reduced(
         &self,
         i: usize,
-        choose: &mut dyn FnMut(usize, usize) -> usize,
-    ) -> Result<(Rgb, usize)> {
+        choose: &mut dyn FnMut(usize, usize) -> super::decode::Want,
+    ) -> Result<super::decode::Decoded> {
         if self.store.is_jpeg(self.ids[i]) {
             let r = self.store.records[self.ids[i]];
             let at = self.store.data_start + r.offset as usize;
@@ -593,7 +593,11 @@ impl Images for StoreSplit {
         } else {
             let img = self.pixels(i)?;
             choose(img.width, img.height);
-            Ok((img, 1))
+            Ok(super::decode::Decoded {
+                img,
+                d: 1,
+                origin: (0, 0),
+            })
         }
     }
     fn pixels(&self, i: usize) -> Result<Rgb> {

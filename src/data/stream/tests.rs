@@ -738,16 +738,21 @@ fn rectangular_validation_sorts_by_aspect_and_crops_each_batch_to_its_rectangle(
 #[cfg(feature = "turbojpeg")]
 #[test]
 fn turbojpeg_decodes_at_a_dct_reduction_and_refuses_a_truncated_file() {
-    use super::decode::{decode, decode_reduced};
+    use super::decode::{Want, decode, decode_reduced};
     let mut g = SplitMix(3);
     let bytes = photo(2, 400, 304, 90, &mut g).unwrap();
     let full = decode(&bytes).unwrap();
+    let reduce = |d| Want {
+        reduce: d,
+        keep: None,
+    };
     for d in [1usize, 2, 4, 8] {
-        let (img, got) = decode_reduced(&bytes, &mut |w, h| {
+        let got = decode_reduced(&bytes, &mut |w, h| {
             assert_eq!((w, h), (400, 304));
-            d
+            reduce(d)
         })
         .unwrap();
+        let (img, got) = (got.img, got.d);
         assert_eq!((got, img.width, img.height), (d, 400 / d, 304 / d));
         // Against the full decode averaged over d x d blocks.
         let mut err = 0.0;
@@ -770,14 +775,159 @@ fn turbojpeg_decodes_at_a_dct_reduction_and_refuses_a_truncated_file() {
         assert!(mean < 6.0, "1/{d}: mean difference {mean:.2} levels");
     }
     let cut = &bytes[..bytes.len() / 2];
-    assert!(decode_reduced(cut, &mut |_, _| 2).is_err());
+    assert!(decode_reduced(cut, &mut |_, _| reduce(2)).is_err());
     let cmyk = std::fs::read(concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/tests/fixtures/cmyk.jpg"
     ))
     .unwrap();
-    let (img, d) = decode_reduced(&cmyk, &mut |_, _| 4).unwrap();
+    let got = decode_reduced(&cmyk, &mut |_, _| reduce(4)).unwrap();
+    let (img, d) = (got.img, got.d);
     assert_eq!((d, img.pixels.len()), (1, img.width * img.height * 3));
+}
+
+/// With the `turbojpeg` feature only the part of a JPEG around the crop is
+/// decoded (libjpeg's skipped rows and cropped columns): its pixels are the
+/// whole decode's, at every reduction and with 4:2:0 chroma (the upsampling
+/// reaches across the part's edges); a part that would be the whole image
+/// is decoded whole.
+#[cfg(feature = "turbojpeg")]
+#[test]
+fn turbojpeg_decodes_only_the_part_around_a_crop_with_the_whole_decodes_pixels() {
+    use super::decode::{Want, decode_reduced};
+    use super::resample::CropBox;
+    let mut g = SplitMix(5);
+    let bytes = photo(1, 500, 375, 90, &mut g).unwrap();
+    for d in [1usize, 2, 4] {
+        let whole = decode_reduced(&bytes, &mut |_, _| Want {
+            reduce: d,
+            keep: None,
+        })
+        .unwrap()
+        .img;
+        let boxes = [
+            (100.0, 90.0, 210.0, 150.0),
+            (0.0, 200.0, 120.0, 175.0),
+            (333.0, 1.0, 167.0, 60.0),
+            (17.0, 300.5, 400.0, 74.5),
+        ];
+        for keep in boxes.map(|(x, y, w, h)| CropBox { x, y, w, h }) {
+            let part = decode_reduced(&bytes, &mut |_, _| Want {
+                reduce: d,
+                keep: Some(keep),
+            })
+            .unwrap();
+            let (ox, oy) = part.origin;
+            assert_eq!(part.d, d);
+            assert!(part.img.width * part.img.height < whole.width * whole.height);
+            // The part covers the box at 1/d, and its pixels are the whole's.
+            let df = d as f64;
+            assert!(ox as f64 <= (keep.x / df).floor() && oy as f64 <= (keep.y / df).floor());
+            assert!(
+                (ox + part.img.width) as f64
+                    >= ((keep.x + keep.w) / df).ceil().min(whole.width as f64)
+                    && (oy + part.img.height) as f64
+                        >= ((keep.y + keep.h) / df).ceil().min(whole.height as f64),
+                "{keep:?} at 1/{d}: {}x{} at {ox},{oy}",
+                part.img.width,
+                part.img.height
+            );
+            for y in 0..part.img.height {
+                let a = &part.img.pixels[y * part.img.width * 3..(y + 1) * part.img.width * 3];
+                let at = ((oy + y) * whole.width + ox) * 3;
+                let b = &whole.pixels[at..at + part.img.width * 3];
+                assert!(
+                    a == b,
+                    "{keep:?} at 1/{d}: row {y} differs from the whole decode"
+                );
+            }
+        }
+    }
+    // A box over the whole picture: decoded whole.
+    let all = decode_reduced(&bytes, &mut |_, _| Want {
+        reduce: 1,
+        keep: Some(CropBox {
+            x: -5.0,
+            y: -5.0,
+            w: 600.0,
+            h: 400.0,
+        }),
+    })
+    .unwrap();
+    assert_eq!(
+        (all.origin, all.img.width, all.img.height),
+        ((0, 0), 500, 375)
+    );
+}
+
+/// With the `turbojpeg` feature the loader's crops from parts of JPEGs are
+/// its crops from the whole images, byte for byte (the part covers the
+/// resampler's reach around the crop).
+#[cfg(feature = "turbojpeg")]
+#[test]
+fn turbojpeg_crops_from_parts_equal_crops_from_whole_images() {
+    use super::decode::{Want, decode_reduced};
+    let dir = tempfile::tempdir().unwrap();
+    let spec = super::synth::SynthSpec {
+        classes: 2,
+        train_per_class: 6,
+        val_per_class: 1,
+        long_side: (300, 500),
+        quality: 90,
+        seed: 4,
+    };
+    super::synth::imagenet_like(dir.path(), &spec).unwrap();
+    let idx = FolderIndex::open(dir.path()).unwrap();
+    struct Whole(Vec<super::Entry>);
+    impl Images for Whole {
+        fn count(&self) -> usize {
+            self.0.len()
+        }
+        fn label(&self, i: usize) -> u32 {
+            self.0[i].label
+        }
+        fn name(&self, i: usize) -> String {
+            self.0.name(i)
+        }
+        fn pixels(&self, i: usize) -> anyhow::Result<super::decode::Rgb> {
+            self.0.pixels(i)
+        }
+        // The same decoder at the same reduction, whole.
+        fn pixels_reduced(
+            &self,
+            i: usize,
+            choose: &mut dyn FnMut(usize, usize) -> Want,
+        ) -> anyhow::Result<super::decode::Decoded> {
+            let bytes = std::fs::read(&self.0[i].path)?;
+            decode_reduced(&bytes, &mut |w, h| Want {
+                keep: None,
+                ..choose(w, h)
+            })
+        }
+    }
+    let pipe = Pipeline {
+        size: 64,
+        crop: Crop::TRAIN,
+        flip: true,
+    };
+    let opts = LoaderOptions {
+        batch: 4,
+        workers: 1,
+        ..LoaderOptions::default()
+    };
+    let batches = |images: Arc<dyn Images>| -> Vec<Vec<u8>> {
+        Loader::new(images, pipe, &opts)
+            .unwrap()
+            .map(|b| b.unwrap().images)
+            .collect()
+    };
+    let parts = batches(Arc::new(idx.train.clone()));
+    let wholes = batches(Arc::new(Whole(idx.train.clone())));
+    assert!(!parts.is_empty());
+    assert!(
+        parts == wholes,
+        "a crop from a part differs from one from the whole image"
+    );
 }
 
 /// `data check`, the session's pre-check and the loader read a file's header
