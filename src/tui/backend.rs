@@ -132,8 +132,8 @@ pub enum Probed {
     Failed(String),
 }
 
-/// The picker's probes so far, and whether one ended (or the earlier
-/// sessions' prices arrived) since the picker last read them.
+/// The picker's probes so far, and whether one started or ended (or the
+/// earlier sessions' prices arrived) since the picker last read them.
 #[derive(Default)]
 pub struct Probes {
     pub by_file: std::sync::Mutex<HashMap<(String, bool), Probed>>,
@@ -190,7 +190,8 @@ pub fn picker_entry(
         Ok(m) => {
             let runs = m.runs().len();
             let first = devices.first().map_or("cpu", String::as_str);
-            let cost = match prices.map(|p| p.get(&(m.name.clone(), m.data.clone()))) {
+            let priced = prices.map(|p| p.get(&(m.name.clone(), m.data.clone())));
+            let cost = match priced {
                 None => ", pricing from earlier sessions…".to_string(),
                 Some(Some(e)) => format!(
                     ", about {} ({} s a run over {} earlier runs on {first})",
@@ -232,6 +233,7 @@ pub fn picker_entry(
                 ),
                 path: shown,
                 refused: false,
+                unpriced: matches!(priced, Some(None)),
             }
         }
         Err(e) => {
@@ -250,6 +252,7 @@ pub fn picker_entry(
                 ),
                 path: shown,
                 refused: true,
+                unpriced: false,
             }
         }
     }
@@ -341,7 +344,7 @@ impl Backend for SessionBackend {
     fn price(&mut self, entry: &PickerEntry, tiny: bool) {
         let key = (entry.path.clone(), tiny);
         // Refused files need no price; earlier runs price the others first.
-        if entry.refused || !entry.about.contains("no earlier runs on") {
+        if !entry.unpriced {
             return;
         }
         if self
@@ -369,13 +372,20 @@ impl Backend for SessionBackend {
             .lock()
             .expect("probes")
             .insert(key.clone(), Probed::Running);
+        // The picker says "probing…" now.
+        probes
+            .ended
+            .store(true, std::sync::atomic::Ordering::SeqCst);
         std::thread::spawn(move || {
-            let r =
-                admit(Path::new(&key.0), &rules).and_then(|m| crate::matrix::estimate(&m, &first));
+            // A probe that panics is a failed probe, not a picker stuck at "probing…".
+            let r = std::panic::catch_unwind(|| {
+                admit(Path::new(&key.0), &rules).and_then(|m| crate::matrix::estimate(&m, &first))
+            });
             drop(hold);
             let p = match r {
-                Ok(e) => Probed::Done(e),
-                Err(e) => Probed::Failed(crate::util::one_line(&e)),
+                Ok(Ok(e)) => Probed::Done(e),
+                Ok(Err(e)) => Probed::Failed(crate::util::one_line(&e)),
+                Err(_) => Probed::Failed("the probe panicked".into()),
             };
             probes.by_file.lock().expect("probes").insert(key, p);
             probes

@@ -433,6 +433,8 @@ pub struct PickerEntry {
     pub about: String,
     /// Enter would be refused (the reason is `about`).
     pub refused: bool,
+    /// No earlier runs price it: the picker's probe may.
+    pub unpriced: bool,
 }
 
 #[derive(Clone, Debug)]

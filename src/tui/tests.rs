@@ -565,6 +565,15 @@ fn the_picker_prices_a_matrix_without_earlier_runs_by_its_probe() {
     let demo_path = Path::new("ablations/demo-ladder.toml");
     let runs = crate::matrix::load(demo_path).unwrap().runs().len();
     let none = Some(&Default::default());
+    // Only a file that earlier runs do not price asks for a probe.
+    assert!(picker_entry(demo_path, &cpu, none, None).unpriced);
+    let earlier = [(
+        ("demo-ladder".to_string(), "embedded".to_string()),
+        crate::store::EarlierRuns { mean_s: 30.0, n: 4 },
+    )]
+    .into();
+    assert!(!picker_entry(demo_path, &cpu, Some(&earlier), None).unpriced);
+    assert!(!picker_entry(demo_path, &cpu, None, None).unpriced);
     let probing = picker_entry(demo_path, &cpu, none, Some(&Probed::Running));
     assert!(
         probing
