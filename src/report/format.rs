@@ -92,7 +92,7 @@ impl Report {
             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|{ddp_rule}\n"
         ));
         let mut matrix = "";
-        for r in &self.rows {
+        for (i, r) in self.rows.iter().enumerate() {
             if r.matrix != matrix && self.rows.iter().any(|x| x.matrix != r.matrix) {
                 s.push_str(&format!(
                     "| | **{}** | | | | | | | | | | | | | | |{ddp_gap}\n",
@@ -104,12 +104,8 @@ impl Report {
             let missed = r.n - r.ttt_n;
             // A ratio or a Δ that rests on noisy runs says so where it is read.
             let first = self.rows.iter().find(|x| x.matrix == r.matrix);
-            let prev = self
-                .rows
-                .iter()
-                .take_while(|x| !std::ptr::eq(*x, r))
-                .filter(|x| x.matrix == r.matrix)
-                .last();
+            // The rung before it in its own matrix.
+            let prev = self.rows[..i].iter().rev().find(|x| x.matrix == r.matrix);
             let noisy = |other: Option<&VariantStats>| {
                 if Self::noisy_between(r, other) {
                     super::text::NOISY_MARK
