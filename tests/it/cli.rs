@@ -1280,6 +1280,14 @@ fn data_stream_states_its_throughput_and_check_surveys_an_image_folder() {
         "{out}"
     );
     assert!(out.contains("decode only:"), "{out}");
+    // It names this build's decoder (zune-jpeg, or libjpeg-turbo's part decode).
+    assert!(
+        out.contains(&format!(
+            "decode ({})",
+            tricklab::data::stream::decode::DECODERS
+        )),
+        "{out}"
+    );
 
     // ImageNet's layout is not the in-memory cache's: the import says how.
     let o = run(&["data", "import", d, "--name", "cache"], tmp.path());
