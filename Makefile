@@ -20,7 +20,7 @@ TORCH_DEP := $(STAMP) $(CUDA_HEADERS)
 CARGO_ENV = LIBTORCH="$$(ls -d $(CURDIR)/$(VENV)/lib/python3*/site-packages/torch)"
 endif
 
-.PHONY: run build system-deps docs test fuzz test-slurm test-html test-export lint bench clean gpu-bundle gpu-rehearse golden parity
+.PHONY: run build system-deps nextest docs test fuzz test-slurm test-html test-export lint bench clean gpu-bundle gpu-rehearse golden parity
 
 run: build
 	./target/release/tricklab tui ablations/demo-ladder.toml
@@ -36,24 +36,31 @@ system-deps:
 docs: $(TORCH_DEP)
 	$(CARGO_ENV) cargo run --quiet -- tricks --markdown > docs/TRICKS.md.tmp && mv docs/TRICKS.md.tmp docs/TRICKS.md
 
-# The integration tests (one binary, tests/it) each drive the real binary on
-# both cores: run one at a time, or they starve each other into timeouts.
+# cargo-nextest runs every test in a process of its own (.config/nextest.toml):
+# no test shares libtorch's process-wide state with another. The pure tests
+# take both cores, two at a time, each libtorch op on one thread (with
+# libtorch's default of a thread a core, two tests oversubscribed the cores:
+# results/reference/ci.md); the scenarios that drive the real binary on both
+# cores run alone, with libtorch's default threads. A test past 8 minutes is
+# killed and fails by name. The slowest tests are printed at the end, from
+# the run's JUnit file (target/nextest/default/junit.xml).
 # pyarrow and tensorboard read the results back (tests/it/interop.rs).
-# The unit tests run two at a time on the two cores, each libtorch op on one
-# thread: with libtorch's default of a thread a core, the float64 golden
-# trajectories ran 1.4-2x slower oversubscribed (lib tests 6 min 51 s with one
-# thread, against CI's 11-12 min; results/reference/ci.md).
-test: $(TORCH_DEP) $(VENV)/.py-readers system-deps
+test: $(TORCH_DEP) $(VENV)/.py-readers system-deps nextest
 	cargo fmt --check
 	status=0; \
-	OMP_NUM_THREADS=1 $(CARGO_ENV) cargo test --no-fail-fast --lib --bins || status=1; \
-	TRICKLAB_PYTHON=$(CURDIR)/$(VENV)/bin/python3 TRICKLAB_REQUIRE_PY_TOOLS=1 \
-	    $(CARGO_ENV) cargo test --no-fail-fast --test it -- --test-threads=1 || status=1; \
+	OMP_NUM_THREADS=1 TRICKLAB_PYTHON=$(CURDIR)/$(VENV)/bin/python3 TRICKLAB_REQUIRE_PY_TOOLS=1 \
+	    $(CARGO_ENV) cargo nextest run --no-fail-fast --lib --bins --test it || status=1; \
+	$(PYTHON) scripts/test-times.py target/nextest/default/junit.xml 15; \
 	bash scripts/system-deps.sh turbojpeg; \
 	if [ -f /usr/include/turbojpeg.h ] && [ -f /usr/include/jpeglib.h ]; then \
-	    $(CARGO_ENV) cargo test --no-fail-fast --features turbojpeg --lib data::stream || status=1; \
+	    OMP_NUM_THREADS=1 $(CARGO_ENV) cargo nextest run --profile turbojpeg --no-fail-fast --features turbojpeg --lib -E 'test(/^data::stream::/)' || status=1; \
 	else echo "make test: no turbojpeg.h or jpeglib.h, so the turbojpeg feature's tests did not run: sudo apt-get install libturbojpeg0-dev libjpeg62-turbo-dev" >&2; status=1; fi; \
 	exit $$status
+
+# make test's runner: on this project's machine image at /usr/local/bin, and
+# built from crates.io where it is missing (a few minutes, once).
+nextest:
+	@command -v cargo-nextest >/dev/null || cargo install --locked cargo-nextest
 
 # With LIBTORCH given there is no torch venv to install them into: a bare one.
 $(VENV)/.py-readers: $(TORCH_DEP)
@@ -88,6 +95,8 @@ test-html: $(TORCH_DEP) system-deps
 	$(CARGO_ENV) cargo test --no-run --test it
 	bash scripts/test-html.sh target/debug/tricklab
 
+# CI runs it after make test (.ci/run): clippy's pedantic too_many_lines
+# included (Cargo.toml's [lints], its limit in clippy.toml).
 lint: $(TORCH_DEP) system-deps
 	cargo fmt --check
 	$(CARGO_ENV) cargo clippy --all-targets -- -D warnings

@@ -5,7 +5,6 @@
 //! print it.
 
 use super::Matrix;
-use crate::train::{TchTrainer, Trainer};
 use anyhow::Result;
 
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
@@ -128,7 +127,7 @@ pub fn estimate(m: &Matrix, device: &str) -> Result<Estimate> {
     };
     let mut data = super::DataCounts::new(&m.data);
     let planned = m.planned(first)?;
-    let mut trainer = TchTrainer::new(device)?;
+    let mut trainer = crate::train::new_trainer(device)?;
     // A probe taken while other processes hold the cores prices their load,
     // not the matrix: read the machine as a run does, and probe once more if
     // it was busy, keeping the quieter reading.

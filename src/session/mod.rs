@@ -122,11 +122,10 @@ pub struct Session {
     results_root: PathBuf,
 }
 
-/// The trainer factory of the real engine.
+/// The trainer factory of the real engine (or of the planted trainer,
+/// where the hidden `TRICKLAB_PLANTED` setting asks for it: train/planted.rs).
 pub fn tch_factory() -> Factory {
-    Arc::new(|dev: &str| {
-        Ok(Box::new(crate::train::TchTrainer::new(dev)?) as Box<dyn crate::train::Trainer>)
-    })
+    Arc::new(|dev: &str| crate::train::new_trainer(dev))
 }
 
 /// A resumed folder's saved runs; `None` (with a warning) when its queue.json

@@ -195,6 +195,10 @@ impl Trainer for TchTrainer {
     fn warm_up(&mut self, run: &PlannedRun, ctl: &dyn Control) -> Option<String> {
         self.warm_up_in(run, None, ctl).ok()
     }
+
+    fn probe(&mut self, run: &PlannedRun) -> Result<super::Probe> {
+        self.probe_net(run)
+    }
 }
 
 impl TchTrainer {

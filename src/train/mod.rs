@@ -12,6 +12,7 @@ mod graph;
 #[cfg(test)]
 mod graph_tests;
 mod pipeline;
+mod planted;
 mod prepare;
 mod probe;
 mod replay;
@@ -28,6 +29,7 @@ mod warm;
 
 pub use engine::TchTrainer;
 pub use pipeline::{jitter_with, normalise};
+pub use planted::{PLANTED_ENV, Planted, new_trainer};
 pub use probe::Probe;
 pub use replay::Injection;
 pub use warm::warm_up_run;
@@ -86,5 +88,11 @@ pub trait Trainer {
     /// clocks. Returns what it did, for the log; `None` when there is nothing to warm.
     fn warm_up(&mut self, _run: &PlannedRun, _ctl: &dyn Control) -> Option<String> {
         None
+    }
+
+    /// Prices a run of `run`'s net on this device before a matrix starts
+    /// (`matrix show --estimate`, the scale guard, the picker's probe).
+    fn probe(&mut self, _run: &PlannedRun) -> anyhow::Result<Probe> {
+        anyhow::bail!("{} cannot probe a run's cost", self.device_name())
     }
 }

@@ -49,7 +49,7 @@ impl TchTrainer {
     /// One step of 16 images scaled ×32 to a batch of 512 magnified any
     /// stall in it ×32 (the same matrix priced at 30 min and at 2 days): the
     /// median of several steps at the real batch is not moved by one stall.
-    pub fn probe(&mut self, run: &PlannedRun) -> Result<Probe> {
+    pub fn probe_net(&mut self, run: &PlannedRun) -> Result<Probe> {
         let plan = &run.plan;
         let (src, ..) = self.source_of(run)?;
         let layout = Layout::of(plan);

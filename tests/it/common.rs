@@ -4,16 +4,31 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-/// The built `tricklab`, without colours (its output is read as text).
+/// The built `tricklab`, without colours (its output is read as text),
+/// with libtorch's own thread count: `make test` gives each unit test one
+/// thread (OMP_NUM_THREADS=1), while a scenario runs alone on every core.
 pub fn bin() -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_tricklab"));
-    c.env("NO_COLOR", "1");
+    c.env("NO_COLOR", "1").env_remove("OMP_NUM_THREADS");
     c
 }
 
 /// `tricklab ARGS` run to its end in `cwd`.
 pub fn run(args: &[&str], cwd: &Path) -> Output {
     bin()
+        .args(args)
+        .current_dir(cwd)
+        .output()
+        .expect("running tricklab")
+}
+
+/// `tricklab ARGS` run to its end in `cwd` on the planted trainer
+/// (src/train/planted.rs, `TRICKLAB_PLANTED`): the engine's events with
+/// planted seconds and accuracies and no libtorch work, for the scenarios
+/// about sessions, stores and reports rather than training.
+pub fn run_planted(args: &[&str], cwd: &Path, planted: &str) -> Output {
+    bin()
+        .env(tricklab::train::PLANTED_ENV, planted)
         .args(args)
         .current_dir(cwd)
         .output()
@@ -82,7 +97,10 @@ pub struct Tmux {
 
 impl Tmux {
     pub fn cmd(&self, args: &[&str]) -> String {
+        // The server it starts runs the binary: libtorch's default threads,
+        // as `bin()` gives it.
         let o = std::process::Command::new("tmux")
+            .env_remove("OMP_NUM_THREADS")
             .arg("-L")
             .arg(&self.socket)
             .args(args)

@@ -3,7 +3,7 @@
 //! deleted under a session, a saved queue that does not match its folder,
 //! options that would silently change a resumed session, a bad baseline.
 
-use super::common::{bin, err as stderr, run as output};
+use super::common::{bin, err as stderr, run as output, run_planted};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
@@ -356,8 +356,11 @@ fn a_gpu_matrix_on_a_cpu_is_refused_with_its_estimate_and_the_way_out() {
     );
     assert!(!tmp.path().join("res").exists());
     // Data named: a probe puts it at days on this CPU; refused before
-    // any run, with the estimate, `--tiny` and `--insist`.
-    let o = output(
+    // any run, with the estimate, `--tiny` and `--insist`. The probe is
+    // planted (a second an image): the real one took two minutes of a
+    // debug build to price a full-size net, and its wording is what is
+    // tested here (the engine's probe has tests of its own).
+    let o = run_planted(
         &[
             "run",
             page,
@@ -370,6 +373,7 @@ fn a_gpu_matrix_on_a_cpu_is_refused_with_its_estimate_and_the_way_out() {
             "res",
         ],
         tmp.path(),
+        "probe_image_s=1",
     );
     let e = stderr(&o);
     assert_eq!(o.status.code(), Some(2), "{e}");

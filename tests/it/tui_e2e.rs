@@ -4,7 +4,6 @@
 
 use super::common::Tmux;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 fn results(root: &Path) -> PathBuf {
     let base = root.join("res/tiny-test");
@@ -90,7 +89,7 @@ fn interactive_session_end_to_end() {
 fn browse_a_finished_folder_and_resize() {
     let tmp = tempfile::tempdir().unwrap();
     let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/tiny.toml");
-    let o = Command::new(env!("CARGO_BIN_EXE_tricklab"))
+    let o = super::common::bin()
         .args([
             "run",
             fixture.to_str().unwrap(),
