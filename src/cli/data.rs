@@ -125,26 +125,10 @@ pub enum DataCommand {
     },
 }
 
-#[allow(clippy::too_many_lines, reason = "one arm per data subcommand")]
+/// `tricklab data SUBCOMMAND`: each subcommand is a function of its own below.
 pub fn cmd_data(args: DataArgs) -> Result<i32> {
     match args.command {
-        DataCommand::Fetch { name, dir, url } => {
-            if name != "cifar10" {
-                bail!(
-                    "`{name}` cannot be fetched: only `cifar10` has a download; import image folders with `tricklab data import`"
-                );
-            }
-            let dir = dir.unwrap_or_else(|| data_dir().join("cifar10"));
-            let out = fetch_cifar10(&FetchOptions {
-                url: url.unwrap_or_else(|| CIFAR10_URL.to_string()),
-                dir,
-                md5: CIFAR10_MD5.to_string(),
-                progress: std::io::IsTerminal::is_terminal(&std::io::stderr()),
-            })?;
-            println!("CIFAR-10 ready in {}", out.display());
-            println!("use it with --data {}", out.display());
-            Ok(0)
-        }
+        DataCommand::Fetch { name, dir, url } => fetch_cmd(&name, dir, url),
         DataCommand::Import {
             source,
             name,
@@ -152,99 +136,21 @@ pub fn cmd_data(args: DataArgs) -> Result<i32> {
             format,
             jpeg_fraction,
             on_bad_image,
-        } => {
-            let t = std::time::Instant::now();
-            let out = data_dir().join(&name).join(stream::store::STORE_FILE);
-            let fraction = jpeg_fraction.unwrap_or(format.jpeg_fraction());
-            let r = keep_no_empty_folder(&data_dir().join(&name), || {
-                stream::store::build(&source, &out, max_side, fraction, on_bad_image)
-            })?;
-            for s in &r.skipped {
-                eprintln!("{s}");
-            }
-            let format = match fraction {
-                f if f >= 1.0 => "JPEG".to_string(),
-                f if f <= 0.0 => "raw".to_string(),
-                f => format!("{:.0}% JPEG, the rest raw", 100.0 * f),
-            };
-            println!(
-                "stored {} train + {} val images of {} at most {max_side} px on a side ({format}, {:.1} MB, {} skipped) in {} in {:.1} s",
-                r.train,
-                r.val,
-                source.display(),
-                r.bytes as f64 / 1e6,
-                r.skipped.len(),
-                out.display(),
-                t.elapsed().as_secs_f64()
-            );
-            println!("stream it with `tricklab data stream {name}`");
-            Ok(0)
-        }
-        DataCommand::Import { source, name, .. } => {
-            let t = std::time::Instant::now();
-            let (d, path) = keep_no_empty_folder(&data_dir().join(&name), || {
-                import(&source, &name, &data_dir())
-            })?;
-            println!(
-                "imported {} train + {} test images of {} classes ({}x{}) into {} in {:.1} s",
-                d.train.len(),
-                d.test.len(),
-                d.classes.len(),
-                d.width,
-                d.height,
-                path.display(),
-                t.elapsed().as_secs_f64()
-            );
-            println!("use it with --data {name}");
-            Ok(0)
-        }
-        DataCommand::List => {
-            println!(
-                "{:<28} {:>7} {:>6} {:>7}  {:<16} source",
-                "name", "train", "test", "classes", "hash"
-            );
-            for i in list()? {
-                println!(
-                    "{:<28} {:>7} {:>6} {:>7}  {:<16} {}",
-                    i.name,
-                    i.train,
-                    i.test,
-                    i.classes,
-                    &i.hash[..16.min(i.hash.len())],
-                    i.source
-                );
-            }
-            Ok(0)
-        }
+        } => import_store_cmd(
+            &source,
+            &name,
+            max_side,
+            jpeg_fraction.unwrap_or(format.jpeg_fraction()),
+            on_bad_image,
+        ),
+        DataCommand::Import { source, name, .. } => import_cmd(&source, &name),
+        DataCommand::List => list_cmd(),
         DataCommand::Export {
             name,
             out,
             train_per_class,
             test_per_class,
-        } => {
-            let full = load(&name)?;
-            let d = if train_per_class.is_some() || test_per_class.is_some() {
-                full.subset(train_per_class, test_per_class)
-            } else {
-                full
-            };
-            // Image trees and the embedded set load interleaved; CIFAR-10's binary keeps its own order.
-            let order = if is_embedded(&name) || data_dir().join(&name).join(CACHE_FILE).is_file() {
-                IMPORT_ORDER
-            } else {
-                "as loaded"
-            };
-            export_raw(&d, &out, order)?;
-            println!(
-                "exported {} train + {} test images of `{}` (hash {}) to {}",
-                d.train.len(),
-                d.test.len(),
-                d.name,
-                &d.hash[..16.min(d.hash.len())],
-                out.display()
-            );
-            Ok(0)
-        }
+        } => export_cmd(&name, &out, train_per_class, test_per_class),
         DataCommand::Stream {
             dir,
             split,
@@ -276,112 +182,252 @@ pub fn cmd_data(args: DataArgs) -> Result<i32> {
             long_side,
             quality,
             seed,
-        } => {
-            let bad = || {
-                anyhow::anyhow!(
-                    "--long-side {long_side:?} is not MIN-MAX in pixels with 1 <= MIN <= MAX (e.g. 330-500)"
-                )
-            };
-            let (lo, hi) = long_side.split_once('-').ok_or_else(bad)?;
-            let long_side: (u32, u32) = (
-                lo.trim().parse().map_err(|_| bad())?,
-                hi.trim().parse().map_err(|_| bad())?,
-            );
-            if long_side.0 == 0 || long_side.0 > long_side.1 {
-                return Err(bad());
-            }
-            if classes == 0 || train_per_class == 0 || !(1..=100).contains(&quality) {
-                bail!("--classes and --train-per-class must be at least 1 and --quality 1-100");
-            }
-            if dir.exists() {
-                bail!(
-                    "{} exists: give a new folder (synth never writes into an existing one)",
-                    dir.display()
-                );
-            }
-            // Written beside its place and renamed at the end: a killed run leaves no half folder under the name.
-            let partial = dir.with_extension("partial");
-            let _ = std::fs::remove_dir_all(&partial);
-            let t = std::time::Instant::now();
-            let spec = stream::synth::SynthSpec {
-                classes,
-                train_per_class,
-                val_per_class,
-                long_side,
-                quality,
-                seed,
-            };
-            let bytes = stream::synth::imagenet_like(&partial, &spec)?;
-            std::fs::rename(&partial, &dir).with_context(|| {
-                format!("cannot move {} to {}", partial.display(), dir.display())
-            })?;
-            let n = classes * (train_per_class + val_per_class);
-            println!(
-                "wrote {} train + {} val JPEGs of {classes} classes ({:.0} MB, {:.0} KB each, long side {}-{} px) into {} in {:.1} s",
-                classes * train_per_class,
-                classes * val_per_class,
-                bytes as f64 / 1e6,
-                bytes as f64 / n as f64 / 1024.0,
-                long_side.0,
-                long_side.1,
-                dir.display(),
-                t.elapsed().as_secs_f64()
-            );
-            println!(
-                "stream it with `tricklab data stream {}`, train on it with --data {0}",
-                dir.display()
-            );
-            Ok(0)
-        }
-        DataCommand::Check { name } => {
-            if let Some(f) = stream::source::store_file(&name) {
-                return check_store(&f);
-            }
-            let dir = Path::new(&name);
-            if dir.join("train").is_dir() {
-                let (ok, uniform) = survey_folder(dir)?;
-                if !ok {
-                    return Ok(1);
-                }
-                if !uniform {
-                    println!(
-                        "sizes vary: the in-memory checks (duplicates, train/test leaks) are for fixed-size sets; this folder streams (`tricklab data stream`)"
-                    );
-                    return Ok(0);
-                }
-                // The in-memory loader reads train/ + test/ (CIFAR's layout);
-                // a train/ + val/ folder of one size still only streams.
-                if !dir.join("test").is_dir() {
-                    println!(
-                        "one image size, but no test/ folder: the in-memory checks (duplicates, train/test leaks) read train/ + test/; this folder streams (`tricklab data stream`)"
-                    );
-                    return Ok(0);
-                }
-                println!("one image size: the in-memory checks follow");
-            }
-            let d = load(&name)?;
-            println!(
-                "{}: {}x{}x{} images, hash {}",
-                d.name, d.channels, d.height, d.width, d.hash
-            );
-            let (tr, te) = (d.class_counts(&d.train), d.class_counts(&d.test));
-            println!("{:<16} {:>7} {:>6}", "class", "train", "test");
-            for (i, c) in d.classes.iter().enumerate() {
-                println!("{c:<16} {:>7} {:>6}", tr[i], te[i]);
-            }
-            println!("{:<16} {:>7} {:>6}", "total", d.train.len(), d.test.len());
-            let problems = check(&d);
-            if problems.is_empty() {
-                println!("no problems found");
-                return Ok(0);
-            }
-            for p in &problems {
-                println!("problem: {}", p.0);
-            }
-            eprintln!("error: {} problem(s) found in {name}", problems.len());
-            Ok(1)
-        }
+        } => synth_cmd(
+            &dir,
+            &long_side,
+            (classes, train_per_class, val_per_class, quality, seed),
+        ),
+        DataCommand::Check { name } => check_cmd(&name),
     }
+}
+
+/// `tricklab data fetch cifar10`.
+fn fetch_cmd(name: &str, dir: Option<PathBuf>, url: Option<String>) -> Result<i32> {
+    if name != "cifar10" {
+        bail!(
+            "`{name}` cannot be fetched: only `cifar10` has a download; import image folders with `tricklab data import`"
+        );
+    }
+    let dir = dir.unwrap_or_else(|| data_dir().join("cifar10"));
+    let out = fetch_cifar10(&FetchOptions {
+        url: url.unwrap_or_else(|| CIFAR10_URL.to_string()),
+        dir,
+        md5: CIFAR10_MD5.to_string(),
+        progress: std::io::IsTerminal::is_terminal(&std::io::stderr()),
+    })?;
+    println!("CIFAR-10 ready in {}", out.display());
+    println!("use it with --data {}", out.display());
+    Ok(0)
+}
+
+/// `tricklab data import --max-side`: a streaming store, as FFCV writes one.
+fn import_store_cmd(
+    source: &Path,
+    name: &str,
+    max_side: usize,
+    fraction: f64,
+    on_bad_image: stream::OnBadImage,
+) -> Result<i32> {
+    let t = std::time::Instant::now();
+    let out = data_dir().join(name).join(stream::store::STORE_FILE);
+    let r = keep_no_empty_folder(&data_dir().join(name), || {
+        stream::store::build(source, &out, max_side, fraction, on_bad_image)
+    })?;
+    for s in &r.skipped {
+        eprintln!("{s}");
+    }
+    let format = match fraction {
+        f if f >= 1.0 => "JPEG".to_string(),
+        f if f <= 0.0 => "raw".to_string(),
+        f => format!("{:.0}% JPEG, the rest raw", 100.0 * f),
+    };
+    println!(
+        "stored {} train + {} val images of {} at most {max_side} px on a side ({format}, {:.1} MB, {} skipped) in {} in {:.1} s",
+        r.train,
+        r.val,
+        source.display(),
+        r.bytes as f64 / 1e6,
+        r.skipped.len(),
+        out.display(),
+        t.elapsed().as_secs_f64()
+    );
+    println!("stream it with `tricklab data stream {name}`");
+    Ok(0)
+}
+
+/// `tricklab data import`: an image folder or archive into the in-memory cache.
+fn import_cmd(source: &Path, name: &str) -> Result<i32> {
+    let t = std::time::Instant::now();
+    let (d, path) =
+        keep_no_empty_folder(&data_dir().join(name), || import(source, name, &data_dir()))?;
+    println!(
+        "imported {} train + {} test images of {} classes ({}x{}) into {} in {:.1} s",
+        d.train.len(),
+        d.test.len(),
+        d.classes.len(),
+        d.width,
+        d.height,
+        path.display(),
+        t.elapsed().as_secs_f64()
+    );
+    println!("use it with --data {name}");
+    Ok(0)
+}
+
+/// `tricklab data list`.
+fn list_cmd() -> Result<i32> {
+    println!(
+        "{:<28} {:>7} {:>6} {:>7}  {:<16} source",
+        "name", "train", "test", "classes", "hash"
+    );
+    for i in list()? {
+        println!(
+            "{:<28} {:>7} {:>6} {:>7}  {:<16} {}",
+            i.name,
+            i.train,
+            i.test,
+            i.classes,
+            &i.hash[..16.min(i.hash.len())],
+            i.source
+        );
+    }
+    Ok(0)
+}
+
+/// `tricklab data export`: raw bytes other programs read, in tricklab's order.
+fn export_cmd(
+    name: &str,
+    out: &Path,
+    train_per_class: Option<usize>,
+    test_per_class: Option<usize>,
+) -> Result<i32> {
+    let full = load(name)?;
+    let d = if train_per_class.is_some() || test_per_class.is_some() {
+        full.subset(train_per_class, test_per_class)
+    } else {
+        full
+    };
+    // Image trees and the embedded set load interleaved; CIFAR-10's binary keeps its own order.
+    let order = if is_embedded(name) || data_dir().join(name).join(CACHE_FILE).is_file() {
+        IMPORT_ORDER
+    } else {
+        "as loaded"
+    };
+    export_raw(&d, out, order)?;
+    println!(
+        "exported {} train + {} test images of `{}` (hash {}) to {}",
+        d.train.len(),
+        d.test.len(),
+        d.name,
+        &d.hash[..16.min(d.hash.len())],
+        out.display()
+    );
+    Ok(0)
+}
+
+/// `tricklab data synth`: an ImageNet-like folder of JPEGs, its long side
+/// read from `long_side` (MIN-MAX) and the rest as (classes, train and
+/// validation images a class, JPEG quality, seed).
+fn synth_cmd(
+    dir: &Path,
+    long_side: &str,
+    (classes, train_per_class, val_per_class, quality, seed): (usize, usize, usize, u8, u64),
+) -> Result<i32> {
+    let bad = || {
+        anyhow::anyhow!(
+            "--long-side {long_side:?} is not MIN-MAX in pixels with 1 <= MIN <= MAX (e.g. 330-500)"
+        )
+    };
+    let (lo, hi) = long_side.split_once('-').ok_or_else(bad)?;
+    let long_side: (u32, u32) = (
+        lo.trim().parse().map_err(|_| bad())?,
+        hi.trim().parse().map_err(|_| bad())?,
+    );
+    if long_side.0 == 0 || long_side.0 > long_side.1 {
+        return Err(bad());
+    }
+    if classes == 0 || train_per_class == 0 || !(1..=100).contains(&quality) {
+        bail!("--classes and --train-per-class must be at least 1 and --quality 1-100");
+    }
+    if dir.exists() {
+        bail!(
+            "{} exists: give a new folder (synth never writes into an existing one)",
+            dir.display()
+        );
+    }
+    // Written beside its place and renamed at the end: a killed run leaves no half folder under the name.
+    let partial = dir.with_extension("partial");
+    let _ = std::fs::remove_dir_all(&partial);
+    let t = std::time::Instant::now();
+    let spec = stream::synth::SynthSpec {
+        classes,
+        train_per_class,
+        val_per_class,
+        long_side,
+        quality,
+        seed,
+    };
+    let bytes = stream::synth::imagenet_like(&partial, &spec)?;
+    std::fs::rename(&partial, dir)
+        .with_context(|| format!("cannot move {} to {}", partial.display(), dir.display()))?;
+    let n = classes * (train_per_class + val_per_class);
+    println!(
+        "wrote {} train + {} val JPEGs of {classes} classes ({:.0} MB, {:.0} KB each, long side {}-{} px) into {} in {:.1} s",
+        classes * train_per_class,
+        classes * val_per_class,
+        bytes as f64 / 1e6,
+        bytes as f64 / n as f64 / 1024.0,
+        long_side.0,
+        long_side.1,
+        dir.display(),
+        t.elapsed().as_secs_f64()
+    );
+    println!(
+        "stream it with `tricklab data stream {}`, train on it with --data {0}",
+        dir.display()
+    );
+    Ok(0)
+}
+
+/// `tricklab data check`: a store, an image folder's survey, or an
+/// in-memory set's counts and problems.
+fn check_cmd(name: &str) -> Result<i32> {
+    if let Some(f) = stream::source::store_file(name) {
+        return check_store(&f);
+    }
+    let dir = Path::new(name);
+    if dir.join("train").is_dir() {
+        let (ok, uniform) = survey_folder(dir)?;
+        if !ok {
+            return Ok(1);
+        }
+        if !uniform {
+            println!(
+                "sizes vary: the in-memory checks (duplicates, train/test leaks) are for fixed-size sets; this folder streams (`tricklab data stream`)"
+            );
+            return Ok(0);
+        }
+        // The in-memory loader reads train/ + test/ (CIFAR's layout);
+        // a train/ + val/ folder of one size still only streams.
+        if !dir.join("test").is_dir() {
+            println!(
+                "one image size, but no test/ folder: the in-memory checks (duplicates, train/test leaks) read train/ + test/; this folder streams (`tricklab data stream`)"
+            );
+            return Ok(0);
+        }
+        println!("one image size: the in-memory checks follow");
+    }
+    let d = load(name)?;
+    println!(
+        "{}: {}x{}x{} images, hash {}",
+        d.name, d.channels, d.height, d.width, d.hash
+    );
+    let (tr, te) = (d.class_counts(&d.train), d.class_counts(&d.test));
+    println!("{:<16} {:>7} {:>6}", "class", "train", "test");
+    for (i, c) in d.classes.iter().enumerate() {
+        println!("{c:<16} {:>7} {:>6}", tr[i], te[i]);
+    }
+    println!("{:<16} {:>7} {:>6}", "total", d.train.len(), d.test.len());
+    let problems = check(&d);
+    if problems.is_empty() {
+        println!("no problems found");
+        return Ok(0);
+    }
+    for p in &problems {
+        println!("problem: {}", p.0);
+    }
+    eprintln!("error: {} problem(s) found in {name}", problems.len());
+    Ok(1)
 }
 
 struct StreamCmd {

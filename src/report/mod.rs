@@ -336,15 +336,46 @@ fn f(df: &DataFrame, name: &str) -> Result<Vec<Option<f64>>> {
         .collect())
 }
 
-#[allow(
-    clippy::too_many_lines,
-    reason = "one lazy query and its columns read out in the order of VariantStats"
-)]
+/// Each variant's runs in the folders, summarised: one lazy query groups
+/// them (`variant_aggs`), its columns are read out into rows, and the
+/// rungs are set against each other (speedups, Δ), then the designed
+/// matrices' effects and the seeds their questions need.
 pub fn aggregate(dirs: &[PathBuf], opts: &ReportOptions) -> Result<Report> {
     let mut runs = scan_runs(dirs)?;
     if opts.drop_noisy {
         runs = runs.filter(col("noisy").fill_null(lit(false)).not());
     }
+    let df = grouped(runs, dirs, opts)?;
+    let target = opts.target.unwrap_or_else(|| {
+        f(&df, "target_acc")
+            .ok()
+            .and_then(|v| v.into_iter().flatten().find(|t| t.is_finite()))
+            .unwrap_or(0.94)
+    });
+    let mut rows = variant_rows(&df, opts)?;
+    let unordered = non_ladder_matrices(dirs);
+    add_speedups(&mut rows, &unordered);
+    add_deltas(&mut rows, dirs, &unordered, opts);
+    let clock = rows.first().map(|r| r.headline);
+    let clock = clock.filter(|c| rows.iter().all(|r| r.headline == *c));
+    let mut effects = effects::analyse(dirs, opts.clock, opts.drop_noisy);
+    effects::add_ladder_credit(&mut effects, dirs, &rows);
+    Ok(Report {
+        setup: setup(dirs, &rows),
+        target,
+        clock,
+        dirs: dirs.to_vec(),
+        rows,
+        dropped_noisy: opts.drop_noisy,
+        effects,
+        seeds: seeds::analyse(dirs, opts.clock, opts.drop_noisy),
+    })
+}
+
+/// What the report's lazy query computes for each variant: run counts,
+/// accuracies, every clock's mean, sd, min and median, stage means and the
+/// time to the target (of finished runs only).
+fn variant_aggs(opts: &ReportOptions) -> Vec<Expr> {
     let target_lit = match opts.target {
         Some(t) => lit(t),
         None => col("target_acc"),
@@ -432,15 +463,20 @@ pub fn aggregate(dirs: &[PathBuf], opts: &ReportOptions) -> Result<Report> {
             .count()
             .alias("ttt_n"),
     );
+    aggs
+}
+
+/// The runs grouped by variant (and device, with `by_device`), in matrix
+/// and rung order.
+fn grouped(runs: LazyFrame, dirs: &[PathBuf], opts: &ReportOptions) -> Result<DataFrame> {
     let mut keys = vec![col("matrix"), col("index"), col("variant")];
     let mut order = vec!["matrix", "index"];
     if opts.by_device {
         keys.push(col("device"));
         order.push("device");
     }
-    let df = runs
-        .group_by(keys)
-        .agg(aggs)
+    runs.group_by(keys)
+        .agg(variant_aggs(opts))
         .sort(order, SortMultipleOptions::default())
         .collect()
         .map_err(anyhow::Error::from)
@@ -453,146 +489,188 @@ pub fn aggregate(dirs: &[PathBuf], opts: &ReportOptions) -> Result<Report> {
                 "cannot read {} (a damaged file can be deleted: the per-run files stay)",
                 names.join(", ")
             )
-        })?;
+        })
+}
 
-    let s = |n: &str| -> Result<Vec<String>> {
-        Ok(df
-            .column(n)?
-            .cast(&DataType::String)?
-            .str()?
-            .iter()
-            .map(|v| v.unwrap_or("").to_string())
-            .collect())
-    };
-    let (matrix, mut variant, tricks) = (s("matrix")?, s("variant")?, s("tricks")?);
-    if opts.by_device {
-        for (v, d) in variant.iter_mut().zip(s("device")?) {
-            *v = format!("{v} @ {d}");
+/// The grouped query's columns read out, a row a variant, in the order of
+/// [`VariantStats`]; speedups and Δ are left for the rungs' comparison.
+fn variant_rows(df: &DataFrame, opts: &ReportOptions) -> Result<Vec<VariantStats>> {
+    let c = Columns::read(df, opts.by_device)?;
+    Ok((0..df.height()).map(|i| c.row(i, opts)).collect())
+}
+
+/// The numeric columns of the grouped query that rows read by name.
+const NUMBERS: [&str; 32] = [
+    "index",
+    "n",
+    "failed",
+    "noisy",
+    "loader_share",
+    "ddp_allreduce_ms",
+    "ddp_exposed_ms",
+    "acc_mean",
+    "acc_std",
+    "acc_tta_mean",
+    "acc_tta_std",
+    "p_target",
+    "dawn_s_mean",
+    "dawn_s_std",
+    "dawn_s_min",
+    "dawn_s_median",
+    "airbench_s_mean",
+    "airbench_s_std",
+    "airbench_s_min",
+    "airbench_s_median",
+    "hlb_s_mean",
+    "hlb_s_std",
+    "hlb_s_min",
+    "hlb_s_median",
+    "wall_s_mean",
+    "wall_s_std",
+    "wall_s_min",
+    "wall_s_median",
+    "eval_s_mean",
+    "ttt_mean",
+    "ttt_std",
+    "ttt_n",
+];
+
+/// The grouped query's columns, each read once: the texts a row keeps and
+/// every number by its name.
+struct Columns {
+    matrix: Vec<String>,
+    variant: Vec<String>,
+    tricks: Vec<String>,
+    recipe: Vec<String>,
+    last_finished: Vec<String>,
+    /// The clock each run recorded; folders older than the column fall
+    /// back on the recipe's convention.
+    recorded_clock: Vec<String>,
+    graphs: Vec<String>,
+    numbers: std::collections::HashMap<String, Vec<Option<f64>>>,
+}
+
+impl Columns {
+    fn read(df: &DataFrame, by_device: bool) -> Result<Columns> {
+        let s = |n: &str| -> Result<Vec<String>> {
+            Ok(df
+                .column(n)?
+                .cast(&DataType::String)?
+                .str()?
+                .iter()
+                .map(|v| v.unwrap_or("").to_string())
+                .collect())
+        };
+        let mut variant = s("variant")?;
+        if by_device {
+            for (v, d) in variant.iter_mut().zip(s("device")?) {
+                *v = format!("{v} @ {d}");
+            }
         }
+        let stages = STAGE_COLUMNS.iter().map(|c| format!("{c}_mean"));
+        Ok(Columns {
+            matrix: s("matrix")?,
+            variant,
+            tricks: s("tricks")?,
+            recipe: s("recipe")?,
+            last_finished: s("last_finished")?,
+            recorded_clock: s("clock")?,
+            graphs: s("graphs")?,
+            numbers: NUMBERS
+                .iter()
+                .map(|c| c.to_string())
+                .chain(stages)
+                .map(|c| Ok((c.clone(), f(df, &c)?)))
+                .collect::<Result<_>>()?,
+        })
     }
-    let recipe = s("recipe")?;
-    let last_finished = s("last_finished")?;
-    // The clock each run recorded; folders older than the column fall back
-    // on the recipe's convention.
-    let recorded_clock = s("clock")?;
-    let index = f(&df, "index")?;
-    let (n, failed, ttt_n) = (f(&df, "n")?, f(&df, "failed")?, f(&df, "ttt_n")?);
-    let noisy = f(&df, "noisy")?;
-    let loader_share = f(&df, "loader_share")?;
-    let (ddp_allreduce_ms, ddp_exposed_ms) =
-        (f(&df, "ddp_allreduce_ms")?, f(&df, "ddp_exposed_ms")?);
-    let graphs = s("graphs")?;
-    let stage_means: Vec<Vec<Option<f64>>> = STAGE_COLUMNS
-        .iter()
-        .map(|c| f(&df, &format!("{c}_mean")))
-        .collect::<Result<_>>()?;
-    let target = opts.target.unwrap_or_else(|| {
-        f(&df, "target_acc")
-            .ok()
-            .and_then(|v| v.into_iter().flatten().find(|t| t.is_finite()))
-            .unwrap_or(0.94)
-    });
-    let get = |name: &str| f(&df, name);
-    let cols: std::collections::HashMap<&str, Vec<Option<f64>>> = [
-        "acc_mean",
-        "acc_std",
-        "acc_tta_mean",
-        "acc_tta_std",
-        "p_target",
-        "dawn_s_mean",
-        "dawn_s_std",
-        "dawn_s_min",
-        "dawn_s_median",
-        "airbench_s_mean",
-        "airbench_s_std",
-        "airbench_s_min",
-        "airbench_s_median",
-        "hlb_s_mean",
-        "hlb_s_std",
-        "hlb_s_min",
-        "hlb_s_median",
-        "wall_s_mean",
-        "wall_s_std",
-        "wall_s_min",
-        "wall_s_median",
-        "eval_s_mean",
-        "ttt_mean",
-        "ttt_std",
-    ]
-    .into_iter()
-    .map(|c| Ok((c, get(c)?)))
-    .collect::<Result<_>>()?;
-    let v = |c: &str, i: usize| cols[c][i].unwrap_or(f64::NAN);
-    let ci = |std: f64, n: usize| {
+
+    /// Column `name` of row `i`: `None` where null.
+    fn get(&self, name: &str, i: usize) -> Option<f64> {
+        self.numbers[name][i]
+    }
+
+    /// The same, NaN where null.
+    fn v(&self, name: &str, i: usize) -> f64 {
+        self.get(name, i).unwrap_or(f64::NAN)
+    }
+
+    /// A 95% t interval's half-width over `n` runs of sd `std` (NaN below 2).
+    fn ci(std: f64, n: usize) -> f64 {
         if n >= 2 && std.is_finite() {
             t95(n - 1) * std / (n as f64).sqrt()
         } else {
             f64::NAN
         }
-    };
-    let mut rows: Vec<VariantStats> = (0..df.height())
-        .map(|i| {
-            let n_i = n[i].unwrap_or(0.0) as usize;
-            let clock = |p: &str| ClockStats {
-                mean: v(&format!("{p}_mean"), i),
-                std: v(&format!("{p}_std"), i),
-                ci95: ci(v(&format!("{p}_std"), i), n_i),
-                min: v(&format!("{p}_min"), i),
-                median: v(&format!("{p}_median"), i),
-            };
-            let tn = ttt_n[i].unwrap_or(0.0) as usize;
-            VariantStats {
-                matrix: matrix[i].clone(),
-                index: index[i].unwrap_or(0.0) as usize,
-                variant: variant[i].clone(),
-                tricks: tricks[i].clone(),
-                recipe: recipe[i].clone(),
-                headline: opts.clock.unwrap_or_else(|| {
-                    Clock::parse(&recorded_clock[i]).unwrap_or_else(|| clock_of_recipe(&recipe[i]))
-                }),
-                n: n_i,
-                failed: failed[i].unwrap_or(0.0) as usize,
-                noisy: noisy[i].unwrap_or(0.0) as usize,
-                loader_share: loader_share[i].filter(|x| x.is_finite() && *x > 0.0),
-                ddp_allreduce_ms: ddp_allreduce_ms[i].filter(|x| x.is_finite()),
-                ddp_exposed_ms: ddp_exposed_ms[i].filter(|x| x.is_finite()),
-                stages: std::array::from_fn(|k| stage_means[k][i].filter(|x| x.is_finite())),
-                graphs: Some(graphs[i].clone()).filter(|g| !g.is_empty()),
-                acc_mean: v("acc_mean", i),
-                acc_std: v("acc_std", i),
-                acc_ci95: ci(v("acc_std", i), n_i),
-                acc_tta_mean: v("acc_tta_mean", i),
-                acc_tta_std: v("acc_tta_std", i),
-                acc_tta_ci95: ci(v("acc_tta_std", i), n_i),
-                p_target: v("p_target", i),
-                p_target_ci95: {
-                    let p = v("p_target", i);
-                    let k = (p * n_i as f64).round() as usize;
-                    p.is_finite()
-                        .then(|| crate::stats::wilson95(k, n_i))
-                        .flatten()
-                },
-                dawn: clock("dawn_s"),
-                airbench: clock("airbench_s"),
-                hlb: clock("hlb_s"),
-                wall: clock("wall_s"),
-                eval_mean: v("eval_s_mean", i),
-                ttt_mean: (tn > 0).then(|| v("ttt_mean", i)),
-                ttt_ci95: (tn > 1).then(|| ci(v("ttt_std", i), tn)),
-                ttt_n: tn,
-                speedup_prev: None,
-                speedup_first: None,
-                delta_vs: None,
-                delta_time: None,
-                delta_acc: None,
-                last_finished: Some(last_finished[i].clone()).filter(|d| !d.is_empty()),
-                acc_by_seed: Vec::new(),
-            }
-        })
-        .collect();
-    // Speedups within each matrix, on the chosen clock. "Against the previous
-    // variant" means something only on a ladder, where each rung builds on the last.
-    let unordered = non_ladder_matrices(dirs);
+    }
+
+    fn clock(&self, p: &str, i: usize, n: usize) -> ClockStats {
+        let std = self.v(&format!("{p}_std"), i);
+        ClockStats {
+            mean: self.v(&format!("{p}_mean"), i),
+            std,
+            ci95: Self::ci(std, n),
+            min: self.v(&format!("{p}_min"), i),
+            median: self.v(&format!("{p}_median"), i),
+        }
+    }
+
+    fn row(&self, i: usize, opts: &ReportOptions) -> VariantStats {
+        let n = self.v("n", i).max(0.0) as usize;
+        let tn = self.get("ttt_n", i).unwrap_or(0.0) as usize;
+        let finite = |name: &str| self.get(name, i).filter(|x| x.is_finite());
+        let p_target = self.v("p_target", i);
+        let recipe = &self.recipe[i];
+        VariantStats {
+            matrix: self.matrix[i].clone(),
+            index: self.get("index", i).unwrap_or(0.0) as usize,
+            variant: self.variant[i].clone(),
+            tricks: self.tricks[i].clone(),
+            recipe: recipe.clone(),
+            headline: opts.clock.unwrap_or_else(|| {
+                Clock::parse(&self.recorded_clock[i]).unwrap_or_else(|| clock_of_recipe(recipe))
+            }),
+            n,
+            failed: self.get("failed", i).unwrap_or(0.0) as usize,
+            noisy: self.get("noisy", i).unwrap_or(0.0) as usize,
+            loader_share: finite("loader_share").filter(|x| *x > 0.0),
+            ddp_allreduce_ms: finite("ddp_allreduce_ms"),
+            ddp_exposed_ms: finite("ddp_exposed_ms"),
+            stages: std::array::from_fn(|k| finite(&format!("{}_mean", STAGE_COLUMNS[k]))),
+            graphs: Some(self.graphs[i].clone()).filter(|g| !g.is_empty()),
+            acc_mean: self.v("acc_mean", i),
+            acc_std: self.v("acc_std", i),
+            acc_ci95: Self::ci(self.v("acc_std", i), n),
+            acc_tta_mean: self.v("acc_tta_mean", i),
+            acc_tta_std: self.v("acc_tta_std", i),
+            acc_tta_ci95: Self::ci(self.v("acc_tta_std", i), n),
+            p_target,
+            p_target_ci95: p_target
+                .is_finite()
+                .then(|| crate::stats::wilson95((p_target * n as f64).round() as usize, n))
+                .flatten(),
+            dawn: self.clock("dawn_s", i, n),
+            airbench: self.clock("airbench_s", i, n),
+            hlb: self.clock("hlb_s", i, n),
+            wall: self.clock("wall_s", i, n),
+            eval_mean: self.v("eval_s_mean", i),
+            ttt_mean: (tn > 0).then(|| self.v("ttt_mean", i)),
+            ttt_ci95: (tn > 1).then(|| Self::ci(self.v("ttt_std", i), tn)),
+            ttt_n: tn,
+            speedup_prev: None,
+            speedup_first: None,
+            delta_vs: None,
+            delta_time: None,
+            delta_acc: None,
+            last_finished: Some(self.last_finished[i].clone()).filter(|d| !d.is_empty()),
+            acc_by_seed: Vec::new(),
+        }
+    }
+}
+
+/// Speedups within each matrix, on each row's clock. "Against the previous
+/// variant" means something only on a ladder, where each rung builds on the last.
+fn add_speedups(rows: &mut [VariantStats], unordered: &std::collections::HashSet<String>) {
     let mut first: Option<(String, f64)> = None;
     let mut prev: Option<(String, f64)> = None;
     for r in rows.iter_mut() {
@@ -614,21 +692,6 @@ pub fn aggregate(dirs: &[PathBuf], opts: &ReportOptions) -> Result<Report> {
             prev = Some((r.matrix.clone(), t));
         }
     }
-    add_deltas(&mut rows, dirs, &unordered, opts);
-    let clock = rows.first().map(|r| r.headline);
-    let clock = clock.filter(|c| rows.iter().all(|r| r.headline == *c));
-    let mut effects = effects::analyse(dirs, opts.clock, opts.drop_noisy);
-    effects::add_ladder_credit(&mut effects, dirs, &rows);
-    Ok(Report {
-        setup: setup(dirs, &rows),
-        target,
-        clock,
-        dirs: dirs.to_vec(),
-        rows,
-        dropped_noisy: opts.drop_noisy,
-        effects,
-        seeds: seeds::analyse(dirs, opts.clock, opts.drop_noisy),
-    })
 }
 
 /// The setup block: the distinct values of each fact over the folders.

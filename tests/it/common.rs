@@ -135,3 +135,73 @@ impl Drop for Tmux {
         self.cmd(&["kill-server"]);
     }
 }
+
+/// What a user relies on in a ladder's report, read from its JSON (`report
+/// --format json`) rather than from one layout of report.md: `rungs` rows,
+/// each with `n` finished runs and none failed, each read against the rung
+/// before it, and each Δ (seconds on the rung's own clock, accuracy with
+/// TTA) agreeing with the runs in runs.parquet: its mean is the difference
+/// of the two rungs' means (paired by seed or not, the same number when no
+/// run is missing), its interval holds the mean, and at n = 1 there is no
+/// interval. Returns the report.
+pub fn check_ladder(folder: &Path, rungs: usize, n: usize) -> serde_json::Value {
+    let o = bin()
+        .args(["report", folder.to_str().unwrap(), "--format", "json"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", err(&o));
+    let r: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let rows = r["rows"].as_array().expect("report rows");
+    assert_eq!(rows.len(), rungs, "{r:#}");
+    let runs = tricklab::store::read_runs(&folder.join("runs.parquet")).unwrap();
+    let mean = |variant: &str, clock: &str| {
+        let xs: Vec<f64> = runs
+            .iter()
+            .filter(|x| x.variant == variant && x.status == tricklab::store::Ended::Done)
+            .map(|x| match clock {
+                "dawn" => x.dawn_s,
+                "airbench" => x.airbench_s,
+                "hlb" => x.hlb_s,
+                "wall" => x.wall_s,
+                "acc" => x.acc_tta,
+                other => panic!("unknown clock {other}"),
+            })
+            .map(Option::unwrap)
+            .collect();
+        assert_eq!(xs.len(), n, "{variant}: {} finished runs", xs.len());
+        xs.iter().sum::<f64>() / xs.len() as f64
+    };
+    for (i, row) in rows.iter().enumerate() {
+        let variant = row["variant"].as_str().unwrap();
+        assert_eq!(row["n"], n, "{variant}: {row:#}");
+        assert_eq!(row["failed"], 0, "{variant}: {row:#}");
+        if i == 0 {
+            assert!(row["delta_vs"].is_null(), "{row:#}");
+            continue;
+        }
+        let prev = rows[i - 1]["variant"].as_str().unwrap();
+        assert_eq!(
+            row["delta_vs"], prev,
+            "{variant} is read against the rung before it"
+        );
+        let clock = row["headline"].as_str().unwrap();
+        for (key, what) in [("delta_time", clock), ("delta_acc", "acc")] {
+            let d = &row[key];
+            let got = d["mean"].as_f64().unwrap();
+            let want = mean(variant, what) - mean(prev, what);
+            assert!(
+                (got - want).abs() <= 1e-9 * want.abs().max(1.0),
+                "{variant} {key}: {got} in the report, {want} from the runs"
+            );
+            assert_eq!(d["n"], n, "{variant} {key}: {d}");
+            match (d["lo"].as_f64(), d["hi"].as_f64()) {
+                (Some(lo), Some(hi)) => {
+                    assert!(n > 1 && lo <= got && got <= hi, "{variant} {key}: {d}")
+                }
+                (None, None) => assert_eq!(n, 1, "{variant} {key}: no interval at n = {n}"),
+                _ => panic!("{variant} {key}: half an interval: {d}"),
+            }
+        }
+    }
+    r
+}
