@@ -434,6 +434,15 @@ fn variant_aggs(opts: &ReportOptions) -> Vec<Expr> {
             .mean()
             .alias("p_target"),
     );
+    aggs.extend(time_aggs());
+    aggs
+}
+
+/// Each clock's mean, sd, min and median, the evaluations' and each
+/// stage's mean seconds, and the time to the target (finished runs only).
+fn time_aggs() -> Vec<Expr> {
+    let done = || col("status").eq(lit("done"));
+    let mut aggs = Vec::new();
     for c in ["dawn_s", "airbench_s", "hlb_s", "wall_s"] {
         aggs.push(col(c).filter(done()).mean().alias(format!("{c}_mean")));
         aggs.push(col(c).filter(done()).std(1).alias(format!("{c}_std")));

@@ -187,38 +187,8 @@ impl Trainer for Planted {
                 },
             });
         }
-        Ok(Outcome::Finished(RunSummary {
-            acc,
-            acc_tta: acc,
-            // Every clock reads the planted seconds: the stages outside
-            // training are planted as zero.
-            clocks: Clocks {
-                dawn_s: secs,
-                airbench_s: secs,
-                hlb_s: secs,
-                eval_s: 0.0,
-                prep_s: 0.0,
-                preprocess_s: 0.0,
-                whiten_s: 0.0,
-                build_s: 0.0,
-                loader_s: 0.0,
-                wall_s: started.elapsed().as_secs_f64().max(secs),
-                paused_s: 0.0,
-            },
-            time_to_target_s: to_target.map(|t| t.0),
-            epoch_to_target: to_target.map(|t| t.1),
-            epochs: plan.epochs,
-            steps: step,
-            peak_mem_bytes: None,
-            final_train_loss: 2.3 * 0.2,
-            device: self.device_name(),
-            machine: None,
-            throughput_cv: None,
-            noise: None,
-            ranks: Vec::new(),
-            graphs: None,
-            stages: None,
-        }))
+        let end = (secs, acc, step, to_target, started.elapsed().as_secs_f64());
+        Ok(Outcome::Finished(self.summary(plan.epochs, end)))
     }
 
     fn probe(&mut self, run: &PlannedRun) -> Result<Probe> {
@@ -230,6 +200,48 @@ impl Trainer for Planted {
             steps: 5,
             eval_s: step,
         })
+    }
+}
+
+impl Planted {
+    /// A finished run's summary: every clock reads the planted seconds (the
+    /// stages outside training are planted as zero). `end` is (seconds,
+    /// accuracy, steps, (seconds, epoch) to the target, wall seconds).
+    fn summary(
+        &self,
+        epochs: f64,
+        (secs, acc, steps, to_target, wall): (f64, f64, u64, Option<(f64, usize)>, f64),
+    ) -> RunSummary {
+        RunSummary {
+            acc,
+            acc_tta: acc,
+            clocks: Clocks {
+                dawn_s: secs,
+                airbench_s: secs,
+                hlb_s: secs,
+                eval_s: 0.0,
+                prep_s: 0.0,
+                preprocess_s: 0.0,
+                whiten_s: 0.0,
+                build_s: 0.0,
+                loader_s: 0.0,
+                wall_s: wall.max(secs),
+                paused_s: 0.0,
+            },
+            time_to_target_s: to_target.map(|t| t.0),
+            epoch_to_target: to_target.map(|t| t.1),
+            epochs,
+            steps,
+            peak_mem_bytes: None,
+            final_train_loss: 2.3 * 0.2,
+            device: self.device_name(),
+            machine: None,
+            throughput_cv: None,
+            noise: None,
+            ranks: Vec::new(),
+            graphs: None,
+            stages: None,
+        }
     }
 }
 
