@@ -326,14 +326,19 @@ fn learns_the_synthetic_task() {
 
 #[test]
 fn a_tiny_fp16_run_learns_like_fp32() {
-    // Pure fp16 (no fp32 master copy, as Page) and bf16, on the CPU, at 16 px:
-    // the CPU's half convolutions are emulated (amp's backward 12 s against
-    // fp32's 0.3 s here), and at 32 px this test took 408 s of CI's unit
-    // tests. Measured at 16 px (Xeon, 2026-11-28): fp32 99.5%, the half forms
-    // 95.5-100%; one that does not learn stays near 10%.
+    // Pure fp16 (no fp32 master copy, as Page) and bf16, on the CPU, at 8 px:
+    // the CPU's half convolutions are emulated (amp's backward 10 s against
+    // fp32's 0.4 s at 16 px), and at 32 px this test took 408 s of CI's unit
+    // tests, at 16 px 57-70 s; at 8 px 25 s. The training loss is what the
+    // half forms are held to: it agreed with fp32's within 4% at 8 and 16 px,
+    // while the accuracy on 200 test images moved by up to 10 points between
+    // CPUs (at 16 px amp reached 95.5-100% on a Xeon, 90.0% against fp32's
+    // 99.5% on an EPYC, failing the old 8-point rule). Measured at 8 px (EPYC, 2026-11-29): fp32 loss 1.52, acc 40%;
+    // the half forms loss 1.54-1.58, acc 50-57%. One that does not learn
+    // keeps a loss near ln 10 = 2.30 and an accuracy near 10%.
     let outcome = |t: &[&str]| {
         let mut trainer =
-            TchTrainer::with_loader("cpu", |_| Ok(crate::data::synthetic(200, 200, 10, 16, 0)))
+            TchTrainer::with_loader("cpu", |_| Ok(crate::data::synthetic(200, 200, 10, 8, 0)))
                 .unwrap();
         let sets = [&["batch_size=20", "epochs=4", "lr=0.1", "cutout=off"], t].concat();
         let planned = crate::recipe::plan_run(&spec("tiny-page-resnet9", &sets)).unwrap();
@@ -353,8 +358,9 @@ fn a_tiny_fp16_run_learns_like_fp32() {
     ] {
         let half = outcome(t);
         assert!(
-            half.acc >= fp32.acc - 0.08
-                && half.final_train_loss < 2.0 * fp32.final_train_loss + 0.05,
+            half.final_train_loss < 1.15 * fp32.final_train_loss
+                && half.acc >= 0.3
+                && half.acc >= fp32.acc - 0.15,
             "{t:?}: {half:?} vs fp32 {fp32:?}"
         );
     }
