@@ -41,7 +41,7 @@ docs: $(TORCH_DEP)
 # take both cores, two at a time, each libtorch op on one thread (with
 # libtorch's default of a thread a core, two tests oversubscribed the cores:
 # results/reference/ci.md); the scenarios that drive the real binary on both
-# cores run alone, with libtorch's default threads. A test past 8 minutes is
+# cores run alone, with libtorch's default threads. A test past 10 minutes is
 # killed and fails by name. The slowest tests are printed at the end, from
 # the run's JUnit file (target/nextest/default/junit.xml).
 # pyarrow and tensorboard read the results back (tests/it/interop.rs).
