@@ -1874,14 +1874,15 @@ fn until_decided_runs_headless_and_matrix_show_power_reads_its_results() {
     );
     // The printed sd is read as a number and compared within half a unit
     // of its last printed digit, not through one formatting of it: a quick
-    // machine prints `0.00331`, a slow one `0.123`.
+    // machine prints `0.00331`, a slow one `0.123`. The row is indented
+    // under its heading.
     let head = format!(
         "+ label smoothing vs baseline: paired over {} seeds; time sd ",
         seeds.len()
     );
     let word = out
         .lines()
-        .find_map(|l| l.strip_prefix(head.as_str()))
+        .find_map(|l| l.trim_start().strip_prefix(head.as_str()))
         .and_then(|rest| rest.split_once(" s"))
         .map(|(x, _)| x.to_string())
         .unwrap_or_else(|| panic!("no `{head}N s` line: {out}"));
