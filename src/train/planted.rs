@@ -12,13 +12,18 @@
 //! - `probe_image_s=S`: a probe's seconds an image of a training step
 //!   (default 0.01), priced as the engine's probe reports it;
 //! - `fail=VARIANT`: that variant's runs fail as a diverged run does;
+//! - `acc_spread=P`: a seed moves a run's accuracy by up to ±P points
+//!   (default 0.1); a tiny net's repeats spread by tens of points, which
+//!   leaves an accuracy question open where a scenario needs one;
 //! - `VARIANT@SECONDS/ACC`: a variant's planted time on its clock and final
 //!   accuracy (0-1). A variant not named gets `10 s × 0.9^rung` and
 //!   `0.90 + 0.005 × rung`.
 //!
 //! Each run's time moves by up to ±1% and its accuracy by up to ±0.1 points
-//! with its seed (splitmix64 of the variant and the seed), as repeats do,
-//! so that intervals and seeds-needed have a spread to read.
+//! (or `acc_spread`) with its seed (splitmix64 of the variant and the
+//! seed), as repeats do, so that intervals and seeds-needed have a spread
+//! to read. [`Planted::planted_at`] gives a scenario the same numbers (a
+//! stored run's `dawn_s` and `acc`), to check a folder or a report exactly.
 
 use super::{Control, Flow, Outcome, Probe, Trainer};
 use crate::events::{Clocks, EpochRow, Event, RunSummary, StepRow};
@@ -37,6 +42,8 @@ pub struct Planted {
     steps_per_epoch: u64,
     probe_image_s: f64,
     fail: Vec<String>,
+    /// How far a seed moves a run's accuracy, as a share (0.001: 0.1 points).
+    acc_spread: f64,
     /// (variant, seconds, accuracy)
     variants: Vec<(String, f64, f64)>,
 }
@@ -56,6 +63,7 @@ impl Planted {
             steps_per_epoch: 4,
             probe_image_s: 0.01,
             fail: Vec::new(),
+            acc_spread: 0.001,
             variants: Vec::new(),
         };
         for entry in spec.split(';').map(str::trim).filter(|e| !e.is_empty()) {
@@ -76,8 +84,11 @@ impl Planted {
                 }
                 Some(("probe_image_s", v)) => p.probe_image_s = v.parse().with_context(bad)?,
                 Some(("fail", v)) => p.fail.push(v.to_string()),
+                Some(("acc_spread", v)) => {
+                    p.acc_spread = v.parse::<f64>().with_context(bad)? / 100.0
+                }
                 _ => bail!(
-                    "{}: step_ms=, steps_per_epoch=, probe_image_s=, fail= or VARIANT@SECONDS/ACC",
+                    "{}: step_ms=, steps_per_epoch=, probe_image_s=, fail=, acc_spread= or VARIANT@SECONDS/ACC",
                     bad()
                 ),
             }
@@ -89,20 +100,72 @@ impl Planted {
     /// moved a little by its seed.
     pub fn planted(&self, run: &PlannedRun) -> (f64, f64) {
         let id = &run.spec.id;
+        self.planted_at(&id.variant, id.index, run.spec.seed)
+    }
+
+    /// The planted seconds and final accuracy of a run of `variant` at
+    /// position `rung` of its matrix with `seed`: what a stored run of the
+    /// planted trainer holds (its `dawn_s`, `acc` and `acc_tta`), so that a
+    /// scenario can check its folder's and its report's numbers exactly.
+    pub fn planted_at(&self, variant: &str, rung: usize, seed: u64) -> (f64, f64) {
         let (t, a) = self
             .variants
             .iter()
-            .find(|(v, ..)| *v == id.variant)
+            .find(|(v, ..)| v == variant)
             .map(|&(_, t, a)| (t, a))
             .unwrap_or_else(|| {
-                let rung = id.index as f64;
+                let rung = rung as f64;
                 (10.0 * 0.9f64.powf(rung), 0.90 + 0.005 * rung)
             });
-        let mut h = SplitMix64(id.variant.bytes().fold(run.spec.seed ^ 0x5EED, |h, b| {
-            h.rotate_left(5) ^ u64::from(b)
-        }));
+        let mut h = SplitMix64(
+            variant
+                .bytes()
+                .fold(seed ^ 0x5EED, |h, b| h.rotate_left(5) ^ u64::from(b)),
+        );
         let (u, v) = (2.0 * h.unit_f64() - 1.0, 2.0 * h.unit_f64() - 1.0);
-        (t * (1.0 + 0.01 * u), (a + 0.001 * v).clamp(0.0, 1.0))
+        (
+            t * (1.0 + 0.01 * u),
+            (a + self.acc_spread * v).clamp(0.0, 1.0),
+        )
+    }
+}
+
+impl Planted {
+    /// A finished run's summary at the planted seconds and accuracy, before
+    /// its steps and time to target are filled in.
+    fn summary(&self, secs: f64, acc: f64, wall_s: f64) -> RunSummary {
+        RunSummary {
+            acc,
+            acc_tta: acc,
+            // Every clock reads the planted seconds: the stages outside
+            // training are planted as zero.
+            clocks: Clocks {
+                dawn_s: secs,
+                airbench_s: secs,
+                hlb_s: secs,
+                eval_s: 0.0,
+                prep_s: 0.0,
+                preprocess_s: 0.0,
+                whiten_s: 0.0,
+                build_s: 0.0,
+                loader_s: 0.0,
+                wall_s,
+                paused_s: 0.0,
+            },
+            time_to_target_s: None,
+            epoch_to_target: None,
+            epochs: 0.0,
+            steps: 0,
+            peak_mem_bytes: None,
+            final_train_loss: 2.3 * 0.2,
+            device: self.device_name(),
+            machine: None,
+            throughput_cv: None,
+            noise: None,
+            ranks: Vec::new(),
+            graphs: None,
+            stages: None,
+        }
     }
 }
 
@@ -187,8 +250,14 @@ impl Trainer for Planted {
                 },
             });
         }
-        let end = (secs, acc, step, to_target, started.elapsed().as_secs_f64());
-        Ok(Outcome::Finished(self.summary(plan.epochs, end)))
+        let wall_s = started.elapsed().as_secs_f64().max(secs);
+        Ok(Outcome::Finished(RunSummary {
+            time_to_target_s: to_target.map(|t| t.0),
+            epoch_to_target: to_target.map(|t| t.1),
+            epochs: plan.epochs,
+            steps: step,
+            ..self.summary(secs, acc, wall_s)
+        }))
     }
 
     fn probe(&mut self, run: &PlannedRun) -> Result<Probe> {
@@ -200,48 +269,6 @@ impl Trainer for Planted {
             steps: 5,
             eval_s: step,
         })
-    }
-}
-
-impl Planted {
-    /// A finished run's summary: every clock reads the planted seconds (the
-    /// stages outside training are planted as zero). `end` is (seconds,
-    /// accuracy, steps, (seconds, epoch) to the target, wall seconds).
-    fn summary(
-        &self,
-        epochs: f64,
-        (secs, acc, steps, to_target, wall): (f64, f64, u64, Option<(f64, usize)>, f64),
-    ) -> RunSummary {
-        RunSummary {
-            acc,
-            acc_tta: acc,
-            clocks: Clocks {
-                dawn_s: secs,
-                airbench_s: secs,
-                hlb_s: secs,
-                eval_s: 0.0,
-                prep_s: 0.0,
-                preprocess_s: 0.0,
-                whiten_s: 0.0,
-                build_s: 0.0,
-                loader_s: 0.0,
-                wall_s: wall.max(secs),
-                paused_s: 0.0,
-            },
-            time_to_target_s: to_target.map(|t| t.0),
-            epoch_to_target: to_target.map(|t| t.1),
-            epochs,
-            steps,
-            peak_mem_bytes: None,
-            final_train_loss: 2.3 * 0.2,
-            device: self.device_name(),
-            machine: None,
-            throughput_cv: None,
-            noise: None,
-            ranks: Vec::new(),
-            graphs: None,
-            stages: None,
-        }
     }
 }
 
@@ -267,5 +294,43 @@ mod tests {
         let e = Planted::parse("steps=3").unwrap_err().to_string();
         assert!(e.contains("TRICKLAB_PLANTED: cannot read `steps=3`"), "{e}");
         assert!(Planted::parse("x@1").is_err());
+    }
+
+    #[test]
+    fn planted_numbers_are_the_variants_own_moved_a_little_by_the_seed() {
+        let p = Planted::parse("B1 + flip@7.5/0.93").unwrap();
+        // A named variant: its own, wherever it stands.
+        let (t, a) = p.planted_at("B1 + flip", 4, 3);
+        assert!(
+            (t - 7.5).abs() <= 0.075 + 1e-12 && (a - 0.93).abs() <= 0.001 + 1e-12,
+            "{t} {a}"
+        );
+        // Unnamed: 10 s × 0.9^rung and 0.90 + 0.005 × rung.
+        for rung in 0..4 {
+            for seed in 0..20 {
+                let (t, a) = p.planted_at("other", rung, seed);
+                let (t0, a0) = (10.0 * 0.9f64.powi(rung as i32), 0.90 + 0.005 * rung as f64);
+                assert!((t / t0 - 1.0).abs() <= 0.01 + 1e-12, "{rung} {seed}: {t}");
+                assert!((a - a0).abs() <= 0.001 + 1e-12, "{rung} {seed}: {a}");
+            }
+        }
+        // The same run the same numbers; another seed or variant others.
+        assert_eq!(p.planted_at("v", 1, 5), p.planted_at("v", 1, 5));
+        assert_ne!(p.planted_at("v", 1, 5), p.planted_at("v", 1, 6));
+        assert_ne!(p.planted_at("v", 1, 5).0, p.planted_at("w", 1, 5).0);
+        // An accuracy stays a share.
+        let top = Planted::parse("top@1/1.0").unwrap();
+        assert!((0..20).all(|s| top.planted_at("top", 0, s).1 <= 1.0));
+        // acc_spread: the seed's move of accuracy, in points; time's is kept.
+        let wide = Planted::parse("v@10/0.5; acc_spread=20").unwrap();
+        let accs: Vec<f64> = (0..20).map(|s| wide.planted_at("v", 0, s).1).collect();
+        assert!(
+            accs.iter().all(|a| (a - 0.5).abs() <= 0.2 + 1e-12),
+            "{accs:?}"
+        );
+        assert!(accs.iter().any(|a| (a - 0.5).abs() > 0.05), "{accs:?}");
+        let narrow = Planted::parse("v@10/0.5").unwrap();
+        assert_eq!(wide.planted_at("v", 0, 3).0, narrow.planted_at("v", 0, 3).0);
+        assert!(Planted::parse("acc_spread=lots").is_err());
     }
 }

@@ -35,6 +35,27 @@ pub fn run_planted(args: &[&str], cwd: &Path, planted: &str) -> Output {
         .expect("running tricklab")
 }
 
+/// The runs stored in the session folder `dir`, each checked to hold the
+/// planted trainer's numbers for its variant, position and seed under
+/// `planted` (as given to `TRICKLAB_PLANTED`): its seconds on every clock
+/// and its accuracy, exactly, and no noise flag (planted runs are quiet).
+pub fn planted_runs(dir: &Path, planted: &str) -> Vec<tricklab::store::RunRow> {
+    let p = tricklab::train::Planted::parse(planted).unwrap();
+    let rows = tricklab::store::read_runs(&dir.join("runs.parquet")).unwrap();
+    for r in &rows {
+        let (t, a) = p.planted_at(&r.variant, r.index as usize, r.seed);
+        assert_eq!(
+            (r.dawn_s, r.airbench_s, r.hlb_s, r.acc, r.acc_tta, r.noisy),
+            (Some(t), Some(t), Some(t), Some(a), Some(a), Some(false)),
+            "{}#{} seed {}: not its planted {t} s, {a}",
+            r.variant,
+            r.repeat,
+            r.seed
+        );
+    }
+    rows
+}
+
 pub fn out(o: &Output) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
 }

@@ -7,9 +7,16 @@
 //! `TRICKLAB_REQUIRE_PY_TOOLS=1`, so that a missing one fails instead of
 //! skipping.
 
-use super::common::{err, out, repo, run};
+use super::common::{err, out, planted_runs, repo, run_planted};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+
+/// `tricklab ARGS` in `cwd`, its runs on the planted trainer's defaults
+/// (src/train/planted.rs): what is read back here is the store's and the
+/// exports' form, not what training computes.
+fn run(args: &[&str], cwd: &Path) -> Output {
+    run_planted(args, cwd, "")
+}
 
 /// The python with pyarrow and tensorboard, or `None` (skipped, said) when
 /// the tools are not required.
@@ -59,6 +66,9 @@ fn results_read_in_pyarrow_tensorboard_and_as_json() {
     assert!(o.status.success(), "{}", err(&o));
     let root = tmp.path().join("res");
     let dir = crate::cli::newest(&root.join("tiny-test"));
+    // Two rungs × 2 seeds, each run with its planted seconds and accuracy.
+    let rows = planted_runs(&dir, "");
+    assert_eq!(rows.len(), 4);
     let manifest: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(dir.join("manifest.json")).unwrap()).unwrap();
     assert_eq!(manifest["schema_version"], 2);
@@ -263,6 +273,22 @@ print(json.dumps(out))
     let runs: serde_json::Value = serde_json::from_str(&out(&o)).unwrap();
     let runs = runs.as_object().unwrap();
     assert_eq!(runs.len(), 8, "{runs:?}");
+    // Each session's summaries are its runs' planted accuracies (as f32).
+    let mut read: Vec<f64> = runs
+        .values()
+        .map(|s| s["summary/acc_tta"][0][1].as_f64().unwrap())
+        .collect();
+    let mut stored: Vec<f64> = rows
+        .iter()
+        .chain(&rows)
+        .map(|r| f64::from(r.acc_tta.unwrap() as f32))
+        .collect();
+    read.sort_by(f64::total_cmp);
+    stored.sort_by(f64::total_cmp);
+    assert!(
+        read.iter().zip(&stored).all(|(r, s)| (r - s).abs() < 1e-12),
+        "{read:?} read, {stored:?} stored"
+    );
     for (name, scalars) in runs {
         assert!(
             name.starts_with(&format!("tiny-test/{session}/"))

@@ -2,15 +2,27 @@
 //! folder, run into: a second writer, stop signals in every phase, a folder
 //! deleted under a session, a saved queue that does not match its folder,
 //! options that would silently change a resumed session, a bad baseline.
+//!
+//! None of it is about what training computes: every scenario here runs on
+//! the planted trainer (src/train/planted.rs), whose runs last as long as
+//! its `step_ms` and steps make them, without libtorch.
 
-use super::common::{bin, err as stderr, run as output, run_planted};
+use super::common::{bin, err as stderr, planted_runs, run_planted as output};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
+use tricklab::train::PLANTED_ENV;
 
-fn spawn(args: &[&str], cwd: &Path, env: &[(&str, &str)]) -> Child {
+/// The planted trainer of the long runs: a step every 50 ms, so that
+/// `long_matrix`'s 9999 epochs of 4 steps last over half an hour and a
+/// signal always lands inside a run.
+const LONG: &str = "step_ms=50";
+
+/// `tricklab ARGS` started in `cwd` on the planted trainer `planted`.
+fn spawn(args: &[&str], cwd: &Path, planted: &str, env: &[(&str, &str)]) -> Child {
     let mut c = bin();
-    c.args(args)
+    c.env(PLANTED_ENV, planted)
+        .args(args)
         .current_dir(cwd)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
@@ -21,7 +33,7 @@ fn spawn(args: &[&str], cwd: &Path, env: &[(&str, &str)]) -> Child {
 }
 
 /// A matrix of `runs` repeats of one long run on synthetic data: each run
-/// lasts as long as a test needs it to.
+/// lasts as long as a test needs it to (with `LONG`, over half an hour).
 fn long_matrix(dir: &Path, name: &str, runs: usize) -> PathBuf {
     let p = dir.join(format!("{name}.toml"));
     std::fs::write(
@@ -110,6 +122,7 @@ fn one_writer_per_folder_and_stop_signals_are_honoured() {
             "res",
         ],
         tmp.path(),
+        LONG,
         &[("TRICKLAB_STOP_GRACE_S", "2")],
     );
     let dir = wait_for_folder(&tmp.path().join("res"), "long", 60);
@@ -125,6 +138,7 @@ fn one_writer_per_folder_and_stop_signals_are_honoured() {
             dir.to_str().unwrap(),
         ],
         tmp.path(),
+        LONG,
     );
     assert_eq!(second.status.code(), Some(2), "{}", stderr(&second));
     let e = stderr(&second);
@@ -180,6 +194,7 @@ fn resume_and_signal_twice(dir: &Path, cwd: &Path, sig: i32) -> (i32, String) {
             dir.to_str().unwrap(),
         ],
         cwd,
+        LONG,
         &[],
     );
     std::thread::sleep(Duration::from_millis(2500));
@@ -198,6 +213,7 @@ fn a_folder_deleted_under_a_session_stops_it_without_recreating_it() {
         "name = \"gone\"\nrecipe = \"tiny-page-resnet9\"\nkind = \"list\"\ndata = \"synthetic:200\"\nrepeats = 4\nset = { epochs = 4, batch_size = 20, train_per_class = 0, test_per_class = 0 }\n[[variant]]\nname = \"short\"\n",
     )
     .unwrap();
+    // Each run 16 planted steps of 100 ms: the folder goes inside the first.
     let child = spawn(
         &[
             "run",
@@ -209,6 +225,7 @@ fn a_folder_deleted_under_a_session_stops_it_without_recreating_it() {
             "res",
         ],
         tmp.path(),
+        "step_ms=100",
         &[],
     );
     let dir = wait_for_folder(&tmp.path().join("res"), "gone", 60);
@@ -243,10 +260,14 @@ fn resume_refuses_options_that_would_change_the_folder_and_a_queue_that_is_not_i
             "res",
         ],
         tmp.path(),
+        "",
     );
     assert!(o.status.success(), "{}", stderr(&o));
     let dir = wait_for_folder(&tmp.path().join("res"), "small", 5);
     let d = dir.to_str().unwrap();
+    // Its two runs, with the numbers the planted trainer gave them.
+    let stored = || planted_runs(&dir, "").len();
+    assert_eq!(stored(), 2);
     for extra in [
         &["--repeats", "3"][..],
         &["--data", "synthetic:50"],
@@ -255,6 +276,7 @@ fn resume_refuses_options_that_would_change_the_folder_and_a_queue_that_is_not_i
         let o = output(
             &[&["run", "--headless", "--resume", d][..], extra].concat(),
             tmp.path(),
+            "",
         );
         let e = stderr(&o);
         assert_eq!(o.status.code(), Some(2), "{e}");
@@ -270,6 +292,7 @@ fn resume_refuses_options_that_would_change_the_folder_and_a_queue_that_is_not_i
     let o = output(
         &["run", "--headless", "--devices", "cpu", "--resume", d],
         tmp.path(),
+        "",
     );
     let e = stderr(&o);
     assert_eq!(o.status.code(), Some(2), "{e}");
@@ -282,12 +305,15 @@ fn resume_refuses_options_that_would_change_the_folder_and_a_queue_that_is_not_i
     let o = output(
         &["run", "--headless", "--devices", "cpu", "--resume", d],
         tmp.path(),
+        "",
     );
     assert!(
         stderr(&o).contains("holds runs of matrix `other`"),
         "{}",
         stderr(&o)
     );
+    // None of the refused resumes trained or stored a run.
+    assert_eq!(stored(), 2);
 }
 
 #[test]
@@ -307,6 +333,7 @@ fn nightly_checks_its_baseline_and_history_before_training() {
             "cpu",
         ],
         tmp.path(),
+        LONG,
     );
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("--baseline"), "{}", stderr(&o));
@@ -324,9 +351,10 @@ fn nightly_checks_its_baseline_and_history_before_training() {
             "cpu",
         ],
         tmp.path(),
+        LONG,
     );
     assert!(stderr(&o).contains("no finished run"), "{}", stderr(&o));
-    // Neither trained: the long matrix would take hours.
+    // Neither trained: the long matrix's planted run lasts over half an hour.
     assert!(start.elapsed() < Duration::from_secs(30));
 }
 
@@ -347,6 +375,7 @@ fn a_gpu_matrix_on_a_cpu_is_refused_with_its_estimate_and_the_way_out() {
             "res",
         ],
         tmp.path(),
+        "",
     );
     let e = stderr(&o);
     assert_eq!(o.status.code(), Some(2), "{e}");
@@ -360,7 +389,7 @@ fn a_gpu_matrix_on_a_cpu_is_refused_with_its_estimate_and_the_way_out() {
     // planted (a second an image): the real one took two minutes of a
     // debug build to price a full-size net, and its wording is what is
     // tested here (the engine's probe has tests of its own).
-    let o = run_planted(
+    let o = output(
         &[
             "run",
             page,
@@ -413,12 +442,15 @@ fn kill_9_at_any_moment_loses_and_duplicates_no_run() {
     let stored =
         |d: &Path| tricklab::store::read_runs(&d.join("runs.parquet")).map_or(0, |r| r.len());
     let mut dir: Option<PathBuf> = None;
+    // A run is 3 epochs of 4 planted steps of 100 ms: 1.2 s, longer than
+    // any delay below, so that at most one more run is stored by a kill.
+    const PLANTED: &str = "step_ms=100";
     // The k-th kill waits for k stored runs, then a fixed delay (ms): a
     // failure reproduces, and every kill lands inside the session.
     for (k, delay_ms) in [0u64, 150, 400, 30, 700, 250].into_iter().enumerate() {
         let a = args(dir.as_deref());
         let a: Vec<&str> = a.iter().map(String::as_str).collect();
-        let mut child = spawn(&a, tmp.path(), &[]);
+        let mut child = spawn(&a, tmp.path(), PLANTED, &[]);
         let d = dir
             .get_or_insert_with(|| wait_for_folder(&tmp.path().join("res"), "crash", 60))
             .clone();
@@ -436,9 +468,10 @@ fn kill_9_at_any_moment_loses_and_duplicates_no_run() {
     assert!(before < RUNS, "every run finished before the last kill");
     let a = args(Some(&dir));
     let a: Vec<&str> = a.iter().map(String::as_str).collect();
-    let (code, err) = wait_exit(spawn(&a, tmp.path(), &[]), 300);
+    let (code, err) = wait_exit(spawn(&a, tmp.path(), PLANTED, &[]), 300);
     assert_eq!(code, 0, "{err}");
-    let rows = tricklab::store::read_runs(&dir.join("runs.parquet")).unwrap();
+    // Every stored run holds its own run's numbers, not a half-written one's.
+    let rows = planted_runs(&dir, PLANTED);
     let mut repeats: Vec<u32> = rows.iter().map(|r| r.repeat).collect();
     repeats.sort();
     assert_eq!(repeats, (0..RUNS as u32).collect::<Vec<u32>>(), "{rows:?}");

@@ -1,9 +1,15 @@
 //! The real binary in a real terminal (tmux): open the TUI on a tiny matrix,
 //! switch screens, pause and resume, wait for the runs, export, quit, and
 //! check that the terminal was restored and the results were written.
+//!
+//! The session, browsing and quitting scenarios run on the planted trainer
+//! (src/train/planted.rs): they are about the terminal, not training. The
+//! `--tiny` GPU ladder and the bare picker keep the engine: the first shows
+//! a tiny rung really starting on the CPU, the second a real probe's price.
 
-use super::common::Tmux;
+use super::common::{Tmux, planted_runs};
 use std::path::{Path, PathBuf};
+use tricklab::train::PLANTED_ENV;
 
 fn results(root: &Path) -> PathBuf {
     let base = root.join("res/tiny-test");
@@ -22,8 +28,11 @@ fn interactive_session_end_to_end() {
     let t = Tmux {
         socket: format!("tricklab-e2e-{}", std::process::id()),
     };
+    // The TUI driving a session, not training: its runs are planted, 20
+    // steps of 25 ms each (half a second, as long as a real tiny run).
+    let planted = "step_ms=25;steps_per_epoch=20";
     let shell = format!(
-        "cd {} && NO_COLOR=1 {} tui {} --results-root res; echo EXITED-$?; sleep 60",
+        "cd {} && NO_COLOR=1 {PLANTED_ENV}='{planted}' {} tui {} --results-root res; echo EXITED-$?; sleep 60",
         tmp.path().display(),
         env!("CARGO_BIN_EXE_tricklab"),
         fixture.display()
@@ -77,19 +86,16 @@ fn interactive_session_end_to_end() {
     for f in ["runs.parquet", "report.md", "ladder.png", "curves.svg"] {
         assert!(dir.join(f).is_file(), "missing {f}");
     }
-    assert_eq!(
-        tricklab::store::read_runs(&dir.join("runs.parquet"))
-            .unwrap()
-            .len(),
-        4
-    );
+    assert_eq!(planted_runs(&dir, planted).len(), 4);
 }
 
 #[test]
 fn browse_a_finished_folder_and_resize() {
     let tmp = tempfile::tempdir().unwrap();
     let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/tiny.toml");
+    // Browsing a stored folder: its runs are planted (the defaults).
     let o = super::common::bin()
+        .env(PLANTED_ENV, "")
         .args([
             "run",
             fixture.to_str().unwrap(),
@@ -104,11 +110,12 @@ fn browse_a_finished_folder_and_resize() {
         .unwrap();
     assert!(o.status.success());
     let dir = results(tmp.path());
+    assert_eq!(planted_runs(&dir, "").len(), 2);
     let t = Tmux {
         socket: format!("tricklab-browse-{}", std::process::id()),
     };
     let shell = format!(
-        "{} tui --open {}; echo EXITED-$?; sleep 60",
+        "{PLANTED_ENV}= {} tui --open {}; echo EXITED-$?; sleep 60",
         env!("CARGO_BIN_EXE_tricklab"),
         dir.display()
     );
@@ -151,9 +158,10 @@ fn browse_a_finished_folder_and_resize() {
 #[test]
 fn quitting_during_a_run_says_so_until_the_worker_stops() {
     let tmp = tempfile::tempdir().unwrap();
-    // Long enough that a run is surely in progress when q is pressed (tens
-    // of seconds), short enough to finish inside the wait below on a busy
-    // 2-core machine (30 epochs did not: 27% after minutes with builds beside it).
+    // A planted run of 12 epochs of 7 steps of 100 ms: long enough (8 s)
+    // that it is surely in progress while q and s are pressed and read,
+    // short enough that the test waits on little else.
+    let planted = "step_ms=100;steps_per_epoch=7";
     std::fs::write(
         tmp.path().join("long.toml"),
         "name = 'long'\nrecipe = 'tiny-page-resnet9'\nkind = 'ladder'\ndata = 'synthetic:400'\nrepeats = 3\nset = { epochs = 12, batch_size = 20 }\n[[rung]]\nname = 'baseline'\n",
@@ -163,7 +171,7 @@ fn quitting_during_a_run_says_so_until_the_worker_stops() {
         socket: format!("tricklab-quit-{}", std::process::id()),
     };
     let shell = format!(
-        "cd {} && NO_COLOR=1 {} tui long.toml --results-root res --devices cpu; echo EXITED-$?; sleep 60",
+        "cd {} && NO_COLOR=1 {PLANTED_ENV}='{planted}' {} tui long.toml --results-root res --devices cpu; echo EXITED-$?; sleep 60",
         tmp.path().display(),
         env!("CARGO_BIN_EXE_tricklab"),
     );
@@ -194,7 +202,7 @@ fn quitting_during_a_run_says_so_until_the_worker_stops() {
         .unwrap()
         .unwrap()
         .path();
-    let rows = tricklab::store::read_runs(&dir.join("runs.parquet")).unwrap();
+    let rows = planted_runs(&dir, planted);
     assert_eq!(
         rows.len(),
         1,
