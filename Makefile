@@ -119,8 +119,9 @@ gpu-rehearse: build
 # imagenet18, training_results_v0.6) at the commits scripts/golden/SOURCES.md pins.
 PEERS ?= $(CURDIR)/../peers
 
-# tests/golden/*.json from the references' own code (CPU, ~10 s).
-golden: $(TORCH_DEP)
+# tests/golden/*.json from the references' own code (CPU, ~10 s), and the golden
+# trajectories (~2.5 min; the airbench scripts import torchvision).
+golden: $(TORCH_DEP) $(VENV)/.torchvision
 	$(VENV)/bin/python3 scripts/golden/make_golden.py --airbench $(PEERS)/cifar10-airbench \
 	    --speedrun $(PEERS)/cifar10-speedrun --hlb $(PEERS)/hlb-CIFAR10 \
 	    --page $(PEERS)/cifar10-fast --ffcv $(PEERS)/ffcv-imagenet --fastai $(PEERS)/imagenet18 \

@@ -11,6 +11,22 @@ agree, and in float32 as published on a CPU (`<recipe>-float32.json`), where Bat
 cancelling sums make any two summation orders drift apart after a few steps (the script
 against itself at 2 threads: 1.3e-4 at step 4), so only the first steps are compared.
 
+The two are recorded at different sizes (`FLOAT64` and `FLOAT32` below). The float64 runs
+are replayed whole, which in float64 on one CPU thread is what the unit tests' time goes
+on: they take 16 training images a class (160) and every batch 1/16 of the float32 runs'
+(airbench94 64, Page 32, the others 16), so every recipe keeps its steps an epoch and with them its whole run: the same number
+of steps, the same epochs, every phase its schedule names in epochs or steps (warm-up and
+decay, the whitening bias's freeze, Lookahead/EMA starts and periods, CutMix's epochs, the
+renormalisation interval, the last partial epoch) at the same steps, and the same
+checkpoints. The test set is 1 image a class: the evaluations still run (and hlb's draw
+its order), but no recorded number reads them. The five float64 replays went from 84-195 s
+each (680 s) to 2-9 s (25 s) on one thread of a 2-core Xeon. The float32 files keep the
+size they were recorded at (256 and 10 images a class, the larger batches): their tests
+compare two steps, and at 1/16 of the batch the per-example lr of airbench94, airbench94_muon
+and hiverge's record makes each SGD step 16x smaller, so a wrong setting (airbench94
+without Nesterov, a 1% bias lr) would move their second step's loss by less than the
+tolerance; the float64 replays see every such change at any size (checksums to 1e-6).
+
 Each file also keeps `timed`, the named stages inside each of the script's timed regions
 (its timer events, recorded in order with the stage markers), and `untimed`, those outside.
 
@@ -40,6 +56,7 @@ import sys
 import tempfile
 import types
 from pathlib import Path
+from typing import NamedTuple
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "scripts" / "peers"))
@@ -47,15 +64,37 @@ sys.path.insert(0, str(REPO / "scripts" / "golden"))
 import peer  # noqa: E402
 from make_golden import uniforms  # noqa: E402
 
-# The reduced run: 256 training and 10 test images a class of the embedded set, the
-# script's own batch of 1024 (2 steps an epoch), 16 epochs = 32 steps, the net at 1/8 of
-# its widths. The batch stays the script's. Its lr and weight decay are per 1024 images
-# (the step grows with the batch), and the recipe writes them at 1024 (`lr_batch`,
-# `wd_batch`), so another batch would replay alike; the first recording, made before
-# those settings, found the difference as a 1024/B-fold step.
-TRAIN_PER_CLASS = 256
-TEST_PER_CLASS = 10
-BATCH = 1024
+# The reduced runs: the embedded set's first `train_per_class` training and
+# `test_per_class` test images a class, each script's batch (airbench94's 1024,
+# airbench94_muon's 2000, hiverge's 1536, hlb's 1024, Page's 512) replaced by the one named
+# here (where it differs from the script's, a named substitution), the net at 1/8 of its
+# widths. The float64 runs are the ones replayed whole (the tests' time): 16 images a
+# class and batches of 1/16 of FLOAT32's, the same steps an epoch (160 / 64 = 2.5 -> 2 as
+# 2,560 / 1024; 10 at 16 as at 256; 5 at 32 as at 512), so the same run step for step.
+# Narrower nets (x1/16) saved only a third more, and hlb's 4-channel net then amplified
+# float64 rounding past the checksums' 1e-6 by the end (3e-6; every loss still to 2e-7);
+# fewer images would leave some of Page's 81 crop chunks (even_splits of the set) empty.
+# The float32 runs keep the size they were recorded at (module docstring). airbench94's
+# lr and decay are per 1024 images (the step grows with the batch), as the recipe writes
+# them (`lr_batch`, `wd_batch`), so the replay at 64 checks that scaling too.
+class Size(NamedTuple):
+    train_per_class: int
+    test_per_class: int
+    airbench94: int
+    muon: int
+    speedrun: int
+    hlb: int
+    page: int
+
+
+FLOAT64 = Size(train_per_class=16, test_per_class=1, airbench94=64, muon=16, speedrun=16, hlb=16, page=32)
+FLOAT32 = Size(train_per_class=256, test_per_class=10, airbench94=1024, muon=256, speedrun=256, hlb=256, page=512)
+
+
+def size_of(float64):
+    return FLOAT64 if float64 else FLOAT32
+
+
 EPOCHS = int(os.environ.get("TRAJECTORY_EPOCHS", "16"))
 WIDTH_MULT = 0.125
 # Steps after which every variable's checksum is kept (1-based; the weights as the next
@@ -322,7 +361,12 @@ def recorded(recipe, f, repo, changes, rec, n, settings, extra_sets=(), draws=No
 def trajectory_airbench94(repo, data, tmp, float64):
     f = "legacy/airbench94.py"
     ctx = types.SimpleNamespace(cuda=False, warmup=False, compile=False)
-    changes = peer.changes_airbench94(ctx) + [
+    batch = size_of(float64).airbench94
+    changes = peer.changes_airbench94(ctx) + ([
+        peer.Sub(f, f"batch: 1024 -> {batch} (its lr is per 1024 examples and its decay per example, the "
+                 "loss summed: the recipe writes them at 1024, `lr_batch` and `wd_batch`, so they follow)",
+                 "'batch_size': 1024,", "'batch_size': __peer__.batch_size,"),
+    ] if batch != 1024 else []) + [
         peer.Sub(f, f"widths x{WIDTH_MULT}: block1 64 -> {int(64 * WIDTH_MULT)}",
                  "'block1': 64,", "'block1': __peer__.widths[0],"),
         peer.Sub(f, f"widths x{WIDTH_MULT}: block2 256 -> {int(256 * WIDTH_MULT)}",
@@ -366,23 +410,23 @@ def trajectory_airbench94(repo, data, tmp, float64):
     text = changed(repo, f, changes)
     rt = peer.Runtime(False, EPOCHS, tmp, data)
     peer.write_airbench_pt(data, tmp)
-    rt.batch_size = BATCH
+    rt.batch_size = batch
     rt.widths = [int(64 * WIDTH_MULT), int(256 * WIDTH_MULT), int(256 * WIDTH_MULT)]
-    rec = Recorder(airbench94_names, BATCH)
+    rec = Recorder(airbench94_names, batch)
     rec.attach(rt)
     execute(f, text, rt, "peer_airbench94_trajectory").main(0)
     return recorded("airbench94", f, repo, changes, rec, len(data["train_labels"]),
-                    {"epochs": EPOCHS, "batch_size": BATCH, "width_mult": WIDTH_MULT,
+                    {"epochs": EPOCHS, "batch_size": batch, "width_mult": WIDTH_MULT,
                      "dtype": "float64" if float64 else "float32"})
 
 
 # -- airbench94-muon ---------------------------------------------------------
 
-# The script's batch of 2000 is a single step an epoch of 2,560 images: at 256 the
-# run is 10 steps an epoch, 80 in all, the whitening bias training for 30. Its bias lr,
-# head lr and decay are per example (summed loss, `wd = 2e-6 * batch_size`), and so
-# are the recipe's (`lr_batch = 2000`), so the replay at 256 checks that too.
-MUON_BATCH = 256
+# The script's batch of 2000 would be a single step an epoch: at 16 of 160 images
+# (float64) or 256 of 2,560 (float32) the run is 10 steps an epoch, 80 in all, the
+# whitening bias training for 30. Its bias lr, head lr and decay are per example (summed
+# loss, `wd = 2e-6 * batch_size`), and so are the recipe's (`lr_batch = 2000`), so the
+# replay at 16 checks that too.
 MUON_EPOCHS = int(os.environ.get("TRAJECTORY_EPOCHS", "8"))
 
 
@@ -402,12 +446,13 @@ def trajectory_muon(repo, data, tmp, float64):
     f = "airbench94_muon.py"
     ctx = types.SimpleNamespace(cuda=False, warmup=False, compile=False)
     w = [int(64 * WIDTH_MULT), int(256 * WIDTH_MULT), int(256 * WIDTH_MULT)]
+    batch = size_of(float64).muon
     changes = peer.changes_muon(ctx) + [
         peer.Sub(f, f"widths x{WIDTH_MULT}: 64/256/256 -> {w[0]}/{w[1]}/{w[2]}",
                  "widths = dict(block1=64, block2=256, block3=256)",
                  f"widths = dict(block1={w[0]}, block2={w[1]}, block3={w[2]})"),
-        peer.Sub(f, f"batch: 2000 -> {MUON_BATCH} (its lr and decay are per example: they follow)",
-                 "    batch_size = 2000\n", f"    batch_size = {MUON_BATCH}\n"),
+        peer.Sub(f, f"batch: 2000 -> {batch} (its lr and decay are per example: they follow)",
+                 "    batch_size = 2000\n", f"    batch_size = {batch}\n"),
         peer.Sub(f, "trajectory: the starting weights injected after the whitening fit, and the "
                  "draws recorded from there",
                  "    model.init_whiten(train_images)\n",
@@ -437,7 +482,7 @@ def trajectory_muon(repo, data, tmp, float64):
     text = changed(repo, f, changes)
     rt = peer.Runtime(False, MUON_EPOCHS, tmp, data)
     peer.write_airbench_pt(data, tmp)
-    rec = Recorder(muon_names, MUON_BATCH)
+    rec = Recorder(muon_names, batch)
     rec.attach(rt)
     mod = execute(f, text, rt, "peer_muon_trajectory")
     import torch
@@ -447,18 +492,19 @@ def trajectory_muon(repo, data, tmp, float64):
     # The head divides by its input's width, 32 at 1/8 (`x.size(-1)`); the recipe
     # writes the published 1/256 as a constant.
     return recorded("airbench94-muon", f, repo, changes, rec, len(data["train_labels"]),
-                    {"epochs": MUON_EPOCHS, "batch_size": MUON_BATCH, "width_mult": WIDTH_MULT,
+                    {"epochs": MUON_EPOCHS, "batch_size": batch, "width_mult": WIDTH_MULT,
                      "dtype": "float64" if float64 else "float32"},
                     [f"logit_scale.scale=1/{w[2]}"])
 
 
 # -- hiverge-speedrun ---------------------------------------------------------
 
-# The record's batch of 1536 is one step an epoch of 2,560 images: at 256, 10 steps an
-# epoch, ceil(7.59 x 10) = 76 in all, the whitening bias training for ceil(0.19 x 10) = 2.
+# The record's batch of 1536 would be one step an epoch: at 16 of 160 images (float64)
+# or 256 of 2,560 (float32), 10 steps an epoch, ceil(7.59 x 10) = 76 in all, the
+# whitening bias training for ceil(0.19 x 10) = 2 and Muon's renormalisation interval
+# growing over the same 76 steps.
 # Its lr and decay are per example (`wd = 1.0418e-6 * training_batch_size`), and so are
 # the recipe's (`lr_batch = 1536`).
-SPEEDRUN_BATCH = 256
 SPEEDRUN_EPOCHS = float(os.environ.get("TRAJECTORY_EPOCHS", "7.59"))
 
 
@@ -497,6 +543,7 @@ def trajectory_speedrun(repo, data, tmp, float64):
     f = "cifar10_speedrun.py"
     ctx = types.SimpleNamespace(cuda=False, warmup=False, compile=False)
     w = [int(64 * WIDTH_MULT), int(256 * WIDTH_MULT), int(256 * WIDTH_MULT)]
+    batch = size_of(float64).speedrun
     changes = peer.changes_speedrun(ctx) + [
         peer.Sub(f, "CIFAR_MEAN and CIFAR_STD kept in fp16 as published (the CPU adapter made them float32; "
                  "T.Normalize casts them to the images' type)",
@@ -507,8 +554,8 @@ def trajectory_speedrun(repo, data, tmp, float64):
         peer.Sub(f, f"widths x{WIDTH_MULT}: 64/256/256 -> {w[0]}/{w[1]}/{w[2]}",
                  "widths = dict(block1=64, block2=256, block3=256)",
                  f"widths = dict(block1={w[0]}, block2={w[1]}, block3={w[2]})"),
-        peer.Sub(f, f"batch: 1536 -> {SPEEDRUN_BATCH} (its lr and decay are per example: they follow)",
-                 "    training_batch_size = 1536\n", f"    training_batch_size = {SPEEDRUN_BATCH}\n"),
+        peer.Sub(f, f"batch: 1536 -> {batch} (its lr and decay are per example: they follow)",
+                 "    training_batch_size = 1536\n", f"    training_batch_size = {batch}\n"),
         peer.Sub(f, "trajectory: the starting weights injected after the whitening fit, and the "
                  "draws recorded from there",
                  "        model.init_whiten(train_images)\n",
@@ -547,7 +594,7 @@ def trajectory_speedrun(repo, data, tmp, float64):
     text = changed(repo, f, changes)
     rt = peer.Runtime(False, SPEEDRUN_EPOCHS, tmp, data)
     peer.write_airbench_pt(data, tmp)
-    rec = Recorder(muon_names, SPEEDRUN_BATCH)
+    rec = Recorder(muon_names, batch)
     rec.attach(rt)
     mod = execute(f, text, rt, "peer_speedrun_trajectory")
     import torch
@@ -555,7 +602,7 @@ def trajectory_speedrun(repo, data, tmp, float64):
     model = mod.CifarNet().to(memory_format=torch.channels_last)
     mod.main(1, model)
     out = recorded("hiverge-speedrun", f, repo, changes, rec, len(data["train_labels"]),
-                   {"epochs": SPEEDRUN_EPOCHS, "batch_size": SPEEDRUN_BATCH, "width_mult": WIDTH_MULT,
+                   {"epochs": SPEEDRUN_EPOCHS, "batch_size": batch, "width_mult": WIDTH_MULT,
                     "dtype": "float64" if float64 else "float32"},
                    [f"logit_scale.scale=1/{w[2]}"], speedrun_draws)
     out["reference"] = {"repo": "hiverge/cifar10-speedrun", "commit": "5cd49b1", "file": f,
@@ -565,11 +612,12 @@ def trajectory_speedrun(repo, data, tmp, float64):
 
 # -- hlb ---------------------------------------------------------------------
 
-# hlb's batch of 1024 is 2 steps an epoch of 2,560 images: at 256, 10 steps an epoch and
-# ceil(10 x 12.1) = 121 in all (the last epoch's tenth is round(0.1 x 10) = 1 step). Its
+# hlb's batch of 1024 would be 2 steps an epoch of 2,560 images: at 16 of 160 (float64)
+# or 256 of 2,560 (float32), 10 steps an epoch and ceil(10 x 12.1) = 121 in all (the last
+# epoch's tenth is round(0.1 x 10) = 1 step), its EMA from epoch 2 and CutMix in the last
+# 6 epochs. Its
 # gradient step is per batch (the loss is scaled by 512/batchsize) and its decay per
 # example (`6.687e-4 * batchsize`), as the recipe writes them (`wd_batch = 1024`).
-HLB_BATCH = 256
 HLB_EPOCHS = float(os.environ.get("TRAJECTORY_EPOCHS", "12.1"))
 
 
@@ -642,6 +690,7 @@ def trajectory_hlb(repo, data, tmp, float64):
     n_test = len(data["test_labels"])
     ctx = types.SimpleNamespace(cuda=False, warmup=False, compile=False, test_images=n_test)
     base = int(64 * WIDTH_MULT)
+    batch = size_of(float64).hlb
     changes = peer.changes_hlb(ctx) + [
         peer.Sub(f, "data: the training set kept in the export's order (the script's DataLoader shuffles it "
                  "once into data.pt; tricklab trains on the export's order: the same set, another fixed order)",
@@ -653,8 +702,8 @@ def trajectory_hlb(repo, data, tmp, float64):
                  "torch.tensor([125.31, 122.95, 113.87], dtype=torch.float64) / 255)\n"
                  "        _unused = (train_dataset_gpu['images'], dim:=(0, 2, 3))"),
         peer.Sub(f, f"widths x{WIDTH_MULT}: base_depth 64 -> {base}", "'base_depth': 64", f"'base_depth': {base}"),
-        peer.Sub(f, f"batch: 1024 -> {HLB_BATCH} (its lr is per batch, its decay per example: they follow)",
-                 "batchsize = 1024\n", f"batchsize = {HLB_BATCH}\n"),
+        peer.Sub(f, f"batch: 1024 -> {batch} (its lr is per batch, its decay per example: they follow)",
+                 "batchsize = 1024\n", f"batchsize = {batch}\n"),
         peer.Sub(f, "trajectory: draws recorded from main()'s net build on (its whitening's sample order); "
                  "the starting weights injected after it",
                  "    net = make_net()\n",
@@ -702,7 +751,7 @@ def trajectory_hlb(repo, data, tmp, float64):
     mod = execute(f, text, rt, "peer_hlb_trajectory")
     mod.main()
     out = recorded("hlb", f, repo, changes, rec, len(data["train_labels"]),
-                   {"epochs": HLB_EPOCHS, "batch_size": HLB_BATCH, "width_mult": WIDTH_MULT,
+                   {"epochs": HLB_EPOCHS, "batch_size": batch, "width_mult": WIDTH_MULT,
                     "dtype": "float64" if float64 else "float32"}, (), hlb_draws)
     out["reference"] = {"repo": "tysam-code/hlb-CIFAR10", "commit": "ad103b4", "file": f,
                         "sha256": peer.sha256(str(Path(repo) / f))}
@@ -711,10 +760,12 @@ def trajectory_hlb(repo, data, tmp, float64):
 
 # -- page-final (davidcpage/cifar10-fast new_dawn.py) --------------------------
 
-# Page's final script at its own batch of 512: 5 steps an epoch of 2,560 images, its 10
-# epochs 50 steps. Its lr schedule is in epochs (PiecewiseLinear over step / steps an
-# epoch), its lr per example (÷ batch, the loss summed) and its decay × batch, as the
-# recipe's per-batch values work out at any batch; the EMA's counter restarts every epoch
+# Page's final script at 32 of 160 images (float64; its own 512 of 2,560 for float32): 5
+# steps an epoch, its 10 epochs 50 steps. Its lr schedule is in epochs (PiecewiseLinear
+# over step / steps an epoch), its lr per example (÷ batch, the loss summed) and its decay
+# × batch, as the recipe's per-batch values work out at any batch; GhostBatchNorm's 16
+# splits are of 2 images at 32; its 81 crop options need at least 81 images (160 makes
+# chunks of 1 and 2). The EMA's counter restarts every epoch
 # (a fresh update_ema per train_epoch call), so at 5 steps an epoch it averages once an
 # epoch, at the first step.
 PAGE_EPOCHS = 10
@@ -905,6 +956,7 @@ def trajectory_page(repo, data, tmp, float64):
     ch = {"prep": int(64 * WIDTH_MULT), "layer1": int(128 * WIDTH_MULT), "layer2": int(256 * WIDTH_MULT),
           "layer3": int(512 * WIDTH_MULT)}
     dtype = "torch.float64" if float64 else "torch.float32"
+    batch = size_of(float64).page
     cast = "double" if float64 else "float"
     # The changes torch 2.11 and numpy 2 need in Page's modules, as the parity adapter makes them.
     libs = {name: [c for c in peer.page_lib_changes() if c.file == name]
@@ -919,6 +971,12 @@ def trajectory_page(repo, data, tmp, float64):
                  "is thrown away, no optimiser step; its batches are .cuda())",
                  "    for size in [batch_size, len(dataset['valid']['targets']) % batch_size]:\n"
                  "        warmup_cudnn(model, loss, random_batch(size))\n", "\n"),
+    ] + ([
+        peer.Sub(f, f"batch: 512 -> {batch} (its lr is per example, ÷ batch_size on the summed loss, and its "
+                 "decay × batch_size: per step both are the same at any batch; GhostBatchNorm keeps its 16 "
+                 f"splits, of {batch // 16} images)",
+                 "    batch_size = 512\n", f"    batch_size = {batch}\n"),
+    ] if batch != 512 else []) + [
         peer.Sub(f, "CPU: the Timer without torch.cuda.synchronize, each lap logged (__peer__.Timer, a "
                  "core.Timer subclass)", "    timer = Timer(synch=torch.cuda.synchronize)\n",
                  "    timer = __peer__.Timer()\n"),
@@ -968,7 +1026,7 @@ def trajectory_page(repo, data, tmp, float64):
         core = importlib.import_module("core")
         page_groups.even_splits = tb.even_splits
         rt = peer.Runtime(False, PAGE_EPOCHS, tmp, data)
-        rec = PageRecorder(page_names, 512, PAGE_EPOCHS * (n // 512), n // 512)
+        rec = PageRecorder(page_names, batch, PAGE_EPOCHS * (n // batch), n // batch)
         rec.attach(rt)
         rt.Timer = rec.timer(core.Timer)
         rt.train_step, rt.loss_step, rt.valid_step = rec.train_step, rec.loss_step, rec.valid_step
@@ -985,7 +1043,7 @@ def trajectory_page(repo, data, tmp, float64):
         for m in ("core", "torch_backend", "dawn_utils"):
             sys.modules.pop(m, None)
     out = recorded("page-final", f, repo, changes, rec, n,
-                   {"epochs": PAGE_EPOCHS, "batch_size": 512, "width_mult": WIDTH_MULT,
+                   {"epochs": PAGE_EPOCHS, "batch_size": batch, "width_mult": WIDTH_MULT,
                     "dtype": "float64" if float64 else "float32"}, (), page_draws)
     rec.check(out["draws"], 9)
     out["reference"] = {"repo": "davidcpage/cifar10-fast", "commit": "f79e8b8", "file": f,
@@ -1010,39 +1068,41 @@ def main(argv=None):
     torch.set_num_threads(int(os.environ.get("TRAJECTORY_THREADS", "1")))  # sums in one order
     tmp = tempfile.mkdtemp(prefix="tricklab-trajectory-")
     try:
-        export = os.path.join(tmp, "export")
-        subprocess.run([str(a.tricklab), "data", "export", "embedded", "--out", export,
-                        "--train-per-class", str(TRAIN_PER_CLASS), "--test-per-class", str(TEST_PER_CLASS)],
-                       check=True, stdout=sys.stderr)
-        data = peer.read_export(export)
+        exported = {}
+
+        def data_of(size):
+            """The embedded set's first images a class at `size`, exported once."""
+            if size not in exported:
+                export = os.path.join(tmp, f"export-{size.train_per_class}-{size.test_per_class}")
+                subprocess.run([str(a.tricklab), "data", "export", "embedded", "--out", export,
+                                "--train-per-class", str(size.train_per_class),
+                                "--test-per-class", str(size.test_per_class)],
+                               check=True, stdout=sys.stderr)
+                exported[size] = peer.read_export(export)
+            return exported[size]
         a.out.mkdir(parents=True, exist_ok=True)
-        runs = (
-            ("airbench94", lambda d: trajectory_airbench94(a.airbench, data, d, True)),
-            ("airbench94-float32", lambda d: trajectory_airbench94(a.airbench, data, d, False)),
-            ("airbench94-muon", lambda d: trajectory_muon(a.airbench, data, d, True)),
-            ("airbench94-muon-float32", lambda d: trajectory_muon(a.airbench, data, d, False)),
-        ) + ((
-            ("hiverge-speedrun", lambda d: trajectory_speedrun(a.speedrun, data, d, True)),
-            ("hiverge-speedrun-float32", lambda d: trajectory_speedrun(a.speedrun, data, d, False)),
-        ) if a.speedrun else ()) + ((
-            ("hlb", lambda d: trajectory_hlb(a.hlb, data, d, True)),
-            ("hlb-float32", lambda d: trajectory_hlb(a.hlb, data, d, False)),
-        ) if a.hlb else ()) + ((
-            ("page-final", lambda d: trajectory_page(a.page, data, d, True)),
-            ("page-final-float32", lambda d: trajectory_page(a.page, data, d, False)),
-        ) if a.page else ())
+        runs = []
+        for name, repo, make in (("airbench94", a.airbench, trajectory_airbench94),
+                                 ("airbench94-muon", a.airbench, trajectory_muon),
+                                 ("hiverge-speedrun", a.speedrun, trajectory_speedrun),
+                                 ("hlb", a.hlb, trajectory_hlb),
+                                 ("page-final", a.page, trajectory_page)):
+            if repo is not None:
+                runs += [(name, repo, make, True), (f"{name}-float32", repo, make, False)]
         only = [x for x in os.environ.get("TRAJECTORY_ONLY", "").split(",") if x]
-        for name, make in runs:
+        for name, repo, make, float64 in runs:
             if only and name not in only:
                 continue
             work = os.path.join(tmp, name)
             os.makedirs(work)
-            g = make(work)
+            size = size_of(float64)
+            data = data_of(size)
+            g = make(repo, data, work, float64)
             g.update({
                 "torch": torch.__version__,
                 "generator": "scripts/golden/make_trajectory.py",
-                "data": {"set": "embedded", "train_per_class": TRAIN_PER_CLASS,
-                         "test_per_class": TEST_PER_CLASS, "meta": data["meta"]},
+                "data": {"set": "embedded", "train_per_class": size.train_per_class,
+                         "test_per_class": size.test_per_class, "meta": data["meta"]},
                 "notes": [
                     "on the CPU, one thread, in settings.dtype; weights: uniform(seed, shape, lo, hi) as golden.rs "
                     "`input` builds them, or a constant (fill); injected after the whitening fit",

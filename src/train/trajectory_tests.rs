@@ -5,6 +5,17 @@
 //! through its own plan and engine with the same weights and draws injected;
 //! every step's loss and the final weights must agree, and a test that fails
 //! names the first step or the first variable that differs.
+//!
+//! Sizes, batches and epochs are read from each file (`settings`, `data`).
+//! The float64 files are recorded at 16 training and 1 test image a class
+//! with every batch 1/16 of the float32 files' (256 and 10 a class): the
+//! same steps an epoch, so the same steps, phases and checkpoints, at a
+//! fraction of the float64 replay's time (`make_trajectory.py`). The float32
+//! files keep their size: their tests compare two steps' losses only, and at
+//! 1/16 of the batch the per-example lr of airbench94, airbench94_muon and
+//! hiverge's record makes each SGD step 16x smaller (airbench94 without
+//! Nesterov moved step 2's loss by 6e-5 there, under the tolerance; 2e-3 at
+//! its batch of 1024).
 
 use super::golden_tests::input;
 use super::{Control, Flow, Injection, TchTrainer, Trainer};
@@ -352,7 +363,10 @@ fn airbench94_replays_the_first_float32_steps_of_its_reference() {
 /// The goal on the whole run, in float64 on both sides (the
 /// script's `.float()` turned to `.double()`, the engine's layout and loss
 /// in float64): every step's loss within 1e-4, and every variable at every
-/// checkpoint and after training.
+/// checkpoint and after training. At batch 64 of 160 images (the script's
+/// 1024, its lr and decay per 1024 images following, as the recipe's
+/// `lr_batch` and `wd_batch` make them): 2 steps an epoch, 32 in all, the
+/// whitening bias trained for 6 and Lookahead every 5.
 #[test]
 fn airbench94_replays_its_whole_reference_trajectory_in_float64() {
     let r = replay("airbench94", None);
@@ -373,10 +387,11 @@ fn airbench94_muon_replays_the_first_float32_steps_of_its_reference() {
     same_losses("airbench94-muon", &r, 2, false);
 }
 
-/// airbench94_muon's whole run in float64 at batch 256 (the script's 2000
-/// with its per-example lr and decay following, as the recipe's `lr_batch`
-/// makes them): Muon's renormalisation, Newton–Schulz and Nesterov step, the
-/// whitening bias's own schedule and its stop, the linear decay to 0.
+/// airbench94_muon's whole run in float64 at batch 16 of 160 images (the
+/// script's 2000 with its per-example lr and decay following, as the
+/// recipe's `lr_batch` makes them; 10 steps an epoch, 80 in all): Muon's
+/// renormalisation, Newton–Schulz and Nesterov step, the whitening bias's
+/// own schedule and its stop after 30 steps, the linear decay to 0.
 #[test]
 fn airbench94_muon_replays_its_whole_reference_trajectory_in_float64() {
     let r = replay("airbench94-muon", None);
@@ -396,10 +411,11 @@ fn hiverge_speedrun_replays_the_first_float32_steps_of_its_reference() {
     same_losses("hiverge-speedrun", &r, 2, false);
 }
 
-/// hiverge's record's whole run in float64 at batch 256: SiLU, its batched
-/// Newton–Schulz with the magnitude schedule, the growing renormalisation
-/// interval, decoupled weight decay, colour jitter, label smoothing 0.09,
-/// BN momentum 0.4434 and its fp16 normalisation constants.
+/// hiverge's record's whole run in float64 at batch 16 of 160 images (76
+/// steps): SiLU, its batched Newton–Schulz with the magnitude schedule, the
+/// growing renormalisation interval, decoupled weight decay, colour jitter,
+/// label smoothing 0.09, BN momentum 0.4434 and its fp16 normalisation
+/// constants.
 #[test]
 fn hiverge_speedrun_replays_its_whole_reference_trajectory_in_float64() {
     let r = replay("hiverge-speedrun", None);
@@ -501,10 +517,10 @@ fn hlb_replays_the_first_float32_steps_of_its_reference() {
     same_losses("hlb", &r, 2, false);
 }
 
-/// hlb's whole run in float64 at batch 256 (121 steps): its OneCycle, the
-/// BN-bias lr ×64 and decay ÷64, its EMA from epoch 2 copied back into the
-/// net every 5 steps, CutMix over the whole set in its last 6 epochs,
-/// random flips, label smoothing 0.2 on the mixed targets.
+/// hlb's whole run in float64 at batch 16 of 160 images (121 steps): its
+/// OneCycle, the BN-bias lr ×64 and decay ÷64, its EMA from epoch 2 copied
+/// back into the net every 5 steps, CutMix over the whole set in its last 6
+/// epochs, random flips, label smoothing 0.2 on the mixed targets.
 #[test]
 fn hlb_replays_its_whole_reference_trajectory_in_float64() {
     let r = replay("hlb", None);
@@ -525,8 +541,9 @@ fn page_final_replays_the_first_float32_steps_of_its_reference() {
     same_losses("page-final", &r, 2, false);
 }
 
-/// Page's final script's whole run in float64 at its own batch of 512 (50
-/// steps): the whitening block, ghost BN of 16 splits with frozen scales,
+/// Page's final script's whole run in float64 at batch 32 of 160 images
+/// (its 512 of 2,560 scaled by 1/16: 5 steps an epoch, 50 in all): the
+/// whitening block, ghost BN of 16 splits (of 2 images) with frozen scales,
 /// CELU, its chunked crops and flips (81 crop and 2 flip groups an epoch),
 /// the piecewise-linear schedule in epochs, the Nesterov step with the
 /// biases' ×64 lr and ÷64 decay, label smoothing 0.2 and the logits ÷16.
