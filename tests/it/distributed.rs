@@ -979,10 +979,12 @@ fn wait_for_gang(pid: u32) {
 /// two cancel it, as at world size 1; no rank is left either way.
 #[test]
 fn ctrl_c_in_a_terminal_lets_a_data_parallel_run_finish_and_twice_cancels_it() {
+    // 30 epochs (a few seconds a run): at 6, a quick machine finished the
+    // resumed run (1.1 s) between the two Ctrl-Cs, 300 ms apart.
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(
         dir.path().join("matrix.toml"),
-        "name = \"ctrlc\"\nrecipe = \"tiny-page-resnet9\"\nkind = \"list\"\ndata = \"synthetic:200\"\nrepeats = 2\nset = { batch_size = 20, world_size = 2, epochs = 6, train_per_class = 0, test_per_class = 0 }\n[[variant]]\nname = \"gang\"\n",
+        "name = \"ctrlc\"\nrecipe = \"tiny-page-resnet9\"\nkind = \"list\"\ndata = \"synthetic:200\"\nrepeats = 2\nset = { batch_size = 20, world_size = 2, epochs = 30, train_per_class = 0, test_per_class = 0 }\n[[variant]]\nname = \"gang\"\n",
     )
     .unwrap();
     let exe = env!("CARGO_BIN_EXE_tricklab");
