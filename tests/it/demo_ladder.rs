@@ -2,6 +2,9 @@
 //! the embedded data, every rung, report and charts. Its wall time is
 //! recorded in README (measured with `make bench`), not asserted here.
 
+/// About 70 s in a clean CI: nine real trainings of the demo ladder, as a
+/// new user's first session trains them (the embedded data, the charts),
+/// so none can be planted; it runs alone, first (nextest.toml).
 #[test]
 fn demo_ladder_runs_headless_end_to_end() {
     let tmp = tempfile::tempdir().unwrap();

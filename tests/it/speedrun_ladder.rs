@@ -2,6 +2,9 @@
 //! try a GPU matrix first: every rung from airbench94_muon to the record runs,
 //! with its results under the matrix's `-tiny` name.
 
+/// About two minutes (118 s in a clean CI): thirteen real tiny trainings,
+/// one a rung, each a different code path of the engine (the record's
+/// changes), so none can be planted; it runs alone, first (nextest.toml).
 #[test]
 fn speedrun_ladder_runs_tiny_on_the_cpu() {
     let tmp = tempfile::tempdir().unwrap();
