@@ -501,7 +501,7 @@ const MAX_RUNS_ASKED: usize = 1000;
 /// settle it (`runs_to_settle`). `sds` are the two sides' standard
 /// deviations of one run; `words` name d < 0 and d > 0.
 fn equivalence(d: &Diff, margin: f64, sds: (f64, f64), words: (&str, &str), shown: &str) -> String {
-    let half90 = crate::stats::t_quantile(0.95, (d.df.floor() as usize).max(1)) * d.se;
+    let half90 = crate::stats::t_quantile(0.95, d.df) * d.se;
     let (lo90, hi90) = (d.delta - half90, d.delta + half90);
     let side = if d.delta < 0.0 { words.0 } else { words.1 };
     if -margin < lo90 && hi90 < margin {
@@ -520,28 +520,14 @@ fn equivalence(d: &Diff, margin: f64, sds: (f64, f64), words: (&str, &str), show
     }
 }
 
-/// The fewest runs a side, n ≥ 2, at which the interval the verdict uses
-/// would be narrower than `gap` = margin − |d| if the estimate and the
-/// spreads stayed as measured: for equivalence (gap > 0) the 90% CI's
-/// half-width t₀.₉₅(ν)·√((s₁² + s₂²)/n), for a difference (gap < 0) the
-/// 95% CI's, t₀.₉₇₅(ν). ν is Welch–Satterthwaite's df at n runs a side,
-/// (n − 1)(s₁² + s₂²)² / (s₁⁴ + s₂⁴) (Welch 1947), so a side whose spread
-/// dominates asks for the runs its few df need, not the normal
-/// approximation's (which, at 6 runs a side against a noisy reference on
-/// an H200, asked for the 6 that had just left it open). None past
-/// MAX_RUNS_ASKED.
+/// The runs a side at which the interval the verdict uses would be
+/// narrower than `gap` = margin − |d| if the estimate and the spreads
+/// stayed as measured: for equivalence (gap > 0) the 90% CI the two
+/// one-sided tests read, for a difference (gap < 0) the 95% CI's end
+/// (`stats::runs_to_settle`, which compare and nightly use too).
 fn runs_to_settle(gap: f64, sds: (f64, f64)) -> Option<usize> {
     let p = if gap > 0.0 { 0.95 } else { 0.975 };
-    let (v1, v2) = (sds.0 * sds.0, sds.1 * sds.1);
-    let df_per_run = if v1 + v2 > 0.0 {
-        (v1 + v2).powi(2) / (v1 * v1 + v2 * v2)
-    } else {
-        1.0
-    };
-    (2..=MAX_RUNS_ASKED).find(|&n| {
-        let df = ((n - 1) as f64 * df_per_run).floor().max(1.0) as usize;
-        crate::stats::t_quantile(p, df) * ((v1 + v2) / n as f64).sqrt() <= gap.abs()
-    })
+    crate::stats::runs_to_settle(gap, &[sds.0, sds.1], p, MAX_RUNS_ASKED)
 }
 
 #[allow(clippy::too_many_arguments)] // one report section: its data and the commands that made it
@@ -735,7 +721,7 @@ mod tests {
     use super::*;
 
     fn diff(delta: f64, se: f64, df: f64) -> Diff {
-        let half_width = crate::stats::t95(df as usize) * se;
+        let half_width = crate::stats::t_multiplier(0.95, df) * se;
         Diff {
             base: 0.0,
             cand: delta,
@@ -743,6 +729,7 @@ mod tests {
             half_width,
             se,
             df,
+            sds: [0.0, 0.0],
         }
     }
 

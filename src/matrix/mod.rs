@@ -206,7 +206,7 @@ pub struct Adaptive {
 
 /// Keep adding seeds, one round across every variant at a time, until each
 /// difference the matrix asks about (see [`Matrix::asked`]) is decided by
-/// `stats::estimate::decide`: its interval excludes 0, or lies within
+/// `stats::decide`: its interval excludes 0, or lies within
 /// ±margin. The looks are at rounds `min` to `max`, and α is split evenly
 /// over those planned looks (Bonferroni over looks). With a width asked,
 /// also (or only) until every asked difference's 95% CI, and each Shapley

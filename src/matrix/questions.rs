@@ -3,11 +3,11 @@
 //! reference, a grid's or a list's variants against the first (as the
 //! report's Δ columns read them), and each effect of a factorial or
 //! fractional design. `until_decided` asks whether each is decided yet; the
-//! statistics are `stats::estimate`' (`match_by_seed`, `fit`, `decide`).
+//! statistics are `stats`' (`match_by_seed`, `fit`, `decide`).
 
 use super::{DesignPlan, Kind, Matrix, UntilDecided};
 use crate::stats::design::{Word, word_label};
-use crate::stats::estimate::{self as fx, Obs, Verdict};
+use crate::stats::{self as fx, Obs, Verdict};
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -172,7 +172,7 @@ fn mean(xs: impl Iterator<Item = f64>) -> f64 {
 fn judged(
     question: String,
     response: Response,
-    q: Option<fx::Question>,
+    q: Option<fx::Estimate>,
     u: &UntilDecided,
     look: usize,
     within: f64,
@@ -203,7 +203,7 @@ fn judged(
 }
 
 /// Each effect of a two-level design, by least squares on the counted runs
-/// (`stats::estimate::fit` on the terms the report fits).
+/// (`stats::fit` on the terms the report fits).
 fn effect_decisions(
     m: &Matrix,
     u: &UntilDecided,
@@ -235,7 +235,7 @@ fn effect_decisions(
                     fx::ErrorMethod::Lenth { df } => df,
                 };
                 let t = &f.terms[i];
-                let q = fx::Question {
+                let q = fx::Estimate {
                     estimate: t.effect.estimate,
                     se: t.se,
                     df,

@@ -14,14 +14,16 @@
 //! therefore judged net of the session's drift, measured on its control, the
 //! matrix's first variant (a ladder's baseline rung, leave-one-out's all-on,
 //! add-one's base): a variant's change is ln(t_c/t_b) − ln(c_c/c_b) on log
-//! means, its standard error the two's combined (se of a log mean ≈ std/mean
-//! /√n), and the interval uses t with the smallest side's n − 1 degrees of
-//! freedom. The drift itself is reported on the control's row, never a
+//! means, its standard error the four samples' combined (se of a log mean ≈
+//! std/mean/√n), on their Welch–Satterthwaite degrees of freedom
+//! (`stats::welch_of`). The drift itself is reported on the control's row, never a
 //! verdict; `--absolute` judges raw times (a change that slows every rung
 //! alike, the control too, needs it).
 
 use super::{Clock, Report, VariantStats};
-use crate::stats::t95;
+
+/// The quantile a 95% CI's end reads: how far a run count must carry it.
+const END_OF_95: f64 = 0.975;
 
 /// What the candidate may lose before it is a regression.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -65,6 +67,9 @@ pub struct Diff {
     /// Degrees of freedom of its t interval (Welch–Satterthwaite, or n − 1
     /// of paired differences).
     pub df: f64,
+    /// The sds of one run of each sample behind it (the paired
+    /// differences' and 0 when paired): what more runs would shrink.
+    pub sds: [f64; 2],
 }
 
 impl Diff {
@@ -77,28 +82,18 @@ impl Diff {
     }
 }
 
-/// Welch's t interval for mean(c) − mean(b); `None` below 2 runs a side.
+/// Welch's t interval for mean(c) − mean(b) (`stats::welch`, its degrees
+/// of freedom unrounded); `None` below 2 runs a side.
 pub fn welch(b: (f64, f64, usize), c: (f64, f64, usize)) -> Option<Diff> {
-    let ((mb, sb, nb), (mc, sc, nc)) = (b, c);
-    if nb < 2 || nc < 2 || !(mb.is_finite() && mc.is_finite()) {
-        return None;
-    }
-    let (vb, vc) = (sb * sb / nb as f64, sc * sc / nc as f64);
-    let se = (vb + vc).sqrt();
-    let df = if se > 0.0 {
-        (vb + vc).powi(2) / (vb * vb / (nb - 1) as f64 + vc * vc / (nc - 1) as f64)
-    } else {
-        (nb + nc - 2) as f64
-    };
-    // Rounding the degrees of freedom down keeps the interval conservative.
-    let half_width = t95((df.floor() as usize).max(1)) * se;
+    let q = crate::stats::welch(b, c)?;
     Some(Diff {
-        base: mb,
-        cand: mc,
-        delta: mc - mb,
-        half_width,
-        se,
-        df,
+        base: b.0,
+        cand: c.0,
+        delta: q.estimate,
+        half_width: q.half_width(0.95),
+        se: q.se,
+        df: q.df,
+        sds: [b.1, c.1],
     })
 }
 
@@ -232,14 +227,18 @@ pub struct Rel {
     pub lo: f64,
     pub hi: f64,
     pub se: f64,
+    /// The log-scale sds of one run (std/mean) of each sample behind it:
+    /// base and candidate, then the control's two where net of the drift
+    /// (0 where absent, which adds nothing).
+    pub sds: [f64; 4],
 }
 
-/// A log-mean difference ln(c) − ln(b), its standard error and the smallest n.
-#[derive(Clone, Copy, Debug, PartialEq)]
+/// A log-mean difference ln(c) − ln(b) (net of the drift's, where judged
+/// so) and its samples, each as (log-scale sd of one run, runs).
+#[derive(Clone, Debug, PartialEq)]
 struct LogDiff {
     d: f64,
-    se: f64,
-    n: usize,
+    samples: Vec<(f64, usize)>,
 }
 
 impl LogDiff {
@@ -248,30 +247,30 @@ impl LogDiff {
         if nb < 2 || nc < 2 || !(mb > 0.0 && mc > 0.0 && mb.is_finite() && mc.is_finite()) {
             return None;
         }
-        let var = |m: f64, s: f64, n: usize| (s / m).powi(2) / n as f64;
         Some(LogDiff {
             d: mc.ln() - mb.ln(),
-            se: (var(mb, sb, nb) + var(mc, sc, nc)).sqrt(),
-            n: nb.min(nc),
+            samples: vec![(sb / mb, nb), (sc / mc, nc)],
         })
     }
 
     /// This difference net of another (the control's drift).
-    fn net_of(self, drift: LogDiff) -> LogDiff {
+    fn net_of(&self, drift: &LogDiff) -> LogDiff {
         LogDiff {
             d: self.d - drift.d,
-            se: (self.se.powi(2) + drift.se.powi(2)).sqrt(),
-            n: self.n.min(drift.n),
+            samples: [self.samples.as_slice(), &drift.samples].concat(),
         }
     }
 
-    fn rel(self) -> Rel {
-        let h = t95(self.n.saturating_sub(1).max(1)) * self.se;
+    fn rel(&self) -> Rel {
+        let q = crate::stats::welch_of(self.d, &self.samples)
+            .expect("LogDiff::of keeps 2 runs a sample");
+        let h = q.half_width(0.95);
         Rel {
             rel: self.d.exp() - 1.0,
             lo: (self.d - h).exp() - 1.0,
             hi: (self.d + h).exp() - 1.0,
-            se: self.se,
+            se: q.se,
+            sds: std::array::from_fn(|i| self.samples.get(i).map_or(0.0, |s| s.0)),
         }
     }
 }
@@ -384,10 +383,11 @@ pub struct Comparison {
 /// shared seeds (each seed's runs averaged first), so that cand − base is the
 /// paired difference shown beside them.
 fn paired(b: &VariantStats, c: &VariantStats) -> Option<Diff> {
-    let d = super::delta::between(&b.acc_by_seed, &c.acc_by_seed)?;
-    if !d.paired || d.n < 2 {
+    let m = crate::stats::match_by_seed(&b.acc_by_seed, &c.acc_by_seed)?;
+    let crate::stats::Matched::Paired(diffs) = &m else {
         return None;
-    }
+    };
+    let q = m.question()?;
     let by_seed = |v: &[(u64, f64)]| {
         let mut m: std::collections::BTreeMap<u64, (f64, usize)> = Default::default();
         for &(seed, x) in v.iter().filter(|(_, x)| x.is_finite()) {
@@ -404,32 +404,33 @@ fn paired(b: &VariantStats, c: &VariantStats) -> Option<Diff> {
         .filter_map(|(seed, x)| Some((*x, *cs.get(seed)?)))
         .collect();
     let k = shared.len().max(1) as f64;
-    let half_width = (d.hi - d.lo) / 2.0;
     Some(Diff {
         base: shared.iter().map(|p| p.0).sum::<f64>() / k,
         cand: shared.iter().map(|p| p.1).sum::<f64>() / k,
-        delta: d.mean,
-        half_width,
-        se: half_width / t95(d.n - 1),
-        df: (d.n - 1) as f64,
+        delta: q.estimate,
+        half_width: q.half_width(0.95),
+        se: q.se,
+        df: q.df,
+        sds: [crate::stats::mean_sd(diffs).1, 0.0],
     })
 }
 
-/// Runs a side that would likely shrink the CI below `margin`: the standard
-/// error falls as 1/√n, and with more runs t's quantile nears 2. Only for a
-/// finite interval, and only up to `MAX_MORE_RUNS`.
-fn more_runs(n: usize, se: f64, margin: f64) -> Open {
-    if !se.is_finite() {
+/// The runs a side that would carry the 95% CI's end past a threshold
+/// `distance` away, were the estimate and the spreads `sds` to stay
+/// (`stats::runs_to_settle`, as parity and the until_decided advice use);
+/// `n` have run. Only for a finite interval, and only up to
+/// `MAX_MORE_RUNS` more.
+fn more_runs(n: usize, sds: &[f64], distance: f64) -> Open {
+    if sds.iter().any(|s| !s.is_finite()) {
         return Open::NoInterval;
     }
-    if margin <= 0.0 || !margin.is_finite() {
+    if distance <= 0.0 || !distance.is_finite() {
         return Open::OnThreshold;
     }
-    let want = (n as f64 * (2.0 * se / margin).powi(2)).ceil();
-    if !want.is_finite() || want - n as f64 > MAX_MORE_RUNS as f64 {
-        return Open::TooMany;
+    match crate::stats::runs_to_settle(distance, sds, END_OF_95, n + MAX_MORE_RUNS) {
+        Some(k) => Open::MoreRuns(k.saturating_sub(n).max(1)),
+        None => Open::TooMany,
     }
-    Open::MoreRuns((want as usize).saturating_sub(n).max(1))
 }
 
 fn judge(time: Option<&Rel>, acc: Option<&Diff>, n: usize, th: &Thresholds) -> Verdict {
@@ -448,12 +449,12 @@ fn judge(time: Option<&Rel>, acc: Option<&Diff>, n: usize, th: &Thresholds) -> V
     if t.hi > th.max_slowdown {
         // The standard error of the relative change is that of the log.
         return Verdict::Inconclusive {
-            open: more_runs(n, t.se, (t.rel.ln_1p() - th.max_slowdown.ln_1p()).abs()),
+            open: more_runs(n, &t.sds, (t.rel.ln_1p() - th.max_slowdown.ln_1p()).abs()),
         };
     }
     if a.lo() < drop {
         return Verdict::Inconclusive {
-            open: more_runs(n, a.se, (a.delta - drop).abs()),
+            open: more_runs(n, &a.sds, (a.delta - drop).abs()),
         };
     }
     if t.hi < 0.0 {
@@ -471,7 +472,7 @@ fn sample(r: &VariantStats, clock: Clock) -> ((f64, f64, usize), (f64, f64, usiz
 /// The session's drift: the control's (the base's first variant's) relative
 /// time change, when both sides ran it at least twice.
 pub fn drift(base: &Report, cand: &Report) -> Option<Rel> {
-    drift_log(base, cand).map(LogDiff::rel)
+    drift_log(base, cand).as_ref().map(LogDiff::rel)
 }
 
 /// The control: the matrix's first variant (index 0), where the base has
@@ -523,9 +524,9 @@ pub fn compare(base: &Report, cand: &Report, th: &Thresholds, model: TimeModel) 
                     let (time, acc) = (welch(tb, tc), pair.or_else(|| welch(ab, ac)));
                     let raw = LogDiff::of(tb, tc);
                     let is_control = drift.is_some() && control.as_deref() == Some(&b.variant);
-                    let rel = match (raw, drift) {
+                    let rel = match (raw, &drift) {
                         (Some(r), Some(d)) if !is_control => Some(r.net_of(d).rel()),
-                        (r, _) => r.map(LogDiff::rel),
+                        (r, _) => r.as_ref().map(LogDiff::rel),
                     };
                     let verdict = if c.n > 0 && (tc.0.is_nan() || ac.0.is_nan()) {
                         Verdict::NotANumber
@@ -581,10 +582,13 @@ mod tests {
     #[test]
     fn welch_matches_a_hand_computed_interval() {
         // b: mean 10, sd 1, n 5; c: mean 12, sd 2, n 5 → se = √(0.2 + 0.8) = 1,
-        // df = 1 / (0.04/4 + 0.64/4) = 5.88 → 5 → t = 2.5705818 (R: qt(0.975, 5)).
+        // df = 1 / (0.04/4 + 0.64/4) = 5.882, kept fractional (the floor to 5
+        // gave 2.5706 here, wider than Welch's interval):
+        // t(0.975; 5.882) = 2.4588237 (mpmath, 30 digits).
         let d = welch((10.0, 1.0, 5), (12.0, 2.0, 5)).unwrap();
         assert!((d.delta - 2.0).abs() < 1e-12);
-        assert!((d.half_width - 2.570_581_835_6).abs() < 1e-9, "{d:?}");
+        assert!((d.df - 100.0 / 17.0).abs() < 1e-12, "{d:?}");
+        assert!((d.half_width - 2.458_823_709_7).abs() < 1e-8, "{d:?}");
         assert!(welch((10.0, 1.0, 1), (12.0, 2.0, 5)).is_none());
     }
 
@@ -595,11 +599,16 @@ mod tests {
             max_acc_drop: 0.002,
         };
         let acc = welch((0.94, 0.001, 10), (0.94, 0.001, 10));
-        let time =
-            |mc: f64, sd: f64, n: usize| LogDiff::of((1.0, sd, n), (mc, sd, n)).map(LogDiff::rel);
+        let time = |mc: f64, sd: f64, n: usize| {
+            LogDiff::of((1.0, sd, n), (mc, sd, n))
+                .as_ref()
+                .map(LogDiff::rel)
+        };
         let v = |t: Option<Rel>, n| judge(t.as_ref(), acc.as_ref(), n, &th);
         // Two runs a side at 0.18 vs 0.21 s with a wide spread: not a regression.
-        let noisy = LogDiff::of((0.18, 0.1, 2), (0.21, 0.1, 2)).map(LogDiff::rel);
+        let noisy = LogDiff::of((0.18, 0.1, 2), (0.21, 0.1, 2))
+            .as_ref()
+            .map(LogDiff::rel);
         assert!(matches!(v(noisy, 2), Verdict::Inconclusive { .. }));
         assert_eq!(v(time(1.2, 0.01, 10), 10), Verdict::Slower);
         assert_eq!(v(time(0.8, 0.01, 10), 10), Verdict::Faster);
@@ -640,15 +649,16 @@ mod tests {
 
     #[test]
     fn more_runs_are_advised_only_for_a_finite_interval_and_a_practical_number() {
-        // se 0.01, 4 runs, 0.02 from the threshold: n·(2·se/margin)² = 4 runs in
-        // all, so none more is needed but at least one is said.
-        assert_eq!(more_runs(4, 0.01, 0.02), Open::MoreRuns(1));
-        assert_eq!(more_runs(4, 0.02, 0.02), Open::MoreRuns(12));
-        assert_eq!(more_runs(2, f64::NAN, 0.02), Open::NoInterval);
-        assert_eq!(more_runs(2, f64::INFINITY, 0.02), Open::NoInterval);
-        assert_eq!(more_runs(4, 0.01, 0.0), Open::OnThreshold);
-        // A wide interval 0.01 from the threshold: thousands of runs, not advice.
-        assert_eq!(more_runs(2, 0.5, 0.01), Open::TooMany);
+        // Two samples of sd 0.02 a run, 4 runs each, 0.02 from the threshold:
+        // t(0.975; 2(n − 1))·√(0.0008/n) ≤ 0.02 first at n = 9 (mpmath), so 5
+        // more a side; at sd 0.01 the 4 that ran would do, and one is said.
+        assert_eq!(more_runs(4, &[0.02, 0.02], 0.02), Open::MoreRuns(5));
+        assert_eq!(more_runs(4, &[0.01, 0.01], 0.02), Open::MoreRuns(1));
+        assert_eq!(more_runs(2, &[f64::NAN, 0.01], 0.02), Open::NoInterval);
+        assert_eq!(more_runs(2, &[f64::INFINITY, 0.01], 0.02), Open::NoInterval);
+        assert_eq!(more_runs(4, &[0.01, 0.01], 0.0), Open::OnThreshold);
+        // A wide spread 0.01 from the threshold: thousands of runs, not advice.
+        assert_eq!(more_runs(2, &[0.5, 0.5], 0.01), Open::TooMany);
         for open in [
             Open::NoInterval,
             Open::OnThreshold,

@@ -3,7 +3,6 @@
 //! kinds), paired by seed where both ran the same seeds (the seed's noise,
 //! data order and init cancel), else Welch's interval, with a 95% CI.
 
-use crate::stats::t95;
 use crate::store::{Ended, RunRow};
 use serde::Serialize;
 
@@ -40,61 +39,23 @@ impl Delta {
     }
 }
 
-fn mean_sd(x: &[f64]) -> (f64, f64) {
-    let n = x.len() as f64;
-    let m = x.iter().sum::<f64>() / n;
-    let var = x.iter().map(|v| (v - m).powi(2)).sum::<f64>() / (n - 1.0).max(1.0);
-    (m, var.sqrt())
-}
-
 /// this − reference over runs given as (seed, value): paired by seed when
-/// every seed of the smaller side ran on both, else Welch (the matching is
-/// `stats::estimate::match_by_seed`, which `matrix show --power` and
-/// `until_decided` share).
+/// every seed of the smaller side ran on both, else Welch; the matching and
+/// the interval are `stats::match_by_seed` and `Matched::question`, which
+/// `matrix show --power`, `until_decided` and `compare` share.
 pub fn between(reference: &[(u64, f64)], this: &[(u64, f64)]) -> Option<Delta> {
-    use crate::stats::estimate::{Matched, match_by_seed};
-    match match_by_seed(reference, this)? {
-        Matched::Paired(pairs) => {
-            let (m, sd) = mean_sd(&pairs);
-            let n = pairs.len();
-            let h = if n >= 2 {
-                t95(n - 1) * sd / (n as f64).sqrt()
-            } else {
-                f64::NAN
-            };
-            Some(Delta {
-                mean: m,
-                lo: m - h,
-                hi: m + h,
-                n,
-                paired: true,
-            })
-        }
-        Matched::Independent {
-            reference: xa,
-            this: xb,
-        } => {
-            let ((ma, sa), (mb, sb)) = (mean_sd(&xa), mean_sd(&xb));
-            let n = xa.len().min(xb.len());
-            let w = super::welch((ma, sa, xa.len()), (mb, sb, xb.len()));
-            Some(match w {
-                Some(d) => Delta {
-                    mean: d.delta,
-                    lo: d.lo(),
-                    hi: d.hi(),
-                    n,
-                    paired: false,
-                },
-                None => Delta {
-                    mean: mb - ma,
-                    lo: f64::NAN,
-                    hi: f64::NAN,
-                    n,
-                    paired: false,
-                },
-            })
-        }
-    }
+    let m = crate::stats::match_by_seed(reference, this)?;
+    let ci = m.question().map_or((f64::NAN, f64::NAN), |q| {
+        let i = q.interval(0.95);
+        (i.lo, i.hi)
+    });
+    Some(Delta {
+        mean: m.estimate(),
+        lo: ci.0,
+        hi: ci.1,
+        n: m.n(),
+        paired: m.is_paired(),
+    })
 }
 
 /// Values keyed by the seed that gave them.

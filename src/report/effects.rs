@@ -1,14 +1,14 @@
 //! What each trick buys whatever the order (issue 37): for the folders of a
 //! factorial, fractional or Shapley matrix, the main effects and two-way
 //! interactions with 95% CIs and each factor's Shapley value, for time on
-//! the recipe's clock and for accuracy. The maths is `stats::estimate` (least
+//! the recipe's clock and for accuracy. The maths is `stats` (least
 //! squares on ±1 coding, Lenth's pseudo standard error without replicates,
 //! Shapley's formula); one lazy polars query per folder selects its runs.
 
 use super::Clock;
 use crate::matrix::{Design, DesignPlan};
 use crate::stats::design::{self, Word};
-use crate::stats::estimate::{self as fx, Interval, Obs};
+use crate::stats::{self as fx, Interval, Obs};
 use anyhow::Result;
 use polars::prelude::*;
 use serde::Serialize;
@@ -796,7 +796,7 @@ pub(crate) mod tests {
         let text = "name = \"m\"\nrecipe = \"tiny-airbench94\"\nkind = \"factorial\"\nvary = [\"tta\", \"lookahead\"]\n";
         let m = crate::matrix::parse(text, "m.toml").unwrap();
         let d = m.design.unwrap();
-        use crate::stats::estimate::Obs;
+        use crate::stats::Obs;
         let obs = |configs: &[Word]| -> Vec<Obs> {
             configs
                 .iter()

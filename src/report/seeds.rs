@@ -3,7 +3,7 @@
 //! each difference its matrix asks about (`Matrix::asked`: each rung against
 //! the previous, each add-one or leave-one-out variant against its
 //! reference, each effect of a design), the seeds that resolve a Δ at 80%
-//! power and two-sided α = 0.05 by the noncentral t (`stats::estimate`):
+//! power and two-sided α = 0.05 by the noncentral t (`stats`):
 //! pairs where the folder's seeds match across the pair, else seeds a side
 //! at the pooled sd, or replicates of the whole design. `matrix show
 //! --power` prints it; the report's "Seeds needed" section is the same.
@@ -12,7 +12,7 @@
 
 use super::Clock;
 use crate::matrix::{Asked, Decision, Matrix, Precision, Response, Sample};
-use crate::stats::estimate::{self as fx, Matched, Obs};
+use crate::stats::{self as fx, Matched, Obs};
 use anyhow::Result;
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
@@ -311,7 +311,7 @@ fn pair_row(m: &Matrix, a: &Asked, runs: &BTreeMap<usize, Vec<Sample>>, deltas: 
 
 /// The design's row: every effect of a two-level design has the same
 /// standard error 2σ/√N (Montgomery §6.4), so one number of replicates
-/// (`stats::estimate::replicates_for_effect`) serves them all.
+/// (`stats::replicates_for_effect`) serves them all.
 fn design_row(m: &Matrix, runs: &BTreeMap<usize, Vec<Sample>>, deltas: Deltas) -> Row {
     let design = m.design.as_ref().expect("a designed matrix");
     let asked = m.asked();
@@ -764,7 +764,7 @@ mod tests {
     fn a_design_needs_replicates_at_its_pure_error() {
         // A 2^3 factorial, two runs a configuration c ± √2/2: pure error
         // SS = 8 · 1 = 8 on 8 d.f., σ = 1. An effect of 1 needs 5
-        // replicates of the 8 runs (stats::estimate' replicates test).
+        // replicates of the 8 runs (stats' replicates test).
         let text = "name='m'\nrecipe='tiny-page-resnet9'\nkind='factorial'\nvary=['celu','flip','label_smoothing']\nuntil_decided = { time = 0.05, max = 6 }\n";
         let h = std::f64::consts::SQRT_2 / 2.0;
         let runs: Vec<(usize, u64, f64, f64)> = (0..8)

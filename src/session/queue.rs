@@ -341,7 +341,7 @@ impl Queue {
 
     /// `until_decided`: once no run of the matrix is queued or running, the
     /// round is over; its look decides each question (`matrix::decide_all`,
-    /// `stats::estimate::decide` with α split over the planned looks), and
+    /// `stats::decide` with α split over the planned looks), and
     /// while one is open and rounds are left, every variant gets the next
     /// seed, in variant order (interleaved, as repeats are).
     fn next_round(&mut self, matrix: &str) {

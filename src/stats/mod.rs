@@ -1,10 +1,83 @@
-//! The statistics of ablations: t quantiles and confidence intervals (here,
-//! shared by the queue's adaptive repeats and the reports), two-level
-//! designs and their aliases (`design`), and what is estimated from them:
-//! factorial effects, Shapley credit, power and sequential rules (`estimate`).
+//! The statistics of ablations, each written once: t quantiles and
+//! intervals (here), samples and their differences (Welch's interval, runs
+//! matched by seed, the runs that would settle a question: `sample`),
+//! two-level designs and their aliases (`design`), factorial effects
+//! (`fit`), Shapley credit (`shapley`), power and sample size (`power`) and
+//! sequential rules (`sequential`). Reports, compare, nightly, parity and
+//! the session's stopping rules read them from here.
 
 pub mod design;
-pub mod estimate;
+pub mod fit;
+pub mod power;
+pub mod sample;
+pub mod sequential;
+pub mod shapley;
+#[cfg(test)]
+mod tests;
+
+pub use fit::{ErrorMethod, Fit, Obs, TermEffect, fit, lenth_pse, pure_error};
+pub use power::{
+    noncentral_t_cdf, power_paired, power_t, power_two_sample, replicates_for_effect, seeds_needed,
+};
+pub use sample::{Estimate, Matched, match_by_seed, mean_sd, runs_to_settle, welch, welch_of};
+pub use sequential::{Verdict, decide, look_interval};
+pub use shapley::{ShapleyValues, shapley_exact, shapley_sampled};
+
+use statrs::distribution::{ContinuousCDF, StudentsT};
+
+/// Confidence level of every interval of the effects analysis.
+pub const CONFIDENCE: f64 = 0.95;
+
+/// A point estimate with a two-sided interval. `lo`/`hi` are ±∞ when the
+/// data carry no estimate of error.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Interval {
+    /// Point estimate.
+    pub estimate: f64,
+    /// Lower end (−∞ when unknown).
+    pub lo: f64,
+    /// Upper end (+∞ when unknown).
+    pub hi: f64,
+}
+
+impl Interval {
+    /// `estimate ± half_width`.
+    pub fn symmetric(estimate: f64, half_width: f64) -> Self {
+        Interval {
+            estimate,
+            lo: estimate - half_width,
+            hi: estimate + half_width,
+        }
+    }
+
+    /// An estimate with no error estimate: (−∞, +∞).
+    pub fn unbounded(estimate: f64) -> Self {
+        Interval {
+            estimate,
+            lo: f64::NEG_INFINITY,
+            hi: f64::INFINITY,
+        }
+    }
+
+    /// Whether `x` lies in the closed interval.
+    pub fn contains(&self, x: f64) -> bool {
+        self.lo <= x && x <= self.hi
+    }
+}
+
+/// Student t's `p` quantile on `df` degrees of freedom, fractional df
+/// (Welch–Satterthwaite's) as they are: never rounded down.
+pub fn t_quantile(p: f64, df: f64) -> f64 {
+    match StudentsT::new(0.0, 1.0, df) {
+        Ok(t) => t.inverse_cdf(p),
+        Err(_) => f64::NAN,
+    }
+}
+
+/// Multiplier for a two-sided interval of level `level` on `df` d.f.
+pub fn t_multiplier(level: f64, df: f64) -> f64 {
+    t_quantile(0.5 + level / 2.0, df)
+}
 
 /// Half-width of the 95% CI of the mean (t-distribution).
 pub fn ci95_half_width(xs: &[f64]) -> f64 {
@@ -17,23 +90,11 @@ pub fn ci95_half_width(xs: &[f64]) -> f64 {
     t95(n - 1) * (var / n as f64).sqrt()
 }
 
-/// Two-sided 95% Student t quantile for `df` degrees of freedom.
+/// Two-sided 95% Student t quantile for `df` degrees of freedom (∞ at 0).
 pub fn t95(df: usize) -> f64 {
-    use statrs::distribution::{ContinuousCDF, StudentsT};
     match df {
         0 => f64::INFINITY,
-        d => StudentsT::new(0.0, 1.0, d as f64).map_or(1.96, |t| t.inverse_cdf(0.975)),
-    }
-}
-
-/// The one-sided upper `p` quantile of Student's t for `df` degrees of
-/// freedom (p = 0.95: the half-width factor of a 90% interval, the one two
-/// one-sided tests at α = 0.05 read).
-pub fn t_quantile(p: f64, df: usize) -> f64 {
-    use statrs::distribution::{ContinuousCDF, StudentsT};
-    match df {
-        0 => f64::INFINITY,
-        d => StudentsT::new(0.0, 1.0, d as f64).map_or(f64::NAN, |t| t.inverse_cdf(p)),
+        d => t_quantile(0.975, d as f64),
     }
 }
 
@@ -41,7 +102,7 @@ pub fn t_quantile(p: f64, df: usize) -> f64 {
 /// unlike the normal approximation, it stays inside [0, 1] and is not zero
 /// wide at 0 or n successes.
 pub fn wilson95(k: usize, n: usize) -> Option<(f64, f64)> {
-    use statrs::distribution::{ContinuousCDF, Normal};
+    use statrs::distribution::Normal;
     if n == 0 {
         return None;
     }
@@ -53,7 +114,7 @@ pub fn wilson95(k: usize, n: usize) -> Option<(f64, f64)> {
 }
 
 #[cfg(test)]
-mod tests {
+mod closed_forms {
     use super::*;
 
     #[test]

@@ -2091,7 +2091,7 @@ fn until_decided_runs_headless_and_matrix_show_power_reads_its_results() {
         (row["time"]["sd"].as_f64().unwrap() - sd).abs() < 1e-9,
         "{row}"
     );
-    let want = tricklab::stats::estimate::seeds_needed(0.5, sd, 0.05, 0.8, true, 100);
+    let want = tricklab::stats::seeds_needed(0.5, sd, 0.05, 0.8, true, 100);
     assert_eq!(
         row["time"]["seeds"].as_u64().map(|x| x as usize),
         want,
