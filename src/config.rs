@@ -817,6 +817,16 @@ impl Override {
         })
     }
 
+    /// An override from its written form (`celu=on`, `lr=0.2`), as
+    /// `Display` writes it; `None` for text without `=`.
+    pub fn parse_word(s: &str) -> Option<Override> {
+        let (k, v) = s.split_once('=')?;
+        match v {
+            "on" | "off" => Override::parse_trick(s).ok(),
+            _ => Override::parse_set(&format!("{k}={v}")).ok(),
+        }
+    }
+
     /// Parses the `--set` syntax: `KEY=VALUE`.
     pub fn parse_set(s: &str) -> Result<Override, String> {
         match s.split_once('=') {

@@ -106,21 +106,6 @@ impl Clocks {
     }
 }
 
-/// The clock a run's configuration (the `RunStarted` event's) names.
-pub fn clock_of(config: &serde_json::Value) -> Option<crate::config::Clock> {
-    config["resolved"]["clock"]
-        .as_str()
-        .and_then(crate::config::Clock::parse)
-}
-
-/// Whether a run's configuration (the `RunStarted` event's) evaluates with
-/// TTA: its resolved `tta_level` above 0.
-pub fn uses_tta(config: &serde_json::Value) -> bool {
-    config["resolved"]["tta_level"]
-        .as_u64()
-        .is_some_and(|l| l > 0)
-}
-
 impl RunSummary {
     /// "acc 94.01%", with " (TTA)" only where the run used TTA (`tta`):
     /// the accuracy of a run without it is plain accuracy.
@@ -314,8 +299,8 @@ pub enum Event {
     RunStarted {
         run: RunId,
         seed: u64,
-        /// Resolved configuration as JSON, for the manifest and the TUI.
-        config: Arc<serde_json::Value>,
+        /// What was decided for it: its variant's record, its data and loader.
+        record: Arc<crate::record::RunRecord>,
         total_steps: u64,
         total_epochs: f64,
         target_acc: f64,

@@ -24,10 +24,13 @@ pub mod native;
 pub mod optim;
 pub mod plan;
 pub mod recipe;
+pub mod record;
 pub mod report;
 pub mod session;
 pub mod stats;
 pub mod store;
+#[cfg(test)]
+pub mod testkit;
 pub mod train;
 pub mod tricks;
 pub mod tui;

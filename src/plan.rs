@@ -13,22 +13,13 @@ use anyhow::{Result, bail};
 use tch::Kind;
 
 /// A queued run with its plan decided: what the worker hands the trainer.
-/// `config` is what the manifest records; the engine reads only `plan`.
+/// `config` is what the manifest records (`PlannedRun::record`); the
+/// engine reads only `plan`.
 #[derive(Clone, Debug, PartialEq)]
 pub struct PlannedRun {
     pub spec: RunSpec,
     pub config: RunConfig,
     pub plan: RunPlan,
-}
-
-impl PlannedRun {
-    /// The configuration events and the manifest carry: the settings and
-    /// tricks as written, and under `resolved` what the run trained with.
-    pub fn config_json(&self, data_name: &str, data_hash: &str) -> serde_json::Value {
-        let mut v = self.config.to_json(self.spec.seed, data_name, data_hash);
-        v["resolved"] = self.plan.resolved();
-        v
-    }
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -1152,10 +1143,46 @@ impl EvalPlan {
 /// The widest sane run: a typo of an extra zero or two, not a plan.
 pub const MAX_EPOCHS: f64 = 10_000.0;
 
+/// The values an engine run trains with, flat and typed (lowercase words):
+/// what the results folder records, the runs table's columns and the
+/// trackers' hyperparameters read. Decided once, from the plan.
+/// (A field a folder of an older version lacks reads as its default.)
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(default)]
+pub struct Settings {
+    pub arch: String,
+    pub widths: Vec<i64>,
+    pub epochs: f64,
+    pub batch_size: usize,
+    pub lr: f64,
+    pub momentum: f64,
+    pub nesterov: bool,
+    pub weight_decay: f64,
+    /// sgd_page, sgd_torch, lars, lamb or adamw.
+    pub optimizer: String,
+    pub muon_lr: Option<f64>,
+    pub label_smoothing: f64,
+    /// fp32, fp16, bf16, amp_fp16 or amp_bf16.
+    pub precision: String,
+    pub bn_fp32: bool,
+    pub channels_last: bool,
+    /// none, page_ema or lookahead.
+    pub averaging: String,
+    /// off, page or airbench.
+    pub whitening: String,
+    pub tta_level: u8,
+    pub clock: Clock,
+    pub world_size: usize,
+    /// Images per BatchNorm batch in training (Goyal's n).
+    pub bn_batch: usize,
+    /// The augmentations in the order the executors apply them.
+    pub augment: Vec<String>,
+}
+
 impl RunPlan {
     /// The values the run trains with, flat and typed (lowercase words), for
     /// the results table's columns and the trackers' hyperparameters.
-    pub fn resolved(&self) -> serde_json::Value {
+    pub fn resolved(&self) -> Settings {
         let half = |h: Option<Half>| match h {
             None => "fp32",
             Some(Half::F16) => "fp16",
@@ -1183,31 +1210,29 @@ impl RunPlan {
             Whitening::Page { .. } => "page",
             Whitening::Airbench { .. } => "airbench",
         };
-        serde_json::json!({
-            "arch": self.net.arch.name(),
-            "widths": self.net.widths,
-            "epochs": self.epochs,
-            "batch_size": self.batch_size,
-            "lr": self.optim.lr,
-            "momentum": self.optim.momentum,
-            "nesterov": self.optim.nesterov && self.optim.momentum > 0.0,
-            "weight_decay": self.optim.weight_decay,
-            "optimizer": optimizer,
-            "muon_lr": self.optim.muon.as_ref().map(|m| m.lr),
-            "label_smoothing": self.loss.smoothing,
-            "precision": precision,
-            "bn_fp32": !self.precision.bn_half,
-            "channels_last": self.precision.channels_last,
-            "averaging": averaging,
-            "whitening": whitening,
-            "tta_level": self.eval.tta_level,
-            "clock": self.clock,
-            "world_size": self.world_size,
-            // Images per BatchNorm batch in training (Goyal's n).
-            "bn_batch": self.bn_batch(),
-            // In the order the executors apply them.
-            "augment": self.data.augment.ops.iter().map(AugOp::describe).collect::<Vec<_>>(),
-        })
+        Settings {
+            arch: self.net.arch.name().into(),
+            widths: self.net.widths.clone(),
+            epochs: self.epochs,
+            batch_size: self.batch_size,
+            lr: self.optim.lr,
+            momentum: self.optim.momentum,
+            nesterov: self.optim.nesterov && self.optim.momentum > 0.0,
+            weight_decay: self.optim.weight_decay,
+            optimizer: optimizer.into(),
+            muon_lr: self.optim.muon.as_ref().map(|m| m.lr),
+            label_smoothing: self.loss.smoothing,
+            precision,
+            bn_fp32: !self.precision.bn_half,
+            channels_last: self.precision.channels_last,
+            averaging: averaging.into(),
+            whitening: whitening.into(),
+            tta_level: self.eval.tta_level,
+            clock: self.clock,
+            world_size: self.world_size,
+            bn_batch: self.bn_batch(),
+            augment: self.data.augment.ops.iter().map(AugOp::describe).collect(),
+        }
     }
 
     /// The plan of `settings` with every trick off.

@@ -536,15 +536,10 @@ mod tests {
         noise: Option<&str>,
     ) {
         use crate::events::{EpochRow, Event};
-        let config = std::sync::Arc::new(serde_json::json!({
-            "recipe": "tiny", "tricks_on": [], "overrides": [],
-            "data_name": "d", "data_hash": "h",
-            "resolved": {"clock": "dawn", "tta_level": 0}
-        }));
         w.on_event(&Event::RunStarted {
             run: run.clone(),
             seed,
-            config,
+            record: crate::testkit::record_with(&run, &["tta=off"]),
             total_steps: 3,
             total_epochs: evals.len() as f64,
             target_acc: 0.5,
@@ -853,11 +848,13 @@ mod tests {
     #[test]
     fn tta_is_named_only_where_runs_used_it() {
         let run = |level: u32| {
-            let cfg = serde_json::json!({"resolved": {"tta_level": level}});
+            let id = crate::store::tests::rid("v", 0, 0);
+            let tta = if level > 0 { "tta" } else { "tta=off" };
+            let rec = crate::testkit::record_with(&id, &[tta]);
             let s = crate::store::tests::summary(0.9, 1.0, None);
             crate::store::RunRow::new(
-                &crate::store::tests::rid("v", 0, 0),
-                Some((0, &cfg, 0.9)),
+                &id,
+                Some((0, &rec, 0.9)),
                 crate::store::Ended::Done,
                 None,
                 Some(&s),

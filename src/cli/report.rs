@@ -94,13 +94,14 @@ pub fn cmd_power(
     }
     let m = crate::matrix::load(file)?;
     let m = if tiny { m.tiny()? } else { m };
-    let dir = session_folder(folder)?;
-    let clock = crate::report::clock_of_recipe(&m.recipe);
+    let folder = crate::store::Folder::open(&session_folder(folder)?)?;
+    let m = m.record();
+    let clock = m.clock;
     let deltas = seeds::Deltas {
         time_s: delta_time,
         acc: delta_acc / 100.0,
     };
-    let s = seeds::seeds(&dir, &m, clock, deltas, false)?;
+    let s = seeds::seeds(&folder, &m, clock, deltas, false)?;
     match format {
         crate::util::TextOrJson::Json => {
             let mut v = serde_json::to_value(&s)?;
@@ -307,6 +308,11 @@ pub fn cmd_report(args: ReportArgs) -> Result<i32> {
                 dir.display()
             )
         })?;
+    }
+    // A folder whose record does not read: one line on stderr whatever the
+    // format, besides the Markdown report's own line.
+    for n in &r.notes {
+        eprintln!("warning: {n}");
     }
     match args.format {
         Format::Text => print!("{}", r.to_text()),

@@ -87,16 +87,17 @@ pub fn cmd_train(args: TrainArgs) -> Result<i32> {
             total_steps,
             total_epochs,
             device,
-            config,
+            record,
             ..
         } => {
             println!(
                 "{} on {device}{gang}: {total_epochs} epochs, {total_steps} steps, data {}{}",
                 spec.recipe,
-                config["data_name"].as_str().unwrap_or("?"),
+                record.data.name,
                 // A streamed run: where its loader decodes, from what.
-                config["loader"]
-                    .as_str()
+                record
+                    .loader
+                    .as_ref()
                     .map(|l| format!(" ({l})"))
                     .unwrap_or_default()
             );

@@ -104,14 +104,14 @@ pub fn run_headless(mut session: Session) -> Result<i32> {
                             let todo = items.iter().filter(|i| i.status != RunStatus::Skipped).count();
                             bars.overall.set_length(todo as u64);
                         }
-                        Event::RunStarted { run, total_steps, device, config, .. } => {
-                            clocks.insert(run.clone(), (crate::events::clock_of(&config).unwrap_or(Clock::Dawn), crate::events::uses_tta(&config)));
+                        Event::RunStarted { run, total_steps, device, record, .. } => {
+                            clocks.insert(run.clone(), (record.clock(), record.uses_tta()));
                             bars.current.reset();
                             bars.current.set_length(total_steps);
                             bars.current.set_prefix(run.to_string());
                             // A streamed run: where its loader decodes, from what.
-                            let loader = config["loader"].as_str().map(|l| format!(" ({l})")).unwrap_or_default();
-                            if let Some(l) = config["loader"].as_str() {
+                            let loader = record.loader.as_ref().map(|l| format!(" ({l})")).unwrap_or_default();
+                            if let Some(l) = &record.loader {
                                 decodes.insert(run.clone(), l.split(" from ").next().unwrap_or(l).to_string());
                             }
                             bars.line(format!("start {run} on {device}{loader}"));

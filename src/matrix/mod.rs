@@ -4,6 +4,7 @@
 mod estimate;
 mod parse;
 mod questions;
+mod record;
 mod show;
 
 pub use estimate::{DataCounts, Estimate, estimate, human};
@@ -11,6 +12,7 @@ pub use parse::{load, parse, parse_shard};
 pub use questions::{
     Asked, Decision, Precision, Response, Sample, decide_all, precision_all, still_open,
 };
+pub use record::{RECORD_VERSION, Record};
 pub use show::{matrix_files, resolved_variants, to_json, until_words};
 
 use crate::config::{Override, Reference, RunConfig, RunSpec};
@@ -19,7 +21,8 @@ use crate::plan::{PlannedRun, RunPlan};
 use std::path::PathBuf;
 use std::time::Duration;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum Kind {
     Ladder,
     LeaveOneOut,
@@ -36,7 +39,7 @@ pub enum Kind {
 
 /// The factors of a factorial, fractional or Shapley matrix and where each
 /// variant sits among them: what the effects analysis reads.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Design {
     /// Factor names, in the order of the words' bits: the `vary` tricks, then
     /// the `[levels]` settings.
@@ -47,7 +50,8 @@ pub struct Design {
     pub plan: DesignPlan,
 }
 
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum DesignPlan {
     /// A full factorial (no defining words) or a regular fraction of one.
     Factorial(crate::stats::design::Design),
@@ -180,6 +184,26 @@ fn roman(r: u32) -> &'static str {
 }
 
 impl Kind {
+    /// What variant `index` of a matrix of this kind is read against: a
+    /// ladder's previous rung, add-one's base, leave-one-out's all-on.
+    pub fn reference(self, index: usize) -> Option<Reference> {
+        let role = match self {
+            Kind::Ladder if index > 0 => {
+                return Some(Reference {
+                    index: index - 1,
+                    role: "previous rung".into(),
+                });
+            }
+            Kind::AddOne => "base",
+            Kind::LeaveOneOut => "all on",
+            _ => return None,
+        };
+        (index > 0).then(|| Reference {
+            index: 0,
+            role: role.into(),
+        })
+    }
+
     /// As the matrix file spells it.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -197,7 +221,7 @@ impl Kind {
 
 /// Keep adding seeds to a variant until the 95% CI of its accuracy is
 /// narrower than `ci_width`, from `min` up to `max` runs.
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Adaptive {
     pub ci_width: f64,
     pub min: usize,
@@ -212,7 +236,7 @@ pub struct Adaptive {
 /// also (or only) until every asked difference's 95% CI, and each Shapley
 /// value's of a full factorial, is at most that wide: a precision stop,
 /// which spends no α (see `questions::precision_all`).
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct UntilDecided {
     /// The time margin as a fraction of the reference's mean time (of the
     /// design's mean for an effect); `None`: time is not asked.
@@ -515,21 +539,7 @@ impl Matrix {
 
     /// What variant `index` is read against (see [`Reference`]).
     pub fn reference(&self, index: usize) -> Option<Reference> {
-        let role = match self.kind {
-            Kind::Ladder if index > 0 => {
-                return Some(Reference {
-                    index: index - 1,
-                    role: "previous rung".into(),
-                });
-            }
-            Kind::AddOne => "base",
-            Kind::LeaveOneOut => "all on",
-            _ => return None,
-        };
-        (index > 0).then(|| Reference {
-            index: 0,
-            role: role.into(),
-        })
+        self.kind.reference(index)
     }
 
     /// Every run, repeats interleaved round-robin across variants so a queue

@@ -1113,7 +1113,7 @@ pub fn parse(text: &str, origin: &str) -> Result<Matrix> {
         plans: resolved,
     };
     match until_at.map(|at| locate(origin, text, at)) {
-        Some(at) if m.asked().is_empty() => Err(anyhow!(
+        Some(at) if m.record().asked().is_empty() => Err(anyhow!(
             "{at}: until_decided has nothing to decide: this matrix compares no two variants; add a variant or drop until_decided"
         )),
         _ => Ok(m),

@@ -5,7 +5,7 @@
 //! fractional design. `until_decided` asks whether each is decided yet; the
 //! statistics are `stats`' (`match_by_seed`, `fit`, `decide`).
 
-use super::{DesignPlan, Kind, Matrix, UntilDecided};
+use super::{DesignPlan, Kind, Record, UntilDecided};
 use crate::stats::design::{Word, word_label};
 use crate::stats::{self as fx, Obs, Verdict};
 use serde::Serialize;
@@ -24,7 +24,7 @@ pub enum Asked {
 impl Asked {
     /// `+ celu vs base`, or the effect's term by its factors' names
     /// (`tta×lookahead`).
-    pub fn label(&self, m: &Matrix) -> String {
+    pub fn label(&self, m: &Record) -> String {
         match self {
             Asked::Pair { reference, variant } => format!(
                 "{} vs {}",
@@ -38,11 +38,12 @@ impl Asked {
     }
 }
 
-impl Matrix {
-    /// The variant a Δ of variant `index` is taken against: the one
-    /// [`Matrix::reference`] names, else (a grid or a list) the first.
+impl Record {
+    /// The variant a Δ of variant `index` is taken against: its recorded
+    /// reference, else (a grid or a list) the first.
     fn compared_with(&self, index: usize) -> Option<usize> {
-        match (self.reference(index), self.kind) {
+        let reference = self.variant(index).and_then(|v| v.reference.as_ref());
+        match (reference, self.kind) {
             (Some(r), _) => Some(r.index),
             (None, Kind::Grid | Kind::List) if index > 0 => Some(0),
             _ => None,
@@ -125,7 +126,7 @@ pub type Runs = BTreeMap<usize, Vec<Sample>>;
 
 /// Every asked difference of `m` for each response `u` asks about, judged
 /// at look `look` of `u.looks()` on the counted runs `runs`.
-pub fn decide_all(m: &Matrix, u: &UntilDecided, runs: &Runs, look: usize) -> Vec<Decision> {
+pub fn decide_all(m: &Record, u: &UntilDecided, runs: &Runs, look: usize) -> Vec<Decision> {
     let responses = [(Response::Time, u.time), (Response::Accuracy, u.acc)];
     let asked = m.asked();
     let mut out = Vec::new();
@@ -205,7 +206,7 @@ fn judged(
 /// Each effect of a two-level design, by least squares on the counted runs
 /// (`stats::fit` on the terms the report fits).
 fn effect_decisions(
-    m: &Matrix,
+    m: &Record,
     u: &UntilDecided,
     runs: &Runs,
     look: usize,
@@ -326,7 +327,7 @@ impl Precision {
 /// inflated somewhat, far less than by stopping on significance: the test
 /// below measures both, and `parse::WIDTH_PILOT` is the first look that
 /// keeps the inflation small.
-pub fn precision_all(m: &Matrix, u: &UntilDecided, runs: &Runs) -> Vec<Precision> {
+pub fn precision_all(m: &Record, u: &UntilDecided, runs: &Runs) -> Vec<Precision> {
     let responses = [
         (Response::Time, u.width_time),
         (Response::Accuracy, u.width_acc),
@@ -372,7 +373,7 @@ pub fn precision_all(m: &Matrix, u: &UntilDecided, runs: &Runs) -> Vec<Precision
 
 /// Each effect's 95% interval by least squares, as the report fits them,
 /// then for a full factorial each factor's exact Shapley value's.
-fn design_precision(m: &Matrix, runs: &Runs, response: Response, width: f64) -> Vec<Precision> {
+fn design_precision(m: &Record, runs: &Runs, response: Response, width: f64) -> Vec<Precision> {
     let Some(design) = &m.design else {
         return Vec::new();
     };
@@ -466,8 +467,12 @@ mod tests {
     #[test]
     fn each_kind_asks_its_pairs_or_effects() {
         let head = "name='q'\nrecipe='tiny-airbench94'\n";
-        let m = |body: &str| crate::matrix::parse(&format!("{head}{body}"), "q.toml").unwrap();
-        let pairs = |m: &Matrix| -> Vec<(usize, usize)> {
+        let m = |body: &str| {
+            crate::matrix::parse(&format!("{head}{body}"), "q.toml")
+                .unwrap()
+                .record()
+        };
+        let pairs = |m: &Record| -> Vec<(usize, usize)> {
             m.asked()
                 .iter()
                 .map(|a| match a {
@@ -501,7 +506,8 @@ mod tests {
             "name='q'\nrecipe='tiny-airbench94'\nkind='add-one'\nvary=['tta']\n",
             "q.toml",
         )
-        .unwrap();
+        .unwrap()
+        .record();
         // Seed noise shared by both variants, the variant 2 s slower and
         // 0.1 points more accurate, give or take 0.01.
         let base: Vec<Sample> = (0..4)
@@ -575,12 +581,13 @@ mod tests {
         [(0, base), (1, plus)].into_iter().collect()
     }
 
-    fn add_one() -> Matrix {
+    fn add_one() -> Record {
         crate::matrix::parse(
             "name='q'\nrecipe='tiny-airbench94'\nkind='add-one'\nvary=['tta']\n",
             "q.toml",
         )
         .unwrap()
+        .record()
     }
 
     /// A pair's width is the report's 95% paired t interval, end to end,
@@ -626,7 +633,7 @@ mod tests {
     fn a_designs_widths_cover_its_effects_and_its_shapley_values() {
         let text =
             "name='q'\nrecipe='tiny-airbench94'\nkind='factorial'\nvary=['tta','lookahead']\n";
-        let m = crate::matrix::parse(text, "q.toml").unwrap();
+        let m = crate::matrix::parse(text, "q.toml").unwrap().record();
         let configs = m.design.as_ref().unwrap().configs.clone();
         let mut rng = crate::util::splitmix::SplitMix64(3);
         let runs: Runs = configs
@@ -676,7 +683,8 @@ mod tests {
             "name='q'\nrecipe='tiny-airbench94'\nkind='fractional'\nfraction=1\nvary=['tta','lookahead','label_smoothing']\n",
             "q.toml",
         )
-        .unwrap();
+        .unwrap()
+        .record();
         let p = precision_all(&frac, &widths(Some(0.5), None), &runs);
         assert!(
             p.iter().all(|x| !x.question.starts_with("Shapley")),

@@ -358,7 +358,7 @@ fn goyal_normalises_over_32_images_at_any_world_size() {
         (32, 32)
     );
     // The resolved values `matrix show --format json` prints.
-    assert_eq!(plan(&[], &[]).unwrap().resolved()["bn_batch"], 32);
+    assert_eq!(plan(&[], &[]).unwrap().resolved().bn_batch, 32);
     let e = plan(&["batch_size=8000"], &[]).unwrap_err().to_string();
     assert!(
         e.contains("ghost_bn.size = 32") && e.contains("the 1000 images a rank takes"),

@@ -63,18 +63,11 @@ pub type BySeed = Vec<(u64, f64)>;
 
 /// A variant's finished runs: (seed, seconds on `clock`) and (seed, accuracy with TTA).
 pub fn samples(rows: &[RunRow], clock: crate::config::Clock, drop_noisy: bool) -> (BySeed, BySeed) {
-    use crate::config::Clock;
     let ok = |r: &&RunRow| r.status == Ended::Done && !(drop_noisy && r.noisy == Some(true));
-    let secs = |r: &RunRow| match clock {
-        Clock::Dawn => r.dawn_s,
-        Clock::Airbench => r.airbench_s,
-        Clock::Hlb => r.hlb_s,
-        Clock::Wall => r.wall_s,
-    };
     let t = rows
         .iter()
         .filter(ok)
-        .map(|r| (r.seed, secs(r).unwrap_or(f64::NAN)))
+        .map(|r| (r.seed, r.secs(clock).unwrap_or(f64::NAN)))
         .collect();
     let a = rows
         .iter()

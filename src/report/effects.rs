@@ -9,10 +9,10 @@ use super::Clock;
 use crate::matrix::{Design, DesignPlan};
 use crate::stats::design::{self, Word};
 use crate::stats::{self as fx, Interval, Obs};
+use crate::store::{Ended, Folder, RunRow};
 use anyhow::Result;
-use polars::prelude::*;
 use serde::Serialize;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 /// One estimated quantity: a main effect, an interaction or a Shapley value.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -165,30 +165,29 @@ impl Effects {
     }
 }
 
-/// The effects of every folder whose matrix is a designed one.
-pub fn analyse(dirs: &[PathBuf], clock: Option<Clock>, drop_noisy: bool) -> Vec<Effects> {
-    dirs.iter()
-        .filter_map(|d| {
-            let manifest = crate::store::read_manifest(d).ok()?;
-            let m = crate::store::recorded_matrix(&manifest)?;
-            let design = m.design.clone()?;
-            let clock = clock.unwrap_or_else(|| super::clock_of_recipe(&m.recipe));
-            Some(folder_effects(d, &m.name, &design, clock, drop_noisy))
+/// The effects of every folder whose matrix is a designed one, from the
+/// design its session recorded.
+pub fn analyse(folders: &[Folder], clock: Option<Clock>, drop_noisy: bool) -> Vec<Effects> {
+    folders
+        .iter()
+        .filter_map(|f| {
+            let r = f.record()?;
+            let design = r.design.as_ref()?;
+            let clock = clock.unwrap_or(r.clock);
+            Some(folder_effects(f, &r.name, design, clock, drop_noisy))
         })
         .collect()
 }
 
 fn folder_effects(
-    dir: &Path,
+    folder: &Folder,
     matrix: &str,
     design: &Design,
     clock: Clock,
     drop_noisy: bool,
 ) -> Effects {
-    let (time, acc, noisy, notes) = match observations(dir, design, clock, drop_noisy) {
-        Ok((t, a, k)) => (t, a, k, Vec::new()),
-        Err(e) => (Vec::new(), Vec::new(), 0, vec![crate::util::one_line(&e)]),
-    };
+    let (time, acc, noisy) = observations(&folder.runs, design, clock, drop_noisy);
+    let notes: Vec<String> = Vec::new();
     let runs = time.len();
     let described = partial(design.describe(), &time, design);
     let analyses = [("time", time), ("accuracy", acc)]
@@ -201,7 +200,7 @@ fn folder_effects(
         .collect();
     Effects {
         matrix: matrix.into(),
-        folder: dir.into(),
+        folder: folder.dir.clone(),
         clock,
         factors: design.factors.clone(),
         design: described,
@@ -233,55 +232,32 @@ fn partial(mut lines: Vec<String>, obs: &[Obs], design: &Design) -> Vec<String> 
     lines
 }
 
-/// Each finished run as (its configuration, seconds) and (its configuration,
-/// accuracy with TTA), and how many of the timed runs are noisy: one lazy
-/// query over the folder's runs, the last row of a run recorded twice kept.
+/// The design's observations among a folder's finished runs (each run
+/// once): seconds on `clock` and accuracy with TTA by configuration, and
+/// how many of the timed ones were flagged noisy.
 fn observations(
-    dir: &Path,
+    runs: &[RunRow],
     design: &Design,
     clock: Clock,
     drop_noisy: bool,
-) -> Result<(Vec<Obs>, Vec<Obs>, usize)> {
-    let mut runs = super::scan_runs(&[dir.to_path_buf()])?.filter(col("status").eq(lit("done")));
-    if drop_noisy {
-        runs = runs.filter(col("noisy").fill_null(lit(false)).not());
-    }
-    let df = runs
-        .select([
-            col("index").cast(DataType::Int64),
-            col("repeat").cast(DataType::Int64),
-            col(clock.column()).cast(DataType::Float64),
-            col("acc_tta").cast(DataType::Float64),
-            col("noisy").fill_null(lit(false)),
-        ])
-        .collect()?;
-    let ints =
-        |name: &str| -> Result<Vec<Option<i64>>> { Ok(df.column(name)?.i64()?.iter().collect()) };
-    let floats =
-        |name: &str| -> Result<Vec<Option<f64>>> { Ok(df.column(name)?.f64()?.iter().collect()) };
-    let (index, repeat) = (ints("index")?, ints("repeat")?);
-    let (secs, acc) = (floats(clock.column())?, floats("acc_tta")?);
-    let mut last = std::collections::BTreeMap::new();
-    for i in 0..df.height() {
-        if let (Some(v), Some(r)) = (index[i], repeat[i]) {
-            last.insert((v, r), i);
-        }
-    }
-    let noisy: Vec<Option<bool>> = df.column("noisy")?.bool()?.iter().collect();
+) -> (Vec<Obs>, Vec<Obs>, usize) {
     let (mut t, mut a, mut k) = (Vec::new(), Vec::new(), 0);
-    for (&(v, _), &i) in &last {
-        let Some(&config) = design.configs.get(v as usize) else {
+    let done = runs
+        .iter()
+        .filter(|r| r.status == Ended::Done && !(drop_noisy && r.noisy == Some(true)));
+    for r in done {
+        let Some(&config) = design.configs.get(r.index as usize) else {
             continue;
         };
-        if let Some(s) = secs[i].filter(|s| s.is_finite()) {
+        if let Some(s) = r.secs(clock).filter(|s| s.is_finite()) {
             t.push(Obs { config, y: s });
-            k += usize::from(noisy[i] == Some(true));
+            k += usize::from(r.noisy == Some(true));
         }
-        if let Some(x) = acc[i].filter(|x| x.is_finite()) {
+        if let Some(x) = r.acc_tta.filter(|x| x.is_finite()) {
             a.push(Obs { config, y: x });
         }
     }
-    Ok((t, a, k))
+    (t, a, k)
 }
 
 fn analysis(response: &str, obs: &[Obs], design: &Design) -> Analysis {
@@ -501,14 +477,13 @@ struct Rung<'a> {
 /// the same folders gives its factor (the rung that adds that trick alone,
 /// or the rung of that name for a `[[factor]]` bundle), on the same clock;
 /// flagged "order-dependent" where the two intervals do not overlap.
-pub fn add_ladder_credit(all: &mut [Effects], dirs: &[PathBuf], rows: &[super::VariantStats]) {
-    let ladders: Vec<crate::matrix::Matrix> = dirs
+pub fn add_ladder_credit(all: &mut [Effects], folders: &[Folder], rows: &[super::VariantStats]) {
+    let ladders = folders
         .iter()
-        .filter_map(|d| crate::store::recorded_matrix(&crate::store::read_manifest(d).ok()?))
-        .filter(|m| m.kind == crate::matrix::Kind::Ladder)
-        .collect();
+        .filter_map(Folder::record)
+        .filter(|m| m.kind == crate::matrix::Kind::Ladder);
     let mut rungs = Vec::new();
-    for m in &ladders {
+    for m in ladders {
         for (i, v) in m.variants.iter().enumerate().skip(1) {
             let before = &m.variants[i - 1].overrides;
             let adds = v
@@ -775,6 +750,8 @@ pub(crate) mod tests {
     ) -> (PathBuf, Vec<(Word, f64, f64)>) {
         let m = crate::matrix::parse(text, "m.toml").unwrap();
         let mut w = ResultsWriter::create(root, &m.name, text).unwrap();
+        // As a session records what it decided.
+        w.record_matrix(&m.record()).unwrap();
         let mut rng = SplitMix64(7);
         let mut fed = Vec::new();
         for rep in 0..repeats {
@@ -872,6 +849,52 @@ pub(crate) mod tests {
             "{md}"
         );
     }
+    /// A folder keeps its analysis when a later version renames a trick its
+    /// matrix file names: the report reads the record the session wrote,
+    /// not today's parser. A folder without a record whose matrix no longer
+    /// parses says so in one line naming it, and still shows its runs.
+    #[test]
+    fn a_renamed_trick_keeps_the_effects_its_session_recorded() {
+        let text = "name = \"m\"\nrecipe = \"tiny-airbench94\"\nkind = \"factorial\"\nrepeats = 2\nvary = [\"tta\", \"lookahead\"]\n";
+        let root = tempfile::tempdir().unwrap();
+        let (dir, _) = planted(root.path(), text, 2, &|c, rng| {
+            let noise = 0.004 * (rng.unit_f64() - 0.5);
+            (0.5 + 0.04 * f64::from(c & 1) + noise, 10.0 + noise)
+        });
+        let before = crate::report::aggregate(std::slice::from_ref(&dir), &Default::default())
+            .unwrap()
+            .to_markdown();
+        // A later version renamed `tta`: the recorded matrix file no longer parses.
+        let path = dir.join("manifest.json");
+        let mut manifest = crate::store::read_manifest(&dir).unwrap();
+        manifest["matrix_file"] = text.replace("\"tta\"", "\"test_time_augmentation\"").into();
+        crate::util::write_atomic(&path, manifest.to_string().as_bytes()).unwrap();
+        assert!(crate::matrix::parse(manifest["matrix_file"].as_str().unwrap(), "m").is_err());
+        let r = crate::report::aggregate(std::slice::from_ref(&dir), &Default::default()).unwrap();
+        assert!(r.notes.is_empty(), "{:?}", r.notes);
+        assert_eq!(r.effects.len(), 1);
+        assert_eq!(r.to_markdown(), before);
+        // Without its record (a folder of an older version), the one upgrade
+        // fails and the report says so, naming the folder.
+        manifest.as_object_mut().unwrap().remove("record");
+        crate::util::write_atomic(&path, manifest.to_string().as_bytes()).unwrap();
+        let r = crate::report::aggregate(std::slice::from_ref(&dir), &Default::default()).unwrap();
+        assert!(r.effects.is_empty());
+        assert_eq!(r.notes.len(), 1);
+        let label = crate::store::session_label(&dir);
+        assert!(
+            r.notes[0].starts_with(&label)
+                && r.notes[0].contains("no longer reads")
+                && r.notes[0].contains("test_time_augmentation")
+                && !r.notes[0].contains('\n'),
+            "{}",
+            r.notes[0]
+        );
+        let md = r.to_markdown();
+        assert!(md.contains(&format!("> **Record.** {label}")), "{md}");
+        assert_eq!(r.rows.len(), 4, "the runs are all still shown");
+    }
+
     /// Sampled orders of an additive truth: every order credits each trick
     /// with the same amount, so the spread across orders is only the noise
     /// the orders share through their configurations' means. The intervals

@@ -64,6 +64,12 @@ impl Report {
         if let Some(b) = self.noise_banner() {
             s.push_str(&format!("> **Noisy.** {b}\n\n"));
         }
+        // A folder whose record of its session does not read loses the
+        // sections that need it (effects, seeds, the ladder's reading): said
+        // here, never silently.
+        for n in &self.notes {
+            s.push_str(&format!("> **Record.** {n}\n\n"));
+        }
         s.push_str("| setup | |\n|---|---|\n");
         for (k, v) in &self.setup {
             s.push_str(&format!("| {k} | {} |\n", v.replace('|', "\\|")));

@@ -21,6 +21,7 @@ pub use compare::{
 };
 
 use crate::stats::t95;
+use crate::store::Folder;
 use anyhow::{Context, Result, bail};
 use polars::prelude::*;
 use serde::Serialize;
@@ -166,6 +167,9 @@ pub struct Report {
     /// The seeds each folder's questions need at 80% power, and where its
     /// `until_decided` stands.
     pub seeds: Vec<seeds::Seeds>,
+    /// A line for each folder whose record of what its session decided
+    /// does not read: what of the report it lacks, and why.
+    pub notes: Vec<String>,
 }
 
 fn runs_file(dir: &Path) -> Result<PathBuf> {
@@ -203,25 +207,16 @@ fn runs_file(dir: &Path) -> Result<PathBuf> {
     Ok(p)
 }
 
-/// Matrices that are not ladders, from what each folder recorded when it
-/// was created (`matrix_resolved.kind`), so a renamed trick or a changed
-/// parser cannot turn an old folder into a ladder; folders written before
-/// that record re-read their matrix file. A folder that says neither keeps
-/// the ladder reading: the columns stay filled.
-fn non_ladder_matrices(dirs: &[PathBuf]) -> std::collections::HashSet<String> {
-    dirs.iter()
-        .filter_map(|d| {
-            let manifest = crate::store::read_manifest(d).ok()?;
-            let resolved = &manifest["matrix_resolved"];
-            let (name, kind) = match (resolved["name"].as_str(), resolved["kind"].as_str()) {
-                (Some(n), Some(k)) => (n.to_string(), k.to_string()),
-                _ => {
-                    let m = crate::store::recorded_matrix(&manifest)?;
-                    (m.name, m.kind.as_str().to_string())
-                }
-            };
-            (kind != crate::matrix::Kind::Ladder.as_str()).then_some(name)
-        })
+/// Matrices that are not ladders, from what each folder's session decided
+/// (its record), so a renamed trick or a changed parser cannot turn an old
+/// folder into a ladder. A folder whose record does not read keeps the
+/// ladder reading: the columns stay filled.
+fn non_ladder_matrices(folders: &[Folder]) -> std::collections::HashSet<String> {
+    folders
+        .iter()
+        .filter_map(Folder::record)
+        .filter(|r| r.kind != crate::matrix::Kind::Ladder)
+        .map(|r| r.name.clone())
         .collect()
 }
 
@@ -342,6 +337,7 @@ fn f(df: &DataFrame, name: &str) -> Result<Vec<Option<f64>>> {
 /// matrices' effects and the seeds their questions need.
 pub fn aggregate(dirs: &[PathBuf], opts: &ReportOptions) -> Result<Report> {
     let mut runs = scan_runs(dirs)?;
+    let folders = Folder::open_all(dirs)?;
     if opts.drop_noisy {
         runs = runs.filter(col("noisy").fill_null(lit(false)).not());
     }
@@ -353,13 +349,13 @@ pub fn aggregate(dirs: &[PathBuf], opts: &ReportOptions) -> Result<Report> {
             .unwrap_or(0.94)
     });
     let mut rows = variant_rows(&df, opts)?;
-    let unordered = non_ladder_matrices(dirs);
+    let unordered = non_ladder_matrices(&folders);
     add_speedups(&mut rows, &unordered);
     add_deltas(&mut rows, dirs, &unordered, opts);
     let clock = rows.first().map(|r| r.headline);
     let clock = clock.filter(|c| rows.iter().all(|r| r.headline == *c));
-    let mut effects = effects::analyse(dirs, opts.clock, opts.drop_noisy);
-    effects::add_ladder_credit(&mut effects, dirs, &rows);
+    let mut effects = effects::analyse(&folders, opts.clock, opts.drop_noisy);
+    effects::add_ladder_credit(&mut effects, &folders, &rows);
     Ok(Report {
         setup: setup(dirs, &rows),
         target,
@@ -368,7 +364,11 @@ pub fn aggregate(dirs: &[PathBuf], opts: &ReportOptions) -> Result<Report> {
         rows,
         dropped_noisy: opts.drop_noisy,
         effects,
-        seeds: seeds::analyse(dirs, opts.clock, opts.drop_noisy),
+        seeds: seeds::analyse(&folders, opts.clock, opts.drop_noisy),
+        notes: folders
+            .iter()
+            .filter_map(|f| f.note().map(String::from))
+            .collect(),
     })
 }
 

@@ -11,12 +11,13 @@
 //! folder's last look, and which stayed open.
 
 use super::Clock;
-use crate::matrix::{Asked, Decision, Matrix, Precision, Response, Sample};
+use crate::matrix::{Asked, Decision, Precision, Record, Response, Sample};
 use crate::stats::{self as fx, Matched, Obs};
+use crate::store::Folder;
 use anyhow::Result;
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 /// The power every row is computed for.
 pub const POWER: f64 = 0.8;
@@ -133,20 +134,20 @@ pub struct Seeds {
 /// again is left out (every noisy run with `drop_noisy`). Also the noisy
 /// runs left out and those counted.
 fn counted(
-    dir: &Path,
-    m: &Matrix,
+    folder: &Folder,
+    m: &Record,
     clock: Clock,
     drop_noisy: bool,
 ) -> Result<(BTreeMap<usize, Vec<Sample>>, usize, usize)> {
-    let rows = crate::store::read_runs(&super::runs_file(dir)?)?;
+    let rows = &folder.runs;
     if let Some(other) = rows.iter().map(|r| &r.matrix).find(|n| **n != m.name) {
         anyhow::bail!(
             "{} holds runs of matrix `{other}`, not `{}`; pass that matrix's own results folder (or its --tiny form for a `-tiny` folder)",
-            dir.display(),
+            folder.dir.display(),
             m.name
         );
     }
-    // A run recorded twice counts once, as its last row.
+    // The folder holds each run once, as its last row.
     let mut last: BTreeMap<(String, u32), &crate::store::RunRow> = BTreeMap::new();
     for r in rows
         .iter()
@@ -170,15 +171,9 @@ fn counted(
             }
             noisy_counted += 1;
         }
-        let secs = match clock {
-            Clock::Dawn => r.dawn_s,
-            Clock::Airbench => r.airbench_s,
-            Clock::Hlb => r.hlb_s,
-            Clock::Wall => r.wall_s,
-        };
         runs.entry(index).or_default().push(Sample {
             seed: r.seed,
-            secs: secs.unwrap_or(f64::NAN),
+            secs: r.secs(clock).unwrap_or(f64::NAN),
             acc: r.acc_tta.unwrap_or(f64::NAN),
         });
     }
@@ -188,13 +183,13 @@ fn counted(
 /// The seeds `m`'s questions need from folder `dir`'s spread, and where its
 /// `until_decided` stands.
 pub fn seeds(
-    dir: &Path,
-    m: &Matrix,
+    folder: &Folder,
+    m: &Record,
     clock: Clock,
     deltas: Deltas,
     drop_noisy: bool,
 ) -> Result<Seeds> {
-    let (runs, left_out, noisy_counted) = counted(dir, m, clock, drop_noisy)?;
+    let (runs, left_out, noisy_counted) = counted(folder, m, clock, drop_noisy)?;
     let rows = match &m.design {
         Some(_) => vec![design_row(m, &runs, deltas)],
         None => m
@@ -224,7 +219,7 @@ pub fn seeds(
     });
     Ok(Seeds {
         matrix: m.name.clone(),
-        folder: dir.to_path_buf(),
+        folder: folder.dir.clone(),
         clock,
         runs: runs.values().map(Vec::len).sum(),
         left_out,
@@ -252,7 +247,7 @@ fn mean(xs: &[(u64, f64)]) -> f64 {
 }
 
 /// One pair's row: paired or two-sample, as its seeds fall.
-fn pair_row(m: &Matrix, a: &Asked, runs: &BTreeMap<usize, Vec<Sample>>, deltas: Deltas) -> Row {
+fn pair_row(m: &Record, a: &Asked, runs: &BTreeMap<usize, Vec<Sample>>, deltas: Deltas) -> Row {
     let Asked::Pair { reference, variant } = *a else {
         unreachable!("a matrix without a design asks pairs")
     };
@@ -312,7 +307,7 @@ fn pair_row(m: &Matrix, a: &Asked, runs: &BTreeMap<usize, Vec<Sample>>, deltas: 
 /// The design's row: every effect of a two-level design has the same
 /// standard error 2σ/√N (Montgomery §6.4), so one number of replicates
 /// (`stats::replicates_for_effect`) serves them all.
-fn design_row(m: &Matrix, runs: &BTreeMap<usize, Vec<Sample>>, deltas: Deltas) -> Row {
+fn design_row(m: &Record, runs: &BTreeMap<usize, Vec<Sample>>, deltas: Deltas) -> Row {
     let design = m.design.as_ref().expect("a designed matrix");
     let asked = m.asked();
     let names: Vec<String> = asked.iter().map(|a| a.label(m)).collect();
@@ -369,14 +364,20 @@ fn design_row(m: &Matrix, runs: &BTreeMap<usize, Vec<Sample>>, deltas: Deltas) -
     row
 }
 
-/// The seeds of every folder whose matrix its manifest records.
-pub fn analyse(dirs: &[PathBuf], clock: Option<Clock>, drop_noisy: bool) -> Vec<Seeds> {
-    dirs.iter()
-        .filter_map(|d| {
-            let manifest = crate::store::read_manifest(d).ok()?;
-            let m = crate::store::recorded_matrix(&manifest)?;
-            let clock = clock.unwrap_or_else(|| super::clock_of_recipe(&m.recipe));
-            seeds(d, &m, clock, Deltas::default(), drop_noisy).ok()
+/// The seeds of every folder whose session's record reads.
+pub fn analyse(folders: &[Folder], clock: Option<Clock>, drop_noisy: bool) -> Vec<Seeds> {
+    folders
+        .iter()
+        .filter_map(|f| {
+            let m = f.record()?;
+            seeds(
+                f,
+                m,
+                clock.unwrap_or(m.clock),
+                Deltas::default(),
+                drop_noisy,
+            )
+            .ok()
         })
         .collect()
 }
@@ -672,8 +673,12 @@ mod tests {
 
     /// A results folder of matrix `text` (named `m`) with runs (variant
     /// index, seed, seconds on the dawn clock, accuracy with TTA).
-    fn folder(root: &Path, text: &str, runs: &[(usize, u64, f64, f64)]) -> (PathBuf, Matrix) {
-        let m = crate::matrix::parse(text, "m.toml").unwrap();
+    fn folder(
+        root: &std::path::Path,
+        text: &str,
+        runs: &[(usize, u64, f64, f64)],
+    ) -> (Folder, crate::matrix::Record) {
+        let m = crate::matrix::parse(text, "m.toml").unwrap().record();
         let mut w = ResultsWriter::create(root, "m", text).unwrap();
         let mut repeats = BTreeMap::<usize, usize>::new();
         for &(i, seed, secs, acc) in runs {
@@ -683,7 +688,7 @@ mod tests {
             st::feed(&mut w, st::rid(&m.variants[i].name, i, *rep), seed, Some(s));
             *rep += 1;
         }
-        (w.dir().to_path_buf(), m)
+        (Folder::open(w.dir()).unwrap(), m)
     }
 
     #[test]

@@ -225,21 +225,6 @@ fn reconcile(
     Ok(())
 }
 
-/// The matrix as decided: its kind, target, data and each variant's
-/// overrides, tricks, clock and resolved values (`manifest.json`).
-fn resolved_matrix(m: &Matrix) -> Result<serde_json::Value> {
-    let variants = crate::matrix::resolved_variants(m)?;
-    Ok(serde_json::json!({
-        "name": m.name,
-        "kind": m.kind.as_str(),
-        "recipe": m.recipe,
-        "data": m.data,
-        "target": m.target,
-        "seeds": m.seeds,
-        "variants": variants,
-    }))
-}
-
 impl Session {
     #[allow(
         clippy::too_many_lines,
@@ -298,7 +283,7 @@ impl Session {
                     &m.text,
                     label.as_deref(),
                 )?;
-                w.record_matrix(resolved_matrix(&m)?)?;
+                w.record_matrix(&m.record())?;
                 stores.insert(m.name.clone(), w);
             }
             for w in &m.warnings {
@@ -415,7 +400,7 @@ impl Session {
             anyhow::bail!("matrix `{}` is already in this session", m.name);
         }
         let mut w = ResultsWriter::create(&self.results_root, &m.name, &m.text)?;
-        w.record_matrix(resolved_matrix(&m)?)?;
+        w.record_matrix(&m.record())?;
         let n = m.runs().len();
         for w in &m.warnings {
             self.pump.events.push(Event::Log {

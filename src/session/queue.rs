@@ -5,7 +5,7 @@
 //! time until each difference the matrix asks about is decided, or its
 //! interval is as narrow as asked).
 
-use crate::config::{Clock, RunSpec};
+use crate::config::RunSpec;
 use crate::events::{QueueItem, RunId, RunStatus, RunSummary};
 use crate::matrix::{Matrix, Sample};
 use anyhow::Result;
@@ -38,12 +38,11 @@ impl Measured {
 /// Per-matrix state the queue needs beyond its entries.
 struct MatrixState {
     matrix: Matrix,
+    /// What it decided, made once: the questions `until_decided` asks.
+    record: crate::matrix::Record,
     deadline: Option<Instant>,
     /// Final accuracies per variant index, for adaptive seeding.
     accs: HashMap<usize, Vec<f64>>,
-    /// The clock `until_decided` reads times on: the recipe's convention,
-    /// as the report's Effects and Δ columns do.
-    clock: Clock,
     /// Runs `until_decided` counts, per variant: finished, a noisy first
     /// try of a seed left out.
     counted: BTreeMap<usize, Vec<Sample>>,
@@ -53,7 +52,7 @@ impl MatrixState {
     fn new(matrix: Matrix) -> MatrixState {
         MatrixState {
             deadline: matrix.budget.map(|b| Instant::now() + b),
-            clock: crate::recipe::convention(&matrix.recipe).unwrap_or(Clock::Dawn),
+            record: matrix.record(),
             matrix,
             accs: HashMap::new(),
             counted: BTreeMap::new(),
@@ -64,7 +63,7 @@ impl MatrixState {
     fn count(&mut self, index: usize, seed: u64, m: &Measured) {
         self.counted.entry(index).or_default().push(Sample {
             seed,
-            secs: m.clocks.on(self.clock),
+            secs: m.clocks.on(self.record.clock),
             acc: m.acc,
         });
     }
@@ -382,8 +381,8 @@ impl Queue {
         // The verdicts (α split over the looks) and the widths (a precision
         // stop: no α, see `matrix::precision_all`): a round more while
         // either leaves something open.
-        let decisions = crate::matrix::decide_all(&ms.matrix, &u, &ms.counted, look);
-        let precisions = crate::matrix::precision_all(&ms.matrix, &u, &ms.counted);
+        let decisions = crate::matrix::decide_all(&ms.record, &u, &ms.counted, look);
+        let precisions = crate::matrix::precision_all(&ms.record, &u, &ms.counted);
         let open = crate::matrix::still_open(&decisions, &precisions);
         let note = match (open.is_empty(), rounds >= u.max) {
             (true, _) => (

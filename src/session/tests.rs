@@ -28,9 +28,7 @@ impl Trainer for Fake {
         emit(Event::RunStarted {
             run: spec.id.clone(),
             seed: spec.seed,
-            config: Arc::new(
-                serde_json::json!({"recipe": spec.recipe, "tricks_on": [], "overrides": [], "data_name": "fake", "data_hash": "f"}),
-            ),
+            record: Arc::new(run.record(crate::record::DataId::new("fake", "f"), None)),
             total_steps: self.steps,
             total_epochs: 1.0,
             target_acc: spec.target_acc,

@@ -77,7 +77,7 @@ fn word_key(w: &Word) -> (u32, Word) {
 
 /// A two-level design: the runs, and for fractional designs the generators
 /// and the defining contrast subgroup they span.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Design {
     /// Number of factors (tricks).
     pub k: usize,

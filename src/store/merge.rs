@@ -51,19 +51,29 @@ fn planned(dir: &Path) -> Vec<(String, u32)> {
         .collect()
 }
 
-/// Every run of the whole (unsharded) matrix as its manifest recorded it at
-/// creation: each variant at each seed's position, (variant, repeat).
+/// Every run of the whole (unsharded) matrix as its record says: each
+/// variant at each seed's position, (variant, repeat). Folders from before
+/// the typed record say it in `matrix_resolved`.
 fn whole_matrix(manifest: &serde_json::Value) -> Option<Vec<(String, u32)>> {
-    let m = &manifest["matrix_resolved"];
-    let seeds = m["seeds"].as_array()?.len() as u32;
-    let names: Vec<&str> = m["variants"]
-        .as_array()?
-        .iter()
-        .map(|v| v["name"].as_str())
-        .collect::<Option<_>>()?;
+    let (seeds, names) = match crate::matrix::Record::from_manifest(manifest) {
+        Some(r) => {
+            let r = r.ok()?;
+            let names = r.variants.into_iter().map(|v| v.name).collect();
+            (r.seeds.len() as u32, names)
+        }
+        None => {
+            let m = &manifest["matrix_resolved"];
+            let names: Vec<String> = m["variants"]
+                .as_array()?
+                .iter()
+                .map(|v| v["name"].as_str().map(String::from))
+                .collect::<Option<_>>()?;
+            (m["seeds"].as_array()?.len() as u32, names)
+        }
+    };
     Some(
         (0..seeds)
-            .flat_map(|r| names.iter().map(move |n| (n.to_string(), r)))
+            .flat_map(|r| names.iter().map(move |n| (n.clone(), r)))
             .collect(),
     )
 }
@@ -140,16 +150,13 @@ pub fn merge(folders: &[PathBuf], into: &Path) -> Result<MergeSummary> {
         expected.extend(planned(d));
         // Every shard records the whole matrix: the runs no folder planned (a
         // shard that never started) are expected too. Folders from before
-        // `matrix_resolved` re-read their matrix file.
+        // `matrix_resolved` are upgraded from their matrix file.
         if let Some(all) = whole_matrix(&m) {
             expected.extend(all);
-        } else if let Ok(m) =
-            crate::matrix::parse(&toml::to_string(&unsharded(&m, d)?)?, "manifest.json")
-        {
+        } else if let Ok(r) = super::folder::upgrade_text(&toml::to_string(&unsharded(&m, d)?)?) {
+            let names: Vec<String> = r.variants.into_iter().map(|v| v.name).collect();
             expected.extend(
-                m.runs()
-                    .into_iter()
-                    .map(|s| (s.id.variant, s.id.repeat as u32)),
+                (0..r.seeds.len() as u32).flat_map(|k| names.iter().map(move |n| (n.clone(), k))),
             );
         }
         let rows = match d.join("runs.parquet") {

@@ -4,11 +4,13 @@
 //! of the event stream. Every file is written atomically, so a killed process
 //! loses at most the run in progress.
 
+mod folder;
 mod merge;
 mod pages;
 mod rows;
 pub mod saved_queue;
 
+pub use folder::{Folder, Upgraded, record_of};
 pub use merge::{MergeSummary, merge};
 pub use rows::{Ended, RunRow, Timestamp, read_runs, timestamps, write_runs};
 
@@ -23,7 +25,7 @@ use std::path::{Path, PathBuf};
 
 struct LiveRun {
     seed: u64,
-    config: serde_json::Value,
+    record: std::sync::Arc<crate::record::RunRecord>,
     target: f64,
     steps: Vec<StepRow>,
     epochs: Vec<EpochRow>,
@@ -176,10 +178,12 @@ pub fn earlier_runs(
     let cpu = crate::util::machine::cpu_model();
     let mut sums: std::collections::HashMap<(String, String), (f64, usize)> = Default::default();
     for dir in sessions_below(root, 2) {
-        let Some(data) = read_manifest(&dir)
-            .ok()
-            .and_then(|m| m["matrix_resolved"]["data"].as_str().map(String::from))
-        else {
+        let Some(data) = read_manifest(&dir).ok().and_then(|m| {
+            let data = m["record"]["data"]
+                .as_str()
+                .or(m["matrix_resolved"]["data"].as_str());
+            data.map(String::from)
+        }) else {
             continue;
         };
         for r in folder_runs(&dir).unwrap_or_default() {
@@ -224,12 +228,6 @@ pub fn read_manifest(dir: &Path) -> Result<serde_json::Value> {
             mpath.display()
         )
     })
-}
-
-/// The matrix a results folder ran, read back from its manifest; `None` when
-/// it cannot be (an older or edited manifest), for callers with a fallback.
-pub fn recorded_matrix(manifest: &serde_json::Value) -> Option<crate::matrix::Matrix> {
-    crate::matrix::parse(manifest.get("matrix_file")?.as_str()?, "manifest.json").ok()
 }
 
 fn git_commit() -> String {
@@ -358,11 +356,12 @@ impl ResultsWriter {
         self.manifest["matrix_file"].as_str()
     }
 
-    /// Records what the matrix decided for each variant (kind, target,
-    /// clock, the resolved plan's values), so the folder says what it ran
-    /// even after a recipe changes.
-    pub fn record_matrix(&mut self, matrix: serde_json::Value) -> Result<()> {
-        self.manifest["matrix_resolved"] = matrix;
+    /// Records what the matrix decided (`matrix::Record`: its header and
+    /// each variant's overrides, tricks, clock and resolved values), so the
+    /// folder says what it ran after a recipe or a trick changes, and no
+    /// reader decides it again.
+    pub fn record_matrix(&mut self, record: &crate::matrix::Record) -> Result<()> {
+        self.manifest["record"] = serde_json::to_value(record)?;
         self.write_manifest()
     }
 
@@ -402,21 +401,18 @@ impl ResultsWriter {
             Event::RunStarted {
                 run,
                 seed,
-                config,
+                record,
                 target_acc,
                 device,
                 ..
             } => {
                 self.note_unique("devices", serde_json::json!(device))?;
-                self.note_unique(
-                    "data_sets",
-                    serde_json::json!({"name": config["data_name"], "hash": config["data_hash"]}),
-                )?;
+                self.note_unique("data_sets", serde_json::to_value(&record.data)?)?;
                 self.live.insert(
                     run.clone(),
                     LiveRun {
                         seed: *seed,
-                        config: (**config).clone(),
+                        record: record.clone(),
                         target: *target_acc,
                         steps: Vec::new(),
                         epochs: Vec::new(),
@@ -497,7 +493,7 @@ impl ResultsWriter {
         }
         let mut row = RunRow::new(
             run,
-            live.as_ref().map(|l| (l.seed, &l.config, l.target)),
+            live.as_ref().map(|l| (l.seed, &*l.record, l.target)),
             status,
             reason,
             summary,
@@ -513,7 +509,10 @@ impl ResultsWriter {
         if live.is_none()
             && let Some(t) = self.manifest["matrix_resolved"]["target"]
                 .as_f64()
-                .or_else(|| recorded_matrix(&self.manifest).map(|m| m.target))
+                .or_else(|| {
+                    let r = record_of(&self.dir, &self.manifest).ok()?;
+                    Some(r.record().target)
+                })
         {
             row.target_acc = t;
         }

@@ -409,7 +409,24 @@ runs_table! {
     }
 }
 
+/// A value's serde word (`airbench`, `onecycle`), as the runs table and
+/// manifest.json spell it.
+fn serde_word<T: serde::Serialize>(t: &T) -> Option<String> {
+    serde_json::to_value(t).ok()?.as_str().map(String::from)
+}
+
 impl RunRow {
+    /// The run's seconds on clock `c`: the one reading of a clock's column.
+    pub fn secs(&self, c: crate::config::Clock) -> Option<f64> {
+        use crate::config::Clock;
+        match c {
+            Clock::Dawn => self.dawn_s,
+            Clock::Airbench => self.airbench_s,
+            Clock::Hlb => self.hlb_s,
+            Clock::Wall => self.wall_s,
+        }
+    }
+
     pub fn id(&self) -> RunId {
         RunId {
             matrix: self.matrix.clone(),
@@ -425,27 +442,20 @@ impl RunRow {
     )]
     pub fn new(
         run: &RunId,
-        started: Option<(u64, &serde_json::Value, f64)>,
+        started: Option<(u64, &crate::record::RunRecord, f64)>,
         status: Ended,
         reason: Option<String>,
         s: Option<&RunSummary>,
     ) -> RunRow {
-        let (seed, cfg, target) = match started {
-            Some((seed, cfg, t)) => (seed, cfg.clone(), t),
-            None => (0, serde_json::Value::Null, f64::NAN),
+        let (seed, rec, target) = match started {
+            Some((seed, rec, t)) => (seed, Some(rec), t),
+            None => (0, None, f64::NAN),
         };
-        let words = |v: &serde_json::Value| -> Vec<String> {
-            v.as_array()
-                .map(|a| {
-                    a.iter()
-                        .filter_map(|x| x.as_str())
-                        .map(String::from)
-                        .collect()
-                })
-                .unwrap_or_default()
-        };
-        let r = &cfg["resolved"];
-        let text = |v: &serde_json::Value| v.as_str().map(String::from);
+        let v = rec.map(|r| &r.variant);
+        let (cfg, r) = (
+            v.and_then(|v| v.engine_config()),
+            v.and_then(|v| v.settings()),
+        );
         let c = s.map(|s| &s.clocks);
         let st = s.and_then(|s| s.stages.as_ref());
         let ddp = s.and_then(|s| s.ranks.first()).and_then(|r| r.ddp);
@@ -463,9 +473,9 @@ impl RunRow {
             seed,
             status,
             reason,
-            recipe: cfg["recipe"].as_str().unwrap_or_default().into(),
-            tricks: words(&cfg["tricks_on"]),
-            overrides: words(&cfg["overrides"]).join(";"),
+            recipe: v.and_then(|v| v.recipe()).unwrap_or_default().into(),
+            tricks: v.map(|v| v.tricks.clone()).unwrap_or_default(),
+            overrides: cfg.map(|c| c.overrides.join(";")).unwrap_or_default(),
             target_acc: target,
             acc: s.map(|s| s.acc),
             acc_tta: s.map(|s| s.acc_tta),
@@ -487,25 +497,25 @@ impl RunRow {
             peak_mem_bytes: s.and_then(|s| s.peak_mem_bytes),
             final_train_loss: s.map(|s| s.final_train_loss),
             device: s.map(|s| s.device.clone()).unwrap_or_default(),
-            data_hash: cfg["data_hash"].as_str().unwrap_or_default().into(),
+            data_hash: rec.map(|r| r.data.hash.clone()).unwrap_or_default(),
             finished_at: Timestamp::now(),
-            data_name: text(&cfg["data_name"]),
-            clock: text(&r["clock"]),
-            arch: text(&r["arch"]),
-            batch_size: r["batch_size"].as_u64().map(|v| v as u32),
-            lr: r["lr"].as_f64(),
-            momentum: r["momentum"].as_f64(),
-            weight_decay: r["weight_decay"].as_f64(),
-            optimizer: text(&r["optimizer"]),
-            muon_lr: r["muon_lr"].as_f64(),
-            schedule: text(&cfg["schedule"]),
-            label_smoothing: r["label_smoothing"].as_f64(),
-            precision: text(&r["precision"]),
-            bn_fp32: r["bn_fp32"].as_bool(),
-            channels_last: r["channels_last"].as_bool(),
-            averaging: text(&r["averaging"]),
-            whitening: text(&r["whitening"]),
-            tta_level: r["tta_level"].as_u64().map(|v| v as u32),
+            data_name: rec.map(|r| r.data.name.clone()),
+            clock: v.and_then(|v| serde_word(&v.clock)),
+            arch: r.map(|r| r.arch.clone()),
+            batch_size: r.map(|r| r.batch_size as u32),
+            lr: r.map(|r| r.lr),
+            momentum: r.map(|r| r.momentum),
+            weight_decay: r.map(|r| r.weight_decay),
+            optimizer: r.map(|r| r.optimizer.clone()),
+            muon_lr: r.and_then(|r| r.muon_lr),
+            schedule: cfg.and_then(|c| serde_word(&c.schedule)),
+            label_smoothing: r.map(|r| r.label_smoothing),
+            precision: r.map(|r| r.precision.clone()),
+            bn_fp32: r.map(|r| r.bn_fp32),
+            channels_last: r.map(|r| r.channels_last),
+            averaging: r.map(|r| r.averaging.clone()),
+            whitening: r.map(|r| r.whitening.clone()),
+            tta_level: r.map(|r| u32::from(r.tta_level)),
             cpu_model: m.map(|m| m.cpu_model.clone()),
             cpu_cores: m.map(|m| m.cpu_cores as u32),
             load_start: m.and_then(|m| m.load_start),

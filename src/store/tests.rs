@@ -1,48 +1,7 @@
 use super::*;
-use crate::events::{Clocks, RunSummary};
-use std::sync::Arc;
+use crate::events::RunSummary;
 
-pub fn rid(variant: &str, index: usize, repeat: usize) -> RunId {
-    RunId {
-        matrix: "m".into(),
-        index,
-        variant: variant.into(),
-        repeat,
-    }
-}
-
-pub fn summary(acc: f64, dawn: f64, ttt: Option<f64>) -> RunSummary {
-    RunSummary {
-        acc,
-        acc_tta: acc + 0.01,
-        clocks: Clocks {
-            dawn_s: dawn,
-            airbench_s: dawn * 0.9,
-            hlb_s: dawn * 0.8,
-            eval_s: 1.0,
-            prep_s: 0.1,
-            preprocess_s: 0.0,
-            whiten_s: 0.0,
-            build_s: 0.0,
-            loader_s: 0.0,
-            wall_s: dawn + 2.0,
-            paused_s: 0.0,
-        },
-        time_to_target_s: ttt,
-        epoch_to_target: ttt.map(|_| 2),
-        epochs: 3.0,
-        steps: 30,
-        peak_mem_bytes: Some(1 << 20),
-        final_train_loss: 1.0,
-        device: "cpu".into(),
-        machine: None,
-        throughput_cv: None,
-        noise: None,
-        ranks: Vec::new(),
-        graphs: None,
-        stages: None,
-    }
-}
+pub use crate::testkit::{rid, summary};
 
 /// Feeds one whole run through the writer.
 /// A whole run's events into `w`; the first store error.
@@ -52,13 +11,10 @@ pub fn feed_result(
     seed: u64,
     s: Option<RunSummary>,
 ) -> anyhow::Result<()> {
-    let config = Arc::new(
-        serde_json::json!({"recipe": "tiny", "tricks_on": ["flip", "celu"], "overrides": ["celu=on"], "data_name": "d", "data_hash": "h"}),
-    );
     w.on_event(&Event::RunStarted {
         run: run.clone(),
         seed,
-        config,
+        record: crate::testkit::record(&run),
         total_steps: 3,
         total_epochs: 1.0,
         target_acc: 0.5,
@@ -144,7 +100,14 @@ fn writes_runs_steps_epochs_and_manifest_and_resumes() {
             runs[0].tricks.join(","),
             runs[0].time_to_target_s
         ),
-        (Some(0.5), "flip,celu".to_string(), Some(8.0))
+        (
+            Some(0.5),
+            crate::testkit::record(&rid("a", 0, 0))
+                .variant
+                .tricks
+                .join(","),
+            Some(8.0)
+        )
     );
     assert_eq!(
         (runs[1].status.as_str(), runs[1].reason.as_deref()),
@@ -263,16 +226,11 @@ fn sessions_below_finds_results_folders_without_looking_inside_them() {
 
 #[test]
 fn rows_carry_what_the_run_trained_with_and_schema_1_tables_still_read() {
-    let cfg = serde_json::json!({
-        "recipe": "page-final", "tricks_on": ["flip", "celu"], "overrides": ["celu=on"],
-        "data_name": "d", "data_hash": "h", "schedule": "page",
-        "resolved": {"lr": 0.4, "batch_size": 512, "precision": "fp16", "channels_last": true,
-                     "bn_fp32": true, "label_smoothing": 0.2, "clock": "dawn", "arch": "resnet9",
-                     "tta_level": 1, "muon_lr": null},
-    });
+    let id = rid("a", 0, 0);
+    let rec = crate::testkit::record_with(&id, &["flip", "celu", "label_smoothing"]);
     let row = RunRow::new(
-        &rid("a", 0, 0),
-        Some((3, &cfg, 0.9)),
+        &id,
+        Some((3, &rec, 0.9)),
         Ended::Done,
         None,
         Some(&summary(0.5, 10.0, None)),
@@ -282,7 +240,19 @@ fn rows_carry_what_the_run_trained_with_and_schema_1_tables_still_read() {
     write_runs(&p, std::slice::from_ref(&row)).unwrap();
     let back = &read_runs(&p).unwrap()[0];
     assert_eq!(back, &row);
-    assert_eq!(back.tricks, ["flip", "celu"]);
+    // The columns are the record's fields, typed, not words looked up.
+    let (cfg, set) = (
+        rec.variant.engine_config().unwrap(),
+        rec.variant.settings().unwrap(),
+    );
+    assert_eq!(back.tricks, rec.variant.tricks);
+    assert!(
+        ["celu", "flip", "label_smoothing"]
+            .iter()
+            .all(|t| back.tricks.iter().any(|b| b == t))
+    );
+    let written = ("tiny-page-resnet9", "flip=on;celu=on;label_smoothing=on");
+    assert_eq!((back.recipe.as_str(), back.overrides.as_str()), written);
     assert_eq!(
         (
             back.lr,
@@ -290,15 +260,32 @@ fn rows_carry_what_the_run_trained_with_and_schema_1_tables_still_read() {
             back.precision.as_deref(),
             back.muon_lr
         ),
-        (Some(0.4), Some(512), Some("fp16"), None)
+        (
+            Some(set.lr),
+            Some(set.batch_size as u32),
+            Some(set.precision.as_str()),
+            None
+        )
     );
     assert_eq!(
         (
             back.label_smoothing,
             back.channels_last,
-            back.schedule.as_deref()
+            back.schedule.as_deref(),
+            back.clock.as_deref(),
+            back.data_hash.as_str(),
         ),
-        (Some(0.2), Some(true), Some("page"))
+        (
+            Some(set.label_smoothing),
+            Some(set.channels_last),
+            Some("page"),
+            Some("dawn"),
+            "h"
+        )
+    );
+    assert!(
+        set.label_smoothing > 0.0 && cfg.overrides.len() == 3,
+        "{cfg:?}"
     );
     let df = read_parquet(&p, Some(&["finished_at", "tricks"])).unwrap();
     assert!(matches!(
@@ -309,9 +296,23 @@ fn rows_carry_what_the_run_trained_with_and_schema_1_tables_still_read() {
         df.column("tricks").unwrap().dtype(),
         polars::prelude::DataType::List(_)
     ));
+}
 
-    // Schema 1: the tricks one comma-joined string, the end time RFC 3339
-    // text, no configuration columns.
+/// Tables of schema 1 still read: the tricks one comma-joined string, the
+/// end time RFC 3339 text, no configuration columns.
+#[test]
+fn schema_1_tables_still_read() {
+    let id = rid("a", 0, 0);
+    let rec = crate::testkit::record(&id);
+    let row = RunRow::new(
+        &id,
+        Some((3, &rec, 0.9)),
+        Ended::Done,
+        None,
+        Some(&summary(0.5, 10.0, None)),
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("runs.parquet");
     let mut df = super::rows::runs_frame(std::slice::from_ref(&row)).unwrap();
     for c in ["tricks", "finished_at", "lr", "precision", "batch_size"] {
         let _ = df.drop_in_place(c).unwrap();
@@ -384,7 +385,9 @@ fn a_run_failed_before_it_started_keeps_the_recorded_target() {
     let root = tempfile::tempdir().unwrap();
     let text = "name = 'm'\nrecipe = 'tiny-page-resnet9'\nkind = 'add-one'\nvary = ['a_trick_renamed_since']\n";
     let mut w = ResultsWriter::create(root.path(), "m", text).unwrap();
-    w.record_matrix(serde_json::json!({ "name": "m", "kind": "add-one", "target": 0.37 }))
+    // What the session decided, before the trick was renamed.
+    let decided = "name = 'm'\nrecipe = 'tiny-page-resnet9'\nkind = 'add-one'\nvary = ['celu']\ntarget = 0.37\n";
+    w.record_matrix(&crate::testkit::matrix_record(decided))
         .unwrap();
     // The queue said its seed (the second repeat's, 1001): the row keeps it.
     w.on_event(&Event::Queue(vec![crate::events::QueueItem {
@@ -413,8 +416,11 @@ fn earlier_runs_price_a_matrix_on_one_device() {
         let mut w = ResultsWriter::create(root.path(), "m", "").unwrap();
         // The third session ran the same matrix on other data.
         let data = if i < 2 { "embedded" } else { "cifar10" };
-        w.record_matrix(serde_json::json!({ "name": "m", "data": data }))
-            .unwrap();
+        let mut r = crate::testkit::matrix_record(
+            "name = 'm'\nrecipe = 'tiny-page-resnet9'\nkind = 'add-one'\nvary = ['celu']\n",
+        );
+        r.data = data.into();
+        w.record_matrix(&r).unwrap();
         // summary(): wall = dawn + 2.
         feed(&mut w, rid("a", 0, i), 0, Some(summary(0.5, *dawn, None)));
         feed(&mut w, rid("b", 1, i), 1, None);
@@ -523,18 +529,15 @@ fn a_runs_curves_read_back_as_written() {
     assert_eq!(read_curves(&dir, &other).unwrap(), (Vec::new(), Vec::new()));
 }
 
-/// Here rather than in events (which sits below the store, whose fixture
-/// summary it uses).
+/// TTA is named only where the run's record says it evaluated with it.
 #[test]
 fn tta_is_named_only_for_runs_that_used_it() {
-    use crate::events::uses_tta;
     let s = summary(0.447, 10.0, None);
-    let off = serde_json::json!({"resolved": {"tta_level": 0}});
-    let on = serde_json::json!({"resolved": {"tta_level": 2}});
-    assert!(!uses_tta(&off) && uses_tta(&on));
-    assert!(!uses_tta(&serde_json::json!({})));
-    assert_eq!(s.acc_words(uses_tta(&off)), "acc 45.70%");
-    assert_eq!(s.acc_words(uses_tta(&on)), "acc 45.70% (TTA)");
+    let off = crate::testkit::record_with(&rid("off", 0, 0), &["tta=off"]);
+    let on = crate::testkit::record_with(&rid("on", 1, 0), &["tta"]);
+    assert!(!off.uses_tta() && on.uses_tta());
+    assert_eq!(s.acc_words(off.uses_tta()), "acc 45.70%");
+    assert_eq!(s.acc_words(on.uses_tta()), "acc 45.70% (TTA)");
 }
 
 /// Step and epoch files are named as the variant reads

@@ -270,11 +270,13 @@ impl TchTrainer {
         }
         .train(
             {
-                let mut config = run.config_json(&data_name, &data_hash);
-                if let Some(l) = loader {
-                    config["loader"] = l.into();
-                }
-                config
+                run.record(
+                    crate::record::DataId {
+                        name: data_name,
+                        hash: data_hash,
+                    },
+                    loader,
+                )
             },
             ctl,
             emit,
@@ -544,7 +546,7 @@ impl Run<'_> {
     /// Prepare → build → warm → epochs (train, evaluate when due) → summary.
     fn train(
         &self,
-        config: serde_json::Value,
+        record: crate::record::RunRecord,
         ctl: &dyn Control,
         emit: &mut dyn FnMut(Event),
     ) -> Result<Outcome> {
@@ -552,7 +554,7 @@ impl Run<'_> {
         let wall = Instant::now();
         // SyncBN layers (the `sync_bn` trick) reduce over the gang.
         let _sync_bn = self.dist.map(Collective::install);
-        self.announce(config, emit);
+        self.announce(record, emit);
         // Loading to the device, then preprocessing: airbench times only the
         // second (its loader uploads before its timer), DAWNBench both.
         let (uploaded, load_s) = self.timed(|| upload(plan, self.src, dev))?;
@@ -653,7 +655,7 @@ impl Run<'_> {
     }
 
     /// Sets the device up for the plan and tells the listeners the run started.
-    fn announce(&self, config: serde_json::Value, emit: &mut dyn FnMut(Event)) {
+    fn announce(&self, record: crate::record::RunRecord, emit: &mut dyn FnMut(Event)) {
         let (plan, spec) = (self.plan, &self.run.spec);
         if self.device.is_cuda() {
             tch::Cuda::cudnn_set_benchmark(plan.precision.cudnn_benchmark);
@@ -661,7 +663,7 @@ impl Run<'_> {
         emit(Event::RunStarted {
             run: spec.id.clone(),
             seed: spec.seed,
-            config: Arc::new(config),
+            record: Arc::new(record),
             total_steps: self.rates.total,
             total_epochs: plan.epochs,
             target_acc: spec.target_acc,

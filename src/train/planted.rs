@@ -28,6 +28,7 @@
 use super::{Control, Flow, Outcome, Probe, Trainer};
 use crate::events::{Clocks, EpochRow, Event, RunSummary, StepRow};
 use crate::plan::PlannedRun;
+use crate::record::DataId;
 use crate::util::splitmix::SplitMix64;
 use anyhow::{Context, Result, bail};
 use std::sync::Arc;
@@ -187,7 +188,7 @@ impl Trainer for Planted {
         emit(Event::RunStarted {
             run: spec.id.clone(),
             seed: spec.seed,
-            config: Arc::new(run.config_json("planted", "planted")),
+            record: Arc::new(run.record(DataId::new("planted", "planted"), None)),
             total_steps: rates.total,
             total_epochs: plan.epochs,
             target_acc: spec.target_acc,

@@ -460,13 +460,17 @@ impl BrowseBackend {
         let mut warnings = Vec::new();
         let mut series = Vec::new();
         for (dir, runs) in self.dirs.iter().zip(&self.runs) {
-            let matrix = crate::store::read_manifest(dir)
+            // The references the folder's session recorded.
+            let record = crate::store::read_manifest(dir)
                 .ok()
-                .and_then(|m| crate::store::recorded_matrix(&m));
+                .and_then(|m| crate::store::record_of(dir, &m).ok())
+                .map(crate::store::Upgraded::record);
             for r in runs.iter().filter(|r| r.status == Ended::Done) {
                 match crate::store::read_curves(dir, r) {
                     Ok((steps, epochs)) => {
-                        let reference = matrix.as_ref().and_then(|m| m.reference(r.index as usize));
+                        let reference = record
+                            .as_ref()
+                            .and_then(|m| m.variant(r.index as usize)?.reference.clone());
                         series.push((r.id(), stored_run(r, &steps, epochs, reference)));
                     }
                     Err(e) => warnings.push(crate::util::one_line(&e)),

@@ -14,6 +14,25 @@ pub fn rid(variant: &str, index: usize, repeat: usize) -> RunId {
     }
 }
 
+/// What run `run` of the sample decided: a tiny recipe with its variant's name.
+pub fn record(run: &RunId) -> crate::record::RunRecord {
+    let spec = crate::config::RunSpec {
+        id: run.clone(),
+        seed: run.repeat as u64,
+        recipe: "tiny-page-resnet9".into(),
+        overrides: Vec::new(),
+        data: "embedded".into(),
+        target_acc: 0.6,
+        device: None,
+        reference: None,
+    };
+    let data = crate::record::DataId {
+        name: "embedded".into(),
+        hash: "sample".into(),
+    };
+    crate::record::of_spec(&spec, data).expect("the tiny recipe plans")
+}
+
 /// A state with a bit of everything, deterministic (no clocks): the snapshot
 /// tests and the render benchmark draw it.
 #[allow(
@@ -52,7 +71,7 @@ pub fn sample_state(no_color: bool) -> AppState {
             Event::RunStarted {
                 run: run.clone(),
                 seed: r as u64,
-                config: std::sync::Arc::new(serde_json::json!({})),
+                record: std::sync::Arc::new(record(&run)),
                 total_steps: 100,
                 total_epochs: 4.0,
                 target_acc: 0.6,

@@ -272,7 +272,9 @@ fn live_lists_each_busy_devices_run() {
             Event::RunStarted {
                 run: super::sample::rid("+ celu", 2, repeat),
                 seed: repeat as u64,
-                config: std::sync::Arc::new(serde_json::json!({})),
+                record: std::sync::Arc::new(super::sample::record(&super::sample::rid(
+                    "+ celu", 2, repeat,
+                ))),
                 total_steps: 100,
                 total_epochs: 4.0,
                 target_acc: 0.6,
@@ -847,7 +849,7 @@ fn the_eta_stands_still_while_paused() {
         Event::RunStarted {
             run: run.clone(),
             seed: 0,
-            config: std::sync::Arc::new(serde_json::json!({})),
+            record: std::sync::Arc::new(super::sample::record(&run)),
             total_steps: 100,
             total_epochs: 1.0,
             target_acc: 0.6,
@@ -900,7 +902,7 @@ fn the_queue_eta_shows_before_the_first_run_finishes() {
         Event::RunStarted {
             run: rid("a", 0, 0),
             seed: 0,
-            config: std::sync::Arc::new(serde_json::json!({})),
+            record: std::sync::Arc::new(super::sample::record(&rid("a", 0, 0))),
             total_steps: 100,
             total_epochs: 1.0,
             target_acc: 0.6,

@@ -35,11 +35,11 @@ pub fn apply(state: &mut AppState, ev: Event) -> bool {
             target_acc,
             device,
             reference,
-            config,
+            record,
             ..
         } => {
-            let clock = crate::events::clock_of(&config);
-            let loader_from = config["loader"].as_str().map(str::to_string);
+            let clock = Some(record.clock());
+            let loader_from = record.loader.clone();
             let now = Instant::now();
             let series = RunSeries {
                 // A run that starts while the queue stands paused waits too.

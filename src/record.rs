@@ -1,0 +1,158 @@
+//! What was decided for each variant and run, typed. The session decides it
+//! once (from the matrix's plans); manifest.json records it, `RunStarted`
+//! carries it, and the store, the report and the TUI read its fields. No
+//! reader after the session decides it again, so a folder keeps its meaning
+//! when a later version renames a trick or changes a recipe.
+//!
+//! A variant's common part (name, overrides, tricks, clock, reference)
+//! assumes no engine: what it runs is [`Runs`], today the engine's plan.
+
+use crate::config::{Clock, Override, Reference, RunConfig, RunSpec};
+use crate::plan::{PlannedRun, RunPlan, Settings};
+use serde::{Deserialize, Serialize};
+
+/// One variant of a matrix as decided.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct VariantRecord {
+    /// Its position in the matrix.
+    pub index: usize,
+    pub name: String,
+    /// Its changes to the matrix's base, in the order written.
+    pub overrides: Vec<Override>,
+    /// The tricks it has on, by catalog key.
+    pub tricks: Vec<String>,
+    /// The convention its seconds are read on.
+    pub clock: Clock,
+    /// The variant its Δ is read against, where its matrix's kind names one.
+    pub reference: Option<Reference>,
+    /// What a run of it executes.
+    pub runs: Runs,
+}
+
+/// What a variant's runs execute.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "with", rename_all = "snake_case")]
+pub enum Runs {
+    /// tricklab's engine on a recipe: the settings and trick states as the
+    /// recipe and overrides make them (absent from a folder of the version
+    /// before records, read from what it kept), and the values the run
+    /// trains with.
+    Engine {
+        config: Option<Box<RunConfig>>,
+        settings: Box<Settings>,
+    },
+}
+
+impl VariantRecord {
+    /// The record of variant `index` (named `name`, changing its base by
+    /// `overrides`) run on the engine with `config` resolved to `plan`.
+    pub fn engine(
+        index: usize,
+        name: &str,
+        overrides: &[Override],
+        reference: Option<Reference>,
+        (config, plan): (&RunConfig, &RunPlan),
+    ) -> VariantRecord {
+        VariantRecord {
+            index,
+            name: name.into(),
+            overrides: overrides.to_vec(),
+            tricks: config.tricks_on(),
+            clock: plan.clock,
+            reference,
+            runs: Runs::Engine {
+                config: Some(Box::new(config.clone())),
+                settings: Box::new(plan.resolved()),
+            },
+        }
+    }
+
+    /// The recipe an engine variant starts from, where recorded.
+    pub fn recipe(&self) -> Option<&str> {
+        match &self.runs {
+            Runs::Engine { config, .. } => config.as_ref().map(|c| c.recipe.as_str()),
+        }
+    }
+
+    /// The settings and trick states an engine variant was made from.
+    pub fn engine_config(&self) -> Option<&RunConfig> {
+        match &self.runs {
+            Runs::Engine { config, .. } => config.as_deref(),
+        }
+    }
+
+    /// The values an engine variant trains with.
+    pub fn settings(&self) -> Option<&Settings> {
+        match &self.runs {
+            Runs::Engine { settings, .. } => Some(settings),
+        }
+    }
+
+    /// The overrides as written (`+label_smoothing`, `lr=0.2`).
+    pub fn override_words(&self) -> Vec<String> {
+        self.overrides.iter().map(ToString::to_string).collect()
+    }
+}
+
+/// The data set a run read: its name and the hash of its images.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct DataId {
+    pub name: String,
+    pub hash: String,
+}
+
+impl DataId {
+    pub fn new(name: &str, hash: &str) -> DataId {
+        DataId {
+            name: name.into(),
+            hash: hash.into(),
+        }
+    }
+}
+
+/// One run as it started: its variant's record, the data it read and the
+/// loader that fed it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RunRecord {
+    pub variant: VariantRecord,
+    pub data: DataId,
+    /// The loader feeding a streaming run, where one does (its decoder and
+    /// threads), for the log and the Live tab.
+    pub loader: Option<String>,
+}
+
+impl RunRecord {
+    /// The clock the run's seconds are read on.
+    pub fn clock(&self) -> Clock {
+        self.variant.clock
+    }
+
+    /// Whether the run evaluates with TTA (its resolved level above 0).
+    pub fn uses_tta(&self) -> bool {
+        self.variant.settings().is_some_and(|s| s.tta_level > 0)
+    }
+}
+
+impl PlannedRun {
+    /// The record of this run, as `RunStarted` carries it.
+    pub fn record(&self, data: DataId, loader: Option<String>) -> RunRecord {
+        let s: &RunSpec = &self.spec;
+        RunRecord {
+            variant: VariantRecord::engine(
+                s.id.index,
+                &s.id.variant,
+                &s.overrides,
+                s.reference.clone(),
+                (&self.config, &self.plan),
+            ),
+            data,
+            loader,
+        }
+    }
+}
+
+/// The record of `spec` planned from its recipe, for a run made outside a
+/// matrix's session: the TUI's sample state, and tests that feed events.
+pub fn of_spec(spec: &RunSpec, data: DataId) -> anyhow::Result<RunRecord> {
+    Ok(crate::recipe::plan_run(spec)?.record(data, None))
+}
