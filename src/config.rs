@@ -317,6 +317,14 @@ impl Clock {
         }
     }
 
+    /// The seconds this clock counts, given each stage's own: the one sum
+    /// of a convention's stages, which the engine's time to target and the
+    /// report's curves both read. `None`: the wall clock, which counts
+    /// everything start to summary rather than stages.
+    pub fn sum(self, seconds: impl Fn(Stage) -> f64) -> Option<f64> {
+        self.stages().map(|st| st.iter().map(|s| seconds(*s)).sum())
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             Clock::Dawn => "dawn",

@@ -6,20 +6,68 @@
 use anyhow::Result;
 use std::path::{Path, PathBuf};
 
+/// How a session ended for one of its results folders: the one write-up
+/// at the end of a session, whichever consumer (headless or the TUI) was
+/// attached; each says it in its own words.
+pub enum Ending {
+    /// No run finished: nothing to report (its queue is kept, resumable).
+    NothingFinished,
+    /// A stop signal came before this folder's write-up.
+    NotWritten,
+    /// A stop signal came during it: the files written before it.
+    Partly(Vec<PathBuf>),
+    /// The report (its short table for the terminal) and the files written.
+    Written(Box<crate::report::Report>, Vec<PathBuf>),
+    /// Not written, and why, in one line.
+    Failed(String),
+}
+
+/// The end of a session: each folder's report and charts, written once, in
+/// order; a stop signal ends it at the next file.
+pub fn end_of_session(dirs: &[PathBuf]) -> Vec<(PathBuf, Ending)> {
+    use crate::util::signals::stopping;
+    dirs.iter()
+        .map(|d| {
+            let ending = if !crate::store::has_finished_run(d) {
+                Ending::NothingFinished
+            } else if stopping() {
+                Ending::NotWritten
+            } else {
+                match crate::report::aggregate(std::slice::from_ref(d), &Default::default())
+                    .and_then(|r| Ok((write_report(d, &r)?, r)))
+                {
+                    Ok((files, _)) if stopping() => Ending::Partly(files),
+                    Ok((files, r)) => Ending::Written(Box::new(r), files),
+                    Err(e) => Ending::Failed(crate::util::one_line(&e)),
+                }
+            };
+            (d.clone(), ending)
+        })
+        .collect()
+}
+
 /// Writes report.md, the charts and report.html into a results folder;
 /// returns the files written.
 pub fn write(dir: &Path) -> Result<Vec<PathBuf>> {
+    let report = crate::report::aggregate(
+        &[dir.to_path_buf()],
+        &crate::report::ReportOptions::default(),
+    )?;
+    write_report(dir, &report)
+}
+
+/// [`write`] of a report already aggregated.
+fn write_report(dir: &Path, report: &crate::report::Report) -> Result<Vec<PathBuf>> {
     let folder = [dir.to_path_buf()];
-    let report = crate::report::aggregate(&folder, &crate::report::ReportOptions::default())?;
     // The tables first, so that a chart that cannot be drawn (a damaged
     // epochs file) loses no table; then again with the links to the charts
     // that were written.
     let md = dir.join("report.md");
     let html = dir.join("report.html");
     crate::util::write_atomic(&md, report.to_markdown().as_bytes())?;
-    let figures = crate::report::figures::Figures::read(&report, &folder);
+    let figures = crate::report::figures::Figures::read(report, &folder);
     let charts = match figures.and_then(|f| {
-        crate::charts::write_all(&report, &f, dir, &crate::charts::PlotOptions::default())
+        crate::charts::write_all(report, &f, dir, &crate::charts::PlotOptions::default())
     }) {
         Ok(charts) => charts,
         Err(e) => {

@@ -246,51 +246,43 @@ pub fn run_headless(mut session: Session) -> Result<i32> {
     })
 }
 
-/// Each folder's report and charts; a stop signal ends it at the next file,
-/// saying what was written and what was not.
+/// The session's end (`export::writeup::end_of_session`) in the log: a
+/// short table a folder, as hyperfine ends, the whole write-up being in the
+/// files; a stop signal's end says what was written and what was not.
 fn write_reports(dirs: &[std::path::PathBuf], done_runs: usize, failed: usize) -> Result<()> {
-    for d in dirs {
-        if !d.join("runs.parquet").exists() {
-            eprintln!("{}: no run finished, no report", d.display());
-            continue;
-        }
-        if signals::stopping() {
-            eprintln!(
-                "{}: no report written for {}; `tricklab report {} --plots {}` writes it",
+    use crate::export::writeup::Ending;
+    for (d, ending) in crate::export::writeup::end_of_session(dirs) {
+        let d = d.display();
+        match ending {
+            Ending::NothingFinished => eprintln!("{d}: no run finished, no report"),
+            Ending::NotWritten => eprintln!(
+                "{}: no report written for {d}; `tricklab report {d} --plots {d}` writes it",
+                signals::name()
+            ),
+            Ending::Partly(files) => eprintln!(
+                "{}: of {d}'s report and charts only {} were written; `tricklab report {d} --plots {d}` writes the rest",
                 signals::name(),
-                d.display(),
-                d.display(),
-                d.display()
-            );
-            continue;
+                chart_names(&files)
+            ),
+            Ending::Written(report, files) => {
+                print!("{}", report.to_text());
+                println!(
+                    "results: {d} ({done_runs} runs finished, {failed} failed); report: {d}/report.md, {d}/report.html; charts: {}",
+                    chart_names(&files)
+                );
+            }
+            Ending::Failed(why) => anyhow::bail!(why),
         }
-        // A short table, as hyperfine ends: the whole write-up is in the files.
-        let report = crate::report::aggregate(std::slice::from_ref(d), &Default::default())?;
-        print!("{}", report.to_text());
-        let files = crate::export::writeup::write(d)?;
-        let names = files
-            .iter()
-            .filter(|f| !f.extension().is_some_and(|e| e == "md" || e == "html"))
-            .map(|f| f.file_name().unwrap_or_default().to_string_lossy())
-            .collect::<Vec<_>>()
-            .join(", ");
-        if signals::stopping() {
-            eprintln!(
-                "{}: of {}'s report and charts only {names} were written; `tricklab report {} --plots {}` writes the rest",
-                signals::name(),
-                d.display(),
-                d.display(),
-                d.display()
-            );
-            continue;
-        }
-        println!(
-            "results: {} ({} runs finished, {failed} failed); report: {}, {}; charts: {names}",
-            d.display(),
-            done_runs,
-            d.join("report.md").display(),
-            d.join("report.html").display(),
-        );
     }
     Ok(())
+}
+
+/// The charts among the files written, by name.
+fn chart_names(files: &[std::path::PathBuf]) -> String {
+    files
+        .iter()
+        .filter(|f| !f.extension().is_some_and(|e| e == "md" || e == "html"))
+        .map(|f| f.file_name().unwrap_or_default().to_string_lossy())
+        .collect::<Vec<_>>()
+        .join(", ")
 }

@@ -1,7 +1,7 @@
 //! The training curves behind the curve chart: every run's step metrics,
 //! aggregated per variant and step (one lazy query), so the chart only draws.
 
-use crate::config::Clock;
+use crate::config::{Clock, Stage};
 use anyhow::{Context, Result};
 use polars::prelude::{DataType, IntoLazy, SortMultipleOptions, col};
 use rayon::prelude::*;
@@ -217,12 +217,19 @@ fn run_evals(f: &Path, row: &crate::store::RunRow, clock: Clock) -> Result<Vec<(
         let Some(a) = tta[i].or(acc[i]).filter(|a| a.is_finite()) else {
             continue;
         };
-        let secs = match clock {
-            Clock::Dawn => prep + build + whiten + trained,
-            Clock::Airbench => preprocess + whiten + trained + eval[i].unwrap_or(0.0),
-            Clock::Hlb => trained,
-            Clock::Wall => prep + whiten + trained + evaluated,
-        };
+        // The clock's own sum of its stages (`Clock::sum`, as the engine's
+        // time to target reads it), had the run stopped at this evaluation.
+        let secs = clock
+            .sum(|s| match s {
+                Stage::Loading => prep - preprocess,
+                Stage::Preprocessing => preprocess,
+                Stage::Whitening => whiten,
+                Stage::NetBuild => build,
+                Stage::Training => trained,
+                Stage::FinalEvaluation => eval[i].unwrap_or(0.0),
+                Stage::EpochEvaluation => 0.0,
+            })
+            .unwrap_or(prep + whiten + trained + evaluated);
         out.push((epoch[i].unwrap_or(0.0) as u32, secs, a));
     }
     Ok(out)

@@ -351,7 +351,7 @@ pub fn aggregate(dirs: &[PathBuf], opts: &ReportOptions) -> Result<Report> {
     let mut rows = variant_rows(&df, opts)?;
     let unordered = non_ladder_matrices(&folders);
     add_speedups(&mut rows, &unordered);
-    add_deltas(&mut rows, dirs, &unordered, opts);
+    add_deltas(&mut rows, &folders, &unordered, opts);
     let clock = rows.first().map(|r| r.headline);
     let clock = clock.filter(|c| rows.iter().all(|r| r.headline == *c));
     let mut effects = effects::analyse(&folders, opts.clock, opts.drop_noisy);
@@ -828,24 +828,16 @@ fn setup(dirs: &[PathBuf], rows: &[VariantStats]) -> Vec<(String, String)> {
 /// first variant of the other kinds.
 fn add_deltas(
     rows: &mut [VariantStats],
-    dirs: &[PathBuf],
+    folders: &[Folder],
     unordered: &std::collections::HashSet<String>,
     opts: &ReportOptions,
 ) {
-    // Each folder's rows, a run recorded twice counted once (its last row).
-    let mut runs: Vec<crate::store::RunRow> = Vec::new();
-    for d in dirs {
-        let Ok(mut rs) = crate::store::read_runs(&d.join("runs.parquet")) else {
-            continue;
-        };
-        rs.reverse();
-        let mut seen = std::collections::HashSet::new();
-        rs.retain(|r| seen.insert((r.matrix.clone(), r.variant.clone(), r.repeat)));
-        runs.extend(rs);
-    }
+    // Each folder's runs, each run once (`Folder::open`).
+    let runs: Vec<&crate::store::RunRow> = folders.iter().flat_map(|f| &f.runs).collect();
     let of = |r: &VariantStats, clock: Clock| {
         let mine: Vec<crate::store::RunRow> = runs
             .iter()
+            .copied()
             .filter(|x| {
                 x.matrix == r.matrix
                     && x.index as usize == r.index

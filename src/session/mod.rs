@@ -8,7 +8,7 @@ pub mod queue;
 pub mod worker;
 
 use open::gangs;
-pub use open::{Rules, guard_data};
+pub use open::{Entry, Pricing, Rules, admit};
 
 use crate::events::{Command, Event, LogLevel};
 use crate::matrix::Matrix;
@@ -120,6 +120,9 @@ pub struct Session {
     order: Vec<String>,
     workers: Vec<std::thread::JoinHandle<()>>,
     results_root: PathBuf,
+    /// The devices and rules it admits a matrix queued later by.
+    devices: Vec<String>,
+    rules: Rules,
 }
 
 /// The trainer factory of the real engine (or of the planted trainer,
@@ -312,7 +315,10 @@ impl Session {
             }
         }
         let need = opts.min_free_bytes;
+        // As the gate before each run checks: a folder deleted since it was
+        // made is said so, not taken for a disk that refuses writes.
         for w in stores.values() {
+            w.check_folder()?;
             crate::util::check_storage(w.dir(), need)?;
         }
         let shared = Shared::new(queue, events.clone(), opts.keep_alive);
@@ -341,6 +347,8 @@ impl Session {
             order,
             workers,
             results_root: opts.results_root,
+            devices,
+            rules: Rules::default(),
         })
     }
 
@@ -388,8 +396,17 @@ impl Session {
             .collect()
     }
 
-    /// Queues another matrix while the session runs; returns the number of runs added.
-    pub fn enqueue_matrix(&mut self, m: Matrix) -> Result<usize> {
+    /// Queues another matrix while the session runs, [`admit`]ted as the
+    /// session's own were (priced by `pricing`); returns the number of
+    /// runs added.
+    pub fn enqueue_matrix(&mut self, m: Matrix, pricing: Pricing<'_>) -> Result<usize> {
+        admit(
+            std::slice::from_ref(&m),
+            &self.devices,
+            &self.rules,
+            pricing,
+            open::Entry::Queued,
+        )?;
         if self
             .pump
             .stores

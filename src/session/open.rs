@@ -1,9 +1,10 @@
-//! How a session opens, the same for `run`, `nightly` and the TUI: each
-//! matrix taken as the user asked (`Rules`: repeats, the tiny form, the
-//! data, a shard), then refused before any folder exists if it cannot run
-//! (the preflight: devices, data, batch sizes) or would run at the wrong
-//! scale (the scale guard: a full-size recipe on the embedded subset, hours
-//! on a CPU), then started.
+//! How a matrix enters a session, the same for `run`, `nightly`, the TUI's
+//! start and its picker: taken as the user asked (`Rules`: repeats, the
+//! tiny form, the data, a shard), then admitted ([`admit`]) or refused
+//! before any folder exists if it cannot run (the preflight: devices, data,
+//! batch sizes; the gang check: world sizes against the devices) or would
+//! run at the wrong scale (the scale guard: a full-size recipe on the
+//! embedded subset, hours on a CPU), then started or queued.
 
 use super::worker::Factory;
 use super::{Session, SessionOptions};
@@ -49,26 +50,79 @@ impl Rules {
     }
 }
 
+/// How the scale guard prices a full-size matrix on a CPU.
+#[derive(Clone, Copy, Debug)]
+pub enum Pricing<'a> {
+    /// A probe of its first run's step (`run`, `nightly`, the TUI's start).
+    Probe,
+    /// An estimate already made: the picker's probe of the file.
+    Estimated(&'a crate::matrix::Estimate),
+    /// None yet: the picker lists files while runs may train, and a probe
+    /// beside a run would slow both; a full-size recipe is refused flat
+    /// unless --insist.
+    Unpriced,
+}
+
+/// Where a matrix enters a session.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Entry {
+    /// With the session: its devices are checked too, once. A resumed
+    /// folder's matrix was priced when it was made.
+    Start { resumed: bool },
+    /// Queued while it runs (the TUI's picker), on the devices it started on.
+    Queued,
+}
+
+/// The one admission into a session, in one order: the preflight, the gang
+/// check, then the scale guard priced by `pricing`. `run`, `nightly`, the
+/// TUI's start and its picker all pass here, so a matrix one refuses, the
+/// others refuse with the same line. Returns the lines to show: the
+/// preflight's warnings and the guard's estimates.
+pub fn admit(
+    matrices: &[Matrix],
+    devices: &[String],
+    rules: &Rules,
+    pricing: Pricing<'_>,
+    entry: Entry,
+) -> Result<Vec<String>> {
+    let mut notes = match entry {
+        Entry::Start { .. } => check_devices(devices)?,
+        Entry::Queued => Vec::new(),
+    };
+    notes.extend(preflight(matrices)?);
+    gangs(matrices, devices)?;
+    if entry != (Entry::Start { resumed: true }) {
+        notes.extend(
+            scale_guard(matrices, devices, rules.insist, pricing)?
+                .into_iter()
+                .map(|l| format!("estimate: {l}")),
+        );
+    }
+    Ok(notes)
+}
+
 impl Session {
-    /// Opens a session on `matrices` as `rules` took them: the preflight,
-    /// then the scale guard (not for a resumed folder, admitted when it was
-    /// made), then the folders, queue and workers. Returns the session and
-    /// the lines to show: the preflight's warnings and the guard's estimates.
+    /// Opens a session on `matrices` as `rules` took them: [`admit`]ted
+    /// (a probe prices them), then the folders, queue and workers. Returns
+    /// the session and the lines to show.
     pub fn open(
         matrices: Vec<Matrix>,
         opts: SessionOptions,
         rules: &Rules,
         factory: Factory,
     ) -> Result<(Session, Vec<String>)> {
-        let mut notes = preflight(&matrices, &opts.devices)?;
-        if opts.resume.is_none() {
-            notes.extend(
-                scale_guard(&matrices, &opts.devices, rules.insist)?
-                    .into_iter()
-                    .map(|l| format!("estimate: {l}")),
-            );
-        }
-        Ok((Session::start(matrices, opts, factory)?, notes))
+        let notes = admit(
+            &matrices,
+            &opts.devices,
+            rules,
+            Pricing::Probe,
+            Entry::Start {
+                resumed: opts.resume.is_some(),
+            },
+        )?;
+        let mut s = Session::start(matrices, opts, factory)?;
+        s.rules = rules.clone();
+        Ok((s, notes))
     }
 }
 
@@ -108,20 +162,26 @@ fn cpu_room(devices: &[String], cores: usize, available: Option<u64>) -> Result<
     }))
 }
 
-/// What the real engine would fail every run on, checked before a session
-/// creates any results folder: the workers' devices and the machine's room
-/// for them, each matrix's device and data. Returns its warnings.
-fn preflight(matrices: &[Matrix], devices: &[String]) -> Result<Vec<String>> {
+/// The workers' devices and the machine's room for them, checked when a
+/// session starts. Returns its warnings.
+fn check_devices(devices: &[String]) -> Result<Vec<String>> {
     for d in devices {
         crate::util::device::parse_device(d).map_err(|e| anyhow::anyhow!("--devices: {e}"))?;
     }
-    let mut notes: Vec<String> = cpu_room(
+    Ok(cpu_room(
         devices,
         crate::util::machine::cpu_cores(),
         memory_available(),
     )?
     .into_iter()
-    .collect();
+    .collect())
+}
+
+/// What the real engine would fail every run on, checked before a session
+/// creates any results folder: each matrix's device and data, and its
+/// batch sizes against its data. Returns its warnings.
+fn preflight(matrices: &[Matrix]) -> Result<Vec<String>> {
+    let mut notes = Vec::new();
     for m in matrices {
         let origin = m.origin();
         if let Some(d) = &m.device {
@@ -159,7 +219,7 @@ fn max_cpu_hours() -> f64 {
 
 /// A full-size recipe on the embedded 4,000-image subset because the matrix
 /// names no data: refused unless `insist`.
-pub fn guard_data(m: &Matrix, insist: bool) -> Result<()> {
+fn guard_data(m: &Matrix, insist: bool) -> Result<()> {
     if m.recipe.starts_with("tiny-") || m.data_named || insist {
         return Ok(());
     }
@@ -173,8 +233,14 @@ pub fn guard_data(m: &Matrix, insist: bool) -> Result<()> {
 /// Refuses, before anything starts, what would train at the wrong scale: a
 /// full-size recipe on the embedded 4,000-image subset because the matrix
 /// names no data, or a matrix sized for a GPU on a CPU, estimated by a
-/// probe of the first run's net (`matrix::estimate`). `insist` runs them anyway. Returns the estimate lines.
-fn scale_guard(matrices: &[Matrix], devices: &[String], insist: bool) -> Result<Vec<String>> {
+/// probe of the first run's net (`matrix::estimate`) or as `pricing` says.
+/// `insist` runs them anyway. Returns the estimate lines.
+fn scale_guard(
+    matrices: &[Matrix],
+    devices: &[String],
+    insist: bool,
+    pricing: Pricing<'_>,
+) -> Result<Vec<String>> {
     let cpu_only = devices.iter().all(|d| d.starts_with("cpu"));
     let mut notes = Vec::new();
     for m in matrices {
@@ -189,8 +255,21 @@ fn scale_guard(matrices: &[Matrix], devices: &[String], insist: bool) -> Result<
         if m.runs().is_empty() {
             continue;
         }
-        let e =
-            crate::matrix::estimate(m, "cpu").map_err(|e| anyhow::anyhow!("{origin}: {e:#}"))?;
+        let probed;
+        let e = match pricing {
+            Pricing::Estimated(e) => e,
+            Pricing::Unpriced if insist => continue,
+            Pricing::Unpriced => anyhow::bail!(
+                "{origin}: {} runs of the full-size recipe `{}` on the CPU would take hours each: rehearse its --tiny form, or `tricklab run {origin} --headless --insist`",
+                m.runs().len(),
+                m.recipe
+            ),
+            Pricing::Probe => {
+                probed = crate::matrix::estimate(m, "cpu")
+                    .map_err(|e| anyhow::anyhow!("{origin}: {e:#}"))?;
+                &probed
+            }
+        };
         let line = e.line(&origin);
         // A probe on a busy machine is judged at the idle machine's price,
         // and its line says how busy it was (Estimate::line).

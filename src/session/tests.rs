@@ -365,6 +365,7 @@ fn queue_commands_reach_the_queue() {
                     "m.toml",
                 )
                 .unwrap(),
+                crate::session::Pricing::Probe,
             )
             .unwrap();
         assert_eq!(n, 2);
@@ -656,7 +657,8 @@ fn a_time_probe_holds_the_queue_and_is_refused_while_runs_train() {
     rt.block_on(async {
         let hold = s.hold_for_probe().expect("an idle session grants a probe");
         assert!(s.probing());
-        s.enqueue_matrix(matrix(1)).unwrap();
+        s.enqueue_matrix(matrix(1), crate::session::Pricing::Probe)
+            .unwrap();
         // Held: nothing starts however long the probe takes.
         tokio::time::sleep(Duration::from_millis(500)).await;
         while let Some(e) = s.try_recv() {
@@ -686,4 +688,52 @@ fn a_time_probe_holds_the_queue_and_is_refused_while_runs_train() {
         {}
     });
     s.join();
+}
+
+/// One admission: a matrix the session would refuse at its start (a world
+/// size past its devices, a batch past its data) is refused when queued
+/// later, the picker's way, with the same line, and no folder is made.
+#[test]
+fn a_matrix_queued_later_is_refused_with_the_line_the_start_gives() {
+    let root = tempfile::tempdir().unwrap();
+    let bad = |name: &str, set: &str| {
+        crate::matrix::parse(
+            &format!("name='{name}'\nrecipe='tiny-page-resnet9'\nkind='list'\n[[variant]]\nname='v'\nset={{ {set} }}\n"),
+            "bad.toml",
+        )
+        .unwrap()
+    };
+    for (name, set, words) in [
+        ("wide", "world_size = 4", "asks for world_size 4"),
+        ("big", "batch_size = 100000", "has batch_size 100000"),
+    ] {
+        let rules = Rules::default();
+        let refused_at_start = match Session::open(
+            vec![bad(name, set)],
+            opts(root.path(), &["cpu"]),
+            &rules,
+            factory(1, 0, false),
+        ) {
+            Err(e) => e.to_string(),
+            Ok(_) => panic!("{name}: admitted at the start"),
+        };
+        assert!(refused_at_start.contains(words), "{refused_at_start}");
+        let (mut s, _) = Session::open(
+            vec![matrix(1)],
+            opts(root.path(), &["cpu"]),
+            &rules,
+            factory(1, 0, false),
+        )
+        .unwrap();
+        let later = s
+            .enqueue_matrix(bad(name, set), crate::session::Pricing::Unpriced)
+            .unwrap_err()
+            .to_string();
+        assert_eq!(later, refused_at_start);
+        assert!(
+            !root.path().join(name).exists(),
+            "{name}: a folder was made"
+        );
+        drain(&mut s);
+    }
 }

@@ -201,12 +201,9 @@ pub(super) fn tta_of(
 /// evaluation's seconds, which airbench's clock counts and the others do not).
 pub(super) fn time_on(clock: Clock, c: &Clocks, eval_s: f64, wall_s: f64) -> f64 {
     use crate::config::Stage;
-    let Some(stages) = clock.stages() else {
-        return wall_s;
-    };
     // Each stage's own stopwatch; loading is what prep_s adds to the
     // preprocessing (prep_s times both, preprocess_s the second alone).
-    let seconds = |s: &Stage| match s {
+    let seconds = |s: Stage| match s {
         Stage::Loading => c.prep_s - c.preprocess_s,
         Stage::Preprocessing => c.preprocess_s,
         Stage::Whitening => c.whiten_s,
@@ -216,7 +213,7 @@ pub(super) fn time_on(clock: Clock, c: &Clocks, eval_s: f64, wall_s: f64) -> f64
         // No clock covers them (`stages` says which do).
         Stage::EpochEvaluation => 0.0,
     };
-    stages.iter().map(seconds).sum()
+    clock.sum(seconds).unwrap_or(wall_s)
 }
 
 #[cfg(test)]

@@ -100,22 +100,19 @@ impl Rules {
 }
 
 /// The matrix at `path` as this session would queue it, or the one-line
-/// reason it would not: `run`'s data guard, and on a CPU any full-size
-/// recipe (`run`'s probe step would be too slow for a list of files).
+/// reason it would not: the session's own admission (`session::admit`),
+/// unpriced (a probe for each listed file would slow the runs training).
 fn admit(path: &Path, rules: &Rules) -> Result<crate::matrix::Matrix> {
     let m = rules.session.take(crate::matrix::load(path)?)?;
-    crate::session::guard_data(&m, rules.session.insist)?;
-    let full_size = !m.recipe.starts_with("tiny-");
-    let cpu_only = rules.devices.iter().all(|d| d.starts_with("cpu"));
-    if cpu_only && full_size && !rules.session.insist {
-        anyhow::bail!(
-            "{}: {} runs of the full-size recipe `{}` on the CPU would take hours each: rehearse its --tiny form, or `tricklab run {} --headless --insist`",
-            path.display(),
-            m.runs().len(),
-            m.recipe,
-            path.display()
-        );
-    }
+    let unpriced = crate::session::Pricing::Unpriced;
+    let queued = crate::session::Entry::Queued;
+    crate::session::admit(
+        std::slice::from_ref(&m),
+        &rules.devices,
+        &rules.session,
+        unpriced,
+        queued,
+    )?;
     Ok(m)
 }
 
@@ -315,9 +312,26 @@ impl Backend for SessionBackend {
     }
 
     fn enqueue(&mut self, matrix: &str, tiny: bool) -> Result<String> {
-        let m = admit(Path::new(matrix), &self.rules.tiny(tiny))?;
+        let rules = self.rules.tiny(tiny);
+        let m = rules
+            .session
+            .take(crate::matrix::load(Path::new(matrix))?)?;
         let name = m.name.clone();
-        let n = self.s().enqueue_matrix(m)?;
+        // Priced by the picker's probe of the file where one ended, so that
+        // the scale guard says what `run` would.
+        let key = (matrix.to_string(), tiny);
+        let probed = self
+            .probes
+            .by_file
+            .lock()
+            .expect("probes")
+            .get(&key)
+            .cloned();
+        let pricing = match &probed {
+            Some(Probed::Done(e)) => crate::session::Pricing::Estimated(e),
+            _ => crate::session::Pricing::Unpriced,
+        };
+        let n = self.s().enqueue_matrix(m, pricing)?;
         let after = if self.s().probing() {
             ", starting when the picker's time probe ends"
         } else {

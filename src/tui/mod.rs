@@ -421,33 +421,28 @@ pub(crate) fn picker_on(files: Vec<state::PickerEntry>, want: &std::path::Path) 
     Overlay::Picker { files, selected }
 }
 
-/// On quit: each folder's report (Markdown and a self-contained HTML page
-/// with the charts in it) and the command that continues it.
+/// On quit, the session's end (`export::writeup::end_of_session`): each
+/// folder's report (Markdown and a self-contained HTML page with the charts
+/// in it) and the command that continues it.
 fn write_up(dirs: &[PathBuf]) {
-    for d in dirs {
-        // A run cancelled on quit is recorded, but there is still nothing to report.
-        if !crate::store::has_finished_run(d) {
-            // Kept, its queue resumable; `report` passes it over for the
-            // newest session with a finished run.
-            println!(
-                "{}: no run finished, nothing to report (`report` passes it over; continue: tricklab tui --resume {})",
-                d.display(),
-                d.display()
-            );
-            continue;
-        }
-        match crate::export::writeup::write(d) {
-            Ok(_) => println!(
-                "results: {}; report: {}/report.md and report.html; continue: tricklab tui --resume {}",
-                d.display(),
-                d.display(),
-                d.display()
+    use crate::export::writeup::Ending;
+    for (d, ending) in crate::export::writeup::end_of_session(dirs) {
+        let d = d.display();
+        match ending {
+            // A run cancelled on quit is recorded, but there is still
+            // nothing to report; the folder is kept, its queue resumable,
+            // and `report` passes it over for the newest with a finished run.
+            Ending::NothingFinished => println!(
+                "{d}: no run finished, nothing to report (`report` passes it over; continue: tricklab tui --resume {d})"
             ),
-            Err(e) => println!(
-                "results: {} (report not written: {}); continue: tricklab tui --resume {}",
-                d.display(),
-                crate::util::one_line(&e),
-                d.display()
+            Ending::Written(..) => println!(
+                "results: {d}; report: {d}/report.md and report.html; continue: tricklab tui --resume {d}"
+            ),
+            Ending::NotWritten | Ending::Partly(_) => println!(
+                "results: {d} (report not written whole: stopped; `tricklab report {d} --plots {d}` writes it); continue: tricklab tui --resume {d}"
+            ),
+            Ending::Failed(why) => println!(
+                "results: {d} (report not written: {why}); continue: tricklab tui --resume {d}"
             ),
         }
     }

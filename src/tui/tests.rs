@@ -543,8 +543,19 @@ fn the_picker_says_runs_and_devices_before_it_queues() {
         !tiny.refused && tiny.about.contains("on cpu (--tiny), "),
         "{tiny:?}"
     );
+    // The picker admits as `run` does (`session::admit`): on data smaller
+    // than a rung's batch it refuses with `run`'s own line.
+    let small = on(&["cuda:0", "cuda:1"], false, false, Some("synthetic:200"));
+    let refused = picker_entry(page, &small, Some(&Default::default()), None);
+    assert!(
+        refused.refused
+            && refused.about.contains(
+                "has batch_size 512 but data set `synthetic:200` gives it 200 training images"
+            ),
+        "{refused:?}"
+    );
     // On GPUs with the data named (`--data`), a full-size matrix queues.
-    let two = on(&["cuda:0", "cuda:1"], false, false, Some("synthetic:200"));
+    let two = on(&["cuda:0", "cuda:1"], false, false, Some("synthetic:1024"));
     let gpu = picker_entry(page, &two, Some(&Default::default()), None);
     assert!(!gpu.refused, "{gpu:?}");
     assert!(
