@@ -495,7 +495,7 @@ pub struct StepPlan {
     /// Forward and backward replayed as a CUDA graph (train/graph.rs).
     pub cuda_graphs: bool,
     /// A gang's DDP Reducer: its buckets and communication hook.
-    pub ddp: crate::dist::group::DdpOptions,
+    pub ddp: crate::config::DdpOptions,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -1275,7 +1275,7 @@ impl RunPlan {
                 clip_norm: None,
                 zero_grad_none: false,
                 cuda_graphs: false,
-                ddp: crate::dist::group::DdpOptions::default(),
+                ddp: crate::config::DdpOptions::default(),
             },
             optim: OptimPlan {
                 family,
