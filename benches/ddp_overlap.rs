@@ -14,8 +14,9 @@
 
 use std::time::{Duration, Instant};
 use tch::{Device, Kind, Tensor};
+use tricklab::config::{DdpOptions, DdpTimes};
 use tricklab::dist::env::Launch;
-use tricklab::dist::group::{Collective, Ddp, DdpOptions, DdpTimes};
+use tricklab::dist::group::{Collective, Ddp};
 
 const LAYERS: usize = 8;
 const WIDTH: i64 = 1024;

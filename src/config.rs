@@ -1,8 +1,10 @@
 //! Plain data at the bottom of the crate: what a queued run is before it is
-//! resolved (a recipe name plus overrides), the run's identity, and the
-//! resolved settings and trick states as the manifest records them. Shared by
-//! the CLI (`--trick`, `--set`), the matrix files, the queue, the catalog and
-//! the recipes. No behaviour: resolution lives in `recipe`, effects in `tricks`.
+//! resolved (a recipe name plus overrides), the run's identity, the resolved
+//! settings and trick states as the manifest records them, and DDP's options
+//! and measured times (the plan's `step.ddp`, a run's summary), which the
+//! process group (`dist::group`, above this) takes and reports. Shared by the
+//! CLI (`--trick`, `--set`), the matrix files, the queue, the catalog and the
+//! recipes. No behaviour: resolution lives in `recipe`, effects in `tricks`.
 
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -883,6 +885,60 @@ pub struct RunSpec {
     pub device: Option<String>,
     #[serde(default)]
     pub reference: Option<Reference>,
+}
+
+/// DDP's default bucket size (`bucket_cap_mb` = 25), also the size of the
+/// flat buckets a broadcast travels in.
+pub const BUCKET_BYTES: usize = 25 << 20;
+
+/// How DDP's buckets travel (`ddp.hook`): DDP's default all-reduce, or its
+/// fp16 or bf16 compression hook (the large-batch era's fp16 all-reduce).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum CommHook {
+    #[default]
+    AllReduce,
+    Fp16,
+    Bf16,
+}
+
+/// DistributedDataParallel's bucket settings: its `bucket_cap_mb` (25)
+/// and first bucket (1 MiB, `dist._DEFAULT_FIRST_BUCKET_BYTES`), and
+/// `gradient_as_bucket_view`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct DdpOptions {
+    pub first_bucket_bytes: usize,
+    pub bucket_bytes: usize,
+    pub gradient_as_bucket_view: bool,
+    pub hook: CommHook,
+}
+
+impl Default for DdpOptions {
+    fn default() -> Self {
+        DdpOptions {
+            first_bucket_bytes: 1 << 20,
+            bucket_bytes: BUCKET_BYTES,
+            gradient_as_bucket_view: true,
+            hook: CommHook::AllReduce,
+        }
+    }
+}
+
+/// Where a step's gradient all-reduce went, by DDP's own clock (its
+/// Logger's averages over the sampled steps): the backward's compute, the
+/// all-reduce from its first bucket to its last, and the part of that
+/// which ran while the backward still computed. The rest was exposed: the
+/// step waited for it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct DdpTimes {
+    pub backward_s: f64,
+    pub allreduce_s: f64,
+    pub hidden_s: f64,
+}
+
+impl DdpTimes {
+    pub fn exposed_s(&self) -> f64 {
+        (self.allreduce_s - self.hidden_s).max(0.0)
+    }
 }
 
 #[cfg(test)]

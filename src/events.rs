@@ -51,7 +51,7 @@ pub struct EpochRow {
     /// A data-parallel run's step by DDP's own clock so far (rank 0's
     /// Logger: its backward, gradient all-reduce and the part hidden).
     #[serde(default)]
-    pub ddp: Option<crate::dist::group::DdpTimes>,
+    pub ddp: Option<crate::config::DdpTimes>,
 }
 
 /// The clocks of TRICKS.md section 5, kept apart so that every convention can be reported.
@@ -202,7 +202,7 @@ pub struct RankEnd {
     /// A step's backward and gradient all-reduce by DDP's own clock, and
     /// how much of the all-reduce the backward hid (its sampled steps).
     #[serde(default)]
-    pub ddp: Option<crate::dist::group::DdpTimes>,
+    pub ddp: Option<crate::config::DdpTimes>,
 }
 
 impl RankEnd {

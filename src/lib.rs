@@ -5,8 +5,8 @@
 //! progress bars) → report (polars) → charts (plotters).
 //!
 //! The rooms, bottom up (tests/it/layers.rs keeps every import pointing down):
-//! util, stats, native, dist (its environment contract and process group),
-//! config, optim, data, model, plan, tricks, recipe, events, train, dist (the
+//! util, stats, native, config, dist (its environment contract and process
+//! group), optim, data, model, plan, tricks, recipe, events, train, dist (the
 //! rank and its launcher), matrix, store, session, report, charts, export,
 //! headless, tui, cli.
 

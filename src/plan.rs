@@ -4,10 +4,15 @@
 //! (`tricks::build_plan`). The engine reads nothing else, so two runs whose
 //! plans are equal train identically, and a trick that leaves the plan alone
 //! does nothing.
+//!
+//! The plan is data. The schedule's and the averaging's maths live with the
+//! optimisers (`optim::schedule`, `optim::averaging`); their types are
+//! re-exported here, where the plan's fields name them.
 
-use crate::config::{Clock, OptimizerKind, RunConfig, RunSpec, ScheduleKind};
+use crate::config::{Clock, OptimizerKind, RunConfig, RunSpec};
 use crate::model::{Activation, BnConfig, Dirac, NetConfig, Whitening};
-use crate::optim::Piecewise;
+use crate::optim::base_shape;
+pub use crate::optim::{Averaging, AvgAction, AvgStart, LrPhase, Schedule, Shape};
 pub use crate::optim::{NsDtype, NsVariant, Renorm};
 use anyhow::{Result, bail};
 use tch::Kind;
@@ -495,7 +500,7 @@ pub struct StepPlan {
     /// Forward and backward replayed as a CUDA graph (train/graph.rs).
     pub cuda_graphs: bool,
     /// A gang's DDP Reducer: its buckets and communication hook.
-    pub ddp: crate::dist::group::DdpOptions,
+    pub ddp: crate::config::DdpOptions,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -585,211 +590,6 @@ impl WhitenBias {
     /// The steps it trains for, as the references count them.
     pub fn steps(&self, per_epoch: u64) -> u64 {
         (self.epochs * per_epoch as f64).ceil() as u64
-    }
-}
-
-/// The lr multiplier of every optimiser step, decided before the first one.
-/// Each shape follows its reference's own step arithmetic, so step s gets
-/// the reference's value (tests/golden pins them).
-#[derive(Clone, Debug, PartialEq)]
-pub struct Schedule {
-    pub shape: Shape,
-    /// A linear ramp over the first this-many epochs, on top.
-    pub warmup_epochs: Option<f64>,
-    /// The ramp's multiplier at step 0 (Goyal et al.: 1/k, from η to kη).
-    pub warmup_start: f64,
-    /// (epochs, value): the last epochs held at `value`, the shape run to its
-    /// end before them (Page's EMA floor on a shape that is not Page's own).
-    pub floor: Option<(f64, f64)>,
-}
-
-#[derive(Clone, Debug, PartialEq)]
-pub enum Shape {
-    /// np.interp over fractional epochs, read after counting the step as
-    /// Page's `opt_step` does: his first step already has a non-zero lr.
-    EpochKnots(Piecewise),
-    /// airbench94's LambdaLR: `start` → 1 over the first int(peak·T) steps,
-    /// then linearly to `end` at step T.
-    Airbench {
-        start: f64,
-        peak: f64,
-        end: f64,
-    },
-    /// hlb's OneCycleLR, linear, div_factor 1e16: from ~0 to 1 at step
-    /// peak·T − 1, then to `end` at step T − 1.
-    OneCycle {
-        peak: f64,
-        end: f64,
-    },
-    /// FFCV's cyclic: np.interp at the step's fractional epoch s/per_epoch
-    /// (its `lrs = np.interp(arange(iters), [0, iters], [lr(e), lr(e+1)])`
-    /// between the knots' per-epoch values): no Page-style post-increment.
-    StepKnots(Piecewise),
-    /// Step decay: × `factor` at each epoch of `at` (0-based, counted at
-    /// epoch boundaries as torch's MultiStepLR stepped once an epoch): Goyal
-    /// et al.'s ÷10 at 30, 60 and 80.
-    Steps {
-        at: Vec<f64>,
-        factor: f64,
-    },
-    /// fast.ai's phases: the phase in force is the last one starting at or
-    /// before the step's epoch; a ramp runs linearly from `start` to `end`
-    /// across its epochs, read after the step (its `Scheduler.update_lr`
-    /// counts batches from 1), a flat phase holds `start`.
-    Phases(Vec<LrPhase>),
-    /// Fujitsu's (MXNet, its MLPerf v0.6 ResNet-50): a linear warm-up from
-    /// 0 over `warmup` epochs, then TensorFlow's `polynomial_decay` over
-    /// `decay` epochs, (1 − end)·(1 − p)^power + end, held at `end` after.
-    /// The warm-up reads the update count (step + 1: MXNet's `num_update`),
-    /// the decay the iteration before it (the explorer's `current_iter`).
-    Poly {
-        warmup: f64,
-        decay: f64,
-        power: f64,
-        end: f64,
-    },
-    /// airbench94_muon and the speedrun: 1 − s/T.
-    LinearToZero,
-    Constant,
-}
-
-impl Shape {
-    /// The multiplier of step `s` where epochs have different lengths: the
-    /// step starts at fractional epoch `before` and ends at `after`.
-    fn at_position(&self, s: u64, total: u64, (before, after): (f64, f64)) -> f64 {
-        match self {
-            Shape::EpochKnots(k) => k.at(after),
-            Shape::StepKnots(k) => k.at(before),
-            Shape::Steps { at, factor } => {
-                let passed = at.iter().filter(|&&e| e > 0.0 && before.floor() >= e);
-                factor.powi(passed.count() as i32)
-            }
-            Shape::Phases(phases) => {
-                let epoch = before.floor();
-                match phases.iter().rev().find(|p| p.from <= epoch) {
-                    // Held at its end past its last epoch (only a shrunk
-                    // schedule's ramp ends inside an epoch).
-                    Some(p) if p.to > p.from => {
-                        let x = ((after - p.from) / (p.to - p.from)).min(1.0);
-                        p.start + (p.end - p.start) * x
-                    }
-                    Some(p) => p.start,
-                    None => phases.first().map_or(1.0, |p| p.start),
-                }
-            }
-            Shape::Poly {
-                warmup,
-                decay,
-                power,
-                end,
-            } => {
-                // `after` is (step + 1) epochs-worth, `before` the step's own.
-                let warm = if *warmup > 0.0 && after < *warmup {
-                    after / warmup
-                } else {
-                    1.0
-                };
-                let p = ((before - warmup).max(0.0) / decay.max(f64::MIN_POSITIVE)).min(1.0);
-                warm * ((1.0 - end) * (1.0 - p).powf(*power) + end)
-            }
-            // The step-counted shapes do not read the epochs.
-            _ => self.at(s, total, 1),
-        }
-    }
-
-    /// The multiplier of 0-based step `s` of `total`.
-    fn at(&self, s: u64, total: u64, per_epoch: u64) -> f64 {
-        let (s, t) = (s as f64, total.max(1) as f64);
-        match self {
-            Shape::EpochKnots(k) => k.at((s + 1.0) / per_epoch.max(1) as f64),
-            Shape::StepKnots(k) => k.at(s / per_epoch.max(1) as f64),
-            Shape::Phases(_) | Shape::Poly { .. } => {
-                let e = s / per_epoch.max(1) as f64;
-                self.at_position(s as u64, total, (e, (s + 1.0) / per_epoch.max(1) as f64))
-            }
-            Shape::Steps { at, factor } => {
-                let epoch = (s / per_epoch.max(1) as f64).floor();
-                let passed = at.iter().filter(|&&e| e > 0.0 && epoch >= e).count();
-                factor.powi(passed as i32)
-            }
-            Shape::Airbench { start, peak, end } => {
-                let warm = (t * peak).floor();
-                if s < warm {
-                    let f = s / warm;
-                    start * (1.0 - f) + f
-                } else {
-                    let f = (s - warm) / (t - warm);
-                    (1.0 - f) + end * f
-                }
-            }
-            Shape::OneCycle { peak, end } => {
-                // torch's initial lr is max_lr / div_factor.
-                const START: f64 = 1e-16;
-                let up = peak * t - 1.0;
-                if s <= up {
-                    START + (1.0 - START) * s / up
-                } else {
-                    1.0 + (end - 1.0) * (s - up) / (t - 1.0 - up)
-                }
-            }
-            Shape::LinearToZero => 1.0 - s / t,
-            Shape::Constant => 1.0,
-        }
-    }
-}
-
-impl Schedule {
-    /// Every step's multiplier when epochs have different lengths
-    /// (`epoch_steps`: the steps of each epoch; a batch that changes by
-    /// phase): each shape reads the step's place in fractional epochs.
-    pub fn multipliers_by_epoch(&self, epoch_steps: &[u64], total: u64) -> Vec<f64> {
-        let mut out = Vec::with_capacity(total as usize);
-        for (e, &n) in epoch_steps.iter().enumerate() {
-            for i in 0..n {
-                let s = out.len() as u64;
-                if s >= total {
-                    return out;
-                }
-                let n = n.max(1) as f64;
-                let (before, after) = (e as f64 + i as f64 / n, e as f64 + (i + 1) as f64 / n);
-                let m = self.shape.at_position(s, total, (before, after));
-                out.push(match self.warmup_epochs {
-                    Some(w) if w > 0.0 && before < w => {
-                        m * (self.warmup_start + (1.0 - self.warmup_start) * before / w)
-                    }
-                    _ => m,
-                });
-            }
-        }
-        out
-    }
-
-    /// Every step's multiplier for a run of `total` steps, `per_epoch` an epoch.
-    pub fn multipliers(&self, total: u64, per_epoch: u64) -> Vec<f64> {
-        let floor_steps = self.floor.map_or(0, |(e, _)| {
-            ((e * per_epoch as f64).round().max(0.0) as u64).min(total)
-        });
-        let body = total - floor_steps;
-        (0..total)
-            .map(|s| {
-                let m = match self.floor {
-                    Some((_, value)) if s >= body => value,
-                    _ => self.shape.at(s, body, per_epoch),
-                };
-                match self.warmup_epochs {
-                    Some(w) if w > 0.0 => {
-                        let epoch = s as f64 / per_epoch.max(1) as f64;
-                        let start = self.warmup_start;
-                        if epoch < w {
-                            m * (start + (1.0 - start) * epoch / w)
-                        } else {
-                            m
-                        }
-                    }
-                    _ => m,
-                }
-            })
-            .collect()
     }
 }
 
@@ -931,182 +731,6 @@ impl RunPlan {
         };
         let lr = o.lr * m * lr_mult;
         (lr, lr * o.weight_decay * wd_mult)
-    }
-}
-
-/// One phase of fast.ai's lr schedule, in multiples of the run's lr.
-#[derive(Clone, Debug, PartialEq)]
-pub struct LrPhase {
-    pub from: f64,
-    /// The ramp's last epoch (exclusive); equal to `from` for a flat phase.
-    pub to: f64,
-    pub start: f64,
-    pub end: f64,
-}
-
-/// FFCV's cyclic schedule starts at this fraction of the peak (`1e-4 * lr`).
-pub const CYCLIC_START: f64 = 1e-4;
-
-/// Page's DAWNBench schedule ends on this lr (mean-loss units) at epoch 30 of 35.
-pub const DAWN_TAIL_LR: f64 = 0.005;
-
-/// The schedule's shape from the settings alone.
-pub fn base_shape(s: &RunConfig) -> Shape {
-    let e = s.epochs;
-    let p = s.peak_epoch * e;
-    let knots = |k: Vec<(f64, f64)>| {
-        Shape::EpochKnots(Piecewise::new(k).unwrap_or_else(|_| Piecewise {
-            knots: vec![(0.0, 1.0)],
-        }))
-    };
-    match s.schedule {
-        ScheduleKind::Page => knots(vec![(0.0, 0.0), (p, 1.0), (e, s.final_lr_frac)]),
-        // Page parts 1-3: the knot at epoch 30 of 35 is an absolute lr (0.005 at
-        // both bs 128 / lr 0.1 and bs 512 / lr 0.44), not a fraction of the peak.
-        ScheduleKind::Dawn => knots(vec![
-            (0.0, 0.0),
-            (p, 1.0),
-            (e * 30.0 / 35.0, (DAWN_TAIL_LR / s.lr).min(1.0)),
-            (e, 0.0),
-        ]),
-        ScheduleKind::Airbench => Shape::Airbench {
-            start: 0.2,
-            peak: s.peak_epoch,
-            end: s.final_lr_frac,
-        },
-        ScheduleKind::Onecycle => Shape::OneCycle {
-            peak: s.peak_epoch,
-            end: s.final_lr_frac,
-        },
-        // FFCV's get_cyclic_lr: [0, lr_peak_epoch, epochs] -> [1e-4, 1, 0] × lr.
-        ScheduleKind::Cyclic => Shape::StepKnots(
-            Piecewise::new(vec![(0.0, CYCLIC_START), (p, 1.0), (e, s.final_lr_frac)])
-                .unwrap_or_else(|_| Piecewise {
-                    knots: vec![(0.0, 1.0)],
-                }),
-        ),
-        ScheduleKind::Linear => Shape::LinearToZero,
-        ScheduleKind::Constant => Shape::Constant,
-    }
-}
-
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub enum Averaging {
-    None,
-    /// Page: an eval-only copy from the initial weights, `decay` applied
-    /// after every `every`-th step of each epoch, counting from its first
-    /// (new_dawn.py builds a fresh `update_ema` step per epoch).
-    PageEma {
-        decay: f64,
-        every: u64,
-    },
-    /// airbench: from the initial weights, every `every` steps average with
-    /// 0.95⁵·(t/T)³ and copy back, and at the end copy the average in (d = 1).
-    /// hlb: from epoch `start` on, the first due step snapshots the live net
-    /// and the later ones average and copy back; a separate copy holding
-    /// the average is evaluated.
-    Lookahead {
-        every: u64,
-        start: AvgStart,
-        eval_average: bool,
-    },
-}
-
-/// Where Lookahead's average starts.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub enum AvgStart {
-    /// From the initial weights, before the first step (airbench).
-    Init,
-    /// From a snapshot at the first due step of this epoch (hlb).
-    Epoch(f64),
-}
-
-/// What the average does after a step.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub enum AvgAction {
-    Skip,
-    /// Start the average from the live weights.
-    Snapshot,
-    /// avg ← decay·avg + (1 − decay)·live, then live ← avg when `copy_back`.
-    Update {
-        decay: f64,
-        copy_back: bool,
-    },
-}
-
-impl Averaging {
-    /// Whether the average exists before the first step (else a `Snapshot` starts it).
-    pub fn starts_at_init(&self) -> bool {
-        match self {
-            Averaging::None => false,
-            Averaging::PageEma { .. } => true,
-            Averaging::Lookahead { start, .. } => *start == AvgStart::Init,
-        }
-    }
-
-    /// The action after 1-based step `t` of `total`, the `i`-th (0-based)
-    /// step of epoch `epoch`, given whether the average has started.
-    pub fn action(&self, t: u64, i: u64, epoch: usize, total: u64, started: bool) -> AvgAction {
-        match *self {
-            Averaging::None => AvgAction::Skip,
-            Averaging::PageEma { decay, every } if i.is_multiple_of(every.max(1)) => {
-                AvgAction::Update {
-                    decay,
-                    copy_back: false,
-                }
-            }
-            Averaging::Lookahead { every, start, .. }
-                if t.is_multiple_of(every.max(1))
-                    && match start {
-                        AvgStart::Init => true,
-                        AvgStart::Epoch(e) => epoch as f64 >= e,
-                    } =>
-            {
-                if started {
-                    AvgAction::Update {
-                        decay: crate::optim::lookahead_decay(t as usize, total as usize),
-                        copy_back: true,
-                    }
-                } else {
-                    AvgAction::Snapshot
-                }
-            }
-            _ => AvgAction::Skip,
-        }
-    }
-
-    /// What the average does once the last step is done: airbench's lookahead
-    /// copies it into the net once more (d = 1); the others evaluate as they are.
-    pub fn at_end(&self) -> Option<AvgAction> {
-        match self {
-            Averaging::Lookahead {
-                eval_average: false,
-                ..
-            } => Some(AvgAction::Update {
-                decay: 1.0,
-                copy_back: true,
-            }),
-            _ => None,
-        }
-    }
-
-    /// Every action of a run, as (1-based step, action), the end's included:
-    /// what the engine does, for the golden tests (no tensors).
-    pub fn schedule(&self, total: u64, per_epoch: u64) -> Vec<(u64, AvgAction)> {
-        let mut started = self.starts_at_init();
-        let mut out = Vec::new();
-        for t in 1..=total {
-            let (epoch, i) = ((t - 1) / per_epoch.max(1), (t - 1) % per_epoch.max(1));
-            let a = self.action(t, i, epoch as usize, total, started);
-            if a != AvgAction::Skip {
-                started = true;
-                out.push((t, a));
-            }
-        }
-        if let (Some(a), true) = (self.at_end(), started) {
-            out.push((total, a));
-        }
-        out
     }
 }
 
@@ -1275,7 +899,7 @@ impl RunPlan {
                 clip_norm: None,
                 zero_grad_none: false,
                 cuda_graphs: false,
-                ddp: crate::dist::group::DdpOptions::default(),
+                ddp: crate::config::DdpOptions::default(),
             },
             optim: OptimPlan {
                 family,

@@ -2,8 +2,10 @@
 //! font so they render on machines without system fonts (`theme`). One file
 //! a chart: the ladder, the accuracy distribution, the training curves, time
 //! against accuracy with its Pareto front, time to accuracy, the nightly
-//! history, and a designed matrix's effects. They draw what the report hands
-//! them (`Report` and `report::figures::Figures`) and read no results files.
+//! history, and a designed matrix's effects (`effects/`: the effect bars,
+//! the interaction plots and the Shapley waterfall, one file each). They
+//! draw what the report hands them (`Report` and `report::figures::Figures`)
+//! and read no results files.
 
 mod accuracy;
 mod curves;
@@ -218,7 +220,11 @@ mod tests {
                 include_str!("pareto.rs"),
                 include_str!("time_to_accuracy.rs"),
                 include_str!("history.rs"),
-                include_str!("effects.rs")
+                include_str!("effects/mod.rs"),
+                include_str!("effects/shared.rs"),
+                include_str!("effects/bars.rs"),
+                include_str!("effects/interactions.rs"),
+                include_str!("effects/waterfall.rs")
             );
             // `t.font(N)` and the axes' `t.axes(mesh, N)`.
             let mut v: Vec<u32> = src

@@ -4,6 +4,7 @@
 //! Nothing here moves bytes itself: every collective is c10d's. Where the
 //! rank and its peers are comes from `dist::env`.
 
+use crate::config::{BUCKET_BYTES, CommHook, DdpOptions, DdpTimes};
 use crate::dist::env::Launch;
 use crate::native::c10d::*;
 use anyhow::{Context, Result, bail};
@@ -129,10 +130,6 @@ pub fn placement(hosts: &[String]) -> String {
         n => format!("{} ranks on {n} hosts: {at}", hosts.len()),
     }
 }
-
-/// DDP's default bucket size (`bucket_cap_mb` = 25), also the size of the
-/// flat buckets a broadcast travels in.
-pub const BUCKET_BYTES: usize = 25 << 20;
 
 impl Collective {
     /// Rendezvous at MASTER_ADDR:MASTER_PORT (rank 0 serves the store and
@@ -408,38 +405,6 @@ impl Collective {
     }
 }
 
-/// How DDP's buckets travel (`ddp.hook`): DDP's default all-reduce, or its
-/// fp16 or bf16 compression hook (the large-batch era's fp16 all-reduce).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub enum CommHook {
-    #[default]
-    AllReduce,
-    Fp16,
-    Bf16,
-}
-
-/// DistributedDataParallel's bucket settings: its `bucket_cap_mb` (25)
-/// and first bucket (1 MiB, `dist._DEFAULT_FIRST_BUCKET_BYTES`), and
-/// `gradient_as_bucket_view`.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct DdpOptions {
-    pub first_bucket_bytes: usize,
-    pub bucket_bytes: usize,
-    pub gradient_as_bucket_view: bool,
-    pub hook: CommHook,
-}
-
-impl Default for DdpOptions {
-    fn default() -> Self {
-        DdpOptions {
-            first_bucket_bytes: 1 << 20,
-            bucket_bytes: BUCKET_BYTES,
-            gradient_as_bucket_view: true,
-            hook: CommHook::AllReduce,
-        }
-    }
-}
-
 /// PyTorch's DDP engine (c10d::Reducer) over a gang's trainable tensors.
 /// Armed before a backward (`arm`), it all-reduces each bucket of
 /// gradients as soon as the backward has filled it, overlapped with the
@@ -552,24 +517,6 @@ impl Ddp {
             .filter(|b| !b.is_empty())
             .map(|b| b.parse().context("a bucket size"))
             .collect()
-    }
-}
-
-/// Where a step's gradient all-reduce went, by DDP's own clock (its
-/// Logger's averages over the sampled steps): the backward's compute, the
-/// all-reduce from its first bucket to its last, and the part of that
-/// which ran while the backward still computed. The rest was exposed: the
-/// step waited for it.
-#[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct DdpTimes {
-    pub backward_s: f64,
-    pub allreduce_s: f64,
-    pub hidden_s: f64,
-}
-
-impl DdpTimes {
-    pub fn exposed_s(&self) -> f64 {
-        (self.allreduce_s - self.hidden_s).max(0.0)
     }
 }
 

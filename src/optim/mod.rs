@@ -6,6 +6,7 @@
 //! `convert` turns each reference's own units into this one.
 
 mod adaptive;
+mod averaging;
 mod clip;
 mod convert;
 mod ema;
@@ -19,6 +20,7 @@ mod tta;
 pub(crate) mod tests;
 
 pub use adaptive::{AdamW, Lamb, Lars};
+pub use averaging::{Averaging, AvgAction, AvgStart};
 pub use clip::clip_grad_norm;
 pub use convert::{bias_group_mults, from_airbench, from_hlb, from_page};
 pub use ema::{Ema, float_state, is_update_step, lookahead_decay, page_ema_decay};
@@ -27,7 +29,7 @@ pub use muon::{
     Muon, MuonOptions, NS_AIRBENCH, NS_SPEEDRUN, NsDtype, NsVariant, Renorm, newton_schulz,
     newton_schulz5, orthogonalise,
 };
-pub use schedule::Piecewise;
+pub use schedule::{CYCLIC_START, DAWN_TAIL_LR, LrPhase, Piecewise, Schedule, Shape, base_shape};
 pub use sgd::{SgdPage, SgdTorch};
 pub use tta::{
     equal_views, least_confident, selective_tta, tta_from_plain, tta_logits, tta_passes,

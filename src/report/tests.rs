@@ -505,7 +505,7 @@ fn a_data_parallel_variants_all_reduce_is_a_report_column() {
                     machine: crate::util::machine::MachineState::default(),
                     cpu_s: 1.0,
                     wall_s: 1.0,
-                    ddp: Some(crate::dist::group::DdpTimes {
+                    ddp: Some(crate::config::DdpTimes {
                         backward_s: 0.02,
                         // Runs of 10 and 12 ms: a mean of 11, 6 and 8 exposed.
                         allreduce_s: 0.010 + 0.002 * rep as f64,

@@ -3,8 +3,7 @@
 //! the single-GPU performance and large-batch literature.
 
 use super::*;
-use crate::config::{Arch, ScheduleKind};
-use crate::dist::group::{CommHook, DdpOptions};
+use crate::config::{Arch, CommHook, DdpOptions, ScheduleKind};
 use crate::model::{Activation, Basis, Dirac, Whitening};
 use crate::optim::{Piecewise, page_ema_decay};
 use crate::plan::{

@@ -1054,7 +1054,7 @@ fn the_live_header_shows_ddps_all_reduce_and_what_the_backward_left_exposed() {
     };
     s.push_epoch(row.clone());
     assert_eq!(ddp_part(&s), None);
-    row.ddp = Some(crate::dist::group::DdpTimes {
+    row.ddp = Some(crate::config::DdpTimes {
         backward_s: 0.020,
         allreduce_s: 0.0125,
         hidden_s: 0.0095,
