@@ -501,14 +501,17 @@ const MAX_RUNS_ASKED: usize = 1000;
 /// settle it (`runs_to_settle`). `sds` are the two sides' standard
 /// deviations of one run; `words` name d < 0 and d > 0.
 fn equivalence(d: &Diff, margin: f64, sds: (f64, f64), words: (&str, &str), shown: &str) -> String {
-    let half90 = crate::stats::t_quantile(0.95, d.df) * d.se;
-    let (lo90, hi90) = (d.delta - half90, d.delta + half90);
+    use crate::stats::Tost;
+    let q = crate::stats::Estimate {
+        estimate: d.delta,
+        se: d.se,
+        df: d.df,
+    };
     let side = if d.delta < 0.0 { words.0 } else { words.1 };
-    if -margin < lo90 && hi90 < margin {
-        return format!("equivalent (90% CI within ±{shown})");
-    }
-    if d.lo() > margin || d.hi() < -margin {
-        return format!("different: tricklab {side} by more than {shown}");
+    match q.tost(margin) {
+        Tost::Equivalent => return format!("equivalent (90% CI within ±{shown})"),
+        Tost::Different => return format!("different: tricklab {side} by more than {shown}"),
+        Tost::Open => {}
     }
     let gap = margin - d.delta.abs();
     if gap == 0.0 || !sds.0.is_finite() || !sds.1.is_finite() {

@@ -60,8 +60,9 @@ fn identity(dir: &Path, report: &Report) -> Result<Vec<(&'static str, String)>> 
     // What the matrix trains, not how its text reads: a merged folder's
     // manifest holds the matrix re-serialised, a shard's its `shard` line,
     // a session its own seeds.
+    // Read from the folder's record, as its session decided it.
     let text = m["matrix_file"].as_str().unwrap_or("");
-    let matrix = match crate::matrix::parse(text, "manifest.json") {
+    let matrix = match crate::store::record_of(dir, &m).map(crate::store::Upgraded::record) {
         Ok(mx) => format!(
             "{} {} {:?} {} {:?}",
             mx.name,

@@ -907,24 +907,20 @@ pub(crate) mod tests {
         let mut covered = 0;
         for folder in 0..20u64 {
             let root = tempfile::tempdir().unwrap();
-            let mut w = ResultsWriter::create(root.path(), "m", text).unwrap();
             let mut rng = SplitMix64(100 + folder);
+            let mut runs = Vec::new();
             for rep in 0..3 {
-                for (idx, v) in m.variants.iter().enumerate() {
+                for idx in 0..m.variants.len() {
                     let c = m.design.as_ref().unwrap().configs[idx];
                     let mean: f64 = (0..3).map(|i| truth[i] * f64::from(c >> i & 1)).sum();
                     // Sums of uniforms: sd about 0.01.
                     let noise = 0.01 * ((0..12).map(|_| rng.unit_f64()).sum::<f64>() - 6.0);
-                    st::feed(
-                        &mut w,
-                        st::rid(&v.name, idx, rep),
-                        rep as u64,
-                        Some(st::summary(0.5 + mean + noise, 10.0, None)),
-                    );
+                    let s = st::summary(0.5 + mean + noise, 10.0, None);
+                    runs.push((idx, rep, rep as u64, s));
                 }
             }
-            let r =
-                crate::report::aggregate(&[w.dir().to_path_buf()], &Default::default()).unwrap();
+            let dir = st::folder_of_runs(root.path(), text, &runs);
+            let r = crate::report::aggregate(&[dir], &Default::default()).unwrap();
             let acc = r.effects[0]
                 .analyses
                 .iter()

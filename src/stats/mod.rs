@@ -19,7 +19,9 @@ pub use fit::{ErrorMethod, Fit, Obs, TermEffect, fit, lenth_pse, pure_error};
 pub use power::{
     noncentral_t_cdf, power_paired, power_t, power_two_sample, replicates_for_effect, seeds_needed,
 };
-pub use sample::{Estimate, Matched, match_by_seed, mean_sd, runs_to_settle, welch, welch_of};
+pub use sample::{
+    Estimate, Matched, Tost, match_by_seed, mean_sd, runs_to_settle, welch, welch_of,
+};
 pub use sequential::{Verdict, decide, look_interval};
 pub use shapley::{ShapleyValues, shapley_exact, shapley_sampled};
 

@@ -36,6 +36,32 @@ impl Estimate {
     }
 }
 
+/// What two one-sided tests at α = 0.05 say of a difference against ±margin
+/// (Schuirmann 1987).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Tost {
+    /// The 90% CI lies within ±margin.
+    Equivalent,
+    /// The 95% CI lies wholly beyond the margin, on one side.
+    Different,
+    /// Neither.
+    Open,
+}
+
+impl Estimate {
+    /// Two one-sided tests of this difference against ±`margin`: see [`Tost`].
+    pub fn tost(&self, margin: f64) -> Tost {
+        let (i90, i95) = (self.interval(0.90), self.interval(0.95));
+        if -margin < i90.lo && i90.hi < margin {
+            Tost::Equivalent
+        } else if i95.lo > margin || i95.hi < -margin {
+            Tost::Different
+        } else {
+            Tost::Open
+        }
+    }
+}
+
 /// Sample mean and standard deviation (n − 1 divisor; NaN below 2 values).
 pub fn mean_sd(x: &[f64]) -> (f64, f64) {
     let n = x.len() as f64;

@@ -70,6 +70,40 @@ pub fn feed(w: &mut ResultsWriter, run: RunId, seed: u64, s: Option<RunSummary>)
     feed_result(w, run, seed, s).unwrap()
 }
 
+/// A results folder of the matrix `text` under `root`, as a session leaves
+/// it (its record in the manifest), holding the finished runs `runs`
+/// (variant index, repeat, seed, summary) in its runs table, written at
+/// once: for tests of the report that need many runs and no curves, where
+/// feeding each run's events through the writer (a table written a run)
+/// would be most of their time.
+pub fn folder_of_runs(
+    root: &Path,
+    text: &str,
+    runs: &[(usize, usize, u64, RunSummary)],
+) -> PathBuf {
+    let m = crate::matrix::parse(text, "m.toml").unwrap();
+    let w = ResultsWriter::create(root, &m.name, text).unwrap();
+    let mut w = w;
+    w.record_matrix(&m.record()).unwrap();
+    let rows: Vec<RunRow> = runs
+        .iter()
+        .map(|(i, rep, seed, s)| {
+            let mut id = rid(&m.variants[*i].name, *i, *rep);
+            id.matrix.clone_from(&m.name);
+            let rec = crate::testkit::record(&id);
+            RunRow::new(
+                &id,
+                Some((*seed, &rec, m.target)),
+                Ended::Done,
+                None,
+                Some(s),
+            )
+        })
+        .collect();
+    write_runs(&w.dir().join("runs.parquet"), &rows).unwrap();
+    w.dir().to_path_buf()
+}
+
 #[test]
 fn writes_runs_steps_epochs_and_manifest_and_resumes() {
     let root = tempfile::tempdir().unwrap();
