@@ -22,28 +22,40 @@ pub enum Ending {
     Failed(String),
 }
 
+/// A consumer of a session (headless, the TUI) at its end, as burn-train's
+/// renderer has `on_train_end`: the write-up is made once, by
+/// [`end_of_session`], and each consumer says each folder's [`Ending`] in
+/// its own words.
+pub trait SessionEnd {
+    /// Folder `dir` ended so; an error ends the session's end with it.
+    fn ended(&mut self, dir: &Path, ending: Ending) -> Result<()>;
+}
+
 /// The end of a session: each folder's report and charts, written once, in
-/// order; a stop signal ends it at the next file.
-pub fn end_of_session(dirs: &[PathBuf]) -> Vec<(PathBuf, Ending)> {
+/// order, each told to `consumer`; a stop signal ends it at the next file.
+pub fn end_of_session(dirs: &[PathBuf], consumer: &mut dyn SessionEnd) -> Result<()> {
+    for d in dirs {
+        consumer.ended(d, ending(d))?;
+    }
+    Ok(())
+}
+
+/// How the write-up of folder `d` ends.
+fn ending(d: &Path) -> Ending {
     use crate::util::signals::stopping;
-    dirs.iter()
-        .map(|d| {
-            let ending = if !crate::store::has_finished_run(d) {
-                Ending::NothingFinished
-            } else if stopping() {
-                Ending::NotWritten
-            } else {
-                match crate::report::aggregate(std::slice::from_ref(d), &Default::default())
-                    .and_then(|r| Ok((write_report(d, &r)?, r)))
-                {
-                    Ok((files, _)) if stopping() => Ending::Partly(files),
-                    Ok((files, r)) => Ending::Written(Box::new(r), files),
-                    Err(e) => Ending::Failed(crate::util::one_line(&e)),
-                }
-            };
-            (d.clone(), ending)
-        })
-        .collect()
+    if !crate::store::has_finished_run(d) {
+        return Ending::NothingFinished;
+    }
+    if stopping() {
+        return Ending::NotWritten;
+    }
+    let written = crate::report::aggregate(&[d.to_path_buf()], &Default::default())
+        .and_then(|r| Ok((write_report(d, &r)?, r)));
+    match written {
+        Ok((files, _)) if stopping() => Ending::Partly(files),
+        Ok((files, r)) => Ending::Written(Box::new(r), files),
+        Err(e) => Ending::Failed(crate::util::one_line(&e)),
+    }
 }
 
 /// Writes report.md, the charts and report.html into a results folder;

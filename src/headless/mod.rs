@@ -231,7 +231,7 @@ pub fn run_headless(mut session: Session) -> Result<i32> {
         }
         return Ok(signals::exit_code());
     }
-    write_reports(&dirs, done_runs, failed)?;
+    crate::export::writeup::end_of_session(&dirs, &mut Log { done_runs, failed })?;
     if signals::stopping() {
         return Ok(signals::exit_code());
     }
@@ -246,13 +246,18 @@ pub fn run_headless(mut session: Session) -> Result<i32> {
     })
 }
 
-/// The session's end (`export::writeup::end_of_session`) in the log: a
+/// The session's end in the log (`export::writeup::end_of_session`): a
 /// short table a folder, as hyperfine ends, the whole write-up being in the
 /// files; a stop signal's end says what was written and what was not.
-fn write_reports(dirs: &[std::path::PathBuf], done_runs: usize, failed: usize) -> Result<()> {
-    use crate::export::writeup::Ending;
-    for (d, ending) in crate::export::writeup::end_of_session(dirs) {
-        let d = d.display();
+struct Log {
+    done_runs: usize,
+    failed: usize,
+}
+
+impl crate::export::writeup::SessionEnd for Log {
+    fn ended(&mut self, d: &std::path::Path, ending: crate::export::writeup::Ending) -> Result<()> {
+        use crate::export::writeup::Ending;
+        let (d, done_runs, failed) = (d.display(), self.done_runs, self.failed);
         match ending {
             Ending::NothingFinished => eprintln!("{d}: no run finished, no report"),
             Ending::NotWritten => eprintln!(
@@ -273,8 +278,8 @@ fn write_reports(dirs: &[std::path::PathBuf], done_runs: usize, failed: usize) -
             }
             Ending::Failed(why) => anyhow::bail!(why),
         }
+        Ok(())
     }
-    Ok(())
 }
 
 /// The charts among the files written, by name.

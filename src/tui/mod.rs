@@ -407,7 +407,7 @@ pub fn run_session(
     let result = run_terminal(state, &mut backend, Some(pump));
     let dirs = backend.finish();
     result?;
-    write_up(&dirs);
+    crate::export::writeup::end_of_session(&dirs, &mut Said)?;
     Ok(0)
 }
 
@@ -421,12 +421,19 @@ pub(crate) fn picker_on(files: Vec<state::PickerEntry>, want: &std::path::Path) 
     Overlay::Picker { files, selected }
 }
 
-/// On quit, the session's end (`export::writeup::end_of_session`): each
-/// folder's report (Markdown and a self-contained HTML page with the charts
-/// in it) and the command that continues it.
-fn write_up(dirs: &[PathBuf]) {
-    use crate::export::writeup::Ending;
-    for (d, ending) in crate::export::writeup::end_of_session(dirs) {
+/// On quit, the session's end (`export::writeup::end_of_session`), said
+/// after the terminal is restored: each folder's report (Markdown and a
+/// self-contained HTML page with the charts in it) and the command that
+/// continues it.
+struct Said;
+
+impl crate::export::writeup::SessionEnd for Said {
+    fn ended(
+        &mut self,
+        d: &std::path::Path,
+        ending: crate::export::writeup::Ending,
+    ) -> anyhow::Result<()> {
+        use crate::export::writeup::Ending;
         let d = d.display();
         match ending {
             // A run cancelled on quit is recorded, but there is still
@@ -445,6 +452,7 @@ fn write_up(dirs: &[PathBuf]) {
                 "results: {d} (report not written: {why}); continue: tricklab tui --resume {d}"
             ),
         }
+        Ok(())
     }
 }
 
