@@ -220,28 +220,15 @@ fn non_ladder_matrices(folders: &[Folder]) -> std::collections::HashSet<String> 
         .collect()
 }
 
-/// All run rows of the folders as one lazy frame.
-pub fn scan_runs(dirs: &[PathBuf]) -> Result<LazyFrame> {
-    if dirs.is_empty() {
-        bail!("name at least one results folder (e.g. results/demo-ladder/20261122-120000)");
-    }
-    let frames = dirs
+/// All run rows of the folders as one lazy frame, from the rows each
+/// folder was read into once (`store::Folder`: each run once, its last row).
+pub fn scan_runs(folders: &[Folder]) -> Result<LazyFrame> {
+    let frames = folders
         .iter()
-        .map(|d| {
-            let p = runs_file(d)?;
-            let mut df = crate::store::read_parquet(&p, None).with_context(|| {
-                format!(
-                    "{} is not a valid Parquet file; delete it to rebuild the table",
-                    p.display()
-                )
-            })?;
+        .map(|f| {
+            let mut df = crate::store::runs_frame(&f.runs)?;
             as_schema_1_words(&mut df)?;
-            // A run recorded twice in one folder counts once, as its last row
-            // (rows from different folders are different runs).
-            let key = ["matrix", "variant", "repeat"].map(col).to_vec();
-            Ok(df
-                .lazy()
-                .unique_stable_generic(Some(key), UniqueKeepStrategy::Last))
+            Ok(df.lazy())
         })
         .collect::<Result<Vec<_>>>()?;
     Ok(concat(
@@ -336,8 +323,16 @@ fn f(df: &DataFrame, name: &str) -> Result<Vec<Option<f64>>> {
 /// rungs are set against each other (speedups, Δ), then the designed
 /// matrices' effects and the seeds their questions need.
 pub fn aggregate(dirs: &[PathBuf], opts: &ReportOptions) -> Result<Report> {
-    let mut runs = scan_runs(dirs)?;
+    if dirs.is_empty() {
+        bail!("name at least one results folder (e.g. results/demo-ladder/20261122-120000)");
+    }
+    // What a results folder must be, said before it is read; then each is
+    // read once, for every table and analysis below.
+    for d in dirs {
+        runs_file(d)?;
+    }
     let folders = Folder::open_all(dirs)?;
+    let mut runs = scan_runs(&folders)?;
     if opts.drop_noisy {
         runs = runs.filter(col("noisy").fill_null(lit(false)).not());
     }
@@ -357,7 +352,7 @@ pub fn aggregate(dirs: &[PathBuf], opts: &ReportOptions) -> Result<Report> {
     let mut effects = effects::analyse(&folders, opts.clock, opts.drop_noisy);
     effects::add_ladder_credit(&mut effects, &folders, &rows);
     Ok(Report {
-        setup: setup(dirs, &rows),
+        setup: setup(&folders, &rows),
         target,
         clock,
         dirs: dirs.to_vec(),
@@ -708,16 +703,9 @@ fn add_speedups(rows: &mut [VariantStats], unordered: &std::collections::HashSet
     clippy::too_many_lines,
     reason = "one line per setup fact, each read from the folders"
 )]
-fn setup(dirs: &[PathBuf], rows: &[VariantStats]) -> Vec<(String, String)> {
-    let manifests: Vec<serde_json::Value> = dirs
-        .iter()
-        .filter_map(|d| crate::store::read_manifest(d).ok())
-        .collect();
-    let runs: Vec<crate::store::RunRow> = dirs
-        .iter()
-        .filter_map(|d| crate::store::read_runs(&d.join("runs.parquet")).ok())
-        .flatten()
-        .collect();
+fn setup(folders: &[Folder], rows: &[VariantStats]) -> Vec<(String, String)> {
+    let manifests: Vec<&serde_json::Value> = folders.iter().map(|f| &f.manifest).collect();
+    let runs: Vec<&crate::store::RunRow> = folders.iter().flat_map(|f| &f.runs).collect();
     let distinct = |v: Vec<String>| {
         let mut v: Vec<String> = v.into_iter().filter(|s| !s.is_empty()).collect();
         v.sort();

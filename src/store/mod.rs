@@ -12,7 +12,7 @@ pub mod saved_queue;
 
 pub use folder::{Folder, Upgraded, record_of};
 pub use merge::{MergeSummary, merge};
-pub use rows::{Ended, RunRow, Timestamp, read_runs, timestamps, write_runs};
+pub use rows::{Ended, RunRow, Timestamp, read_runs, runs_frame, timestamps, write_runs};
 
 use crate::events::{EpochRow, Event, RunId, StepRow};
 use crate::util::lock::FolderLock;
