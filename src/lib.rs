@@ -26,6 +26,7 @@ pub mod plan;
 pub mod recipe;
 pub mod record;
 pub mod report;
+pub mod script;
 pub mod session;
 pub mod stats;
 pub mod store;

@@ -24,6 +24,7 @@ const LAYERS: &[&str] = &[
     "record",
     "events",
     "train",
+    "script",
     "dist",
     "matrix",
     "testkit",
