@@ -1240,12 +1240,10 @@ fn data_stream_states_its_throughput_and_check_surveys_an_image_folder() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("mini-imagenet");
     let spec = SynthSpec {
-        classes: 3,
-        train_per_class: 8,
-        val_per_class: 2,
         long_side: (40, 80),
         quality: 85,
         seed: 4,
+        ..SynthSpec::small(3, 8, 2)
     };
     let d = dir.to_str().unwrap();
     // `data synth` writes the folder the library writes for the same spec, whatever its threads.
@@ -1535,12 +1533,10 @@ fn a_streaming_recipe_trains_from_an_image_folder_and_names_a_broken_file() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("mini-imagenet");
     let spec = SynthSpec {
-        classes: 4,
-        train_per_class: 32,
-        val_per_class: 8,
         long_side: (40, 72),
         quality: 85,
         seed: 9,
+        ..SynthSpec::small(4, 32, 8)
     };
     imagenet_like(&dir, &spec).unwrap();
     let d = dir.to_str().unwrap();
@@ -2132,12 +2128,10 @@ fn a_fifo_or_a_link_to_a_device_in_an_image_folder_is_named_not_read() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("imgs");
     let spec = SynthSpec {
-        classes: 2,
-        train_per_class: 3,
-        val_per_class: 1,
         long_side: (32, 48),
         quality: 85,
         seed: 2,
+        ..SynthSpec::small(2, 3, 1)
     };
     imagenet_like(&dir, &spec).unwrap();
     let class = std::fs::read_dir(dir.join("train"))

@@ -89,12 +89,10 @@ pub fn free_port() -> u16 {
 pub fn mostly_truncated_folder(dir: &std::path::Path) {
     use tricklab::data::stream::synth::{SynthSpec, imagenet_like};
     let spec = SynthSpec {
-        classes: 2,
-        train_per_class: 8,
-        val_per_class: 2,
         long_side: (40, 48),
         quality: 85,
         seed: 3,
+        ..SynthSpec::small(2, 8, 2)
     };
     imagenet_like(dir, &spec).unwrap();
     for class in std::fs::read_dir(dir.join("train")).unwrap() {
