@@ -1,114 +1,20 @@
-//! Queue, worker and session behaviour with a fake trainer (no tch).
+//! Queue, worker and session behaviour on the planted trainer (no tch).
 
 use super::*;
-use crate::events::{Clocks, RunStatus, RunSummary, StepRow};
-use crate::plan::PlannedRun;
-use crate::train::{Control, Flow, Outcome, Trainer};
+use crate::events::{RunStatus, StepRow};
+use crate::train::{Planted, Trainer};
 use std::time::Duration;
 
-/// Emits `steps` step chunks, polling the control between them; fails for
-/// variants named "+ flip", panics for "+ celu" when asked to.
-struct Fake {
-    steps: u64,
-    sleep_ms: u64,
-    panic: bool,
+/// Workers on the planted trainer (src/train/planted.rs) with `options`
+/// added: each warms up before its first run as the engine does, and every
+/// "+ flip" fails as a diverged run does ("loss became NaN").
+fn factory(options: &str) -> Factory {
+    let planted = Planted::parse(&format!("warm_up=true; fail=+ flip; {options}")).unwrap();
+    Arc::new(move |_d: &str| Ok(Box::new(planted.clone()) as Box<dyn Trainer>))
 }
 
-impl Trainer for Fake {
-    fn device_name(&self) -> String {
-        "fake".into()
-    }
-    fn run(
-        &mut self,
-        run: &PlannedRun,
-        ctl: &dyn Control,
-        emit: &mut dyn FnMut(Event),
-    ) -> anyhow::Result<Outcome> {
-        let spec = &run.spec;
-        emit(Event::RunStarted {
-            run: spec.id.clone(),
-            seed: spec.seed,
-            record: Arc::new(run.record(crate::record::DataId::new("fake", "f"), None)),
-            total_steps: self.steps,
-            total_epochs: 1.0,
-            target_acc: spec.target_acc,
-            device: "fake".into(),
-            reference: spec.reference.clone(),
-        });
-        for k in 1..=self.steps {
-            if ctl.poll() == Flow::Cancel {
-                return Ok(Outcome::Cancelled);
-            }
-            std::thread::sleep(Duration::from_millis(self.sleep_ms));
-            emit(Event::Steps {
-                run: spec.id.clone(),
-                rows: vec![StepRow {
-                    step: k,
-                    epoch: k as f64,
-                    loss: 1.0,
-                    lr: 0.1,
-                    bn_scale: vec![],
-                    bn_bias: vec![],
-                    loader_s: 0.0,
-                }],
-                images_per_s: 1.0,
-                loader_share: 0.0,
-            });
-        }
-        if spec.id.variant == "+ flip" {
-            anyhow::bail!("loss became NaN at step 3");
-        }
-        if self.panic && spec.id.variant == "+ celu" {
-            panic!("fake trainer exploded");
-        }
-        let acc = 0.5 + 0.01 * spec.seed as f64;
-        Ok(Outcome::Finished(RunSummary {
-            acc,
-            acc_tta: acc,
-            clocks: Clocks {
-                dawn_s: 1.0,
-                airbench_s: 1.0,
-                hlb_s: 1.0,
-                eval_s: 0.1,
-                prep_s: 0.0,
-                preprocess_s: 0.0,
-                whiten_s: 0.0,
-                build_s: 0.0,
-                loader_s: 0.0,
-                wall_s: 1.2,
-                paused_s: 0.0,
-            },
-            time_to_target_s: None,
-            epoch_to_target: None,
-            epochs: 1.0,
-            steps: self.steps,
-            peak_mem_bytes: None,
-            final_train_loss: 1.0,
-            device: "fake".into(),
-            machine: None,
-            throughput_cv: None,
-            noise: None,
-            ranks: Vec::new(),
-            graphs: None,
-            stages: None,
-        }))
-    }
-
-    fn warm_up(&mut self, run: &PlannedRun, ctl: &dyn Control) -> Option<String> {
-        let _ = self.run(run, ctl, &mut |_| {});
-        Some(format!("fake warm-up on {}", run.spec.id.variant))
-    }
-}
-
-fn factory(steps: u64, sleep_ms: u64, panic: bool) -> Factory {
-    Arc::new(move |_d: &str| {
-        Ok(Box::new(Fake {
-            steps,
-            sleep_ms,
-            panic,
-        }) as Box<dyn Trainer>)
-    })
-}
+/// A run of three steps (the tiny recipe's three epochs of one), none slept.
+const QUICK: &str = "steps_per_epoch=1; step_ms=0";
 
 fn matrix(repeats: usize) -> Matrix {
     crate::matrix::parse(&format!("name='s'\nrecipe='tiny-page-resnet9'\nkind='add-one'\nvary=['celu','flip']\nrepeats={repeats}\n"), "s.toml").unwrap()
@@ -148,7 +54,7 @@ fn failures_and_panics_are_isolated_and_everything_is_stored() {
     let mut s = Session::start(
         vec![matrix(2)],
         opts(root.path(), &["a", "b"]),
-        factory(3, 1, true),
+        factory("steps_per_epoch=1; step_ms=1; panic=+ celu"),
     )
     .unwrap();
     let ev = drain(&mut s);
@@ -182,8 +88,10 @@ fn failures_and_panics_are_isolated_and_everything_is_stored() {
         .collect();
     assert_eq!(warm.len(), 2, "{warm:?}");
     assert!(
-        warm.iter()
-            .all(|m| m.starts_with("fake warm-up") || m.contains("fake trainer exploded")),
+        warm.iter().all(
+            |m| m.starts_with("warm-up on cpu (planted): one discarded run")
+                || m.contains("failed (planted panic in `+ celu`")
+        ),
         "{warm:?}"
     );
     let started = ev
@@ -195,7 +103,7 @@ fn failures_and_panics_are_isolated_and_everything_is_stored() {
         failed.iter().any(|r| r.contains("NaN"))
             && failed
                 .iter()
-                .any(|r| r.contains("internal error: fake trainer exploded"))
+                .any(|r| r.contains("internal error: planted panic in `+ celu`"))
     );
     assert!(matches!(ev.last(), Some(Event::Drained)));
     let rows = crate::store::read_runs(&dir.join("runs.parquet")).unwrap();
@@ -208,7 +116,7 @@ fn failures_and_panics_are_isolated_and_everything_is_stored() {
             resume: Some(dir.clone()),
             ..opts(root.path(), &["a"])
         },
-        factory(1, 0, false),
+        factory(QUICK),
     )
     .unwrap();
     let ev = drain(&mut again);
@@ -226,7 +134,9 @@ fn pause_cancel_and_stop_after_current() {
     let mut s = Session::start(
         vec![matrix(1)],
         opts(root.path(), &["a"]),
-        factory(200, 5, false),
+        // 201 steps of 5 ms, each step's row sent at once: the pause lands
+        // mid-run, and a worker that ran on while paused would be seen.
+        factory("steps_per_epoch=67; step_ms=5; steps_every=1"),
     )
     .unwrap();
     let rt = tokio::runtime::Builder::new_current_thread()
@@ -326,7 +236,7 @@ fn queue_commands_reach_the_queue() {
             keep_alive: true,
             ..opts(root.path(), &["a"])
         },
-        factory(1, 0, false),
+        factory(QUICK),
     )
     .unwrap();
     let rt = tokio::runtime::Builder::new_current_thread()
@@ -415,7 +325,7 @@ fn a_session_that_cannot_store_stops_and_trains_nothing_more() {
             cpu_threads: None,
             ..opts(root.path(), &["a"])
         },
-        factory(1, 0, false),
+        factory(QUICK),
     )
     .err()
     .expect("a full disk stops the session before it starts");
@@ -426,7 +336,7 @@ fn a_session_that_cannot_store_stops_and_trains_nothing_more() {
     let mut s = Session::start(
         vec![matrix(2)],
         opts(root.path(), &["a"]),
-        factory(3, 20, false),
+        factory("steps_per_epoch=1; step_ms=20"),
     )
     .unwrap();
     let dir = s.results_dirs()[0].clone();
@@ -476,7 +386,7 @@ fn a_session_that_cannot_store_stops_and_trains_nothing_more() {
             cpu_threads: None,
             ..opts(root.path(), &["a"])
         },
-        factory(1, 0, false),
+        factory(QUICK),
     )
     .unwrap();
     s.shared.set_gate(Box::new(|_| Err("disk full".into())));
@@ -498,7 +408,7 @@ fn resume_follows_the_folders_queue_and_cleans_up_after_a_kill() {
     // Made with `--repeats 1` from a file that says 3: 3 variants x 1 run.
     let mut m = matrix(3);
     m.seeds = vec![0];
-    let mut s = Session::start(vec![m], opts(root.path(), &["a"]), factory(1, 0, false)).unwrap();
+    let mut s = Session::start(vec![m], opts(root.path(), &["a"]), factory(QUICK)).unwrap();
     let dir = s.results_dirs()[0].clone();
     drain(&mut s);
     s.join();
@@ -524,7 +434,7 @@ fn resume_follows_the_folders_queue_and_cleans_up_after_a_kill() {
             resume: Some(dir.clone()),
             ..opts(root.path(), &["a"])
         },
-        factory(1, 0, false),
+        factory(QUICK),
     )
     .unwrap();
     assert!(
@@ -550,8 +460,8 @@ fn resume_follows_the_folders_queue_and_cleans_up_after_a_kill() {
 }
 
 /// `until_decided` through the whole session, as `run --headless` and the
-/// TUI drive it: the fake trainer gives "+ celu" the base's very time and
-/// accuracy (decided: within the margin at once) and fails every "+ flip",
+/// TUI drive it: the planted trainer gives "+ celu" the base's very time and
+/// accuracy, every seed (decided: within the margin at once), and fails every "+ flip",
 /// whose question so stays open: a round is added at a time up to max,
 /// and the log says which question stayed open. A resume counts the
 /// folder's earlier runs.
@@ -560,7 +470,8 @@ fn until_decided_adds_rounds_through_the_session_and_says_what_stayed_open() {
     let root = tempfile::tempdir().unwrap();
     let text = "name='s'\nrecipe='tiny-page-resnet9'\nkind='add-one'\nvary=['celu','flip']\nuntil_decided = { time = 0.05, acc = 0.005, max = 3 }\n";
     let m = crate::matrix::parse(text, "s.toml").unwrap();
-    let mut s = Session::start(vec![m], opts(root.path(), &["a"]), factory(1, 0, false)).unwrap();
+    let alike = format!("{QUICK}; acc_spread=0; time_spread=0; base@10/0.9; + celu@10/0.9");
+    let mut s = Session::start(vec![m], opts(root.path(), &["a"]), factory(&alike)).unwrap();
     let dir = s.results_dirs()[0].clone();
     let ev = drain(&mut s);
     s.join();
@@ -597,7 +508,7 @@ fn until_decided_adds_rounds_through_the_session_and_says_what_stayed_open() {
             resume: Some(dir),
             ..opts(root.path(), &["a"])
         },
-        factory(1, 0, false),
+        factory(&alike),
     )
     .unwrap();
     let ev = drain(&mut again);
@@ -647,7 +558,7 @@ fn a_time_probe_holds_the_queue_and_is_refused_while_runs_train() {
             keep_alive: true,
             ..opts(root.path(), &["a"])
         },
-        factory(40, 5, false),
+        factory("steps_per_epoch=14; step_ms=5"),
     )
     .unwrap();
     let rt = tokio::runtime::Builder::new_current_thread()
@@ -712,7 +623,7 @@ fn a_matrix_queued_later_is_refused_with_the_line_the_start_gives() {
             vec![bad(name, set)],
             opts(root.path(), &["cpu"]),
             &rules,
-            factory(1, 0, false),
+            factory(QUICK),
         ) {
             Err(e) => e.to_string(),
             Ok(_) => panic!("{name}: admitted at the start"),
@@ -722,7 +633,7 @@ fn a_matrix_queued_later_is_refused_with_the_line_the_start_gives() {
             vec![matrix(1)],
             opts(root.path(), &["cpu"]),
             &rules,
-            factory(1, 0, false),
+            factory(QUICK),
         )
         .unwrap();
         let later = s

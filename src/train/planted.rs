@@ -11,16 +11,26 @@
 //! - `steps_per_epoch=N` (default 4);
 //! - `probe_image_s=S`: a probe's seconds an image of a training step
 //!   (default 0.01), priced as the engine's probe reports it;
+//! - `steps_every=N`: a run's step rows are sent every N steps and at
+//!   an epoch's end, as the engine's `metrics_every` sends them (default 0:
+//!   once an epoch), so that a pause or a cancel is seen within N steps;
 //! - `fail=VARIANT`: that variant's runs fail as a diverged run does;
+//! - `panic=VARIANT`: that variant's runs panic, as a bug in the engine
+//!   would (the worker reports it as an internal error), in the warm-up too;
+//! - `warm_up=true`: before a worker's first run, the run once with its
+//!   events discarded, as the engine warms up (default false: no warm-up);
 //! - `acc_spread=P`: a seed moves a run's accuracy by up to ±P points
 //!   (default 0.1); a tiny net's repeats spread by tens of points, which
 //!   leaves an accuracy question open where a scenario needs one;
+//! - `time_spread=P`: a seed moves a run's time by up to ±P% (default 1);
+//!   0 with `acc_spread=0` gives every run of a variant its planted numbers
+//!   exactly, so that two variants planted alike are decided the same at once;
 //! - `VARIANT@SECONDS/ACC`: a variant's planted time on its clock and final
 //!   accuracy (0-1). A variant not named gets `10 s × 0.9^rung` and
 //!   `0.90 + 0.005 × rung`.
 //!
-//! Each run's time moves by up to ±1% and its accuracy by up to ±0.1 points
-//! (or `acc_spread`) with its seed (splitmix64 of the variant and the
+//! Each run's time moves by up to ±1% (or `time_spread`) and its accuracy
+//! by up to ±0.1 points (or `acc_spread`) with its seed (splitmix64 of the variant and the
 //! seed), as repeats do, so that intervals and seeds-needed have a spread
 //! to read. [`Planted::planted_at`] gives a scenario the same numbers (a
 //! stored run's `dawn_s` and `acc`), to check a folder or a report exactly.
@@ -42,9 +52,15 @@ pub struct Planted {
     step_ms: u64,
     steps_per_epoch: u64,
     probe_image_s: f64,
+    /// Step rows sent every this many steps (0: once an epoch).
+    steps_every: u64,
     fail: Vec<String>,
+    panic: Vec<String>,
+    warm_up: bool,
     /// How far a seed moves a run's accuracy, as a share (0.001: 0.1 points).
     acc_spread: f64,
+    /// How far a seed moves a run's time, as a share (0.01: 1%).
+    time_spread: f64,
     /// (variant, seconds, accuracy)
     variants: Vec<(String, f64, f64)>,
 }
@@ -63,8 +79,12 @@ impl Planted {
             step_ms: 2,
             steps_per_epoch: 4,
             probe_image_s: 0.01,
+            steps_every: 0,
             fail: Vec::new(),
+            panic: Vec::new(),
+            warm_up: false,
             acc_spread: 0.001,
+            time_spread: 0.01,
             variants: Vec::new(),
         };
         for entry in spec.split(';').map(str::trim).filter(|e| !e.is_empty()) {
@@ -84,12 +104,18 @@ impl Planted {
                     p.steps_per_epoch = v.parse::<u64>().with_context(bad)?.max(1)
                 }
                 Some(("probe_image_s", v)) => p.probe_image_s = v.parse().with_context(bad)?,
+                Some(("steps_every", v)) => p.steps_every = v.parse().with_context(bad)?,
                 Some(("fail", v)) => p.fail.push(v.to_string()),
+                Some(("panic", v)) => p.panic.push(v.to_string()),
+                Some(("warm_up", v)) => p.warm_up = v.parse().with_context(bad)?,
                 Some(("acc_spread", v)) => {
                     p.acc_spread = v.parse::<f64>().with_context(bad)? / 100.0
                 }
+                Some(("time_spread", v)) => {
+                    p.time_spread = v.parse::<f64>().with_context(bad)? / 100.0
+                }
                 _ => bail!(
-                    "{}: step_ms=, steps_per_epoch=, probe_image_s=, fail=, acc_spread= or VARIANT@SECONDS/ACC",
+                    "{}: step_ms=, steps_per_epoch=, probe_image_s=, steps_every=, fail=, panic=, warm_up=, acc_spread=, time_spread= or VARIANT@SECONDS/ACC",
                     bad()
                 ),
             }
@@ -125,13 +151,40 @@ impl Planted {
         );
         let (u, v) = (2.0 * h.unit_f64() - 1.0, 2.0 * h.unit_f64() - 1.0);
         (
-            t * (1.0 + 0.01 * u),
+            t * (1.0 + self.time_spread * u),
             (a + self.acc_spread * v).clamp(0.0, 1.0),
         )
     }
 }
 
 impl Planted {
+    /// The end of a run's first epoch for a variant planted to fail (as a
+    /// diverged run does) or to panic (as a bug in the engine would).
+    fn diverge(&self, variant: &str, step: u64) -> Result<()> {
+        if self.panic.iter().any(|v| v == variant) {
+            panic!("planted panic in `{variant}` at step {step}");
+        }
+        if self.fail.iter().any(|v| v == variant) {
+            bail!("loss became NaN at step {step} (planted): lower lr or turn fp16 off");
+        }
+        Ok(())
+    }
+
+    /// A run's start of `total_steps` steps, as the engine announces it.
+    fn started(&self, run: &PlannedRun, total_steps: u64) -> Event {
+        let spec = &run.spec;
+        Event::RunStarted {
+            run: spec.id.clone(),
+            seed: spec.seed,
+            record: Arc::new(run.record(DataId::new("planted", "planted"), None)),
+            total_steps,
+            total_epochs: run.plan.epochs,
+            target_acc: spec.target_acc,
+            device: self.device_name(),
+            reference: spec.reference.clone(),
+        }
+    }
+
     /// A finished run's summary at the planted seconds and accuracy, before
     /// its steps and time to target are filled in.
     fn summary(&self, secs: f64, acc: f64, wall_s: f64) -> RunSummary {
@@ -185,23 +238,21 @@ impl Trainer for Planted {
         let (plan, spec) = (&run.plan, &run.spec);
         let (secs, acc) = self.planted(run);
         let rates = plan.rates(self.steps_per_epoch * plan.batch_size.max(1) as u64);
-        emit(Event::RunStarted {
-            run: spec.id.clone(),
-            seed: spec.seed,
-            record: Arc::new(run.record(DataId::new("planted", "planted"), None)),
-            total_steps: rates.total,
-            total_epochs: plan.epochs,
-            target_acc: spec.target_acc,
-            device: self.device_name(),
-            reference: spec.reference.clone(),
-        });
+        emit(self.started(run, rates.total));
         let epochs = rates.epoch_steps.len().max(1);
         let mut step = 0u64;
         let mut to_target = None;
         for e in 1..=epochs {
             let n = rates.epoch_steps[e - 1].min(rates.total - step);
+            let images_per_s = (n as usize * plan.batch_size) as f64 / (secs / epochs as f64);
+            let steps = |rows| Event::Steps {
+                run: spec.id.clone(),
+                rows,
+                images_per_s,
+                loader_share: 0.0,
+            };
             let mut rows = Vec::new();
-            for _ in 0..n {
+            for i in 0..n {
                 if ctl.poll() == Flow::Cancel {
                     return Ok(Outcome::Cancelled);
                 }
@@ -209,7 +260,7 @@ impl Trainer for Planted {
                 let done = step as f64 / rates.total.max(1) as f64;
                 rows.push(StepRow {
                     step: step + 1,
-                    epoch: (e - 1) as f64 + rows.len() as f64 / n.max(1) as f64,
+                    epoch: (e - 1) as f64 + i as f64 / n.max(1) as f64,
                     loss: 2.3 * (1.0 - 0.8 * done),
                     lr: plan.optim.lr * rates.main.get(step as usize).copied().unwrap_or(1.0),
                     bn_scale: vec![1.0],
@@ -217,21 +268,20 @@ impl Trainer for Planted {
                     loader_s: 0.0,
                 });
                 step += 1;
+                // The epoch's last rows go with its end, below.
+                if self.steps_every > 0 && step.is_multiple_of(self.steps_every) && i + 1 < n {
+                    emit(steps(std::mem::take(&mut rows)));
+                }
             }
-            if self.fail.contains(&spec.id.variant) && e == 1 {
-                bail!("loss became NaN at step {step} (planted): lower lr or turn fp16 off");
+            if e == 1 {
+                self.diverge(&spec.id.variant, step)?;
             }
             let share = e as f64 / epochs as f64;
             let test_acc = acc * (0.5 + 0.5 * share);
             if to_target.is_none() && test_acc >= spec.target_acc {
                 to_target = Some((secs * share, e));
             }
-            emit(Event::Steps {
-                run: spec.id.clone(),
-                rows,
-                images_per_s: (n as usize * plan.batch_size) as f64 / (secs / epochs as f64),
-                loader_share: 0.0,
-            });
+            emit(steps(rows));
             emit(Event::Epoch {
                 run: spec.id.clone(),
                 row: EpochRow {
@@ -243,7 +293,7 @@ impl Trainer for Planted {
                     test_acc_tta: None,
                     train_s: secs / epochs as f64,
                     eval_s: 0.0,
-                    images_per_s: (n as usize * plan.batch_size) as f64 / (secs / epochs as f64),
+                    images_per_s,
                     peak_mem_bytes: None,
                     loader_s: 0.0,
                     loader_images_per_s: None,
@@ -259,6 +309,22 @@ impl Trainer for Planted {
             steps: step,
             ..self.summary(secs, acc, wall_s)
         }))
+    }
+
+    /// With `warm_up=true`: the run once, its events discarded. A planted
+    /// panic panics here too; a planted failure is its run's to report.
+    fn warm_up(&mut self, run: &PlannedRun, ctl: &dyn Control) -> Option<String> {
+        if !self.warm_up {
+            return None;
+        }
+        let t = Instant::now();
+        let _ = self.run(run, ctl, &mut |_| {});
+        Some(format!(
+            "warm-up on {}: one discarded run of `{}`, {:.2} s, untimed",
+            self.device_name(),
+            run.spec.id.variant,
+            t.elapsed().as_secs_f64()
+        ))
     }
 
     fn probe(&mut self, run: &PlannedRun) -> Result<Probe> {
@@ -292,6 +358,12 @@ mod tests {
         assert_eq!(p.step_ms, 0);
         assert_eq!(p.variants, vec![("B1 + flip".to_string(), 7.5, 0.93)]);
         assert_eq!(p.fail, vec!["+ celu".to_string()]);
+        assert_eq!((p.steps_every, p.warm_up), (0, false));
+        assert!(p.panic.is_empty());
+        let p = Planted::parse("panic=+ celu; steps_every=1; warm_up=true").unwrap();
+        assert_eq!(p.panic, vec!["+ celu".to_string()]);
+        assert_eq!((p.steps_every, p.warm_up), (1, true));
+        assert!(Planted::parse("warm_up=yes").is_err());
         let e = Planted::parse("steps=3").unwrap_err().to_string();
         assert!(e.contains("TRICKLAB_PLANTED: cannot read `steps=3`"), "{e}");
         assert!(Planted::parse("x@1").is_err());
@@ -333,5 +405,16 @@ mod tests {
         let narrow = Planted::parse("v@10/0.5").unwrap();
         assert_eq!(wide.planted_at("v", 0, 3).0, narrow.planted_at("v", 0, 3).0);
         assert!(Planted::parse("acc_spread=lots").is_err());
+        // time_spread: the seed's move of time, in percent; 0 with
+        // acc_spread=0: every seed the planted numbers exactly.
+        let exact = Planted::parse("v@10/0.5; acc_spread=0; time_spread=0").unwrap();
+        assert!((0..20).all(|s| exact.planted_at("v", 0, s) == (10.0, 0.5)));
+        let wide = Planted::parse("v@10/0.5; time_spread=20").unwrap();
+        let times: Vec<f64> = (0..20).map(|s| wide.planted_at("v", 0, s).0).collect();
+        assert!(
+            times.iter().all(|t| (t - 10.0).abs() <= 2.0 + 1e-9),
+            "{times:?}"
+        );
+        assert!(times.iter().any(|t| (t - 10.0).abs() > 0.5), "{times:?}");
     }
 }

@@ -1,6 +1,8 @@
 //! The CLI as a user meets it: real binary, real files, one-line errors.
 
-use super::common::{bin, mostly_truncated_folder, planted_runs, repo, run, run_planted, text};
+use super::common::{
+    bin, headless, mostly_truncated_folder, planted_runs, repo, run, run_planted, text,
+};
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
@@ -110,16 +112,7 @@ fn headless_run_report_and_compare() {
     let run = planted;
     let tmp = tempfile::tempdir().unwrap();
     let fixture = repo().join("tests/fixtures/tiny.toml");
-    let o = run(
-        &[
-            "run",
-            fixture.to_str().unwrap(),
-            "--headless",
-            "--results",
-            "res",
-        ],
-        tmp.path(),
-    );
+    let o = run(&headless(&fixture, "res", &[]), tmp.path());
     let (out, err) = text(&o);
     assert!(o.status.success(), "{out}\n{err}");
     let dir = results_dir(&tmp.path().join("res"), "tiny-test");
@@ -432,16 +425,7 @@ fn bad_input_gets_one_line_naming_the_file_and_the_fix() {
 
     // A batch larger than the data set, before any results folder exists.
     std::fs::write(&bad, "name = 'x'\nrecipe = 'tiny-page-resnet9'\nkind = 'list'\n\n[[variant]]\nname = 'big'\nset = { batch_size = 4096 }\n").unwrap();
-    let o = run(
-        &[
-            "run",
-            bad.to_str().unwrap(),
-            "--headless",
-            "--results",
-            "big",
-        ],
-        tmp.path(),
-    );
+    let o = run(&headless(&bad, "big", &[]), tmp.path());
     let (_, err) = text(&o);
     assert_eq!(o.status.code(), Some(2));
     assert!(
@@ -515,15 +499,7 @@ fn bad_input_gets_one_line_naming_the_file_and_the_fix() {
     // folder is made, with both numbers.
     let fixture = repo().join("tests/fixtures/tiny.toml");
     let o = run(
-        &[
-            "run",
-            fixture.to_str().unwrap(),
-            "--headless",
-            "--devices",
-            "cpu:256",
-            "--results",
-            "many",
-        ],
+        &headless(&fixture, "many", &["--devices", "cpu:256"]),
         tmp.path(),
     );
     let (_, err) = text(&o);
@@ -574,9 +550,7 @@ fn bad_input_gets_one_line_naming_the_file_and_the_fix() {
         ),
     ] {
         std::fs::write(&ok, format!("{head}{extra}")).unwrap();
-        let mut a = vec!["run", ok.to_str().unwrap(), "--headless", "--results", "r"];
-        a.extend(args);
-        let o = run(&a, tmp.path());
+        let o = run(&headless(&ok, "r", &args), tmp.path());
         let (_, err) = text(&o);
         assert_eq!(o.status.code(), Some(2), "{err}");
         assert!(err.contains(what) && err.lines().count() == 1, "{err}");
@@ -728,13 +702,7 @@ fn a_full_results_disk_ends_the_run_loudly() {
     // Refused before any run; planted, so that no run could train for real.
     let o = bin()
         .env(tricklab::train::PLANTED_ENV, TINY)
-        .args([
-            "run",
-            fixture.to_str().unwrap(),
-            "--headless",
-            "--results",
-            "res",
-        ])
+        .args(headless(&fixture, "res", &[]))
         .current_dir(tmp.path())
         .env("TRICKLAB_MIN_FREE_MB", "1000000000")
         .output()
@@ -758,7 +726,7 @@ fn nightly_compares_with_the_baseline_and_keeps_a_history() {
     let tmp = tempfile::tempdir().unwrap();
     let fixture = repo().join("tests/fixtures/tiny.toml");
     let m = fixture.to_str().unwrap();
-    let o = run(&["run", m, "--headless", "--results", "base"], tmp.path());
+    let o = run(&headless(m, "base", &[]), tmp.path());
     assert!(o.status.success(), "{:?}", text(&o));
     let baseline = results_dir(&tmp.path().join("base"), "tiny-test");
     assert_eq!(planted_runs(&baseline, TINY).len(), 4);
@@ -854,10 +822,7 @@ fn two_cpu_workers_give_the_table_of_one() {
     let m = fixture.to_str().unwrap();
     let table = |devices: &[&str]| {
         let out = format!("res-{}", devices.join("-").replace(':', ""));
-        let o = run(
-            &[&["run", m, "--headless", "--results", &out], devices].concat(),
-            tmp.path(),
-        );
+        let o = run(&headless(m, &out, devices), tmp.path());
         assert!(o.status.success(), "{:?}", text(&o));
         let dir = results_dir(&tmp.path().join(&out), "tiny-test");
         assert_eq!(planted_runs(&dir, TINY).len(), 4);
@@ -897,32 +862,11 @@ fn shards_merge_into_the_table_of_one_run() {
     let tmp = tempfile::tempdir().unwrap();
     let fixture = repo().join("tests/fixtures/tiny.toml");
     let m = fixture.to_str().unwrap();
-    let whole = run(
-        &[
-            "run",
-            m,
-            "--headless",
-            "--results",
-            "whole",
-            "--devices",
-            "cpu",
-        ],
-        tmp.path(),
-    );
+    let whole = run(&headless(m, "whole", &["--devices", "cpu"]), tmp.path());
     assert!(whole.status.success(), "{:?}", text(&whole));
     for i in ["1/2", "2/2"] {
         let o = run(
-            &[
-                "run",
-                m,
-                "--headless",
-                "--results",
-                "shards",
-                "--shard",
-                i,
-                "--devices",
-                "cpu",
-            ],
+            &headless(m, "shards", &["--shard", i, "--devices", "cpu"]),
             tmp.path(),
         );
         assert!(o.status.success(), "{:?}", text(&o));
@@ -1035,16 +979,7 @@ fn folders_as_users_name_them() {
     let run = planted;
     let tmp = tempfile::tempdir().unwrap();
     let fixture = repo().join("tests/fixtures/tiny.toml");
-    let o = run(
-        &[
-            "run",
-            fixture.to_str().unwrap(),
-            "--headless",
-            "--results",
-            "res",
-        ],
-        tmp.path(),
-    );
+    let o = run(&headless(&fixture, "res", &[]), tmp.path());
     assert!(o.status.success(), "{:?}", text(&o));
     let session = results_dir(&tmp.path().join("res"), "tiny-test");
     assert_eq!(planted_runs(&session, TINY).len(), 4);
@@ -1240,12 +1175,10 @@ fn data_stream_states_its_throughput_and_check_surveys_an_image_folder() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("mini-imagenet");
     let spec = SynthSpec {
-        classes: 3,
-        train_per_class: 8,
-        val_per_class: 2,
         long_side: (40, 80),
         quality: 85,
         seed: 4,
+        ..SynthSpec::small(3, 8, 2)
     };
     let d = dir.to_str().unwrap();
     // `data synth` writes the folder the library writes for the same spec, whatever its threads.
@@ -1535,12 +1468,10 @@ fn a_streaming_recipe_trains_from_an_image_folder_and_names_a_broken_file() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("mini-imagenet");
     let spec = SynthSpec {
-        classes: 4,
-        train_per_class: 32,
-        val_per_class: 8,
         long_side: (40, 72),
         quality: 85,
         seed: 9,
+        ..SynthSpec::small(4, 32, 8)
     };
     imagenet_like(&dir, &spec).unwrap();
     let d = dir.to_str().unwrap();
@@ -1605,18 +1536,7 @@ fn a_streaming_recipe_trains_from_an_image_folder_and_names_a_broken_file() {
         format!("name = \"stream\"\nrecipe = \"tiny-ffcv-rn18\"\nkind = \"list\"\ndata = \"{d}\"\nset = {{ epochs = 1, batch_size = 16 }}\n[[variant]]\nname = \"a\"\n"),
     )
     .unwrap();
-    let o = run(
-        &[
-            "run",
-            m.to_str().unwrap(),
-            "--headless",
-            "--devices",
-            "cpu",
-            "--results",
-            "res",
-        ],
-        tmp.path(),
-    );
+    let o = run(&headless(&m, "res", &["--devices", "cpu"]), tmp.path());
     let (_, err) = text(&o);
     assert!(
         o.status.code() == Some(2)
@@ -1685,15 +1605,7 @@ fn a_tiny_factorial_runs_and_reports_its_effects() {
     let tmp = tempfile::tempdir().unwrap();
     let fixture = repo().join("tests/fixtures/tiny-factorial.toml");
     let o = run(
-        &[
-            "run",
-            fixture.to_str().unwrap(),
-            "--headless",
-            "--devices",
-            "cpu",
-            "--results",
-            "res",
-        ],
+        &headless(&fixture, "res", &["--devices", "cpu"]),
         tmp.path(),
     );
     let (out, err) = text(&o);
@@ -1912,15 +1824,7 @@ fn until_decided_with_a_width_runs_headless_to_the_width_it_asks() {
         "{out}\n{err}"
     );
     let o = run(
-        &[
-            "run",
-            "w.toml",
-            "--headless",
-            "--devices",
-            "cpu",
-            "--results",
-            "res",
-        ],
+        &headless("w.toml", "res", &["--devices", "cpu"]),
         tmp.path(),
     );
     let (out, err) = text(&o);
@@ -1975,15 +1879,7 @@ fn until_decided_runs_headless_and_matrix_show_power_reads_its_results() {
     assert_ne!(body, tiny);
     std::fs::write(tmp.path().join("t.toml"), &body).unwrap();
     let o = run(
-        &[
-            "run",
-            "t.toml",
-            "--headless",
-            "--devices",
-            "cpu",
-            "--results",
-            "res",
-        ],
+        &headless("t.toml", "res", &["--devices", "cpu"]),
         tmp.path(),
     );
     let (out, err) = text(&o);
@@ -2132,12 +2028,10 @@ fn a_fifo_or_a_link_to_a_device_in_an_image_folder_is_named_not_read() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("imgs");
     let spec = SynthSpec {
-        classes: 2,
-        train_per_class: 3,
-        val_per_class: 1,
         long_side: (32, 48),
         quality: 85,
         seed: 2,
+        ..SynthSpec::small(2, 3, 1)
     };
     imagenet_like(&dir, &spec).unwrap();
     let class = std::fs::read_dir(dir.join("train"))
@@ -2272,18 +2166,7 @@ fn a_training_batch_of_unreadable_images_is_skipped_and_counted() {
         ),
     )
     .unwrap();
-    let o = run(
-        &[
-            "run",
-            m.to_str().unwrap(),
-            "--headless",
-            "--devices",
-            "cpu",
-            "--results",
-            "res",
-        ],
-        tmp.path(),
-    );
+    let o = run(&headless(&m, "res", &["--devices", "cpu"]), tmp.path());
     let (out, err) = text(&o);
     let all = format!("{out}{err}");
     let name = lost.file_name().unwrap().to_str().unwrap();

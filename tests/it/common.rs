@@ -35,6 +35,20 @@ pub fn run_planted(args: &[&str], cwd: &Path, planted: &str) -> Output {
         .expect("running tricklab")
 }
 
+/// The arguments of a headless session of `matrix` writing under the
+/// results root `results`: `run MATRIX --headless --results RESULTS`, then
+/// `extra` (`--devices cpu`, `--repeats 2`...).
+pub fn headless<'a, P: AsRef<Path> + ?Sized>(
+    matrix: &'a P,
+    results: &'a str,
+    extra: &[&'a str],
+) -> Vec<&'a str> {
+    let matrix = matrix.as_ref().to_str().expect("a matrix path in UTF-8");
+    let mut args = vec!["run", matrix, "--headless", "--results", results];
+    args.extend_from_slice(extra);
+    args
+}
+
 /// The runs stored in the session folder `dir`, each checked to hold the
 /// planted trainer's numbers for its variant, position and seed under
 /// `planted` (as given to `TRICKLAB_PLANTED`): its seconds on every clock
@@ -89,12 +103,10 @@ pub fn free_port() -> u16 {
 pub fn mostly_truncated_folder(dir: &std::path::Path) {
     use tricklab::data::stream::synth::{SynthSpec, imagenet_like};
     let spec = SynthSpec {
-        classes: 2,
-        train_per_class: 8,
-        val_per_class: 2,
         long_side: (40, 48),
         quality: 85,
         seed: 3,
+        ..SynthSpec::small(2, 8, 2)
     };
     imagenet_like(dir, &spec).unwrap();
     for class in std::fs::read_dir(dir.join("train")).unwrap() {

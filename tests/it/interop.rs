@@ -7,7 +7,7 @@
 //! `TRICKLAB_REQUIRE_PY_TOOLS=1`, so that a missing one fails instead of
 //! skipping.
 
-use super::common::{err, out, planted_runs, repo, run_planted};
+use super::common::{err, headless, out, planted_runs, repo, run_planted};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -51,18 +51,7 @@ fn json(o: &Output) -> serde_json::Value {
 fn results_read_in_pyarrow_tensorboard_and_as_json() {
     let tmp = tempfile::tempdir().unwrap();
     let fixture = repo().join("tests/fixtures/tiny.toml");
-    let o = run(
-        &[
-            "run",
-            fixture.to_str().unwrap(),
-            "--headless",
-            "--results",
-            "res",
-            "--repeats",
-            "2",
-        ],
-        tmp.path(),
-    );
+    let o = run(&headless(&fixture, "res", &["--repeats", "2"]), tmp.path());
     assert!(o.status.success(), "{}", err(&o));
     let root = tmp.path().join("res");
     let dir = crate::cli::newest(&root.join("tiny-test"));

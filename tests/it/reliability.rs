@@ -7,7 +7,7 @@
 //! the planted trainer (src/train/planted.rs), whose runs last as long as
 //! its `step_ms` and steps make them, without libtorch.
 
-use super::common::{bin, err as stderr, planted_runs, run_planted as output};
+use super::common::{bin, err as stderr, headless, planted_runs, run_planted as output};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
@@ -112,15 +112,7 @@ fn one_writer_per_folder_and_stop_signals_are_honoured() {
     let m = long_matrix(tmp.path(), "long", 2);
     let m = m.to_str().unwrap();
     let first = spawn(
-        &[
-            "run",
-            m,
-            "--headless",
-            "--devices",
-            "cpu",
-            "--results",
-            "res",
-        ],
+        &headless(m, "res", &["--devices", "cpu"]),
         tmp.path(),
         LONG,
         &[("TRICKLAB_STOP_GRACE_S", "2")],
@@ -215,15 +207,7 @@ fn a_folder_deleted_under_a_session_stops_it_without_recreating_it() {
     .unwrap();
     // Each run 16 planted steps of 100 ms: the folder goes inside the first.
     let child = spawn(
-        &[
-            "run",
-            m.to_str().unwrap(),
-            "--headless",
-            "--devices",
-            "cpu",
-            "--results",
-            "res",
-        ],
+        &headless(&m, "res", &["--devices", "cpu"]),
         tmp.path(),
         "step_ms=100",
         &[],
@@ -249,19 +233,7 @@ fn resume_refuses_options_that_would_change_the_folder_and_a_queue_that_is_not_i
         "name = \"small\"\nrecipe = \"tiny-page-resnet9\"\nkind = \"add-one\"\ndata = \"synthetic:100\"\nvary = [\"celu\"]\nset = { epochs = 1, batch_size = 20, train_per_class = 0, test_per_class = 0 }\n",
     )
     .unwrap();
-    let o = output(
-        &[
-            "run",
-            m.to_str().unwrap(),
-            "--headless",
-            "--devices",
-            "cpu",
-            "--results",
-            "res",
-        ],
-        tmp.path(),
-        "",
-    );
+    let o = output(&headless(&m, "res", &["--devices", "cpu"]), tmp.path(), "");
     assert!(o.status.success(), "{}", stderr(&o));
     let dir = wait_for_folder(&tmp.path().join("res"), "small", 5);
     let d = dir.to_str().unwrap();
@@ -365,15 +337,7 @@ fn a_gpu_matrix_on_a_cpu_is_refused_with_its_estimate_and_the_way_out() {
     let page = page.to_str().unwrap();
     // A full-size recipe and no data named: it would train on the embedded subset.
     let o = output(
-        &[
-            "run",
-            page,
-            "--headless",
-            "--devices",
-            "cpu",
-            "--results",
-            "res",
-        ],
+        &headless(page, "res", &["--devices", "cpu"]),
         tmp.path(),
         "",
     );
@@ -390,17 +354,7 @@ fn a_gpu_matrix_on_a_cpu_is_refused_with_its_estimate_and_the_way_out() {
     // debug build to price a full-size net, and its wording is what is
     // tested here (the engine's probe has tests of its own).
     let o = output(
-        &[
-            "run",
-            page,
-            "--headless",
-            "--devices",
-            "cpu",
-            "--data",
-            "embedded",
-            "--results",
-            "res",
-        ],
+        &headless(page, "res", &["--devices", "cpu", "--data", "embedded"]),
         tmp.path(),
         "probe_image_s=1",
     );

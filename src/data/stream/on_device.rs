@@ -153,12 +153,8 @@ mod tests {
     fn the_device_crop_cuts_the_host_loaders_boxes_to_within_a_rounding() {
         let dir = tempfile::tempdir().unwrap();
         let spec = SynthSpec {
-            classes: 2,
-            train_per_class: 6,
-            val_per_class: 2,
-            long_side: (40, 90),
-            quality: 90,
             seed: 3,
+            ..SynthSpec::small(2, 6, 2)
         };
         imagenet_like(dir.path(), &spec).unwrap();
         let out = dir.path().join("raw.tlst");

@@ -34,6 +34,22 @@ impl Default for SynthSpec {
     }
 }
 
+impl SynthSpec {
+    /// A test's small folder: `classes` classes of `train_per_class`
+    /// training and `val_per_class` validation images, long sides of 40 to
+    /// 90 px, and the rest [`Default`]'s (quality 90, seed 0); a test sets
+    /// its own seed, sizes or quality by struct update.
+    pub fn small(classes: usize, train_per_class: usize, val_per_class: usize) -> SynthSpec {
+        SynthSpec {
+            classes,
+            train_per_class,
+            val_per_class,
+            long_side: (40, 90),
+            ..SynthSpec::default()
+        }
+    }
+}
+
 /// Class `c`'s colour and stripe frequency, so that images of one class look alike.
 fn class_look(c: usize) -> ([f64; 3], f64) {
     let hue = c as f64 * 2.399_963; // the golden angle: classes far apart

@@ -4,12 +4,8 @@ use std::sync::Arc;
 
 fn small_spec() -> SynthSpec {
     SynthSpec {
-        classes: 4,
-        train_per_class: 6,
-        val_per_class: 2,
-        long_side: (40, 90),
-        quality: 90,
         seed: 7,
+        ..SynthSpec::small(4, 6, 2)
     }
 }
 
@@ -868,13 +864,10 @@ fn turbojpeg_decodes_only_the_part_around_a_crop_with_the_whole_decodes_pixels()
 fn turbojpeg_crops_from_parts_equal_crops_from_whole_images() {
     use super::decode::{Want, decode_reduced};
     let dir = tempfile::tempdir().unwrap();
-    let spec = super::synth::SynthSpec {
-        classes: 2,
-        train_per_class: 6,
-        val_per_class: 1,
+    let spec = SynthSpec {
         long_side: (300, 500),
-        quality: 90,
         seed: 4,
+        ..SynthSpec::small(2, 6, 1)
     };
     super::synth::imagenet_like(dir.path(), &spec).unwrap();
     let idx = FolderIndex::open(dir.path()).unwrap();
