@@ -25,6 +25,9 @@ impl Folder {
     /// Reads `dir`'s manifest, record and runs; an error names the folder
     /// and the fix (not a results folder, a broken manifest or runs table).
     pub fn open(dir: &Path) -> Result<Folder> {
+        // The runs first: a damaged table is what a user must be told of
+        // before anything else the folder lacks.
+        let mut runs = folder_runs(dir)?;
         let manifest = read_manifest(dir)?;
         let (record, note) = match record_of(dir, &manifest) {
             Ok(Upgraded::Whole(r)) => (Some(r), None),
@@ -33,7 +36,6 @@ impl Folder {
         };
         // Each run once: a run requeued, or merged in from two shards,
         // counts as its last row.
-        let mut runs = folder_runs(dir)?;
         let mut seen = std::collections::HashSet::new();
         runs.reverse();
         runs.retain(|r| seen.insert((r.variant.clone(), r.repeat)));
