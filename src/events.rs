@@ -153,6 +153,10 @@ pub struct RunSummary {
     /// Where the training steps' seconds went.
     #[serde(default)]
     pub stages: Option<Box<StageSeconds>>,
+    /// The clock the run's seconds were read on, where it is not its
+    /// variant's: a script that sent no seconds is timed by the wall clock.
+    #[serde(default)]
+    pub clock: Option<crate::config::Clock>,
 }
 
 /// A run's seconds by stage of its training steps (train/stages.rs).

@@ -10,6 +10,8 @@
 use crate::config::{Clock, Override, Reference, RunConfig, RunSpec};
 use crate::plan::{PlannedRun, RunPlan, Settings};
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
 
 /// One variant of a matrix as decided.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -41,6 +43,64 @@ pub enum Runs {
         config: Option<Box<RunConfig>>,
         settings: Box<Settings>,
     },
+    /// The user's own training script (docs/scripts.md): its command,
+    /// environment and patches as the variant's tricks make them.
+    Script(Box<ScriptRecord>),
+}
+
+/// What a script variant's runs execute, decided when its matrix is parsed,
+/// with where its sources stood then (the provenance `compare` reads).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ScriptRecord {
+    /// The command as an argv, the variant's trick arguments appended and
+    /// their parameters filled in; the run's own placeholders (`{seed}`,
+    /// `{out}`, `{device}`, `{world_size}`) are filled when it starts.
+    pub argv: Vec<String>,
+    /// The folder the command runs in (absolute): copied for a run with
+    /// patches, never changed in place.
+    pub dir: PathBuf,
+    /// The environment the command gets on top of tricklab's own.
+    pub env: BTreeMap<String, String>,
+    /// Source patches, in the order applied.
+    pub patches: Vec<Patch>,
+    /// Processes a run spreads over (`torchrun --nproc-per-node`), 1: none.
+    pub world_size: usize,
+    /// The longest a run may take, in seconds.
+    pub timeout_s: Option<f64>,
+    /// Regular expressions with named captures read from the script's
+    /// printed lines, for scripts that cannot be edited.
+    pub parse: Vec<String>,
+    /// Where the sources stood when the matrix was read.
+    pub provenance: Provenance,
+}
+
+/// One exact-text replacement in a file of the script's folder.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Patch {
+    /// Relative to the script's folder.
+    pub file: String,
+    pub find: String,
+    pub replace: String,
+    /// How many times `find` occurs (and is replaced).
+    pub count: usize,
+    /// The trick that makes it.
+    pub trick: String,
+}
+
+/// The sources a script variant ran from.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Provenance {
+    /// sha256 of each file a patch touches or the command names, by path
+    /// relative to the script's folder.
+    pub files: BTreeMap<String, String>,
+    /// The folder's git commit, where it is a work tree.
+    pub git_commit: Option<String>,
+    /// sha256 of `git diff HEAD` (the uncommitted changes), where it is one.
+    pub git_diff: Option<String>,
+    /// The interpreter the command starts and torch's version under it,
+    /// where they answer.
+    pub interpreter: Option<String>,
+    pub torch: Option<String>,
 }
 
 impl VariantRecord {
@@ -71,6 +131,15 @@ impl VariantRecord {
     pub fn recipe(&self) -> Option<&str> {
         match &self.runs {
             Runs::Engine { config, .. } => config.as_ref().map(|c| c.recipe.as_str()),
+            Runs::Script(_) => None,
+        }
+    }
+
+    /// What a script variant runs.
+    pub fn script(&self) -> Option<&ScriptRecord> {
+        match &self.runs {
+            Runs::Script(s) => Some(s),
+            Runs::Engine { .. } => None,
         }
     }
 
@@ -78,6 +147,7 @@ impl VariantRecord {
     pub fn engine_config(&self) -> Option<&RunConfig> {
         match &self.runs {
             Runs::Engine { config, .. } => config.as_deref(),
+            Runs::Script(_) => None,
         }
     }
 
@@ -85,6 +155,7 @@ impl VariantRecord {
     pub fn settings(&self) -> Option<&Settings> {
         match &self.runs {
             Runs::Engine { settings, .. } => Some(settings),
+            Runs::Script(_) => None,
         }
     }
 

@@ -48,6 +48,7 @@ pub fn summary(acc: f64, dawn: f64, ttt: Option<f64>) -> RunSummary {
         ranks: Vec::new(),
         graphs: None,
         stages: None,
+        clock: None,
     }
 }
 

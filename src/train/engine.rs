@@ -1165,6 +1165,7 @@ impl Run<'_> {
             ranks,
             graphs: Some(lp.graphs.status().to_string()),
             stages: Some(Box::new(stages)),
+            clock: None,
         })
     }
 }

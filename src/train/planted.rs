@@ -219,6 +219,7 @@ impl Planted {
             ranks: Vec::new(),
             graphs: None,
             stages: None,
+            clock: None,
         }
     }
 }
