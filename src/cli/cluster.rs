@@ -230,7 +230,7 @@ fn submit(a: SubmitArgs) -> Result<i32> {
     let world = m
         .runs()
         .iter()
-        .map(|s| m.plans[s.id.index].1.world_size)
+        .map(|s| m.world_size(s.id.index))
         .max()
         .unwrap_or(1);
     let script = sbatch_script(&a, &m.name, &dir, &matrix, &bin, (shards, world))?;

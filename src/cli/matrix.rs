@@ -99,12 +99,14 @@ pub fn cmd_matrix(args: MatrixArgs) -> Result<i32> {
             }
             for f in files {
                 let m = load(&f)?;
+                let runs = match &m.script {
+                    Some(s) => format!("script in {}", s.declared.dir.display()),
+                    None => format!("recipe {}, data {}", m.recipe, m.data),
+                };
                 println!(
-                    "{} ({:?}, recipe {}, data {}, target {:.1}%)",
+                    "{} ({:?}, {runs}, target {:.1}%)",
                     m.name,
                     m.kind,
-                    m.recipe,
-                    m.data,
                     100.0 * m.target
                 );
                 if !m.description.is_empty() {
@@ -123,6 +125,9 @@ pub fn cmd_matrix(args: MatrixArgs) -> Result<i32> {
                 }
                 for line in m.design.iter().flat_map(crate::matrix::Design::describe) {
                     println!("  {line}");
+                }
+                if m.script.is_some() {
+                    print_script_variants(&m);
                 }
                 for (i, (v, (cfg, _))) in m.variants.iter().zip(&m.plans).enumerate() {
                     let ov: Vec<String> = v.overrides.iter().map(ToString::to_string).collect();
@@ -176,6 +181,43 @@ pub fn cmd_matrix(args: MatrixArgs) -> Result<i32> {
                 }
             }
             Ok(0)
+        }
+    }
+}
+
+/// Each script variant as it will run: its tricks, its whole command, the
+/// environment the matrix adds and the patches made to a copy of its folder.
+fn print_script_variants(m: &crate::matrix::Matrix) {
+    for i in 0..m.variants.len() {
+        let v = m.variant_record(i);
+        let Some(s) = v.script() else { continue };
+        println!("  {i:>2} {:<28} tricks on: {}", v.name, v.tricks.join(","));
+        let command = crate::script::declare::command_line(&s.argv);
+        if s.world_size > 1 {
+            println!(
+                "     $ torchrun --standalone --nproc-per-node {} {command}",
+                s.world_size
+            );
+        } else {
+            println!("     $ {command}");
+        }
+        if !s.env.is_empty() {
+            let env: Vec<String> = s.env.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            println!("     env: {}", env.join(" "));
+        }
+        for p in &s.patches {
+            println!(
+                "     patch ({}): {}: {:?} -> {:?}{}",
+                p.trick,
+                p.file,
+                p.find,
+                p.replace,
+                if p.count > 1 {
+                    format!(" ({} times)", p.count)
+                } else {
+                    String::new()
+                }
+            );
         }
     }
 }

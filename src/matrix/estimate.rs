@@ -125,6 +125,12 @@ pub fn estimate(m: &Matrix, device: &str) -> Result<Estimate> {
     let Some(first) = runs.first() else {
         anyhow::bail!("{}: no runs to estimate", m.name);
     };
+    if m.script.is_some() {
+        anyhow::bail!(
+            "{}: a script matrix is priced by its earlier runs (the picker and `report` show them), not by a probe: tricklab cannot time one step of a script",
+            m.name
+        );
+    }
     let mut data = super::DataCounts::new(&m.data);
     let planned = m.planned(first)?;
     let mut trainer = crate::train::new_trainer(device)?;

@@ -5,10 +5,12 @@ mod estimate;
 mod parse;
 mod questions;
 mod record;
+#[cfg(test)]
+mod script_tests;
 mod show;
 
 pub use estimate::{DataCounts, Estimate, estimate, human};
-pub use parse::{load, parse, parse_shard};
+pub use parse::{SCRIPT, load, parse, parse_in, parse_shard};
 pub use questions::{
     Asked, Decision, Precision, Response, Sample, decide_all, precision_all, still_open,
 };
@@ -292,6 +294,29 @@ impl UntilDecided {
     }
 }
 
+/// What a worker runs for one run of a matrix.
+#[derive(Clone, Debug)]
+// One a run, handed to the worker and unpacked at once.
+#[allow(clippy::large_enum_variant)]
+pub enum Job {
+    /// tricklab's engine, on the run's plan.
+    Engine(PlannedRun),
+    /// The user's script, with the record its run starts with.
+    Script {
+        spec: RunSpec,
+        record: std::sync::Arc<crate::record::RunRecord>,
+    },
+}
+
+impl Job {
+    pub fn spec(&self) -> &RunSpec {
+        match self {
+            Job::Engine(p) => &p.spec,
+            Job::Script { spec, .. } => spec,
+        }
+    }
+}
+
 #[derive(Clone, Debug, PartialEq)]
 pub struct Variant {
     pub name: String,
@@ -334,6 +359,24 @@ pub struct Matrix {
     /// `variants`), decided once when the matrix is parsed: the preflight,
     /// the scale guard, the gangs, the manifest and the workers read these.
     pub plans: Vec<(RunConfig, RunPlan)>,
+    /// A script matrix's command and tricks, and what each variant runs
+    /// (index-aligned with `variants`); `None` for the engine's, whose
+    /// variants are in `plans`.
+    pub script: Option<std::sync::Arc<ScriptMatrix>>,
+}
+
+/// A script matrix as decided when it was read.
+#[derive(Debug)]
+pub struct ScriptMatrix {
+    pub declared: crate::script::declare::Declared,
+    pub runs: Vec<std::sync::Arc<crate::record::ScriptRecord>>,
+}
+
+impl PartialEq for ScriptMatrix {
+    /// Two script matrices are alike when their variants run alike.
+    fn eq(&self, other: &ScriptMatrix) -> bool {
+        self.runs == other.runs
+    }
 }
 
 fn gcd(a: usize, b: usize) -> usize {
@@ -387,6 +430,12 @@ impl Matrix {
     /// The same matrix on another data set (`run --data`). The recorded text
     /// says so too, so the manifest and a `--resume` follow the override.
     pub fn with_data(mut self, data: &str) -> anyhow::Result<Matrix> {
+        if self.script.is_some() {
+            anyhow::bail!(
+                "{}: --data is the engine's; a script reads its own data (pass it in [script] command)",
+                self.origin()
+            );
+        }
         crate::data::locate(data)?;
         self.text = self.text_with("data", data, &format!("--data {data}"))?;
         self.data = data.into();
@@ -401,6 +450,12 @@ impl Matrix {
     /// knobs counted in epochs: `tiny_settings`) are dropped; a grid over them
     /// is kept. A GPU matrix can so be rehearsed on a laptop before it is queued.
     pub fn tiny(self) -> anyhow::Result<Matrix> {
+        if self.script.is_some() {
+            anyhow::bail!(
+                "{}: --tiny is the engine's recipes' small form; a script's size is its own (a [script] params value and `set`)",
+                self.origin()
+            );
+        }
         if self.recipe.starts_with("tiny-") {
             return Ok(self);
         }
@@ -510,6 +565,39 @@ impl Matrix {
             target_acc: self.target,
             device: self.device.clone(),
             reference: self.reference(index),
+        }
+    }
+
+    /// What a worker runs for `spec`: the engine's plan or the script's
+    /// command, as decided at parse.
+    pub fn job(&self, spec: &RunSpec) -> anyhow::Result<Job> {
+        if self.script.is_none() {
+            return self.planned(spec).map(Job::Engine);
+        }
+        let i = spec.id.index;
+        if spec.id.matrix != self.name
+            || self
+                .variants
+                .get(i)
+                .is_none_or(|v| v.overrides != spec.overrides)
+        {
+            anyhow::bail!("{}: run {} is not one of its runs", self.origin(), spec.id);
+        }
+        Ok(Job::Script {
+            spec: spec.clone(),
+            record: std::sync::Arc::new(crate::record::RunRecord {
+                variant: self.variant_record(i),
+                data: crate::record::DataId::new(SCRIPT, ""),
+                loader: None,
+            }),
+        })
+    }
+
+    /// Processes a run of variant `index` spreads over.
+    pub fn world_size(&self, index: usize) -> usize {
+        match &self.script {
+            Some(s) => s.runs[index].world_size,
+            None => self.plans[index].1.world_size,
         }
     }
 

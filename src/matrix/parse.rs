@@ -6,12 +6,15 @@ use super::{Adaptive, Kind, Matrix, UntilDecided, Variant};
 use crate::config::{Override, RunConfig, check_matrix_name, check_variant_name};
 use crate::plan::RunPlan;
 use crate::recipe;
+use crate::record::ScriptRecord;
+use crate::script::declare::Declared;
 use crate::tricks;
 use anyhow::{Result, anyhow};
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::ops::Range;
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 use toml::Spanned;
 
@@ -57,7 +60,11 @@ struct RawUntil {
 struct RawMatrix {
     name: Spanned<String>,
     description: Option<String>,
-    recipe: Spanned<String>,
+    /// The engine's recipe, or a `[script]` table: one of the two.
+    recipe: Option<Spanned<String>>,
+    script: Option<Spanned<crate::script::declare::RawScript>>,
+    /// A script matrix's tricks, each declared once.
+    tricks: Option<BTreeMap<Spanned<String>, Spanned<crate::script::declare::RawTrick>>>,
     kind: Spanned<String>,
     data: Option<Spanned<String>>,
     device: Option<Spanned<String>>,
@@ -121,8 +128,6 @@ const DEFAULT_ORDERS: usize = 20;
 pub const MAX_REPEATS: usize = 10_000;
 pub const MAX_VARIANTS: usize = 10_000;
 pub const MAX_RUNS: usize = 100_000;
-/// The longest `budget`: a week.
-pub const MAX_BUDGET: Duration = Duration::from_secs(7 * 24 * 3600);
 
 /// A configuration's variant name: its tricks on (`+name`) and its settings
 /// at their chosen values (`key=value`); `base` when every trick is off and
@@ -167,6 +172,8 @@ struct Ctx<'a> {
     origin: &'a str,
     text: &'a str,
     recipe: &'a str,
+    /// A script matrix's command and tricks; `None`: the engine's recipe.
+    script: Option<&'a Declared>,
 }
 
 /// What the header says, checked.
@@ -187,6 +194,25 @@ impl Ctx<'_> {
 
     /// Checks trick names here so the error points at the name itself.
     fn trick(&self, name: &Spanned<String>, on: bool) -> Result<Override> {
+        if let Some(d) = self.script {
+            let n = name.get_ref();
+            let t = d.trick(n).ok_or_else(|| {
+                let hint = tricks::nearest(n, d.trick_names())
+                    .map(|s| format!(" (did you mean `{s}`?)"))
+                    .unwrap_or_default();
+                self.err(
+                    name.span(),
+                    format!(
+                        "unknown trick `{n}`{hint}: this matrix declares {}; add a [tricks.{n}] table",
+                        d.trick_names().join(", ")
+                    ),
+                )
+            })?;
+            return Ok(Override::Trick {
+                key: t.name.clone(),
+                on,
+            });
+        }
         let t = tricks::find(name.get_ref())
             .ok_or_else(|| self.err(name.span(), tricks::unknown_trick_message(name.get_ref())))?;
         Ok(Override::Trick {
@@ -221,11 +247,53 @@ impl Ctx<'_> {
                 key: k.get_ref().clone(),
                 value: Override::toml_text(v.get_ref()),
             };
-            recipe::check_override(self.recipe, &o)
-                .map_err(|e| self.err(k.span(), crate::util::one_line(&e)))?;
+            match self.script {
+                Some(d) => d.settable(k.get_ref()).map_err(|e| self.err(k.span(), e))?,
+                None => recipe::check_override(self.recipe, &o)
+                    .map_err(|e| self.err(k.span(), crate::util::one_line(&e)))?,
+            }
             out.push((o, k.span()));
         }
         Ok(out)
+    }
+
+    /// A matrix runs the engine's `recipe` or a `[script]`, one of the two;
+    /// the script's own data and scale are its to decide.
+    fn engine_or_script(&self, raw: &RawMatrix) -> Result<()> {
+        let at = raw.name.span();
+        match (&raw.recipe, &raw.script) {
+            (Some(r), Some(_)) => Err(self.err(
+                r.span(),
+                "a matrix has a `recipe` (the engine) or a [script] table (your command), not both",
+            )),
+            (None, None) => Err(self.err(
+                at,
+                "no `recipe` and no [script] table: name an engine recipe (`tricklab recipes`) or give your command in [script] (docs/scripts.md)",
+            )),
+            (None, Some(_)) => {
+                for (key, span) in [
+                    ("data", raw.data.as_ref().map(Spanned::span)),
+                    ("device", raw.device.as_ref().map(Spanned::span)),
+                ] {
+                    if let Some(sp) = span {
+                        return Err(self.err(
+                            sp,
+                            format!(
+                                "`{key}` is the engine's: a script reads its own data and gets its device from the worker; drop it (or pass it in [script] command)"
+                            ),
+                        ));
+                    }
+                }
+                Ok(())
+            }
+            (Some(_), None) => match &raw.tricks {
+                Some(t) => Err(self.err(
+                    t.keys().next().map_or(at, Spanned::span),
+                    "[tricks.NAME] tables declare a script's tricks: this matrix runs the engine's recipe, whose tricks `tricklab tricks` lists",
+                )),
+                None => Ok(()),
+            },
+        }
     }
 
     fn kind(&self, raw: &RawMatrix) -> Result<Kind> {
@@ -267,12 +335,13 @@ impl Ctx<'_> {
     fn header(&self, raw: &RawMatrix) -> Result<Header> {
         check_matrix_name(raw.name.get_ref()).map_err(|e| self.err(raw.name.span(), e))?;
         let kind = self.kind(raw)?;
-        if !recipe::recipe_names().contains(&self.recipe) {
+        self.engine_or_script(raw)?;
+        if self.script.is_none() && !recipe::recipe_names().contains(&self.recipe) {
             let hint = tricks::nearest(self.recipe, recipe::recipe_names())
                 .map(|s| format!(" (did you mean `{s}`?)"))
                 .unwrap_or_default();
             return Err(self.err(
-                raw.recipe.span(),
+                raw.recipe.as_ref().map_or(0..0, Spanned::span),
                 format!(
                     "unknown recipe `{}`{hint}; `tricklab recipes` lists them",
                     self.recipe
@@ -293,7 +362,7 @@ impl Ctx<'_> {
             None => 0.94,
         };
         let budget = match &raw.budget {
-            Some(b) => Some(parse_duration(b.get_ref()).ok_or_else(|| {
+            Some(b) => Some(crate::util::parse_duration(b.get_ref()).ok_or_else(|| {
                 self.err(
                     b.span(),
                     format!(
@@ -864,6 +933,35 @@ impl Ctx<'_> {
 
     /// One grid value: a trick's on/off, or a setting's value.
     fn grid_value(&self, key: &str, v: &toml::Value, span: Range<usize>) -> Result<Override> {
+        if let Some(d) = self.script {
+            return match (d.trick(key), v) {
+                (Some(t), toml::Value::String(s)) if s == "on" || s == "off" => {
+                    Ok(Override::Trick {
+                        key: t.name.clone(),
+                        on: s == "on",
+                    })
+                }
+                (Some(t), toml::Value::Boolean(b)) => Ok(Override::Trick {
+                    key: t.name.clone(),
+                    on: *b,
+                }),
+                (Some(t), v) => Err(self.err(
+                    span,
+                    format!(
+                        "grid `{}` is a trick: its values are \"on\"/\"off\" or true/false, not {}",
+                        t.name,
+                        Override::toml_text(v)
+                    ),
+                )),
+                (None, v) => {
+                    d.settable(key).map_err(|e| self.err(span, e))?;
+                    Ok(Override::Set {
+                        key: key.to_string(),
+                        value: Override::toml_text(v),
+                    })
+                }
+            };
+        }
         Ok(match (tricks::find(key), v) {
             (Some(t), toml::Value::String(s)) if s == "on" || s == "off" => Override::Trick {
                 key: t.key.into(),
@@ -904,6 +1002,36 @@ impl Ctx<'_> {
             })
             .collect()
     }
+}
+
+impl Ctx<'_> {
+    /// Every script variant's command, environment and patches, the error
+    /// pointing at the variant.
+    fn resolve_scripts(
+        &self,
+        d: &Declared,
+        variants: &[(Variant, Range<usize>)],
+    ) -> Result<Vec<Arc<ScriptRecord>>> {
+        let err = |at: Range<usize>, m: String| self.err(at, m);
+        variants
+            .iter()
+            .map(|(v, _)| d.resolve(&v.overrides, &err).map(Arc::new))
+            .collect()
+    }
+}
+
+/// Script variants that run the same command, environment and patches.
+fn script_warnings(origin: &str, variants: &[Variant], runs: &[Arc<ScriptRecord>]) -> Vec<String> {
+    let mut out = Vec::new();
+    for (j, rj) in runs.iter().enumerate() {
+        if let Some(i) = runs[..j].iter().position(|ri| ri == rj) {
+            out.push(format!(
+                "{origin}: variants `{}` and `{}` run the same command, environment and patches: the second changes nothing; drop it or change what it varies",
+                variants[i].name, variants[j].name
+            ));
+        }
+    }
+    out
 }
 
 /// What the plans say about a matrix that its text does not: variants that
@@ -967,24 +1095,14 @@ pub fn load(path: &Path) -> Result<Matrix> {
                 path.display()
             )
         })?;
-    let mut m = parse(&text, &path.display().to_string())?;
+    let base = path.parent().filter(|p| !p.as_os_str().is_empty());
+    let mut m = parse_in(
+        &text,
+        &path.display().to_string(),
+        base.unwrap_or(Path::new(".")),
+    )?;
     m.path = Some(path.to_path_buf());
     Ok(m)
-}
-
-/// "90s", "30m", "2h" (or plain seconds), positive and at most [`MAX_BUDGET`].
-fn parse_duration(s: &str) -> Option<Duration> {
-    let s = s.trim();
-    let (num, unit) = s.split_at(s.find(|c: char| c.is_alphabetic()).unwrap_or(s.len()));
-    let v: f64 = num.trim().parse().ok()?;
-    let secs = match unit.trim() {
-        "s" | "" => v,
-        "m" | "min" => v * 60.0,
-        "h" => v * 3600.0,
-        _ => return None,
-    };
-    (secs.is_finite() && secs > 0.0 && secs <= MAX_BUDGET.as_secs_f64())
-        .then(|| Duration::from_secs_f64(secs))
 }
 
 /// Refuses a matrix past [`MAX_VARIANTS`] or [`MAX_RUNS`], counting the
@@ -1043,21 +1161,40 @@ fn size_warning(origin: &str, kind: Kind, variants: usize, seeds: usize) -> Opti
 
 /// Parses and expands a matrix; every variant is resolved against its recipe
 /// so that a bad name or value is reported here, at its place in the file.
+/// A script matrix's `dir` is taken from the working folder.
 pub fn parse(text: &str, origin: &str) -> Result<Matrix> {
-    let raw: RawMatrix = toml::from_str(text).map_err(|e| {
-        let msg = e.message().trim().replace('\n', " ");
-        match e.span() {
-            Some(s) => anyhow!(
-                "{}: {msg} (see ablations/README.md for the format)",
-                locate(origin, text, s.start)
-            ),
-            None => anyhow!("{origin}: {msg} (see ablations/README.md for the format)"),
-        }
-    })?;
+    parse_in(text, origin, Path::new("."))
+}
+
+/// The TOML's error at its place in the file.
+fn toml_error(e: &toml::de::Error, origin: &str, text: &str) -> anyhow::Error {
+    let msg = e.message().trim().replace('\n', " ");
+    match e.span() {
+        Some(s) => anyhow!(
+            "{}: {msg} (see ablations/README.md for the format)",
+            locate(origin, text, s.start)
+        ),
+        None => anyhow!("{origin}: {msg} (see ablations/README.md for the format)"),
+    }
+}
+
+/// As [`parse`], a script matrix's `dir` relative to `base` (the matrix
+/// file's folder). The recorded text then names the folder absolutely, so
+/// that a resume or a shard reads the same script from anywhere.
+pub fn parse_in(text: &str, origin: &str, base: &Path) -> Result<Matrix> {
+    let raw: RawMatrix = toml::from_str(text).map_err(|e| toml_error(&e, origin, text))?;
+    let locate_err =
+        |at: Range<usize>, m: String| anyhow!("{}: {m}", locate(origin, text, at.start));
+    let declared = match &raw.script {
+        Some(s) => Some(Declared::new(s, raw.tricks.as_ref(), base, &locate_err)?),
+        None => None,
+    };
+    let recipe_name = raw.recipe.as_ref().map_or(SCRIPT, |r| r.get_ref().as_str());
     let cx = Ctx {
         origin,
         text,
-        recipe: raw.recipe.get_ref(),
+        recipe: recipe_name,
+        script: declared.as_ref(),
     };
     let h = cx.header(&raw)?;
     let mut design = None;
@@ -1074,33 +1211,48 @@ pub fn parse(text: &str, origin: &str) -> Result<Matrix> {
         }
     };
     // Every variant starts from the matrix's own changes.
-    let base = cx.step(&raw.on, &raw.off, &raw.set)?;
+    let base_changes = cx.step(&raw.on, &raw.off, &raw.set)?;
     let mut variants = Vec::with_capacity(expanded.len());
     for (name, extra, span) in expanded {
         check_variant_name(&name).map_err(|e| cx.err(span.clone(), e))?;
-        let overrides = base.iter().chain(&extra).map(|(o, _)| o.clone()).collect();
+        let overrides = base_changes
+            .iter()
+            .chain(&extra)
+            .map(|(o, _)| o.clone())
+            .collect();
         variants.push((Variant { name, overrides }, span));
     }
     check_size(origin, variants.len(), &h)?;
     unique_names(&cx, &variants)?;
-    let resolved = cx.resolve(&variants)?;
+    let (resolved, scripts) = match &declared {
+        Some(d) => (Vec::new(), cx.resolve_scripts(d, &variants)?),
+        None => (cx.resolve(&variants)?, Vec::new()),
+    };
     let plain: Vec<Variant> = variants.into_iter().map(|(v, _)| v).collect();
     let until_at = raw.until_decided.as_ref().map(|u| u.span().start);
-    let mut warnings = plan_warnings(origin, raw.recipe.get_ref(), &plain, &resolved);
+    let mut warnings = match &declared {
+        Some(_) => script_warnings(origin, &plain, &scripts),
+        None => plan_warnings(origin, recipe_name, &plain, &resolved),
+    };
     warnings.extend(size_warning(origin, h.kind, plain.len(), h.seeds.len()));
+    let recorded = match &declared {
+        Some(d) => with_script_dir(text, origin, &d.dir)?,
+        None => text.to_string(),
+    };
     let m = Matrix {
         warnings,
         name: raw.name.get_ref().clone(),
         description: raw.description.unwrap_or_default(),
         path: None,
-        text: text.to_string(),
-        recipe: raw.recipe.into_inner(),
+        text: recorded,
+        recipe: recipe_name.to_string(),
         kind: h.kind,
         data_named: raw.data.is_some(),
-        data: raw
-            .data
-            .map(Spanned::into_inner)
-            .unwrap_or_else(|| "embedded".into()),
+        data: match (&raw.data, &declared) {
+            (Some(d), _) => d.get_ref().clone(),
+            (None, Some(_)) => SCRIPT.into(),
+            (None, None) => "embedded".into(),
+        },
         device: raw.device.map(Spanned::into_inner),
         target: h.target,
         budget: h.budget,
@@ -1111,6 +1263,12 @@ pub fn parse(text: &str, origin: &str) -> Result<Matrix> {
         variants: plain,
         design,
         plans: resolved,
+        script: declared.map(|d| {
+            Arc::new(super::ScriptMatrix {
+                declared: d,
+                runs: scripts,
+            })
+        }),
     };
     match until_at.map(|at| locate(origin, text, at)) {
         Some(at) if m.record().asked().is_empty() => Err(anyhow!(
@@ -1118,6 +1276,27 @@ pub fn parse(text: &str, origin: &str) -> Result<Matrix> {
         )),
         _ => Ok(m),
     }
+}
+
+/// The name a script matrix carries where an engine matrix names its
+/// recipe and data set.
+pub const SCRIPT: &str = "script";
+
+/// The file's text with `[script] dir` absolute, where it was not.
+fn with_script_dir(text: &str, origin: &str, dir: &Path) -> Result<String> {
+    let mut table: toml::Table = toml::from_str(text)?;
+    let Some(toml::Value::Table(script)) = table.get_mut("script") else {
+        return Ok(text.to_string());
+    };
+    let abs = dir.display().to_string();
+    if script.get("dir").and_then(toml::Value::as_str) == Some(abs.as_str()) {
+        return Ok(text.to_string());
+    }
+    script.insert("dir".into(), toml::Value::String(abs));
+    Ok(format!(
+        "# {origin} with its script's dir made absolute (comments of the original file dropped)\n{}",
+        toml::to_string(&table)?
+    ))
 }
 
 /// "i/N" with 1 ≤ i ≤ N.

@@ -42,7 +42,10 @@ impl Matrix {
             description: self.description.clone(),
             kind: self.kind,
             recipe: self.recipe.clone(),
-            clock: crate::recipe::convention(&self.recipe).unwrap_or_default(),
+            clock: match &self.script {
+                Some(s) => s.declared.clock,
+                None => crate::recipe::convention(&self.recipe).unwrap_or_default(),
+            },
             data: self.data.clone(),
             target: self.target,
             seeds: self.seeds.clone(),
@@ -51,21 +54,35 @@ impl Matrix {
             until_decided: self.until_decided,
             shard: self.shard,
             design: self.design.clone(),
-            variants: self
-                .variants
-                .iter()
-                .zip(&self.plans)
-                .enumerate()
-                .map(|(i, (v, (config, plan)))| {
-                    VariantRecord::engine(
-                        i,
-                        &v.name,
-                        &v.overrides,
-                        self.reference(i),
-                        (config, plan),
-                    )
-                })
+            variants: (0..self.variants.len())
+                .map(|i| self.variant_record(i))
                 .collect(),
+        }
+    }
+
+    /// Variant `index` as decided: its engine plan or its script's command.
+    pub fn variant_record(&self, index: usize) -> VariantRecord {
+        let v = &self.variants[index];
+        match &self.script {
+            Some(s) => VariantRecord {
+                index,
+                name: v.name.clone(),
+                overrides: v.overrides.clone(),
+                tricks: s.declared.tricks_on(&v.overrides),
+                clock: s.declared.clock,
+                reference: self.reference(index),
+                runs: crate::record::Runs::Script(Box::new((*s.runs[index]).clone())),
+            },
+            None => {
+                let (config, plan) = &self.plans[index];
+                VariantRecord::engine(
+                    index,
+                    &v.name,
+                    &v.overrides,
+                    self.reference(index),
+                    (config, plan),
+                )
+            }
         }
     }
 }

@@ -23,19 +23,21 @@ pub fn matrix_files(dir: &std::path::Path) -> Vec<PathBuf> {
 /// resolved plan's values (`matrix show --format json`, and a results
 /// folder's `manifest.json`, which reports read instead of today's recipes).
 pub fn resolved_variants(m: &super::Matrix) -> Result<Vec<serde_json::Value>> {
-    m.variants
-        .iter()
-        .zip(&m.plans)
-        .enumerate()
-        .map(|(i, (v, (cfg, plan)))| {
-            Ok(serde_json::json!({
+    (0..m.variants.len())
+        .map(|i| {
+            let v = m.variant_record(i);
+            let mut out = serde_json::json!({
                 "index": i,
                 "name": v.name,
-                "overrides": v.overrides.iter().map(ToString::to_string).collect::<Vec<_>>(),
-                "tricks": cfg.tricks_on(),
-                "clock": plan.clock,
-                "resolved": plan.resolved(),
-            }))
+                "overrides": v.override_words(),
+                "tricks": v.tricks,
+                "clock": v.clock,
+            });
+            match v.script() {
+                Some(s) => out["script"] = serde_json::to_value(s)?,
+                None => out["resolved"] = serde_json::to_value(v.settings())?,
+            }
+            Ok(out)
         })
         .collect()
 }

@@ -187,6 +187,12 @@ fn preflight(matrices: &[Matrix]) -> Result<Vec<String>> {
         if let Some(d) = &m.device {
             crate::util::device::parse_device(d).map_err(|e| anyhow::anyhow!("{origin}: {e}"))?;
         }
+        if let Some(s) = &m.script {
+            notes.extend(
+                crate::script::preflight(&s.runs).map_err(|e| anyhow::anyhow!("{origin}: {e}"))?,
+            );
+            continue;
+        }
         crate::data::locate(&m.data).map_err(|e| anyhow::anyhow!("{origin}: {e}"))?;
         let mut data = crate::matrix::DataCounts::new(&m.data);
         data.precheck = true;
@@ -245,7 +251,8 @@ fn scale_guard(
     let mut notes = Vec::new();
     for m in matrices {
         let origin = m.origin();
-        if m.recipe.starts_with("tiny-") {
+        // A script's scale is its own: it is priced by its earlier runs.
+        if m.recipe.starts_with("tiny-") || m.script.is_some() {
             continue;
         }
         guard_data(m, insist)?;
@@ -291,7 +298,7 @@ pub(super) fn gangs(matrices: &[Matrix], devices: &[String]) -> Result<Vec<Vec<S
     let mut size = 1;
     for m in matrices {
         for spec in m.runs() {
-            let world = m.plans[spec.id.index].1.world_size;
+            let world = m.world_size(spec.id.index);
             if world > devices.len() {
                 anyhow::bail!(
                     "{}: run `{}` asks for world_size {world} but the session has {} device(s) ({}): pass --devices with at least {world} (e.g. --devices cpu:{world} or cuda:0-{}), or lower world_size",

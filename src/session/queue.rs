@@ -10,7 +10,7 @@ use crate::events::{QueueItem, RunId, RunStatus, RunSummary};
 use crate::matrix::{Matrix, Sample};
 use anyhow::Result;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 pub use crate::store::saved_queue::{Entry, load_saved};
@@ -177,13 +177,22 @@ impl Queue {
         None
     }
 
-    /// Run `spec` with its plan, decided when its matrix was parsed: the
+    /// What runs for `spec`, decided when its matrix was parsed: the
     /// worker hands the trainer this, never a plan of its own.
-    pub fn planned(&self, spec: &RunSpec) -> Result<crate::plan::PlannedRun> {
+    pub fn job(&self, spec: &RunSpec) -> Result<crate::matrix::Job> {
         match self.matrices.get(&spec.id.matrix) {
-            Some(st) => st.matrix.planned(spec),
+            Some(st) => st.matrix.job(spec),
             None => anyhow::bail!("run {} has no matrix in this session's queue", spec.id),
         }
+    }
+
+    /// The results folder of `matrix` (where its queue is saved): a
+    /// script run keeps its output there.
+    pub fn folder(&self, matrix: &str) -> Option<PathBuf> {
+        self.files
+            .get(matrix)
+            .and_then(|f| f.parent())
+            .map(Path::to_path_buf)
     }
 
     /// Puts a run handed out by `next_run` back, unstarted.

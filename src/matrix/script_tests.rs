@@ -1,0 +1,254 @@
+//! Script matrices (`[script]` and `[tricks.NAME]`): every kind expands
+//! over declared tricks, each variant's command, environment and patches
+//! are decided at parse, and bad input is refused at its place in the file.
+
+use super::{Kind, Matrix, parse_in};
+use std::path::{Path, PathBuf};
+
+/// A folder holding `train.py` with two lines the patches find.
+fn script_dir(tag: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!(
+        "tricklab-script-parse-{tag}-{}",
+        std::process::id()
+    ));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    std::fs::write(
+        d.join("train.py"),
+        "warmup = 0\nema = False\nema_again = False\n",
+    )
+    .unwrap();
+    d
+}
+
+const TRICKS: &str = r#"
+[script]
+command = ["python3", "train.py", "--seed", "{seed}", "--epochs", "{epochs}"]
+env = { OMP_NUM_THREADS = "2" }
+timeout = "5m"
+params = { epochs = 4 }
+
+[tricks.smooth]
+args = ["--label-smoothing", "{alpha}"]
+params = { alpha = 0.2 }
+
+[tricks.tf32]
+env = { NVIDIA_TF32_OVERRIDE = "1" }
+
+[tricks.warmup]
+patch = [{ file = "train.py", find = "warmup = 0", replace = "warmup = {steps}" }]
+params = { steps = 500 }
+"#;
+
+fn matrix(head: &str, dir: &Path) -> Matrix {
+    parse_in(&format!("{head}\n{TRICKS}"), "m.toml", dir).unwrap()
+}
+
+fn err(text: &str, dir: &Path) -> String {
+    format!("{:#}", parse_in(text, "m.toml", dir).unwrap_err())
+}
+
+/// Variant `i`'s argv, environment and patched files, as recorded.
+fn run_of(m: &Matrix, i: usize) -> crate::record::ScriptRecord {
+    m.variant_record(i).script().unwrap().clone()
+}
+
+#[test]
+fn every_kind_expands_over_declared_tricks() {
+    let d = script_dir("kinds");
+    let ladder = matrix(
+        "name='l'\nkind='ladder'\n[[rung]]\nname='base'\n[[rung]]\nname='s'\non=['smooth']\n[[rung]]\nname='w'\non=['warmup']\n",
+        &d,
+    );
+    assert_eq!(ladder.variants.len(), 3);
+    assert_eq!(
+        run_of(&ladder, 0).argv,
+        ["python3", "train.py", "--seed", "{seed}", "--epochs", "4"]
+    );
+    let top = run_of(&ladder, 2);
+    assert_eq!(
+        top.argv[6..],
+        ["--label-smoothing".to_string(), "0.2".into()]
+    );
+    assert_eq!(top.patches.len(), 1);
+    assert_eq!(top.patches[0].replace, "warmup = 500");
+    assert_eq!(top.env["OMP_NUM_THREADS"], "2");
+    assert_eq!(top.timeout_s, Some(300.0));
+    assert_eq!(ladder.variant_record(2).tricks, ["smooth", "warmup"]);
+    assert_eq!(ladder.variant_record(1).reference.unwrap().index, 0);
+
+    let loo = matrix(
+        "name='o'\nkind='leave-one-out'\nvary=['smooth','tf32','warmup']\n",
+        &d,
+    );
+    assert_eq!(loo.variants.len(), 4);
+    assert_eq!(run_of(&loo, 2).env.get("NVIDIA_TF32_OVERRIDE"), None);
+    assert_eq!(run_of(&loo, 1).env["NVIDIA_TF32_OVERRIDE"], "1");
+    let add = matrix("name='a'\nkind='add-one'\nvary=['tf32']\n", &d);
+    assert_eq!(add.variants.len(), 2);
+    let grid = matrix(
+        "name='g'\nkind='grid'\n[grid]\nsmooth=['on','off']\n'smooth.alpha'=[0.1,0.3]\n",
+        &d,
+    );
+    assert_eq!(grid.variants.len(), 4);
+    let args: Vec<Vec<String>> = (0..4)
+        .map(|i| run_of(&grid, i).argv[6..].to_vec())
+        .collect();
+    assert!(args.contains(&vec!["--label-smoothing".into(), "0.3".into()]));
+    assert!(args.contains(&vec![]));
+    let list = matrix(
+        "name='x'\nkind='list'\nset={epochs=8}\n[[variant]]\nname='a'\n[[variant]]\nname='b'\non=['tf32']\n",
+        &d,
+    );
+    assert_eq!(run_of(&list, 0).argv[5], "8");
+    for (kind, extra, n) in [
+        ("factorial", "", 8),
+        ("fractional", "generators=['C=AB']\n", 4),
+        ("shapley", "orders=3\n", 0),
+    ] {
+        let m = matrix(
+            &format!("name='d'\nkind='{kind}'\nvary=['smooth','tf32','warmup']\n{extra}"),
+            &d,
+        );
+        let design = m.design.as_ref().unwrap();
+        assert_eq!(design.factors, ["smooth", "tf32", "warmup"]);
+        if n > 0 {
+            assert_eq!(m.variants.len(), n, "{kind}");
+        }
+        // Each configuration runs exactly its tricks.
+        for (i, w) in design.configs.iter().enumerate() {
+            let r = run_of(&m, i);
+            assert_eq!(r.argv.len() > 6, w & 1 == 1, "{kind} {i}");
+            assert_eq!(r.env.contains_key("NVIDIA_TF32_OVERRIDE"), w >> 1 & 1 == 1);
+            assert_eq!(r.patches.len() == 1, w >> 2 & 1 == 1);
+        }
+    }
+    let factorial = matrix(
+        "name='f'\nkind='factorial'\nvary=['smooth','tf32']\nrepeats=3\n",
+        &d,
+    );
+    assert_eq!(factorial.kind, Kind::Factorial);
+    assert_eq!(factorial.runs().len(), 12);
+}
+
+#[test]
+fn the_record_keeps_the_folder_and_the_sources_as_read() {
+    let d = script_dir("record");
+    let m = matrix("name='r'\nkind='add-one'\nvary=['warmup']\n", &d);
+    let r = run_of(&m, 1);
+    assert_eq!(r.dir, std::path::absolute(&d).unwrap());
+    // The script the command names and the file a patch touches, hashed.
+    assert_eq!(r.provenance.files.len(), 1);
+    assert_eq!(r.provenance.files["train.py"].len(), 64);
+    // The recorded text names the folder absolutely: read from anywhere, as
+    // a resume reads its manifest, it decides the same.
+    assert!(m.text.contains(&d.display().to_string()));
+    let again = parse_in(&m.text, "manifest.json", Path::new("/")).unwrap();
+    assert_eq!(again.record(), m.record());
+    assert_eq!(m.record().variants[1].script().unwrap().argv, r.argv);
+    assert_eq!(m.world_size(1), 1);
+    assert_eq!(m.recipe, super::SCRIPT);
+}
+
+#[test]
+fn patches_apply_in_order_and_a_count_must_match() {
+    let d = script_dir("patches");
+    let text = |find: &str, count: &str| {
+        format!(
+            "name='p'\nkind='add-one'\nvary=['ema']\n[script]\ncommand=['python3','train.py']\n[tricks.ema]\npatch=[{{file='train.py', find='{find}', replace='ema = True'{count}}}, {{file='train.py', find='ema = True', replace='ema = 1'}}]\n"
+        )
+    };
+    let m = parse_in(&text("ema = False", ""), "m.toml", &d).unwrap();
+    assert_eq!(run_of(&m, 1).patches.len(), 2);
+    // "ema = False" is in two lines ("ema_again = False" does not match).
+    let e = err(&text("= False", ""), &d);
+    assert!(e.starts_with("m.toml:7:"), "{e}");
+    assert!(
+        e.contains("found 2 time(s)") && e.contains("count = 2"),
+        "{e}"
+    );
+    // Both replaced, the second patch then finds its text twice.
+    let e = err(&text("= False", ", count=2"), &d);
+    assert!(e.contains("`ema = True` is found 2 time(s)"), "{e}");
+    let e = err(&text("no such line", ""), &d);
+    assert!(e.contains("found 0 time(s)"), "{e}");
+    // The user's file is read, never written.
+    assert_eq!(
+        std::fs::read_to_string(d.join("train.py")).unwrap(),
+        "warmup = 0\nema = False\nema_again = False\n"
+    );
+}
+
+#[test]
+fn bad_script_matrices_name_the_place_and_the_fix() {
+    let d = script_dir("bad");
+    let head = "name='b'\nkind='add-one'\nvary=['smooth']\n";
+    let cases: Vec<(String, &str)> = vec![
+        (
+            format!("name='b'\nkind='add-one'\nvary=['smoth']\n{TRICKS}"),
+            "m.toml:3:7: unknown trick `smoth` (did you mean `smooth`?)",
+        ),
+        (
+            format!("{head}\n[script]\ncommand=['python3','{{sed}}']\n[tricks.smooth]\nargs=['x']\n"),
+            "m.toml:6:20: unknown placeholder `{sed}`",
+        ),
+        (
+            format!("{head}recipe='tiny-page-resnet9'\n{TRICKS}"),
+            "not both",
+        ),
+        (format!("{head}\n"), "no `recipe` and no [script] table"),
+        (
+            format!("{head}data='embedded'\n{TRICKS}"),
+            "`data` is the engine's",
+        ),
+        (
+            format!("{head}set={{'smooth.beta'=1}}\n{TRICKS}"),
+            "trick `smooth` has no parameter `beta`",
+        ),
+        (
+            format!("{head}set={{lr=1}}\n{TRICKS}"),
+            "`lr` is not a parameter of [script] (epochs)",
+        ),
+        (
+            "name='b'\nrecipe='tiny-page-resnet9'\nkind='add-one'\nvary=['celu']\n[tricks.x]\nargs=['y']\n".into(),
+            "[tricks.NAME] tables declare a script's tricks",
+        ),
+        (
+            format!("{head}\n[script]\ncommand=['python3']\nparse=[{{regex='(?P<nope>x)'}}]\n[tricks.smooth]\nargs=['x']\n"),
+            "parse regex captures `nope`",
+        ),
+        (
+            format!("{head}\n[script]\ncommand=['python3']\ndir='nowhere'\n[tricks.smooth]\nargs=['x']\n"),
+            "is not there; `dir` is relative to the matrix file",
+        ),
+        (
+            format!("{head}\n[script]\ncommand=['python3']\n[tricks.smooth]\nhelp='x'\n"),
+            "trick `smooth` changes nothing",
+        ),
+        (
+            format!("{head}\n[script]\ncommand=['python3']\nenv={{TRICKLAB_EVENTS='x'}}\n[tricks.smooth]\nargs=['x']\n"),
+            "set by tricklab for each run",
+        ),
+    ];
+    for (text, want) in cases {
+        let e = err(&text, &d);
+        assert!(e.contains(want), "want `{want}` in: {e}");
+        assert!(!e.contains('\n'), "one line: {e}");
+    }
+    // The engine-only forms of a matrix say so.
+    let m = matrix(head, &d);
+    assert!(format!("{:#}", m.clone().tiny().unwrap_err()).contains("--tiny is the engine's"));
+    assert!(
+        format!("{:#}", m.with_data("embedded").unwrap_err()).contains("--data is the engine's")
+    );
+}
+
+#[test]
+fn placeholders_fill_and_braces_stay_braces() {
+    use crate::script::declare::{fill, placeholders};
+    assert_eq!(placeholders("a{x}b{{c}}{y.z}").unwrap(), ["x", "y.z"]);
+    assert!(placeholders("{open").is_err());
+    assert!(placeholders("close}").is_err());
+    let v = |n: &str| (n == "x").then(|| "1".to_string());
+    assert_eq!(fill("{x}-{seed}-{{lit}}", &v), "1-{seed}-{{lit}}");
+}
