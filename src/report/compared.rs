@@ -8,6 +8,7 @@ use super::{
     control, drift,
 };
 use anyhow::Result;
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 /// What `compare` is asked: two folders, the clock, the thresholds and how
@@ -90,6 +91,56 @@ fn identity(dir: &Path, report: &Report) -> Result<Vec<(&'static str, String)>> 
             list("devices", &|d| d.as_str().unwrap_or("?").to_string()),
         ),
     ])
+}
+
+/// Where a script matrix's sources stood when its session read them, one
+/// entry a thing that can differ (`train.py`, `git commit`, `torch`): empty
+/// for an engine matrix.
+fn script_sources(dir: &Path) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    let Ok(m) = crate::store::read_manifest(dir) else {
+        return out;
+    };
+    let Ok(up) = crate::store::record_of(dir, &m) else {
+        return out;
+    };
+    for s in up.record().variants.iter().filter_map(|v| v.script()) {
+        let p = &s.provenance;
+        for (f, h) in &p.files {
+            out.insert(f.clone(), format!("sha256 {}", &h[..h.len().min(12)]));
+        }
+        let mut put = |k: &str, v: &Option<String>| {
+            if let Some(v) = v {
+                out.insert(k.into(), v.clone());
+            }
+        };
+        put("git commit", &p.git_commit);
+        put("uncommitted changes", &p.git_diff.as_ref().map(|d| format!("sha256 {}", &d[..d.len().min(12)])));
+        put("interpreter", &p.interpreter);
+        put("torch", &p.torch);
+    }
+    out
+}
+
+/// What changed in the script's sources from base to candidate, in one
+/// line; `None` when nothing did (or neither ran a script).
+fn sources_changed(base: &Path, candidate: &Path) -> Option<String> {
+    let (b, c) = (script_sources(base), script_sources(candidate));
+    let keys: std::collections::BTreeSet<&String> = b.keys().chain(c.keys()).collect();
+    let changed: Vec<String> = keys
+        .into_iter()
+        .filter(|k| b.get(*k) != c.get(*k))
+        .map(|k| {
+            let side = |m: &BTreeMap<String, String>| m.get(k).cloned().unwrap_or_else(|| "none".into());
+            format!("{k}: {} → {}", side(&b), side(&c))
+        })
+        .collect();
+    (!changed.is_empty()).then(|| {
+        format!(
+            "base and candidate ran different script sources ({}): the verdicts measure that change too",
+            changed.join("; ")
+        )
+    })
 }
 
 /// What `compare` found, before it is printed.
@@ -273,6 +324,7 @@ pub fn compare_folders(args: &CompareOptions) -> Result<Compared> {
         }
         warnings.push(format!("comparing anyway although {line}"));
     }
+    warnings.extend(sources_changed(&args.base, &args.candidate));
     let (runs_b, runs_c) = (
         crate::store::folder_runs(&args.base)?,
         crate::store::folder_runs(&args.candidate)?,

@@ -198,7 +198,7 @@ impl Declared {
         base: &Path,
         err: Locate,
     ) -> Result<Declared> {
-        let (at, raw) = (raw.span(), raw.get_ref());
+        let raw = raw.get_ref();
         let command: Vec<Placed> = raw.command.get_ref().iter().map(Placed::of).collect();
         if command.first().is_none_or(|c| c.text.trim().is_empty()) {
             return Err(err(
@@ -260,12 +260,6 @@ impl Declared {
         };
         for (name, t) in tricks.into_iter().flatten() {
             declared.tricks.push(trick_of(name, t.get_ref(), err)?);
-        }
-        if declared.tricks.is_empty() {
-            return Err(err(
-                at,
-                "a script matrix declares its tricks: add a [tricks.NAME] table with args, env or patch (docs/scripts.md)".into(),
-            ));
         }
         declared.check_placeholders(err)?;
         Ok(declared)

@@ -4,7 +4,8 @@
 
 use crate::config::RunSpec;
 use crate::events::{Command, Event, LogLevel, RunStatus};
-use crate::plan::PlannedRun;
+use crate::matrix::Job;
+use crate::script::ScriptRun;
 use crate::session::queue::Queue;
 use crate::train::{Control, Flow, Outcome, Trainer};
 use std::collections::VecDeque;
@@ -374,10 +375,13 @@ fn worker_loop(gang: &[String], shared: &Shared, factory: &Factory) {
         shared.busy.fetch_add(1, Ordering::SeqCst);
         shared.cancel.store(false, Ordering::SeqCst);
         shared.snapshot();
-        // The run's plan, decided once when its matrix was parsed: the
-        // trainer only reads it.
-        let planned = shared.queue.lock().expect("queue").planned(&spec);
-        if let (false, Ok(planned)) = (warm, &planned) {
+        // The run's plan or command, decided once when its matrix was
+        // parsed: the trainer and the script runner only read it.
+        let (job, folder) = {
+            let q = shared.queue.lock().expect("queue");
+            (q.job(&spec), q.folder(&spec.id.matrix))
+        };
+        if let (false, Ok(Job::Engine(planned))) = (warm, &job) {
             // Otherwise the first run of every session, a ladder's first rung,
             // carries the one-time costs and every speedup is inflated.
             warm = true;
@@ -401,7 +405,26 @@ fn worker_loop(gang: &[String], shared: &Shared, factory: &Factory) {
                 shared.events.push(Event::Log { level, message });
             }
         }
-        run_one(trainer.as_mut(), &spec, planned, shared);
+        match job {
+            Ok(Job::Script { spec: s, record }) => {
+                let run = ScriptRun {
+                    spec: &s,
+                    record,
+                    devices: gang,
+                    // A queue kept nowhere (a test's) keeps its runs' output
+                    // in the temporary folder.
+                    folder: folder.unwrap_or_else(|| std::env::temp_dir().join("tricklab-scripts")),
+                };
+                run_one(&spec, shared, |ctl, emit| crate::script::run(&run, ctl, emit));
+            }
+            other => run_one(&spec, shared, |ctl, emit| {
+                let planned = match other? {
+                    Job::Engine(p) => p,
+                    Job::Script { .. } => unreachable!("a script job is run above"),
+                };
+                trainer.run(&planned, ctl, emit)
+            }),
+        }
         shared.ended.fetch_add(1, Ordering::SeqCst);
         shared.busy.fetch_sub(1, Ordering::SeqCst);
         shared.snapshot();
@@ -409,16 +432,17 @@ fn worker_loop(gang: &[String], shared: &Shared, factory: &Factory) {
     }
 }
 
+/// Runs `spec` by `go` (the engine's trainer or a script) under the
+/// queue's control, and records how it ended.
 fn run_one(
-    trainer: &mut dyn Trainer,
     spec: &RunSpec,
-    planned: anyhow::Result<PlannedRun>,
     shared: &Shared,
+    go: impl FnOnce(&dyn Control, &mut dyn FnMut(Event)) -> anyhow::Result<Outcome>,
 ) {
     let events = shared.events.clone();
     let ctl = WorkerControl(shared);
     let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        trainer.run(&planned?, &ctl, &mut |e| events.push(e))
+        go(&ctl, &mut |e| events.push(e))
     }));
     let id = spec.id.clone();
     let (status, reason, measured, ev) = match result {

@@ -457,6 +457,9 @@ impl RunRow {
             v.and_then(|v| v.settings()),
         );
         let c = s.map(|s| &s.clocks);
+        // A clock a run did not measure (a script's, beside the one it
+        // keeps) is NaN in its summary and null in the table.
+        let measured = |x: f64| x.is_finite().then_some(x);
         let st = s.and_then(|s| s.stages.as_ref());
         let ddp = s.and_then(|s| s.ranks.first()).and_then(|r| r.ddp);
         let m = s.and_then(|s| s.machine.as_ref());
@@ -475,13 +478,16 @@ impl RunRow {
             reason,
             recipe: v.and_then(|v| v.recipe()).unwrap_or_default().into(),
             tricks: v.map(|v| v.tricks.clone()).unwrap_or_default(),
-            overrides: cfg.map(|c| c.overrides.join(";")).unwrap_or_default(),
+            overrides: match cfg {
+                Some(c) => c.overrides.join(";"),
+                None => v.map(|v| v.override_words().join(";")).unwrap_or_default(),
+            },
             target_acc: target,
             acc: s.map(|s| s.acc),
             acc_tta: s.map(|s| s.acc_tta),
-            dawn_s: c.map(|c| c.dawn_s),
-            airbench_s: c.map(|c| c.airbench_s),
-            hlb_s: c.map(|c| c.hlb_s),
+            dawn_s: c.and_then(|c| measured(c.dawn_s)),
+            airbench_s: c.and_then(|c| measured(c.airbench_s)),
+            hlb_s: c.and_then(|c| measured(c.hlb_s)),
             eval_s: c.map(|c| c.eval_s),
             prep_s: c.map(|c| c.prep_s),
             preprocess_s: c.map(|c| c.preprocess_s),
@@ -500,7 +506,10 @@ impl RunRow {
             data_hash: rec.map(|r| r.data.hash.clone()).unwrap_or_default(),
             finished_at: Timestamp::now(),
             data_name: rec.map(|r| r.data.name.clone()),
-            clock: v.and_then(|v| serde_word(&v.clock)),
+            clock: s
+                .and_then(|s| s.clock)
+                .or(v.map(|v| v.clock))
+                .and_then(|c| serde_word(&c)),
             arch: r.map(|r| r.arch.clone()),
             batch_size: r.map(|r| r.batch_size as u32),
             lr: r.map(|r| r.lr),
