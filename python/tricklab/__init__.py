@@ -3,7 +3,7 @@
 tricklab runs the script with TRICKLAB_EVENTS naming a file; this module
 appends one JSON object a line to it (protocol version 1, docs/scripts.md).
 Outside tricklab (no TRICKLAB_EVENTS) every call does nothing, so a script
-runs as before. Standard library only; torch is used where the script has
+runs as before; under torchrun only rank 0 (RANK unset or 0) writes. Standard library only; torch is used where the script has
 it (bn_scale, and CUDA events for the clock).
 
     import tricklab
@@ -33,6 +33,10 @@ def _write(obj):
     global _file, _announced
     path = os.environ.get("TRICKLAB_EVENTS")
     if not path:
+        return
+    # Under torchrun (a run over several processes) every rank runs the
+    # script: rank 0 alone reports, so that the run's lines are one process's.
+    if os.environ.get("RANK", "0") != "0":
         return
     if _file is None:
         _file = open(path, "a", buffering=1, encoding="utf-8")

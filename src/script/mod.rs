@@ -1,9 +1,12 @@
-//! Training scripts under the workbench (issue 62): the event protocol a
-//! script reports through. Its runner, the `[script]` matrix and the
-//! tricks a script declares come next; docs/scripts.md says what works.
+//! The user's own training scripts under the workbench (docs/scripts.md):
+//! the `[script]` and `[tricks.NAME]` tables a matrix declares them in, the
+//! program a command starts, the event protocol a script reports through,
+//! and the runner of one run.
 
 pub mod declare;
 pub mod program;
 pub mod protocol;
+pub mod run;
 
 pub use program::preflight;
+pub use run::{ScriptRun, run};

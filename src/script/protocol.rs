@@ -49,22 +49,18 @@ pub enum Line {
 /// `line` as the protocol reads it, or why not, in words a script's author
 /// can act on.
 pub fn parse(line: &str) -> Result<Line, String> {
-    let v: Value =
-        serde_json::from_str(line.trim()).map_err(|e| format!("not a JSON object ({e})"))?;
+    let v: Value = serde_json::from_str(line.trim())
+        .or_else(|e| serde_json::from_str(&quote_non_finite(line.trim())).map_err(|_| e))
+        .map_err(|e| format!("not a JSON object ({e})"))?;
     let o = v.as_object().ok_or("not a JSON object")?;
     let num = |o: &serde_json::Map<String, Value>, k: &str| -> Result<f64, String> {
-        let x = o
-            .get(k)
-            .ok_or_else(|| format!("no `{k}`"))?
-            .as_f64()
-            .ok_or_else(|| format!("`{k}` is not a number"))?;
-        Ok(x)
+        let x = o.get(k).ok_or_else(|| format!("no `{k}`"))?;
+        as_number(x).ok_or_else(|| format!("`{k}` is not a number"))
     };
     let opt = |o: &serde_json::Map<String, Value>, k: &str| -> Result<Option<f64>, String> {
         match o.get(k) {
             None | Some(Value::Null) => Ok(None),
-            Some(x) => x
-                .as_f64()
+            Some(x) => as_number(x)
                 .map(Some)
                 .ok_or_else(|| format!("`{k}` is not a number")),
         }
@@ -107,6 +103,46 @@ pub fn parse(line: &str) -> Result<Line, String> {
         });
     }
     Err("neither `step`, `epoch`, `final` nor `tricklab`".into())
+}
+
+/// Python's `json.dumps` writes a diverged loss as the bare token `NaN`
+/// (or `Infinity`, `-Infinity`), which JSON has not: `line` with each such
+/// token outside a string quoted, so that it reads as the number it means
+/// (through [`as_number`]) and the runner sees the divergence.
+fn quote_non_finite(line: &str) -> String {
+    let mut out = String::with_capacity(line.len() + 8);
+    let (mut in_string, mut escaped) = (false, false);
+    let mut rest = line;
+    while let Some(c) = rest.chars().next() {
+        if !in_string
+            && let Some(t) = ["-Infinity", "Infinity", "NaN"]
+                .into_iter()
+                .find(|t| rest.starts_with(t))
+        {
+            out.push_str(&format!("\"{t}\""));
+            rest = &rest[t.len()..];
+            continue;
+        }
+        if in_string {
+            in_string = escaped || c != '"';
+            escaped = !escaped && c == '\\';
+        } else {
+            in_string = c == '"';
+        }
+        out.push(c);
+        rest = &rest[c.len_utf8()..];
+    }
+    out
+}
+
+/// A JSON number, or one of the non-finite tokens [`quote_non_finite`] quoted.
+fn as_number(v: &Value) -> Option<f64> {
+    match v {
+        Value::String(s) if s == "NaN" => Some(f64::NAN),
+        Value::String(s) if s == "Infinity" => Some(f64::INFINITY),
+        Value::String(s) if s == "-Infinity" => Some(f64::NEG_INFINITY),
+        v => v.as_f64(),
+    }
 }
 
 /// An accuracy as a fraction in [0, 1]; a percentage is named as one.
@@ -236,7 +272,21 @@ mod tests {
                 seconds: Some(3.83)
             })
         );
+        // Python's json writes a diverged loss as a bare NaN or Infinity.
+        let Ok(Line::Step { loss, .. }) = parse(r#"{"step": 3, "loss": NaN, "lr": 0.1}"#) else {
+            panic!("a NaN loss reads")
+        };
+        assert!(loss.is_nan());
+        assert!(matches!(
+            parse(r#"{"step": 3, "loss": -Infinity, "lr": 0.1}"#),
+            Ok(Line::Step { loss, .. }) if loss == f64::NEG_INFINITY
+        ));
+        assert!(
+            parse(r#"{"step": 3, "loss": "NaN", "lr": 0.1}"#).is_ok(),
+            "the quoted form reads too"
+        );
         for (bad, says) in [
+            (r#"{"epoch": 1, "acc": NaN}"#, "is not a fraction"),
             ("loss 2.5", "not a JSON object"),
             ("[1, 2]", "not a JSON object"),
             (r#"{"step": 1, "lr": 0.1}"#, "no `loss`"),
