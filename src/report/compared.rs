@@ -115,7 +115,12 @@ fn script_sources(dir: &Path) -> BTreeMap<String, String> {
             }
         };
         put("git commit", &p.git_commit);
-        put("uncommitted changes", &p.git_diff.as_ref().map(|d| format!("sha256 {}", &d[..d.len().min(12)])));
+        put(
+            "uncommitted changes",
+            &p.git_diff
+                .as_ref()
+                .map(|d| format!("sha256 {}", &d[..d.len().min(12)])),
+        );
         put("interpreter", &p.interpreter);
         put("torch", &p.torch);
     }
@@ -131,7 +136,8 @@ fn sources_changed(base: &Path, candidate: &Path) -> Option<String> {
         .into_iter()
         .filter(|k| b.get(*k) != c.get(*k))
         .map(|k| {
-            let side = |m: &BTreeMap<String, String>| m.get(k).cloned().unwrap_or_else(|| "none".into());
+            let side =
+                |m: &BTreeMap<String, String>| m.get(k).cloned().unwrap_or_else(|| "none".into());
             format!("{k}: {} → {}", side(&b), side(&c))
         })
         .collect();

@@ -142,7 +142,8 @@ fn prepare(r: &ScriptRun, s: &ScriptRecord) -> Result<Prepared> {
         "the script's folder {} is gone: restore it, or read the matrix again where it now lies",
         s.dir.display()
     );
-    let dir = run_dir(&r.folder, &r.spec.id);
+    // Absolute: the command runs in another folder (the patched copy).
+    let dir = std::path::absolute(run_dir(&r.folder, &r.spec.id))?;
     // A leftover of an earlier try of the same run would mix its lines in.
     if dir.exists() {
         std::fs::remove_dir_all(&dir)
@@ -150,6 +151,7 @@ fn prepare(r: &ScriptRun, s: &ScriptRecord) -> Result<Prepared> {
     }
     let out = dir.join("out");
     std::fs::create_dir_all(&out).with_context(|| format!("cannot make {}", out.display()))?;
+    write_module(&dir)?;
     let cwd = if s.patches.is_empty() {
         s.dir.clone()
     } else {
@@ -369,15 +371,33 @@ fn environment(
     let cuda = cuda_indices(r.devices);
     let visible: Vec<String> = cuda.iter().map(ToString::to_string).collect();
     env.push(("CUDA_VISIBLE_DEVICES".into(), visible.join(",")));
-    // `cpu:N` names the threads a CPU run may use; plain `cpu` leaves the
-    // script's libraries to their own default.
-    let threads = r.devices[0]
-        .strip_prefix("cpu:")
-        .and_then(|n| n.parse::<usize>().ok());
-    if let Some(n) = threads.filter(|_| cuda.is_empty() && !s.env.contains_key("OMP_NUM_THREADS")) {
+    // On the CPU the run gets its worker's share of the cores (what the
+    // engine's libtorch pool has: `--cpu-threads`, or the cores over the
+    // CPU workers), split over its processes, unless the matrix says.
+    if cuda.is_empty() && !s.env.contains_key("OMP_NUM_THREADS") {
+        let share = usize::try_from(tch::get_num_threads()).unwrap_or(1);
+        let n = (share / s.world_size.max(1)).max(1);
         env.push(("OMP_NUM_THREADS".into(), n.to_string()));
     }
+    // The `tricklab` module, as this binary speaks the protocol, is on
+    // the script's path without a pip install (an installed one comes after).
+    let path = std::env::var("PYTHONPATH").ok().filter(|p| !p.is_empty());
+    let ours = dir.join("python").display().to_string();
+    env.push((
+        "PYTHONPATH".into(),
+        path.map_or_else(|| ours.clone(), |p| format!("{ours}:{p}")),
+    ));
     env
+}
+
+/// The Python module the script imports (`python/tricklab`), as built in.
+const MODULE: &str = include_str!("../../python/tricklab/__init__.py");
+
+/// Writes the module into the run's folder, where PYTHONPATH points.
+fn write_module(dir: &Path) -> Result<()> {
+    let pkg = dir.join("python/tricklab");
+    std::fs::create_dir_all(&pkg).with_context(|| format!("cannot make {}", pkg.display()))?;
+    crate::util::write_atomic(&pkg.join("__init__.py"), MODULE.as_bytes())
 }
 
 /// The command's processes: the leader tricklab started (the group's id is
@@ -932,7 +952,9 @@ impl Follow<'_> {
             row: EpochRow {
                 epoch: epoch as usize,
                 steps: self.last_step.saturating_sub(step0),
-                train_loss: 0.0,
+                // The last loss the script logged: the protocol has no
+                // epoch mean, and an epoch without steps keeps the last.
+                train_loss: self.last_loss,
                 train_acc: 0.0,
                 test_acc: acc,
                 test_acc_tta: None,
@@ -1419,11 +1441,17 @@ send(final={"acc": 0.5, "seconds": 1.0})
         };
         assert_eq!(env(&["cuda:1", "cuda:3"]).0.as_deref(), Some("1,3"));
         assert_eq!(env(&["cuda"]).0.as_deref(), Some("0"));
+        // On the CPU: the worker's share of the cores, as its libtorch pool has it.
+        let share = tch::get_num_threads().max(1).to_string();
         assert_eq!(
             env(&["cpu"]),
-            (Some(String::new()), None, Some("/r/events.jsonl".into()))
+            (
+                Some(String::new()),
+                Some(share),
+                Some("/r/events.jsonl".into())
+            )
         );
-        assert_eq!(env(&["cpu:4"]).1.as_deref(), Some("4"));
+        assert_eq!(env(&["cuda:0"]).1, None);
     }
 
     #[test]

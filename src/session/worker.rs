@@ -407,15 +407,20 @@ fn worker_loop(gang: &[String], shared: &Shared, factory: &Factory) {
         }
         match job {
             Ok(Job::Script { spec: s, record }) => {
+                // A gang as large as the session's largest world size: a
+                // run of fewer processes takes the first of its devices.
+                let world = record.variant.script().map_or(1, |s| s.world_size);
                 let run = ScriptRun {
                     spec: &s,
                     record,
-                    devices: gang,
+                    devices: &gang[..world.clamp(1, gang.len())],
                     // A queue kept nowhere (a test's) keeps its runs' output
                     // in the temporary folder.
                     folder: folder.unwrap_or_else(|| std::env::temp_dir().join("tricklab-scripts")),
                 };
-                run_one(&spec, shared, |ctl, emit| crate::script::run(&run, ctl, emit));
+                run_one(&spec, shared, |ctl, emit| {
+                    crate::script::run(&run, ctl, emit)
+                });
             }
             other => run_one(&spec, shared, |ctl, emit| {
                 let planned = match other? {

@@ -15,5 +15,6 @@ mod interop;
 mod layers;
 mod plans;
 mod reliability;
+mod scripts;
 mod speedrun_ladder;
 mod tui_e2e;

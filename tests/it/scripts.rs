@@ -191,7 +191,10 @@ fn a_ladder_of_script_tricks_reports_each_rungs_saving_and_matrix_show_prints_th
     let o = run_in(tmp.path(), &headless(&m, "res", &["--devices", "cpu"]));
     assert!(o.status.success(), "{}\n{}", out(&o), err(&o));
     let dir = session(&tmp.path().join("res"), "planted-ladder");
-    let o = run_in(tmp.path(), &["report", dir.to_str().unwrap(), "--format", "csv"]);
+    let o = run_in(
+        tmp.path(),
+        &["report", dir.to_str().unwrap(), "--format", "csv"],
+    );
     let csv = out(&o);
     let mean = |variant: &str| -> f64 {
         let header: Vec<&str> = csv.lines().next().unwrap().split(',').collect();
@@ -213,7 +216,13 @@ fn a_ladder_of_script_tricks_reports_each_rungs_saving_and_matrix_show_prints_th
     let v2 = &manifest["record"]["variants"][2]["runs"];
     assert_eq!(v2["with"], "script");
     assert_eq!(v2["patches"][0]["replace"], "PATCHED = 1");
-    assert_eq!(v2["provenance"]["files"]["planted.py"].as_str().unwrap().len(), 64);
+    assert_eq!(
+        v2["provenance"]["files"]["planted.py"]
+            .as_str()
+            .unwrap()
+            .len(),
+        64
+    );
 }
 
 /// A list matrix whose every variant fails its own way, and one that works.
@@ -222,11 +231,23 @@ fn every_way_a_script_fails_is_named_and_the_session_goes_on() {
     let tmp = tempfile::tempdir().unwrap();
     let d = tmp.path();
     let scripts = [
-        ("exits.py", "import sys\nprint('loading config', file=sys.stderr)\nprint('ValueError: bad learning rate', file=sys.stderr)\nsys.exit(3)\n"),
-        ("silent.py", "import tricklab\ntricklab.epoch(epoch=1, acc=0.5)\n"),
-        ("garbled.py", "import os\nf = open(os.environ['TRICKLAB_EVENTS'], 'a')\nf.write('not json\\n')\nf.write('{\"final\": {\"acc\": 0.7, \"seconds\": 1.0}}\\n')\n"),
+        (
+            "exits.py",
+            "import sys\nprint('loading config', file=sys.stderr)\nprint('ValueError: bad learning rate', file=sys.stderr)\nsys.exit(3)\n",
+        ),
+        (
+            "silent.py",
+            "import tricklab\ntricklab.epoch(epoch=1, acc=0.5)\n",
+        ),
+        (
+            "garbled.py",
+            "import os\nf = open(os.environ['TRICKLAB_EVENTS'], 'a')\nf.write('not json\\n')\nf.write('{\"final\": {\"acc\": 0.7, \"seconds\": 1.0}}\\n')\n",
+        ),
         ("hangs.py", "import time\ntime.sleep(60)\n"),
-        ("diverges.py", "import tricklab\ntricklab.log(step=1, loss=1.0, lr=0.1)\ntricklab.log(step=2, loss=float('nan'), lr=0.1)\nimport time\ntime.sleep(30)\n"),
+        (
+            "diverges.py",
+            "import tricklab\ntricklab.log(step=1, loss=1.0, lr=0.1)\ntricklab.log(step=2, loss=float('nan'), lr=0.1)\nimport time\ntime.sleep(30)\n",
+        ),
     ];
     for (f, text) in scripts {
         std::fs::write(d.join(f), text).unwrap();
@@ -276,8 +297,16 @@ set = {{ file = "diverges.py" }}
         "{}",
         reason("exits")
     );
-    assert!(reason("silent").contains("without a final result"), "{}", reason("silent"));
-    assert!(reason("hangs").contains("timed out after"), "{}", reason("hangs"));
+    assert!(
+        reason("silent").contains("without a final result"),
+        "{}",
+        reason("silent")
+    );
+    assert!(
+        reason("hangs").contains("timed out after"),
+        "{}",
+        reason("hangs")
+    );
     assert!(reason("diverges").contains("NaN"), "{}", reason("diverges"));
     let garbled = rows.iter().find(|r| r.variant == "garbled").unwrap();
     assert_eq!(garbled.status, tricklab::store::Ended::Done);
@@ -325,9 +354,10 @@ fn kill_9_leaves_no_script_running_and_resume_runs_what_is_left() {
         "import tricklab\nopen(os.path.join(os.environ['PLANTED_OUT'], 'pid'), 'w').write(str(os.getpid()))\n",
     );
     std::fs::write(d.join("planted.py"), text).unwrap();
-    let toml = std::fs::read_to_string(&m)
-        .unwrap()
-        .replace("PLANTED_STEPS = \"20\"", "PLANTED_STEPS = \"20\", PLANTED_OUT = \"{out}\"");
+    let toml = std::fs::read_to_string(&m).unwrap().replace(
+        "PLANTED_STEPS = \"20\"",
+        "PLANTED_STEPS = \"20\", PLANTED_OUT = \"{out}\"",
+    );
     std::fs::write(&m, toml).unwrap();
     let mut child = bin()
         .args(headless(&m, "res", &["--devices", "cpu"]))
@@ -339,7 +369,10 @@ fn kill_9_leaves_no_script_running_and_resume_runs_what_is_left() {
     // Into the second run: the first is stored, the second has its pid.
     let start = Instant::now();
     let pid = loop {
-        assert!(start.elapsed() < Duration::from_secs(60), "the second run never started");
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "the second run never started"
+        );
         let runs = d.join("res/killed");
         let second = std::fs::read_dir(&runs)
             .into_iter()
@@ -374,20 +407,35 @@ fn kill_9_leaves_no_script_running_and_resume_runs_what_is_left() {
     assert!(!before.is_empty() && before.len() < 3, "{before:?}");
     let o = run_in(
         d,
-        &["run", "--resume", dir.to_str().unwrap(), "--headless", "--devices", "cpu", "--results", "res"],
+        &[
+            "run",
+            "--resume",
+            dir.to_str().unwrap(),
+            "--headless",
+            "--devices",
+            "cpu",
+            "--results",
+            "res",
+        ],
     );
     assert!(o.status.success(), "{}", err(&o));
     let rows = tricklab::store::read_runs(&dir.join("runs.parquet")).unwrap();
     let mut repeats: Vec<u32> = rows.iter().map(|r| r.repeat).collect();
     repeats.sort();
     assert_eq!(repeats, [0, 1, 2], "{rows:?}");
-    assert!(rows.iter().all(|r| r.status == tricklab::store::Ended::Done));
+    assert!(
+        rows.iter()
+            .all(|r| r.status == tricklab::store::Ended::Done)
+    );
 }
 
 /// torchrun beside the Python that `make test` installs, if it is there.
 fn torchrun_python() -> Option<String> {
     let p = PathBuf::from(python());
-    p.parent()?.join("torchrun").is_file().then(|| p.display().to_string())
+    p.parent()?
+        .join("torchrun")
+        .is_file()
+        .then(|| p.display().to_string())
 }
 
 #[test]
