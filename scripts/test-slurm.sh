@@ -181,6 +181,45 @@ grep -q "(4 runs, 0 duplicates, 0 missing)" <<<"$merged" || { echo "test-slurm: 
 numbers() { "$BIN" report "$1" --format csv | cut -d, -f1-6,8-11; }
 [ "$(numbers "$jobdir/merged")" = "$(numbers "$D/single/tiny-test")" ] \
   || { echo "test-slurm: the merged table differs from one worker's:"; numbers "$jobdir/merged"; numbers "$D/single/tiny-test"; exit 1; }
+# A script matrix as an array: each task runs its share of a user's own
+# script (standard library only, the tricklab module on its path), and the
+# shards merge into one folder whose every run is there once.
+mkdir -p "$D/script"
+cat >"$D/script/planted.py" <<'PY'
+import sys
+import tricklab
+fast = "--fast" in sys.argv
+tricklab.log(step=1, loss=1.0, lr=0.1)
+tricklab.final(acc=0.8, seconds=5.0 - 2.0 * fast)
+PY
+cat >"$D/script/ladder.toml" <<'TOML'
+name = "script-array"
+kind = "ladder"
+repeats = 2
+target = 0.5
+[script]
+command = ["python3", "planted.py", "--seed", "{seed}"]
+[tricks.fast]
+args = ["--fast"]
+[[rung]]
+name = "base"
+[[rung]]
+name = "fast"
+on = ["fast"]
+TOML
+out="$("$BIN" slurm submit "$D/script/ladder.toml" --shards 2 --gpus-per-task 0 --cpus-per-task 1 --time 10:00 --results "$D/results")"
+sjob="$(sed -n 's/^submitted job \([0-9]*\):.*/\1/p' <<<"$out")"
+[ -n "$sjob" ] || { echo "test-slurm: no job id in: $out"; exit 1; }
+wait_job "$sjob"
+sdir="$(ls -d "$D"/results/script-array/slurm-*)"
+sshards=("$sdir"/shard-*/*/*)
+[ "${#sshards[@]}" = 2 ] || { echo "test-slurm: ${#sshards[@]} script shard folders, want 2"; cat "$sdir"/logs/*; exit 1; }
+merged="$("$BIN" merge "${sshards[@]}" --into "$sdir/merged")"
+grep -q "(4 runs, 0 duplicates, 0 missing)" <<<"$merged" || { echo "test-slurm: the script shards do not merge into every run once: $merged"; cat "$sdir"/logs/*; exit 1; }
+"$BIN" report "$sdir/merged" --format csv | grep -q '"script-array",1,"fast",hlb,2,0' \
+  || { echo "test-slurm: the merged script report lacks a rung's 2 runs:"; "$BIN" report "$sdir/merged" --format csv; exit 1; }
+echo "test-slurm: a script matrix as a 2-task array, merged: every run once"
+
 # One run over two ranks: the array task holds 2 Slurm tasks and its session
 # starts the ranks with srun (SLURM_PROCID/NTASKS/LOCALID, the node list's first host).
 out="$("$BIN" slurm submit tests/fixtures/tiny-gang.toml --shards 1 --gpus-per-task 0 --cpus-per-task 1 --time 10:00 --results "$D/results")"

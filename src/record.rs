@@ -95,7 +95,7 @@ pub struct Provenance {
     pub files: BTreeMap<String, String>,
     /// The folder's git commit, where it is a work tree.
     pub git_commit: Option<String>,
-    /// sha256 of `git diff HEAD` (the uncommitted changes), where it is one.
+    /// sha256 of `git diff HEAD` (the uncommitted changes), where there are any.
     pub git_diff: Option<String>,
     /// The interpreter the command starts and torch's version under it,
     /// where they answer.

@@ -66,6 +66,7 @@ def accuracy():
     model.train()
     return acc
 
+tricklab.start(steps=total, epochs=args.epochs)  # for the progress bar and ETA
 clock = tricklab.Clock()
 step = 0
 for epoch in range(args.epochs):

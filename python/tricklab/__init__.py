@@ -21,15 +21,16 @@ import json
 import os
 import time
 
-__all__ = ["log", "epoch", "final", "bn_scale", "Clock", "VERSION"]
+__all__ = ["start", "log", "epoch", "final", "bn_scale", "Clock", "VERSION"]
 
 VERSION = 1
 _file = None
 _announced = False
 
 
-def _write(obj):
-    """Appends one line, flushed, so tricklab sees it as it is written."""
+def _write(obj, announce=None):
+    """Appends one line, flushed, so tricklab sees it as it is written; the
+    first line is the protocol version (`announce`, where `start` gives it)."""
     global _file, _announced
     path = os.environ.get("TRICKLAB_EVENTS")
     if not path:
@@ -42,9 +43,21 @@ def _write(obj):
         _file = open(path, "a", buffering=1, encoding="utf-8")
     if not _announced:
         _announced = True
-        _file.write(json.dumps({"tricklab": VERSION}) + "\n")
-    _file.write(json.dumps(obj) + "\n")
+        _file.write(json.dumps(announce or {"tricklab": VERSION}) + "\n")
+    if obj is not None:
+        _file.write(json.dumps(obj) + "\n")
     _file.flush()
+
+
+def start(steps=None, epochs=None):
+    """Says the run's planned length before its first step, for tricklab's
+    progress and ETA (optional; call it once, first)."""
+    line = {"tricklab": VERSION}
+    if steps is not None:
+        line["steps"] = int(steps)
+    if epochs is not None:
+        line["epochs"] = float(epochs)
+    _write(None, announce=line)
 
 
 def _number(x):

@@ -698,6 +698,27 @@ fn add_speedups(rows: &mut [VariantStats], unordered: &std::collections::HashSet
     }
 }
 
+/// Where a script variant ran and from what: its folder, the folder's git
+/// state, the interpreter and torch.
+fn script_words(s: &crate::record::ScriptRecord) -> String {
+    let p = &s.provenance;
+    let mut at: Vec<String> = Vec::new();
+    if let Some(c) = &p.git_commit {
+        at.push(format!("git {}", c.get(..12).unwrap_or(c)));
+    }
+    if p.git_diff.is_some() {
+        at.push("with uncommitted changes".into());
+    }
+    at.extend(p.interpreter.clone());
+    at.extend(p.torch.as_ref().map(|t| format!("torch {t}")));
+    let at = if at.is_empty() {
+        String::new()
+    } else {
+        format!(" ({})", at.join(", "))
+    };
+    format!("`{}` in {}{at}", s.argv[0], s.dir.display())
+}
+
 /// The setup block: the distinct values of each fact over the folders.
 #[allow(
     clippy::too_many_lines,
@@ -747,6 +768,21 @@ fn setup(folders: &[Folder], rows: &[VariantStats]) -> Vec<(String, String)> {
             })
             .collect(),
     );
+    // A script's data is its own; where its sources stood is what says
+    // which code ran.
+    let data = if data == crate::matrix::SCRIPT.to_string() + " (hash )" {
+        "the script's own".to_string()
+    } else {
+        data
+    };
+    let scripts = distinct(
+        folders
+            .iter()
+            .filter_map(|f| f.record.as_ref())
+            .flat_map(|r| r.variants.iter().filter_map(|v| v.script()))
+            .map(script_words)
+            .collect(),
+    );
     let commit = distinct(
         manifests
             .iter()
@@ -774,7 +810,8 @@ fn setup(folders: &[Folder], rows: &[VariantStats]) -> Vec<(String, String)> {
         rows.iter().map(|r| r.n).max().unwrap_or(0),
     );
     let noisy: usize = rows.iter().map(|r| r.noisy).sum();
-    vec![
+    let script = (scripts != "unknown").then(|| ("script".to_string(), scripts));
+    let mut out = vec![
         ("hardware".into(), hardware),
         (
             "device".into(),
@@ -808,7 +845,10 @@ fn setup(folders: &[Folder], rows: &[VariantStats]) -> Vec<(String, String)> {
                     .collect(),
             ),
         ),
-    ]
+    ];
+    // After `data`: what a script matrix ran instead of the engine.
+    out.splice(3..3, script);
+    out
 }
 
 /// Each variant's Δ against the one it is read against, from the runs

@@ -668,6 +668,7 @@ fn provenance(dir: &Path, argv: &[String], patched: Vec<String>) -> Provenance {
     let git_diff = git_commit
         .as_ref()
         .and_then(|_| git(&["diff", "HEAD", "--", "."]))
+        .filter(|d| !d.is_empty())
         .map(|d| hex::encode(sha2::Sha256::digest(&d)));
     let (interpreter, torch) = super::program::versions(&argv[0], dir);
     Provenance {

@@ -4,7 +4,7 @@
 //! writes it; a script may also write it by hand.
 //!
 //! ```text
-//! {"tricklab": 1}                                          optional, first: the version
+//! {"tricklab": 1, "steps": 1600, "epochs": 4}             optional, first: the version (and the planned length)
 //! {"step": 10, "loss": 2.1, "lr": 0.4, "bn_scale": 0.9, "images": 5120}
 //! {"epoch": 1, "acc": 0.52, "seconds": 3.1}
 //! {"final": {"acc": 0.94, "seconds": 3.83}}
@@ -24,8 +24,14 @@ pub const VERSION: u64 = 1;
 /// One line of the protocol.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Line {
-    /// `{"tricklab": N}`: the version the script writes.
-    Version(u64),
+    /// `{"tricklab": N}`: the version the script writes, and optionally
+    /// the run's planned length (`"steps"`, `"epochs"`) for its progress
+    /// and ETA.
+    Version {
+        version: u64,
+        steps: Option<u64>,
+        epochs: Option<f64>,
+    },
     /// A training step's readings.
     Step {
         step: u64,
@@ -71,10 +77,17 @@ pub fn parse(line: &str) -> Result<Line, String> {
             .ok_or_else(|| format!("`{k}` is not a whole number"))
     };
     if let Some(version) = o.get("tricklab") {
-        return version
+        let version = version
             .as_u64()
-            .map(Line::Version)
-            .ok_or_else(|| "`tricklab` (the protocol version) is not a whole number".into());
+            .ok_or("`tricklab` (the protocol version) is not a whole number")?;
+        return Ok(Line::Version {
+            version,
+            steps: match o.get("steps") {
+                None | Some(Value::Null) => None,
+                Some(_) => Some(count(o, "steps")?),
+            },
+            epochs: opt(o, "epochs")?,
+        });
     }
     if let Some(f) = o.get("final") {
         let f = f.as_object().ok_or("`final` is not an object")?;
@@ -236,7 +249,22 @@ mod tests {
 
     #[test]
     fn each_kind_of_line_reads_and_a_bad_one_says_why() {
-        assert_eq!(parse(r#"{"tricklab": 1}"#), Ok(Line::Version(1)));
+        assert_eq!(
+            parse(r#"{"tricklab": 1, "steps": 1600, "epochs": 4}"#),
+            Ok(Line::Version {
+                version: 1,
+                steps: Some(1600),
+                epochs: Some(4.0)
+            })
+        );
+        assert_eq!(
+            parse(r#"{"tricklab": 1}"#),
+            Ok(Line::Version {
+                version: 1,
+                steps: None,
+                epochs: None
+            })
+        );
         assert_eq!(
             parse(r#"{"step": 10, "loss": 2.5, "lr": 0.4, "bn_scale": 0.9, "images": 5120}"#),
             Ok(Line::Step {
@@ -329,7 +357,17 @@ mod tests {
         };
         append("{\"tricklab\": 1}\n{\"step\": 1, \"loss\": 2.0, \"lr\"");
         let Read { lines, warnings } = tail.read().unwrap();
-        assert_eq!(lines, vec![(1, Line::Version(1))]);
+        assert_eq!(
+            lines,
+            vec![(
+                1,
+                Line::Version {
+                    version: 1,
+                    steps: None,
+                    epochs: None
+                }
+            )]
+        );
         assert!(warnings.is_empty());
         append(": 0.1}\nnot json\n\n{\"final\": {\"acc\": 0.5}}\n");
         let Read { lines, warnings } = tail.read().unwrap();
@@ -367,6 +405,7 @@ try:
     scale, loss = (lambda: tricklab.bn_scale(model)), (lambda e: torch.tensor(2.0 - e))
 except ImportError:
     scale, loss = (lambda: 0.5), (lambda e: 2.0 - e)
+tricklab.start(steps=2, epochs=2)
 clock = tricklab.Clock()
 for e in range(2):
     with clock:
@@ -399,7 +438,14 @@ tricklab.final(acc=0.5, seconds=clock.seconds())
         assert!(warnings.is_empty(), "{warnings:?}");
         let lines: Vec<Line> = lines.into_iter().map(|l| l.1).collect();
         assert_eq!(lines.len(), 6, "{lines:?}");
-        assert_eq!(lines[0], Line::Version(VERSION));
+        assert_eq!(
+            lines[0],
+            Line::Version {
+                version: VERSION,
+                steps: Some(2),
+                epochs: Some(2.0)
+            }
+        );
         assert_eq!(
             lines[1],
             Line::Step {

@@ -42,6 +42,9 @@ const POLL: Duration = Duration::from_millis(50);
 const GRACE: Duration = Duration::from_secs(5);
 /// Malformed lines named one by one before the rest are only counted.
 const MAX_WARNINGS: usize = 10;
+/// How long a run's start waits for the script's first line, which may
+/// carry its planned length, before it is announced without one.
+const START_WAIT: Duration = Duration::from_secs(10);
 /// The most of a script's last stderr line a failure quotes.
 const LAST_LINE_CHARS: usize = 300;
 
@@ -73,7 +76,9 @@ pub fn run(r: &ScriptRun, ctl: &dyn Control, emit: &mut dyn FnMut(Event)) -> Res
     let watch = gpu.map(machine::GpuWatch::nvidia_smi);
     let mut group = Group::start(&p)?;
     let mut f = Follow::new(r, &p);
-    emit(Event::RunStarted {
+    // Sent with the script's first line, which may say its planned length
+    // (the Live tab's progress and ETA), or after START_WAIT without one.
+    f.pending = Some(Event::RunStarted {
         run: r.spec.id.clone(),
         seed: r.spec.seed,
         record: r.record.clone(),
@@ -575,12 +580,14 @@ fn follow(
             let end = g.reap()?;
             // Its last lines, written before it exited.
             f.read(emit)?;
+            f.start(emit);
             return Ok(Some(end));
         }
         f.read(emit)?;
         if let Some(limit) = timeout_s.filter(|&t| f.wall() > t) {
             let took = f.wall();
             g.stop()?;
+            f.start(emit);
             bail!(
                 "timed out after {} (timeout = {} in [script]); its last output is in {}",
                 human(took),
@@ -601,6 +608,7 @@ fn follow(
         };
         if flow == Flow::Cancel {
             g.stop()?;
+            f.start(emit);
             return Ok(None);
         }
         std::thread::sleep(POLL);
@@ -729,6 +737,8 @@ struct Follow<'a> {
     to_target: Option<(f64, usize)>,
     final_line: Option<(f64, Option<f64>)>,
     target_acc: f64,
+    /// The run's `RunStarted`, until it is sent.
+    pending: Option<Event>,
 }
 
 impl<'a> Follow<'a> {
@@ -761,6 +771,7 @@ impl<'a> Follow<'a> {
             to_target: None,
             final_line: None,
             target_acc: r.spec.target_acc,
+            pending: None,
         }
     }
 
@@ -780,6 +791,19 @@ impl<'a> Follow<'a> {
             .events
             .read()
             .with_context(|| format!("cannot read {}", self.events_path()))?;
+        if let Some((_, Line::Version { steps, epochs, .. })) = got.lines.first()
+            && let Some(Event::RunStarted {
+                total_steps,
+                total_epochs,
+                ..
+            }) = &mut self.pending
+        {
+            *total_steps = steps.unwrap_or(0);
+            *total_epochs = epochs.unwrap_or(0.0);
+        }
+        if !got.lines.is_empty() || self.wall() > START_WAIT.as_secs_f64() {
+            self.start(emit);
+        }
         for w in got.warnings {
             self.warn(w, emit);
         }
@@ -795,6 +819,9 @@ impl<'a> Follow<'a> {
                 let at = format!("{}:{no}", self.stdout.path.display());
                 match self.printed(&text) {
                     Ok(lines) => {
+                        if !lines.is_empty() {
+                            self.start(emit);
+                        }
                         for line in lines {
                             self.take(line, emit)?;
                         }
@@ -849,6 +876,13 @@ impl<'a> Follow<'a> {
         Ok(lines)
     }
 
+    /// Announces the run, once.
+    fn start(&mut self, emit: &mut dyn FnMut(Event)) {
+        if let Some(e) = self.pending.take() {
+            emit(e);
+        }
+    }
+
     /// One protocol line: step rows wait for [`send_rows`](Self::send_rows),
     /// an epoch goes at once (after the rows before it).
     fn take(&mut self, line: Line, emit: &mut dyn FnMut(Event)) -> Result<()> {
@@ -856,7 +890,7 @@ impl<'a> Follow<'a> {
             self.first_line_s = Some(self.wall());
         }
         match line {
-            Line::Version(v) if v != protocol::VERSION => self.warn(
+            Line::Version { version: v, .. } if v != protocol::VERSION => self.warn(
                 format!(
                     "{}: the script speaks protocol version {v}; this tricklab reads version {} (docs/scripts.md)",
                     self.events_path(),
@@ -864,7 +898,7 @@ impl<'a> Follow<'a> {
                 ),
                 emit,
             ),
-            Line::Version(_) => {}
+            Line::Version { .. } => {}
             Line::Step {
                 step,
                 loss,
@@ -1268,7 +1302,7 @@ time.sleep(60)
             r#"
 print("hello from the script")
 print("a warning of its own", file=sys.stderr)
-send(tricklab=1)
+send(tricklab=1, steps=4, epochs=2)
 for s in range(1, 5):
     send(step=s, loss=2.0 / s, lr=0.1, bn_scale=0.9, images=64 * s)
     if s % 2 == 0:
@@ -1277,7 +1311,11 @@ send(final={"acc": 0.9, "seconds": 1.25})
 "#,
         );
         let (s, events) = c.finished();
-        assert!(matches!(events[0], Event::RunStarted { ref device, .. } if device == "cpu"));
+        // Announced with the script's first line, and the length it planned.
+        assert!(matches!(
+            events[0],
+            Event::RunStarted { ref device, total_steps: 4, total_epochs: 2.0, .. } if device == "cpu"
+        ));
         let rows: Vec<&StepRow> = events
             .iter()
             .filter_map(|e| match e {
