@@ -53,6 +53,13 @@ pub enum Command {
     /// workers, srun or torchrun, which set RANK/WORLD_SIZE/MASTER_* (or SLURM_*).
     #[command(hide = true)]
     Rank(rank::RankArgs),
+    /// The keeper of a script run's processes, started by the runner
+    /// (src/script/keeper.rs): `keep -- PROGRAM ARGS`.
+    #[command(hide = true)]
+    Keep {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true, required = true)]
+        argv: Vec<std::ffi::OsString>,
+    },
     /// Train recipes beside the published scripts they reproduce, on the same
     /// images and steps, and write the side-by-side report (`make parity`).
     Parity(parity::ParityArgs),
@@ -94,6 +101,10 @@ pub fn main() -> i32 {
     }
     // `tricklab --results DIR`, `tricklab --tiny`: the workbench's own
     // options without its name, as the bare `tricklab` opens it.
+    // A script run started from here is kept by this binary (script/keeper.rs).
+    if let Ok(exe) = std::env::current_exe() {
+        crate::script::keeper::use_keeper(exe);
+    }
     let mut argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
     if argv
         .get(1)
@@ -139,6 +150,7 @@ pub fn main() -> i32 {
         Some(Command::Matrix(a)) => matrix::cmd_matrix(a),
         Some(Command::Train(a)) => train::cmd_train(a),
         Some(Command::Rank(a)) => rank::cmd_rank(a),
+        Some(Command::Keep { argv }) => Ok(crate::script::keeper::keep(&argv)),
         Some(Command::Parity(a)) => parity::cmd_parity(a),
         Some(Command::Tricks(a)) => crate::tricks::cmd_tricks(a),
         Some(Command::Recipes(a)) => recipe::cmd_recipes(a),

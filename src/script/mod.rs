@@ -4,6 +4,7 @@
 //! and the runner of one run.
 
 pub mod declare;
+pub mod keeper;
 pub mod program;
 pub mod protocol;
 pub mod run;

@@ -419,7 +419,22 @@ impl Group {
             let path = p.dir.join(name);
             std::fs::File::create(&path).with_context(|| format!("cannot make {}", path.display()))
         };
-        let mut c = Command::new(&p.program);
+        // Under the keeper where this is the tricklab binary: every process
+        // the command starts then dies with tricklab (script/keeper.rs).
+        let keeper = super::keeper::keeper();
+        let mut c = match keeper {
+            Some(k) => {
+                let mut c = Command::new(k);
+                c.args([super::keeper::KEEP, "--"]).arg(&p.program);
+                c
+            }
+            None => Command::new(&p.program),
+        };
+        let death = if keeper.is_some() {
+            super::keeper::PARENT_DIED
+        } else {
+            libc::SIGKILL
+        };
         c.args(&p.args)
             .current_dir(&p.cwd)
             .stdin(Stdio::null())
@@ -434,8 +449,8 @@ impl Group {
         // a group of its own, a pause, a cancel or a timeout reaches every
         // process it started, and a terminal's Ctrl-C reaches tricklab alone.
         unsafe {
-            c.pre_exec(|| {
-                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+            c.pre_exec(move || {
+                libc::prctl(libc::PR_SET_PDEATHSIG, death);
                 libc::setpgid(0, 0);
                 Ok(())
             });
@@ -532,7 +547,7 @@ impl Drop for Group {
 }
 
 /// Every process below `pid` now (from /proc), nearest first.
-fn descendants(pid: libc::pid_t) -> Vec<libc::pid_t> {
+pub(super) fn descendants(pid: libc::pid_t) -> Vec<libc::pid_t> {
     let parent_of = |p: &str| -> Option<libc::pid_t> {
         let stat = std::fs::read_to_string(format!("/proc/{p}/stat")).ok()?;
         // `pid (comm) state ppid ...`: comm may hold spaces and parentheses.

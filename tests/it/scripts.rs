@@ -223,6 +223,30 @@ fn a_ladder_of_script_tricks_reports_each_rungs_saving_and_matrix_show_prints_th
             .len(),
         64
     );
+    // The report's setup names the script and where it ran.
+    let md = std::fs::read_to_string(dir.join("report.md")).unwrap();
+    assert!(md.contains("| script | `"), "{md}");
+    assert!(md.contains("| data | the script's own |"), "{md}");
+
+    // The script changes (a comment is enough), the ladder runs again:
+    // compare says the sources differ, with the file's old and new hash.
+    let text = std::fs::read_to_string(tmp.path().join("planted.py")).unwrap();
+    std::fs::write(tmp.path().join("planted.py"), format!("# changed\n{text}")).unwrap();
+    // Another second, another folder.
+    std::thread::sleep(Duration::from_millis(1100));
+    let o = run_in(tmp.path(), &headless(&m, "res", &["--devices", "cpu"]));
+    assert!(o.status.success(), "{}", err(&o));
+    let cand = session(&tmp.path().join("res"), "planted-ladder");
+    assert_ne!(cand, dir);
+    let o = run_in(
+        tmp.path(),
+        &["compare", dir.to_str().unwrap(), cand.to_str().unwrap()],
+    );
+    let said = format!("{}{}", out(&o), err(&o));
+    assert!(
+        said.contains("base and candidate ran different script sources (planted.py: sha256 "),
+        "{said}"
+    );
 }
 
 /// A list matrix whose every variant fails its own way, and one that works.
@@ -480,4 +504,69 @@ dist.destroy_process_group()
     assert_eq!(rows[0].hlb_s, Some(2.0));
     let (steps, _) = tricklab::store::read_curves(&dir, &rows[0]).unwrap();
     assert_eq!(steps.len(), 1);
+}
+
+/// torchrun starts each rank in a session of its own: the keeper between
+/// tricklab and the command is what takes the ranks down with a kill -9.
+#[test]
+fn kill_9_during_a_torchrun_run_leaves_no_rank_running() {
+    let Some(py) = torchrun_python() else {
+        eprintln!("no torchrun beside TRICKLAB_PYTHON: the ranks' kill -9 is not tried");
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    std::fs::write(
+        d.join("ranks.py"),
+        "import os, sys, time\nopen(os.path.join(sys.argv[1], 'pid-' + os.environ['RANK']), 'w').write(str(os.getpid()))\ntime.sleep(120)\n",
+    )
+    .unwrap();
+    let m = d.join("ranks.toml");
+    std::fs::write(
+        &m,
+        format!(
+            "name = \"ranks\"\nkind = \"list\"\n[script]\ncommand = [\"{py}\", \"ranks.py\", \"{{out}}\"]\nworld_size = 2\n[[variant]]\nname = \"sleeps\"\n"
+        ),
+    )
+    .unwrap();
+    let mut child = bin()
+        .args(headless(&m, "res", &["--devices", "cpu:2"]))
+        .current_dir(d)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    let pids: Vec<i32> = loop {
+        assert!(
+            start.elapsed() < Duration::from_secs(90),
+            "the ranks never started"
+        );
+        let outs: Vec<PathBuf> = std::fs::read_dir(d.join("res/ranks"))
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|e| e.path().join("scripts"))
+            .flat_map(|s| std::fs::read_dir(s).into_iter().flatten().flatten())
+            .map(|e| e.path().join("out"))
+            .collect();
+        let pids: Vec<i32> = outs
+            .iter()
+            .flat_map(|o| ["pid-0", "pid-1"].map(|f| o.join(f)))
+            .filter_map(|p| std::fs::read_to_string(p).ok()?.trim().parse().ok())
+            .collect();
+        if pids.len() == 2 {
+            break pids;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let start = Instant::now();
+    while !pids.iter().all(|p| gone(*p)) && start.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    for p in pids {
+        assert!(gone(p), "rank {p} outlived kill -9 of tricklab");
+    }
 }
