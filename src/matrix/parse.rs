@@ -23,6 +23,8 @@ type Grid = Option<Spanned<BTreeMap<Spanned<String>, Spanned<Vec<toml::Value>>>>
 type Sets = Option<BTreeMap<Spanned<String>, Spanned<toml::Value>>>;
 /// Overrides with the place in the file each came from.
 type Placed = Vec<(Override, Range<usize>)>;
+/// A variant with the place in the file it came from.
+type PlacedVariant = (Variant, Range<usize>);
 /// A kind's variants: name, overrides, where in the file.
 type Expanded = Vec<(String, Placed, Range<usize>)>;
 
@@ -1197,33 +1199,7 @@ pub fn parse_in(text: &str, origin: &str, base: &Path) -> Result<Matrix> {
         script: declared.as_ref(),
     };
     let h = cx.header(&raw)?;
-    let mut design = None;
-    let expanded = match h.kind {
-        Kind::Ladder => cx.steps(&raw, true)?,
-        Kind::List => cx.steps(&raw, false)?,
-        Kind::LeaveOneOut => cx.one_at_a_time(&raw, true)?,
-        Kind::AddOne => cx.one_at_a_time(&raw, false)?,
-        Kind::Grid => cx.grid(&raw)?,
-        Kind::Factorial | Kind::Fractional | Kind::Shapley => {
-            let (v, d) = cx.designed(&raw, h.kind)?;
-            design = Some(d);
-            v
-        }
-    };
-    // Every variant starts from the matrix's own changes.
-    let base_changes = cx.step(&raw.on, &raw.off, &raw.set)?;
-    let mut variants = Vec::with_capacity(expanded.len());
-    for (name, extra, span) in expanded {
-        check_variant_name(&name).map_err(|e| cx.err(span.clone(), e))?;
-        let overrides = base_changes
-            .iter()
-            .chain(&extra)
-            .map(|(o, _)| o.clone())
-            .collect();
-        variants.push((Variant { name, overrides }, span));
-    }
-    check_size(origin, variants.len(), &h)?;
-    unique_names(&cx, &variants)?;
+    let (variants, design) = expand(&cx, &raw, &h)?;
     let (resolved, scripts) = match &declared {
         Some(d) => (Vec::new(), cx.resolve_scripts(d, &variants)?),
         None => (cx.resolve(&variants)?, Vec::new()),
@@ -1276,6 +1252,42 @@ pub fn parse_in(text: &str, origin: &str, base: &Path) -> Result<Matrix> {
         )),
         _ => Ok(m),
     }
+}
+
+/// The variants of a matrix's kind, each starting from the matrix's own
+/// changes, named and counted; the design they came from, for a designed kind.
+fn expand(
+    cx: &Ctx,
+    raw: &RawMatrix,
+    h: &Header,
+) -> Result<(Vec<PlacedVariant>, Option<super::Design>)> {
+    let mut design = None;
+    let expanded = match h.kind {
+        Kind::Ladder => cx.steps(raw, true)?,
+        Kind::List => cx.steps(raw, false)?,
+        Kind::LeaveOneOut => cx.one_at_a_time(raw, true)?,
+        Kind::AddOne => cx.one_at_a_time(raw, false)?,
+        Kind::Grid => cx.grid(raw)?,
+        Kind::Factorial | Kind::Fractional | Kind::Shapley => {
+            let (v, d) = cx.designed(raw, h.kind)?;
+            design = Some(d);
+            v
+        }
+    };
+    let base_changes = cx.step(&raw.on, &raw.off, &raw.set)?;
+    let mut variants = Vec::with_capacity(expanded.len());
+    for (name, extra, span) in expanded {
+        check_variant_name(&name).map_err(|e| cx.err(span.clone(), e))?;
+        let overrides = base_changes
+            .iter()
+            .chain(&extra)
+            .map(|(o, _)| o.clone())
+            .collect();
+        variants.push((Variant { name, overrides }, span));
+    }
+    check_size(cx.origin, variants.len(), h)?;
+    unique_names(cx, &variants)?;
+    Ok((variants, design))
 }
 
 /// The name a script matrix carries where an engine matrix names its

@@ -120,7 +120,7 @@ fn follow(child: libc::pid_t, parent: u32) -> Option<std::process::ExitStatus> {
 /// Sends `sig` to every process below this one.
 fn kill_below(sig: libc::c_int) {
     // SAFETY: signals to this process's own descendants.
-    for p in super::run::descendants(std::process::id() as libc::pid_t) {
+    for p in descendants(std::process::id() as libc::pid_t) {
         unsafe { libc::kill(p, sig) };
     }
 }
@@ -153,4 +153,37 @@ fn exit_as(s: std::process::ExitStatus) -> i32 {
         libc::raise(sig);
     }
     128 + sig
+}
+
+/// Every process below `pid` now (from /proc), nearest first.
+pub fn descendants(pid: libc::pid_t) -> Vec<libc::pid_t> {
+    let parent_of = |p: &str| -> Option<libc::pid_t> {
+        let stat = std::fs::read_to_string(format!("/proc/{p}/stat")).ok()?;
+        // `pid (comm) state ppid ...`: comm may hold spaces and parentheses.
+        stat.rsplit_once(')')?
+            .1
+            .split_whitespace()
+            .nth(1)?
+            .parse()
+            .ok()
+    };
+    let all: Vec<(libc::pid_t, libc::pid_t)> = std::fs::read_dir("/proc")
+        .map(|d| {
+            d.flatten()
+                .filter_map(|e| {
+                    let name = e.file_name().to_string_lossy().into_owned();
+                    Some((name.parse().ok()?, parent_of(&name)?))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let mut found = vec![pid];
+    let mut i = 0;
+    while i < found.len() {
+        let p = found[i];
+        found.extend(all.iter().filter(|(_, pp)| *pp == p).map(|(c, _)| *c));
+        i += 1;
+    }
+    found.remove(0);
+    found
 }

@@ -89,12 +89,14 @@ pub fn preflight(runs: &[std::sync::Arc<ScriptRecord>]) -> Result<Vec<String>> {
     Ok(notes)
 }
 
+/// An interpreter's version and torch's, where they answer.
+pub type Versions = (Option<String>, Option<String>);
+
 /// The interpreter's version and torch's (from its installed metadata:
 /// torch is not imported) where `program` is a Python that answers; read
 /// once a process for each.
-pub fn versions(program: &str, dir: &Path) -> (Option<String>, Option<String>) {
-    static SEEN: OnceLock<Mutex<HashMap<PathBuf, (Option<String>, Option<String>)>>> =
-        OnceLock::new();
+pub fn versions(program: &str, dir: &Path) -> Versions {
+    static SEEN: OnceLock<Mutex<HashMap<PathBuf, Versions>>> = OnceLock::new();
     let Some(path) = find_program(program, dir).filter(|_| is_python(program)) else {
         return (None, None);
     };

@@ -248,7 +248,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn each_kind_of_line_reads_and_a_bad_one_says_why() {
+    fn the_version_line_may_say_the_planned_length() {
         assert_eq!(
             parse(r#"{"tricklab": 1, "steps": 1600, "epochs": 4}"#),
             Ok(Line::Version {
@@ -257,6 +257,11 @@ mod tests {
                 epochs: Some(4.0)
             })
         );
+        assert!(parse(r#"{"tricklab": 1, "steps": 2.5}"#).is_err());
+    }
+
+    #[test]
+    fn each_kind_of_line_reads_and_a_bad_one_says_why() {
         assert_eq!(
             parse(r#"{"tricklab": 1}"#),
             Ok(Line::Version {

@@ -495,7 +495,7 @@ impl Group {
     /// Kills what is left of the group and reaps the leader: its exit and
     /// the CPU seconds it and the children it reaped used.
     fn reap(&mut self) -> Result<(ExitStatus, f64)> {
-        self.signal(libc::SIGKILL, &descendants(self.pid));
+        self.signal(libc::SIGKILL, &super::keeper::descendants(self.pid));
         let mut status = 0;
         // SAFETY: wait4 fills the zeroed rusage it is given.
         let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
@@ -525,7 +525,7 @@ impl Group {
     /// Asks every process to end (SIGTERM), gives them [`GRACE`], then
     /// kills what is left.
     fn stop(&mut self) -> Result<(ExitStatus, f64)> {
-        let tree = descendants(self.pid);
+        let tree = super::keeper::descendants(self.pid);
         self.signal(libc::SIGTERM, &tree);
         // A paused (stopped) process handles its SIGTERM once continued.
         self.signal(libc::SIGCONT, &tree);
@@ -544,39 +544,6 @@ impl Drop for Group {
             let _ = self.reap();
         }
     }
-}
-
-/// Every process below `pid` now (from /proc), nearest first.
-pub(super) fn descendants(pid: libc::pid_t) -> Vec<libc::pid_t> {
-    let parent_of = |p: &str| -> Option<libc::pid_t> {
-        let stat = std::fs::read_to_string(format!("/proc/{p}/stat")).ok()?;
-        // `pid (comm) state ppid ...`: comm may hold spaces and parentheses.
-        stat.rsplit_once(')')?
-            .1
-            .split_whitespace()
-            .nth(1)?
-            .parse()
-            .ok()
-    };
-    let all: Vec<(libc::pid_t, libc::pid_t)> = std::fs::read_dir("/proc")
-        .map(|d| {
-            d.flatten()
-                .filter_map(|e| {
-                    let name = e.file_name().to_string_lossy().into_owned();
-                    Some((name.parse().ok()?, parent_of(&name)?))
-                })
-                .collect()
-        })
-        .unwrap_or_default();
-    let mut found = vec![pid];
-    let mut i = 0;
-    while i < found.len() {
-        let p = found[i];
-        found.extend(all.iter().filter(|(_, pp)| *pp == p).map(|(c, _)| *c));
-        i += 1;
-    }
-    found.remove(0);
-    found
 }
 
 /// Follows the running command until it exits (its exit and CPU seconds)
@@ -611,7 +578,7 @@ fn follow(
             );
         }
         let flow = if ctl.pausing() {
-            let tree = descendants(g.pid);
+            let tree = super::keeper::descendants(g.pid);
             g.signal(libc::SIGSTOP, &tree);
             let t = Instant::now();
             let flow = ctl.poll();
