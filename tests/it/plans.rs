@@ -12,7 +12,23 @@ fn render() -> String {
     for file in tricklab::matrix::matrix_files(&root.join("ablations")) {
         let m = tricklab::matrix::load(&file).unwrap();
         let name = file.file_name().unwrap().to_string_lossy();
-        for v in &m.variants {
+        for (i, v) in m.variants.iter().enumerate() {
+            // A script variant's command, environment and patches (its
+            // folder, which differs by checkout, left out).
+            if let Some(s) = m.variant_record(i).script() {
+                let patches: Vec<(&str, &str, &str)> = s
+                    .patches
+                    .iter()
+                    .map(|p| (p.file.as_str(), p.find.as_str(), p.replace.as_str()))
+                    .collect();
+                writeln!(
+                    out,
+                    "{name} | {} | {:?} {:?} {patches:?} world_size {}",
+                    v.name, s.argv, s.env, s.world_size
+                )
+                .unwrap();
+                continue;
+            }
             let (_, plan) = tricklab::recipe::resolve_plan(&m.recipe, &v.overrides).unwrap();
             writeln!(out, "{name} | {} | {plan:?}", v.name).unwrap();
         }

@@ -247,6 +247,44 @@ fn a_ladder_of_script_tricks_reports_each_rungs_saving_and_matrix_show_prints_th
         said.contains("base and candidate ran different script sources (planted.py: sha256 "),
         "{said}"
     );
+    // A night against the first folder: trained, judged, kept in the
+    // history, saying the sources changed; the script runs export as the
+    // engine's do.
+    let o = run_in(
+        tmp.path(),
+        &[
+            "nightly",
+            m.to_str().unwrap(),
+            "--baseline",
+            dir.to_str().unwrap(),
+            "--history",
+            "hist",
+            "--results",
+            "res",
+            "--devices",
+            "cpu",
+        ],
+    );
+    let said = format!("{}{}", out(&o), err(&o));
+    assert_eq!(o.status.code(), Some(0), "{said}");
+    assert!(said.contains("different script sources"), "{said}");
+    let history = std::fs::read_to_string(tmp.path().join("hist/history.csv")).unwrap();
+    assert_eq!(history.lines().count(), 1 + 3, "{history}");
+    let o = run_in(
+        tmp.path(),
+        &[
+            "export",
+            cand.to_str().unwrap(),
+            "--to",
+            "csv",
+            "--out",
+            "csv",
+        ],
+    );
+    assert!(o.status.success(), "{}", err(&o));
+    let runs = std::fs::read_to_string(tmp.path().join("csv/runs.csv")).unwrap();
+    assert_eq!(runs.lines().count(), 1 + 6, "{runs}");
+    assert!(runs.contains("fast"), "{runs}");
 }
 
 /// A list matrix whose every variant fails its own way, and one that works.

@@ -317,3 +317,83 @@ fn a_bare_tricklab_opens_the_picker_on_the_demo_ladder_and_queues_nothing() {
     t.wait_for("exit", 60, |s| s.contains("EXITED-0"));
     assert!(!tmp.path().join("results").join("demo").exists());
 }
+
+/// A script run in the TUI: its steps reach the Live tab with the length
+/// the script planned, a pause stops the script's process (state T) and
+/// keeps its time out of the clock, and the run finishes after the resume.
+#[test]
+fn a_script_run_is_live_in_the_tui_and_a_pause_stops_its_process() {
+    let tmp = tempfile::tempdir().unwrap();
+    let py = std::env::var("TRICKLAB_PYTHON").unwrap_or_else(|_| "python3".into());
+    std::fs::write(
+        tmp.path().join("slow.py"),
+        "import os, time, tricklab\nopen('slow.pid', 'w').write(str(os.getpid()))\ntricklab.start(steps=40, epochs=1)\nfor s in range(1, 41):\n    tricklab.log(step=s, loss=2.0 / s, lr=0.1, bn_scale=1.0)\n    time.sleep(0.1)\ntricklab.epoch(epoch=1, acc=0.5, seconds=4.0)\ntricklab.final(acc=0.5, seconds=4.0)\n",
+    )
+    .unwrap();
+    std::fs::write(
+        tmp.path().join("slow.toml"),
+        format!("name = \"slow\"\nkind = \"list\"\ntarget = 0.4\n[script]\ncommand = [\"{py}\", \"slow.py\"]\n[[variant]]\nname = \"only\"\n"),
+    )
+    .unwrap();
+    let t = Tmux {
+        socket: format!("tricklab-e2e-script-{}", std::process::id()),
+    };
+    let shell = format!(
+        "cd {} && NO_COLOR=1 {} tui slow.toml --results-root res; echo EXITED-$?; sleep 60",
+        tmp.path().display(),
+        env!("CARGO_BIN_EXE_tricklab"),
+    );
+    t.cmd(&[
+        "new-session",
+        "-d",
+        "-s",
+        "t",
+        "-x",
+        "120",
+        "-y",
+        "35",
+        &shell,
+    ]);
+    t.keys("2");
+    t.wait_for("the script's steps", 60, |s| {
+        s.contains("/40") && s.contains("loss (log)")
+    });
+    t.keys("p");
+    t.wait_for("pause", 30, |s| s.contains("[PAUSED]"));
+    let pid = std::fs::read_to_string(tmp.path().join("slow.pid")).unwrap();
+    let state = || {
+        let stat =
+            std::fs::read_to_string(format!("/proc/{}/stat", pid.trim())).unwrap_or_default();
+        stat.rsplit_once(')')
+            .and_then(|(_, r)| r.split_whitespace().next().map(String::from))
+    };
+    let start = std::time::Instant::now();
+    while state().as_deref() != Some("T") && start.elapsed().as_secs() < 10 {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert_eq!(
+        state().as_deref(),
+        Some("T"),
+        "the paused script still runs"
+    );
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    t.keys("p");
+    t.wait_for("resume", 30, |s| !s.contains("[PAUSED]"));
+    t.keys("1");
+    t.wait_for("the run done", 60, |s| {
+        s.contains(" done ") && !s.contains(" running ")
+    });
+    t.keys("q");
+    t.wait_for("exit", 60, |s| s.contains("EXITED-0"));
+    let dir = std::fs::read_dir(tmp.path().join("res/slow"))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let rows = tricklab::store::read_runs(&dir.join("runs.parquet")).unwrap();
+    assert_eq!(rows.len(), 1);
+    // The paused seconds are kept apart, out of the wall clock.
+    assert!(rows[0].paused_s.unwrap() >= 1.5, "{rows:?}");
+    assert_eq!(rows[0].hlb_s, Some(4.0));
+}
