@@ -101,6 +101,18 @@ pub struct Provenance {
     /// where they answer.
     pub interpreter: Option<String>,
     pub torch: Option<String>,
+    /// The published repository and commit the folder is a checked copy
+    /// of (`[script.source]`), for a published script.
+    #[serde(default)]
+    pub source: Option<Pinned>,
+}
+
+/// A published script's repository and commit.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Pinned {
+    /// GitHub's `owner/name`, or a git URL.
+    pub repo: String,
+    pub commit: String,
 }
 
 impl VariantRecord {

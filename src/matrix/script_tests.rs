@@ -252,3 +252,45 @@ fn placeholders_fill_and_braces_stay_braces() {
     let v = |n: &str| (n == "x").then(|| "1".to_string());
     assert_eq!(fill("{x}-{seed}-{{lit}}", &v), "1-{seed}-{{lit}}");
 }
+
+#[test]
+fn a_published_script_is_checked_against_its_pin() {
+    use sha2::Digest;
+    let d = script_dir("pinned");
+    let sha = hex::encode(sha2::Sha256::digest(
+        std::fs::read(d.join("train.py")).unwrap(),
+    ));
+    let commit = "0123456789abcdef0123456789abcdef01234567";
+    let text = |dir: &str, pin: &str| {
+        format!(
+            "name='p'\nkind='add-one'\nvary=['warm']\n[script]\ncommand=['python3','train.py']\ndir='{dir}'\nsource={{ repo='owner/record', commit='{commit}', files={{ 'train.py'='{pin}' }} }}\n[tricks.warm]\npatch=[{{file='train.py', find='warmup = 0', replace='warmup = 5'}}]\n"
+        )
+    };
+    // The copy as pinned: read, and the pin recorded with the file's hash.
+    let m = parse_in(&text(".", &sha), "m.toml", &d).unwrap();
+    let p = &run_of(&m, 0).provenance;
+    assert_eq!(p.files["train.py"], sha);
+    let pin = p.source.as_ref().unwrap();
+    assert_eq!((pin.repo.as_str(), pin.commit.as_str()), ("owner/record", commit));
+    // No copy: the one command that gets it.
+    let e = err(&text("peers/record", &sha), &d);
+    assert!(
+        e.contains("the published script (owner/record at 0123456789abcdef") && e.contains(&format!(
+            "fetch it: git clone https://github.com/owner/record {} && git -C {} checkout {commit}",
+            d.join("peers/record").display(),
+            d.join("peers/record").display()
+        )),
+        "{e}"
+    );
+    // A copy that differs: both hashes, and how to get the pinned one.
+    let other = "ab".repeat(32);
+    let e = err(&text(".", &other), &d);
+    assert!(
+        e.contains(&format!("sha256 {sha}, the matrix pins {other}")) && e.contains("checkout"),
+        "{e}"
+    );
+    assert!(e.starts_with("m.toml:7:"), "{e}");
+    // A pin that is not one.
+    let e = err(&text(".", "short"), &d);
+    assert!(e.contains("needs its sha256 (64 hex digits"), "{e}");
+}

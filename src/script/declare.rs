@@ -43,6 +43,108 @@ pub struct RawScript {
     world_size: Option<Spanned<usize>>,
     params: Option<Params>,
     parse: Option<Vec<RawParse>>,
+    /// A published script: the repository and commit `dir` must be a copy
+    /// of, and the sha256 of each file its runs read.
+    source: Option<Spanned<RawSource>>,
+}
+
+/// `[script.source]` as written.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawSource {
+    /// GitHub's `owner/name`, or a git URL.
+    repo: Spanned<String>,
+    commit: Spanned<String>,
+    /// sha256 by path in the repository.
+    files: BTreeMap<Spanned<String>, Spanned<String>>,
+}
+
+impl RawSource {
+    /// What fetches the pinned copy into `dir`.
+    fn fetch_command(&self, dir: &Path) -> String {
+        let repo = self.repo.get_ref();
+        let url = if repo.contains("://") || repo.starts_with("git@") {
+            repo.clone()
+        } else {
+            format!("https://github.com/{repo}")
+        };
+        format!(
+            "git clone {url} {d} && git -C {d} checkout {}",
+            self.commit.get_ref(),
+            d = dir.display()
+        )
+    }
+
+    /// The pin itself is well formed: a commit and sha256s in hex.
+    fn check(&self, err: Locate) -> Result<()> {
+        let hex = |s: &str, lens: std::ops::RangeInclusive<usize>| {
+            lens.contains(&s.len()) && s.chars().all(|c| c.is_ascii_hexdigit())
+        };
+        if !hex(self.commit.get_ref(), 7..=40) {
+            return Err(err(
+                self.commit.span(),
+                "source commit: give the commit's hash (7 to 40 hex digits)".into(),
+            ));
+        }
+        if self.files.is_empty() {
+            return Err(err(
+                self.repo.span(),
+                "source files: pin at least the script, `{ \"train.py\" = \"<sha256>\" }`".into(),
+            ));
+        }
+        for (f, h) in &self.files {
+            if !hex(h.get_ref(), 64..=64) {
+                return Err(err(
+                    h.span(),
+                    format!("source files: `{}` needs its sha256 (64 hex digits; `sha256sum FILE`)", f.get_ref()),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// `dir` holds the pinned copy: every pinned file, each with its sha256.
+    fn verify(&self, dir: &Path, at: Range<usize>, err: Locate) -> Result<()> {
+        use sha2::Digest;
+        let (repo, commit) = (self.repo.get_ref(), self.commit.get_ref());
+        if !dir.is_dir() {
+            return Err(err(
+                at,
+                format!(
+                    "the published script ({repo} at {commit}) is not at {}; fetch it: {}",
+                    dir.display(),
+                    self.fetch_command(dir)
+                ),
+            ));
+        }
+        for (f, want) in &self.files {
+            let path = dir.join(f.get_ref());
+            let Ok(bytes) = std::fs::read(&path) else {
+                return Err(err(
+                    f.span(),
+                    format!(
+                        "{} is missing: {} is not a copy of {repo} at {commit}; fetch it: {}",
+                        path.display(),
+                        dir.display(),
+                        self.fetch_command(dir)
+                    ),
+                ));
+            };
+            let got = hex::encode(sha2::Sha256::digest(&bytes));
+            if !got.eq_ignore_ascii_case(want.get_ref()) {
+                return Err(err(
+                    want.span(),
+                    format!(
+                        "{}: sha256 {got}, the matrix pins {} ({repo} at {commit}): `git -C {} checkout {commit}` (the copy changed), or update the pin",
+                        path.display(),
+                        want.get_ref(),
+                        dir.display()
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -118,6 +220,9 @@ pub struct Declared {
     pub world_size: usize,
     pub params: BTreeMap<String, String>,
     parse: Vec<String>,
+    /// The published repository and commit `dir` is a copy of, and the
+    /// files pinned.
+    source: Option<(crate::record::Pinned, Vec<String>)>,
     /// In the order the file declares them.
     pub tricks: Vec<TrickDecl>,
 }
@@ -171,13 +276,18 @@ fn params_of(params: &Option<Params>, err: Locate) -> Result<BTreeMap<String, St
     Ok(out)
 }
 
-/// The script's folder, absolute: `dir` relative to the matrix file's.
+/// The script's folder, absolute: `dir` relative to the matrix file's; a
+/// published script's, checked against its pin.
 fn folder(raw: &RawScript, base: &Path, err: Locate) -> Result<PathBuf> {
     let (dir, at) = match &raw.dir {
         Some(d) => (base.join(d.get_ref()), d.span()),
         None => (base.to_path_buf(), raw.command.span()),
     };
     let dir = std::path::absolute(&dir).unwrap_or(dir);
+    if let Some(s) = &raw.source {
+        s.get_ref().check(err)?;
+        s.get_ref().verify(&dir, at.clone(), err)?;
+    }
     if !dir.is_dir() {
         return Err(err(
             at,
@@ -256,6 +366,16 @@ impl Declared {
             world_size,
             params: params_of(&raw.params, err)?,
             parse,
+            source: raw.source.as_ref().map(|s| {
+                let s = s.get_ref();
+                (
+                    crate::record::Pinned {
+                        repo: s.repo.get_ref().clone(),
+                        commit: s.commit.get_ref().clone(),
+                    },
+                    s.files.keys().map(|f| f.get_ref().clone()).collect(),
+                )
+            }),
             tricks: Vec::new(),
         };
         for (name, t) in tricks.into_iter().flatten() {
@@ -429,9 +549,12 @@ impl Declared {
                 ));
             }
         }
-        let files = self.check_patches(&patches, err)?;
+        let mut files = self.check_patches(&patches, err)?;
+        files.extend(self.source.iter().flat_map(|(_, f)| f.iter().cloned()));
+        let mut provenance = provenance(&self.dir, &argv, files);
+        provenance.source = self.source.as_ref().map(|(p, _)| p.clone());
         Ok(ScriptRecord {
-            provenance: provenance(&self.dir, &argv, files),
+            provenance,
             argv,
             dir: self.dir.clone(),
             env,
@@ -677,6 +800,7 @@ fn provenance(dir: &Path, argv: &[String], patched: Vec<String>) -> Provenance {
         git_diff,
         interpreter,
         torch,
+        source: None,
     }
 }
 
