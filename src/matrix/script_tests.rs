@@ -123,6 +123,17 @@ fn every_kind_expands_over_declared_tricks() {
             assert_eq!(r.patches.len() == 1, w >> 2 & 1 == 1);
         }
     }
+    // Seeds added by the rules that decide when to stop.
+    let until = matrix(
+        "name='u'\nkind='add-one'\nvary=['tf32']\nuntil_decided={time=0.05, max=6}\n",
+        &d,
+    );
+    assert_eq!(until.record().asked().len(), 1);
+    let adaptive = matrix(
+        "name='v'\nkind='add-one'\nvary=['tf32']\nadaptive={ci_width=0.01, max=5}\n",
+        &d,
+    );
+    assert_eq!(adaptive.adaptive.unwrap().max, 5);
     let factorial = matrix(
         "name='f'\nkind='factorial'\nvary=['smooth','tf32']\nrepeats=3\n",
         &d,
