@@ -12,16 +12,22 @@ pub use crate::config::RunId;
 pub struct StepRow {
     pub step: u64,
     /// Fractional epoch at the end of this step.
+    #[serde(deserialize_with = "crate::util::nan_if_null")]
     pub epoch: f64,
+    #[serde(deserialize_with = "crate::util::nan_if_null")]
     pub loss: f64,
+    #[serde(deserialize_with = "crate::util::nan_if_null")]
     pub lr: f64,
     /// Mean |gamma| per BN layer, in network order.
+    #[serde(deserialize_with = "crate::util::nans_if_null")]
     pub bn_scale: Vec<f32>,
     /// Mean beta per BN layer, in network order.
+    #[serde(deserialize_with = "crate::util::nans_if_null")]
     pub bn_bias: Vec<f32>,
     /// Seconds the step spent getting its batch: the CPU loader building
     /// it, or the wait for the streaming loader (host time, no device sync).
     #[serde(default)]
+    #[serde(deserialize_with = "crate::util::nan_if_null")]
     pub loader_s: f64,
 }
 
@@ -30,19 +36,26 @@ pub struct EpochRow {
     /// 1-based epoch number (a fractional last epoch counts as one).
     pub epoch: usize,
     pub steps: u64,
+    #[serde(deserialize_with = "crate::util::nan_if_null")]
     pub train_loss: f64,
+    #[serde(deserialize_with = "crate::util::nan_if_null")]
     pub train_acc: f64,
     /// Eval accuracy of the model that is evaluated (the EMA copy when there is one), no TTA.
+    #[serde(deserialize_with = "crate::util::nan_if_null")]
     pub test_acc: f64,
     /// Same with the run's TTA level, when TTA is on.
     pub test_acc_tta: Option<f64>,
     /// Training seconds of this epoch (device-synchronised at the epoch boundary).
+    #[serde(deserialize_with = "crate::util::nan_if_null")]
     pub train_s: f64,
+    #[serde(deserialize_with = "crate::util::nan_if_null")]
     pub eval_s: f64,
+    #[serde(deserialize_with = "crate::util::nan_if_null")]
     pub images_per_s: f64,
     pub peak_mem_bytes: Option<u64>,
     /// Of `train_s`, the seconds that went to the loader (see `Clocks::loader_s`).
     #[serde(default)]
+    #[serde(deserialize_with = "crate::util::nan_if_null")]
     pub loader_s: f64,
     /// The streaming loader's own rate over the epoch: images it delivered a
     /// second (None for in-memory data).
@@ -59,37 +72,48 @@ pub struct EpochRow {
 pub struct Clocks {
     /// Loading, preprocessing, whitening, building the net and the training
     /// epochs; evaluation excluded (Page's new_dawn.py).
+    #[serde(deserialize_with = "crate::util::nan_if_null")]
     pub dawn_s: f64,
     /// Preprocessing on the device + whitening init + training epochs + the
     /// final (TTA) eval; loading to the device and building the net excluded.
+    #[serde(deserialize_with = "crate::util::nan_if_null")]
     pub airbench_s: f64,
     /// Training loop of each epoch only.
+    #[serde(deserialize_with = "crate::util::nan_if_null")]
     pub hlb_s: f64,
     /// All evaluation passes.
+    #[serde(deserialize_with = "crate::util::nan_if_null")]
     pub eval_s: f64,
     /// Data preparation: move to the device, normalise, pad.
+    #[serde(deserialize_with = "crate::util::nan_if_null")]
     pub prep_s: f64,
     /// Of `prep_s`, the normalising and padding on the device (airbench's
     /// timer covers it, not the upload before it).
     #[serde(default)]
+    #[serde(deserialize_with = "crate::util::nan_if_null")]
     pub preprocess_s: f64,
     /// Whitening eigenbasis computation (0 when whitening is off).
+    #[serde(deserialize_with = "crate::util::nan_if_null")]
     pub whiten_s: f64,
     /// Building and initialising the net, the whitening fit left out: in
     /// DAWNBench's clock, as Page's new_dawn.py builds its net after its
     /// timer starts (airbench and hlb build theirs before theirs).
     #[serde(default)]
+    #[serde(deserialize_with = "crate::util::nan_if_null")]
     pub build_s: f64,
     /// Of `hlb_s`, the seconds the CPU loader spent building batches, or the
     /// steps waited for the streaming loader's (0 when the data is resident):
     /// what a loader running beside the device, as in Page's B0, would hide.
     #[serde(default)]
+    #[serde(deserialize_with = "crate::util::nan_if_null")]
     pub loader_s: f64,
     /// Everything, from the start of the run to the summary, pauses excluded.
+    #[serde(deserialize_with = "crate::util::nan_if_null")]
     pub wall_s: f64,
     /// Seconds the run stood paused (`p` in the TUI): kept out of every
     /// clock above and recorded here.
     #[serde(default)]
+    #[serde(deserialize_with = "crate::util::nan_if_null")]
     pub paused_s: f64,
 }
 
@@ -121,17 +145,21 @@ impl RunSummary {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct RunSummary {
     /// Final accuracy without TTA.
+    #[serde(deserialize_with = "crate::util::nan_if_null")]
     pub acc: f64,
     /// Final accuracy with the run's TTA level (equal to `acc` when TTA is off).
+    #[serde(deserialize_with = "crate::util::nan_if_null")]
     pub acc_tta: f64,
     pub clocks: Clocks,
     /// DAWNBench-style seconds until the first eval reaching the target, if it did.
     pub time_to_target_s: Option<f64>,
     /// Epoch at which the target was first reached.
     pub epoch_to_target: Option<usize>,
+    #[serde(deserialize_with = "crate::util::nan_if_null")]
     pub epochs: f64,
     pub steps: u64,
     pub peak_mem_bytes: Option<u64>,
+    #[serde(deserialize_with = "crate::util::nan_if_null")]
     pub final_train_loss: f64,
     pub device: String,
     /// The machine over the run: cores, load, other processes' share, GPU state.

@@ -155,6 +155,7 @@ pub fn cmd_train(args: TrainArgs) -> Result<i32> {
             let summary = train_rank(&spec, l, &opts, &mut |m| match m {
                 Msg::Event(ev) => print(ev),
                 Msg::Log(line) => println!("{line}"),
+                Msg::Unreadable(line) => eprintln!("warning: {line}"),
                 Msg::Hosts(hosts) => println!("{}", crate::dist::group::placement(&hosts)),
                 Msg::Finished(_) => {}
             })?;

@@ -28,6 +28,9 @@ pub enum Msg {
     Event(Event),
     /// A line for the log (the warm-up's).
     Log(String),
+    /// A protocol line the worker could not read: said, never dropped
+    /// in silence (made by the reader, not sent by a rank).
+    Unreadable(String),
     /// Each rank's host, by rank, as rank 0 learnt them at the rendezvous.
     Hosts(Vec<String>),
     Finished(RunSummary),
@@ -172,6 +175,8 @@ struct Launched {
     msgs: mpsc::Receiver<Msg>,
     /// Each child's last lines on stderr (srun's: every rank's).
     stderr: Vec<Arc<Mutex<Vec<String>>>>,
+    /// Rank 0's lines that did not read, each said in the log.
+    unreadable: usize,
 }
 
 impl Launched {
@@ -273,6 +278,7 @@ impl Launched {
             world,
             srun,
             hosts: Vec::new(),
+            unreadable: 0,
             msgs,
             stderr,
         })
@@ -320,8 +326,12 @@ impl Launched {
                     }
                     None => {
                         let said = self.stderr[0].lock().expect("stderr tail").last().cloned();
+                        let lost = match self.unreadable {
+                            0 => String::new(),
+                            n => format!(" ({n} of its lines did not read; the log names them)"),
+                        };
                         bail!(
-                            "rank 0 of {} exited without a summary{}",
+                            "rank 0 of {} exited without a summary{lost}{}",
                             self.world,
                             said.map(|l| format!(": its last line: {}", l.trim()))
                                 .unwrap_or_default()
@@ -370,6 +380,13 @@ impl Launched {
                 level: crate::events::LogLevel::Info,
                 message,
             }),
+            Msg::Unreadable(message) => {
+                self.unreadable += 1;
+                emit(Event::Log {
+                    level: crate::events::LogLevel::Warn,
+                    message,
+                });
+            }
             Msg::Hosts(hosts) => {
                 emit(Event::Log {
                     level: crate::events::LogLevel::Info,
@@ -509,9 +526,13 @@ fn read_messages(out: std::process::ChildStdout, tx: mpsc::Sender<Msg>) {
     std::thread::spawn(move || {
         for line in BufReader::new(out).lines().map_while(Result::ok) {
             let Some(at) = line.find(TAG) else { continue };
-            if let Ok(m) = serde_json::from_str::<Msg>(&line[at + TAG.len()..]) {
-                let _ = tx.send(m);
-            }
+            let m = serde_json::from_str::<Msg>(&line[at + TAG.len()..]).unwrap_or_else(|e| {
+                let shown: String = line[at + TAG.len()..].chars().take(120).collect();
+                Msg::Unreadable(format!(
+                    "rank 0 sent a line this worker cannot read ({e}), skipped: {shown}; a tricklab binary of another version on a rank? `tricklab --version` on each"
+                ))
+            });
+            let _ = tx.send(m);
         }
     });
 }
@@ -556,6 +577,89 @@ fn describe(s: ExitStatus) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An epoch without an evaluation (NaN test accuracy), a diverged
+    /// loss and BN scale: JSON carries them as null, and they read back
+    /// as NaN instead of losing the line; a line that does not read is said.
+    #[test]
+    fn non_finite_numbers_cross_the_rank_channel_and_a_bad_line_is_said() {
+        let row = crate::events::EpochRow {
+            epoch: 1,
+            steps: 4,
+            train_loss: f64::NAN,
+            train_acc: 0.5,
+            test_acc: f64::NAN,
+            test_acc_tta: None,
+            train_s: 1.0,
+            eval_s: 0.0,
+            images_per_s: f64::INFINITY,
+            peak_mem_bytes: None,
+            loader_s: 0.0,
+            loader_images_per_s: None,
+            ddp: None,
+        };
+        let run = crate::events::RunId {
+            matrix: "m".into(),
+            index: 0,
+            variant: "v".into(),
+            repeat: 0,
+        };
+        let msgs = [
+            Msg::Event(Event::Epoch {
+                run: run.clone(),
+                row,
+            }),
+            Msg::Event(Event::Steps {
+                run,
+                rows: vec![crate::events::StepRow {
+                    step: 1,
+                    epoch: 0.1,
+                    loss: f64::NAN,
+                    lr: 0.1,
+                    bn_scale: vec![f32::NAN, 1.0],
+                    bn_bias: vec![0.0],
+                    loader_s: 0.0,
+                }],
+                images_per_s: 1.0,
+                loader_share: 0.0,
+            }),
+        ];
+        let mut text: Vec<u8> = msgs
+            .iter()
+            .flat_map(|m| format!("{TAG}{}\n", serde_json::to_string(m).unwrap()).into_bytes())
+            .collect();
+        text.extend_from_slice(format!("{TAG}{{\"Event\": 3}}\n").as_bytes());
+        let mut child = std::process::Command::new("cat")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        {
+            use std::io::Write as _;
+            child.stdin.take().unwrap().write_all(&text).unwrap();
+        }
+        let (tx, rx) = mpsc::channel();
+        read_messages(child.stdout.take().unwrap(), tx);
+        let got: Vec<Msg> = rx.iter().take(3).collect();
+        let _ = child.wait();
+        let Msg::Event(Event::Epoch { row, .. }) = &got[0] else {
+            panic!("{:?}", got[0])
+        };
+        assert!(row.test_acc.is_nan() && row.train_loss.is_nan() && row.images_per_s.is_nan());
+        assert_eq!(row.train_acc, 0.5);
+        let Msg::Event(Event::Steps { rows, .. }) = &got[1] else {
+            panic!("{:?}", got[1])
+        };
+        assert!(rows[0].loss.is_nan() && rows[0].bn_scale[0].is_nan());
+        assert_eq!(rows[0].bn_scale[1], 1.0);
+        let Msg::Unreadable(said) = &got[2] else {
+            panic!("{:?}", got[2])
+        };
+        assert!(
+            said.starts_with("rank 0 sent a line this worker cannot read"),
+            "{said}"
+        );
+    }
 
     /// Records the world sizes it was asked to warm up for.
     struct Warms(std::rc::Rc<std::cell::RefCell<Vec<usize>>>);

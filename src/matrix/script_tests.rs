@@ -282,7 +282,10 @@ fn a_published_script_is_checked_against_its_pin() {
     let p = &run_of(&m, 0).provenance;
     assert_eq!(p.files["train.py"], sha);
     let pin = p.source.as_ref().unwrap();
-    assert_eq!((pin.repo.as_str(), pin.commit.as_str()), ("owner/record", commit));
+    assert_eq!(
+        (pin.repo.as_str(), pin.commit.as_str()),
+        ("owner/record", commit)
+    );
     // No copy: the one command that gets it.
     let e = err(&text("peers/record", &sha), &d);
     assert!(

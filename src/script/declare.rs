@@ -96,7 +96,10 @@ impl RawSource {
             if !hex(h.get_ref(), 64..=64) {
                 return Err(err(
                     h.span(),
-                    format!("source files: `{}` needs its sha256 (64 hex digits; `sha256sum FILE`)", f.get_ref()),
+                    format!(
+                        "source files: `{}` needs its sha256 (64 hex digits; `sha256sum FILE`)",
+                        f.get_ref()
+                    ),
                 ));
             }
         }

@@ -240,6 +240,26 @@ pub fn parse_duration(s: &str) -> Option<std::time::Duration> {
         .then(|| std::time::Duration::from_secs_f64(secs))
 }
 
+/// A number that JSON carried as `null` (serde_json writes a NaN or an
+/// infinity so), read back as NaN: an epoch without an evaluation, a
+/// diverged loss. Without it the whole line fails to parse, and a rank's
+/// message would be lost (issue 64).
+pub fn nan_if_null<'de, D: serde::Deserializer<'de>>(d: D) -> std::result::Result<f64, D::Error> {
+    use serde::Deserialize;
+    Ok(Option::<f64>::deserialize(d)?.unwrap_or(f64::NAN))
+}
+
+/// As [`nan_if_null`], for each of a list's numbers (a diverged net's BN scales).
+pub fn nans_if_null<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> std::result::Result<Vec<f32>, D::Error> {
+    use serde::Deserialize;
+    Ok(Vec::<Option<f32>>::deserialize(d)?
+        .into_iter()
+        .map(|x| x.unwrap_or(f32::NAN))
+        .collect())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1049,3 +1049,36 @@ fn ctrl_c_in_a_terminal_lets_a_data_parallel_run_finish_and_twice_cancels_it() {
         "{out}"
     );
 }
+
+/// A 2-rank run that evaluates only at its end, as the ImageNet recipes do:
+/// its epochs without an evaluation carry a NaN accuracy over the ranks'
+/// channel, and every epoch row is kept (issue 64: they were dropped).
+#[test]
+fn a_gang_run_evaluating_only_at_its_end_keeps_every_epoch() {
+    let tmp = tempfile::tempdir().unwrap();
+    let m = tmp.path().join("end-eval.toml");
+    std::fs::write(
+        &m,
+        "name = \"end-eval\"\nrecipe = \"tiny-page-resnet9\"\nkind = \"list\"\ndata = \"synthetic:200\"\nrepeats = 1\ntarget = 0.2\nset = { batch_size = 20, world_size = 2, epochs = 3, eval_every = 3, train_per_class = 0, test_per_class = 0 }\n[[variant]]\nname = \"two\"\n",
+    )
+    .unwrap();
+    let o = super::common::bin()
+        .args(super::common::headless(&m, "res", &["--devices", "cpu:2"]))
+        .current_dir(tmp.path())
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", err(&o));
+    let dir = std::fs::read_dir(tmp.path().join("res/end-eval"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.join("runs.parquet").is_file())
+        .expect("a session folder");
+    let rows = tricklab::store::read_runs(&dir.join("runs.parquet")).unwrap();
+    assert_eq!(rows.len(), 1);
+    let (_, epochs) = tricklab::store::read_curves(&dir, &rows[0]).unwrap();
+    assert_eq!(epochs.len(), 3, "{epochs:?}");
+    assert!(epochs[0].test_acc.is_nan() && epochs[1].test_acc.is_nan());
+    assert!(epochs[2].test_acc.is_finite());
+    assert!(!err(&o).contains("cannot read"), "{}", err(&o));
+}
