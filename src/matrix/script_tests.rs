@@ -123,6 +123,17 @@ fn every_kind_expands_over_declared_tricks() {
             assert_eq!(r.patches.len() == 1, w >> 2 & 1 == 1);
         }
     }
+    let factorial = matrix(
+        "name='f'\nkind='factorial'\nvary=['smooth','tf32']\nrepeats=3\n",
+        &d,
+    );
+    assert_eq!(factorial.kind, Kind::Factorial);
+    assert_eq!(factorial.runs().len(), 12);
+}
+
+#[test]
+fn the_seed_rules_work_over_script_variants() {
+    let d = script_dir("seeds");
     // Seeds added by the rules that decide when to stop.
     let until = matrix(
         "name='u'\nkind='add-one'\nvary=['tf32']\nuntil_decided={time=0.05, max=6}\n",
@@ -134,12 +145,6 @@ fn every_kind_expands_over_declared_tricks() {
         &d,
     );
     assert_eq!(adaptive.adaptive.unwrap().max, 5);
-    let factorial = matrix(
-        "name='f'\nkind='factorial'\nvary=['smooth','tf32']\nrepeats=3\n",
-        &d,
-    );
-    assert_eq!(factorial.kind, Kind::Factorial);
-    assert_eq!(factorial.runs().len(), 12);
 }
 
 #[test]
