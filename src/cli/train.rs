@@ -49,6 +49,11 @@ pub fn cmd_train(args: TrainArgs) -> Result<i32> {
             args.target
         );
     }
+    // A FIFO or device given for the weights is refused before the run, not
+    // after it, when the minutes are spent.
+    if let Some(p) = &args.save_weights {
+        crate::util::output_target(p)?;
+    }
     // Under torchrun or srun (their variables set), this process is one
     // rank of one run over the ranks the launcher made.
     let env = |k: &str| std::env::var(k).ok();
@@ -218,8 +223,26 @@ pub fn cmd_train(args: TrainArgs) -> Result<i32> {
                 ),
                 None => println!("target {:.1}% not reached", 100.0 * args.target),
             }
+            if let Some(p) = &args.save_weights {
+                println!("{}", weights_line(p)?);
+            }
             Ok(0)
         }
         Outcome::Cancelled => Ok(1),
     }
+}
+
+/// Where the run's weights went: the file itself when `path` is a link.
+fn weights_line(path: &std::path::Path) -> Result<String> {
+    use anyhow::Context;
+    let file = std::fs::canonicalize(path).with_context(|| {
+        format!(
+            "{}: the weights saved there are gone (removed meanwhile?)",
+            path.display()
+        )
+    })?;
+    let bytes = std::fs::metadata(&file)
+        .with_context(|| format!("cannot read {}", file.display()))?
+        .len();
+    Ok(format!("weights: {} ({bytes} bytes)", file.display()))
 }

@@ -389,9 +389,10 @@ impl Run<'_> {
     }
 }
 
-/// The run's variables as safetensors, by name, written beside `path` and
-/// renamed into place. Contiguous copies: channels_last filters are strided,
-/// and safetensors stores only dense row-major data.
+/// The run's variables as safetensors, by name, written atomically (through
+/// a link to the file it names; a FIFO or device refused, not replaced).
+/// Contiguous copies: channels_last filters are strided, and safetensors
+/// stores only dense row-major data.
 fn save_weights(vs: &nn::VarStore, path: &std::path::Path) -> Result<()> {
     let mut named: Vec<(String, Tensor)> = vs
         .variables()
@@ -399,14 +400,10 @@ fn save_weights(vs: &nn::VarStore, path: &std::path::Path) -> Result<()> {
         .map(|(k, t)| (k, t.contiguous()))
         .collect();
     named.sort_by(|a, b| a.0.cmp(&b.0));
-    let tmp = crate::util::temp_sibling(path);
-    Tensor::write_safetensors(&named, &tmp)
-        .map_err(anyhow::Error::from)
-        .and_then(|()| std::fs::rename(&tmp, path).map_err(Into::into))
-        .inspect_err(|_| {
-            let _ = std::fs::remove_file(&tmp);
-        })
-        .with_context(|| format!("cannot save the weights to {}", path.display()))
+    crate::util::write_atomic_path(path, |tmp| {
+        Tensor::write_safetensors(&named, tmp).map_err(Into::into)
+    })
+    .with_context(|| format!("cannot save the weights to {}", path.display()))
 }
 
 pub(super) fn sync(device: Device) {

@@ -22,13 +22,9 @@ pub fn write_atomic_with(
     path: &Path,
     fill: impl FnOnce(&mut std::fs::File) -> Result<()>,
 ) -> Result<()> {
-    let dir = path
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir)
-        .with_context(|| format!("cannot create folder {}", dir.display()))?;
-    write_atomic_into(path, fill)
+    let target = output_target(path)?;
+    create_parent(&target)?;
+    replace(path, &target, |tmp| fill_file(tmp, fill))
 }
 
 /// Like [`write_atomic_with`], into a folder that must already exist: a
@@ -37,17 +33,105 @@ pub fn write_atomic_into(
     path: &Path,
     fill: impl FnOnce(&mut std::fs::File) -> Result<()>,
 ) -> Result<()> {
-    let tmp = temp_sibling(path);
-    let result = (|| -> Result<()> {
-        let mut f = std::fs::File::create(&tmp)
-            .with_context(|| format!("cannot create {}", tmp.display()))?;
-        fill(&mut f)?;
-        f.sync_all()
-            .with_context(|| format!("cannot flush {} (disk full?)", tmp.display()))?;
-        std::fs::rename(&tmp, path)
-            .with_context(|| format!("cannot move {} into place", path.display()))?;
-        Ok(())
-    })();
+    let target = output_target(path)?;
+    replace(path, &target, |tmp| fill_file(tmp, fill))
+}
+
+/// Like [`write_atomic_with`], for a writer that only takes a path
+/// (libtorch's safetensors writer): `fill` writes the temporary file it is
+/// given, which is then flushed and renamed into place.
+pub fn write_atomic_path(path: &Path, fill: impl FnOnce(&Path) -> Result<()>) -> Result<()> {
+    let target = output_target(path)?;
+    create_parent(&target)?;
+    replace(path, &target, |tmp| {
+        fill(tmp)?;
+        // fsync through a read-only handle: the writer closed its own.
+        std::fs::File::open(tmp)
+            .and_then(|f| f.sync_all())
+            .with_context(|| format!("cannot flush {} (disk full?)", tmp.display()))
+    })
+}
+
+/// The file a write to `path` lands in. A rename over `path` would turn a
+/// link into a copy (a weights file shared through a link would never
+/// update) and a FIFO or device into a plain file (`/dev/null`, as root),
+/// so links are followed to the file they name (a dangling one: the path it
+/// names, created), and anything that exists but is not a file is refused.
+pub fn output_target(path: &Path) -> Result<PathBuf> {
+    use std::os::unix::fs::FileTypeExt;
+    // The kernel's own limit on links followed in one lookup (ELOOP).
+    const MAX_LINKS: usize = 40;
+    let mut p = path.to_path_buf();
+    for _ in 0..=MAX_LINKS {
+        // Any other failure to look (a parent that is a file, no permission)
+        // is the write's to report, with the message it has for it.
+        let Ok(meta) = std::fs::symlink_metadata(&p) else {
+            return Ok(p);
+        };
+        let ty = meta.file_type();
+        let kind = if ty.is_symlink() {
+            let next = std::fs::read_link(&p)
+                .with_context(|| format!("cannot read the link {}", p.display()))?;
+            // A relative link names a path from the folder it sits in.
+            p = match p.parent() {
+                Some(dir) if next.is_relative() => dir.join(next),
+                _ => next,
+            };
+            continue;
+        } else if ty.is_file() {
+            return Ok(p);
+        } else if ty.is_dir() {
+            "a folder"
+        } else if ty.is_fifo() {
+            "a FIFO"
+        } else if ty.is_char_device() {
+            "a character device"
+        } else if ty.is_block_device() {
+            "a block device"
+        } else if ty.is_socket() {
+            "a socket"
+        } else {
+            "not a plain file"
+        };
+        let shown = if p == path {
+            path.display().to_string()
+        } else {
+            format!("{} (a link to {})", path.display(), p.display())
+        };
+        anyhow::bail!("{shown} is {kind}, not a file: give a file path");
+    }
+    anyhow::bail!(
+        "{}: more than {MAX_LINKS} links in a row (a loop?): give a file path",
+        path.display()
+    )
+}
+
+fn create_parent(target: &Path) -> Result<()> {
+    let dir = target
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot create folder {}", dir.display()))
+}
+
+/// Creates the temporary file `tmp`, fills it and flushes it to disk.
+fn fill_file(tmp: &Path, fill: impl FnOnce(&mut std::fs::File) -> Result<()>) -> Result<()> {
+    let mut f =
+        std::fs::File::create(tmp).with_context(|| format!("cannot create {}", tmp.display()))?;
+    fill(&mut f)?;
+    f.sync_all()
+        .with_context(|| format!("cannot flush {} (disk full?)", tmp.display()))
+}
+
+/// Writes `target` (the file `path` names, [`output_target`]) through a
+/// temporary file beside it, renamed over it: beside the target, not the
+/// link, as a rename does not cross file systems and must replace the file.
+fn replace(path: &Path, target: &Path, fill: impl FnOnce(&Path) -> Result<()>) -> Result<()> {
+    let tmp = temp_sibling(target);
+    let result = fill(&tmp).and_then(|()| {
+        std::fs::rename(&tmp, target)
+            .with_context(|| format!("cannot move {} into place", target.display()))
+    });
     if result.is_err() {
         let _ = std::fs::remove_file(&tmp);
     }
@@ -163,7 +247,6 @@ pub fn one_line(e: &anyhow::Error) -> String {
     format!("{e:#}").replace('\n', " ")
 }
 
-/// A hidden temporary name next to `path`, unique per process.
 /// Free space a results folder keeps for the next run: its per-step and
 /// per-epoch tables take a few MiB at most. `TRICKLAB_MIN_FREE_MB` overrides it.
 pub fn min_free_bytes() -> u64 {
@@ -217,6 +300,7 @@ pub fn check_storage(dir: &Path, need: u64) -> Result<()> {
     Ok(())
 }
 
+/// A hidden temporary name next to `path`, unique per process.
 pub fn temp_sibling(path: &Path) -> PathBuf {
     let name = path
         .file_name()
@@ -282,5 +366,112 @@ mod tests {
         let err = write_atomic_with(&p, |_| anyhow::bail!("boom")).unwrap_err();
         assert!(format!("{err:#}").contains("nothing was replaced"));
         assert_eq!(std::fs::read(&p).unwrap(), b"old");
+    }
+
+    fn mkfifo(p: &Path) {
+        use std::os::unix::ffi::OsStrExt;
+        let c = std::ffi::CString::new(p.as_os_str().as_bytes()).unwrap();
+        // SAFETY: a valid NUL-terminated path for mkfifo(3).
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    }
+
+    fn is_fifo(p: &Path) -> bool {
+        use std::os::unix::fs::FileTypeExt;
+        std::fs::symlink_metadata(p).unwrap().file_type().is_fifo()
+    }
+
+    #[test]
+    fn a_fifo_is_refused_unopened_and_stays_a_fifo() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("pipe");
+        mkfifo(&p);
+        // Opening it to write would block this test: the refusal comes first.
+        for r in [
+            write_atomic(&p, b"x"),
+            write_atomic_into(&p, |_| Ok(())),
+            write_atomic_path(&p, |_| Ok(())),
+        ] {
+            let msg = one_line(&r.unwrap_err());
+            assert_eq!(
+                msg,
+                format!("{} is a FIFO, not a file: give a file path", p.display())
+            );
+        }
+        assert!(is_fifo(&p));
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+    }
+
+    #[test]
+    fn a_folder_is_refused_and_left_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("out");
+        std::fs::create_dir(&p).unwrap();
+        std::fs::write(p.join("keep"), b"k").unwrap();
+        let err = write_atomic(&p, b"x").unwrap_err();
+        assert!(!is_failure(&err), "the input's fault, not the machine's");
+        assert_eq!(
+            one_line(&err),
+            format!("{} is a folder, not a file: give a file path", p.display())
+        );
+        assert_eq!(std::fs::read(p.join("keep")).unwrap(), b"k");
+    }
+
+    #[test]
+    fn a_link_is_written_through_and_stays_a_link() {
+        let dir = tempfile::tempdir().unwrap();
+        let shared = dir.path().join("shared");
+        std::fs::create_dir(&shared).unwrap();
+        let target = shared.join("w.safetensors");
+        std::fs::write(&target, b"old").unwrap();
+        // Two hops, the second relative to the first link's folder.
+        let mid = shared.join("latest");
+        std::os::unix::fs::symlink("w.safetensors", &mid).unwrap();
+        let link = dir.path().join("link");
+        std::os::unix::fs::symlink(&mid, &link).unwrap();
+        assert_eq!(output_target(&link).unwrap(), target);
+        write_atomic(&link, b"new").unwrap();
+        assert!(std::fs::symlink_metadata(&link).unwrap().is_symlink());
+        assert!(std::fs::symlink_metadata(&mid).unwrap().is_symlink());
+        assert_eq!(std::fs::read(&target).unwrap(), b"new");
+        write_atomic_path(&link, |tmp| {
+            std::fs::write(tmp, b"newer").map_err(Into::into)
+        })
+        .unwrap();
+        assert_eq!(std::fs::read(&target).unwrap(), b"newer");
+        // No temporary file left beside the link or the target.
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 2);
+        assert_eq!(std::fs::read_dir(&shared).unwrap().count(), 2);
+    }
+
+    #[test]
+    fn a_dangling_link_creates_the_file_it_names() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("sub/w.bin");
+        let link = dir.path().join("link");
+        std::os::unix::fs::symlink(&target, &link).unwrap();
+        write_atomic(&link, b"w").unwrap();
+        assert!(std::fs::symlink_metadata(&link).unwrap().is_symlink());
+        assert_eq!(std::fs::read(&target).unwrap(), b"w");
+    }
+
+    #[test]
+    fn a_link_to_a_fifo_or_a_loop_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("pipe");
+        mkfifo(&fifo);
+        let link = dir.path().join("link");
+        std::os::unix::fs::symlink(&fifo, &link).unwrap();
+        let msg = one_line(&write_atomic(&link, b"x").unwrap_err());
+        assert!(
+            msg.contains("link (a link to")
+                && msg.ends_with("is a FIFO, not a file: give a file path"),
+            "{msg}"
+        );
+        assert!(is_fifo(&fifo));
+        let a = dir.path().join("a");
+        std::os::unix::fs::symlink("b", &a).unwrap();
+        std::os::unix::fs::symlink("a", dir.path().join("b")).unwrap();
+        let msg = one_line(&write_atomic(&a, b"x").unwrap_err());
+        assert!(msg.contains("(a loop?)"), "{msg}");
     }
 }

@@ -2179,3 +2179,91 @@ fn a_training_batch_of_unreadable_images_is_skipped_and_counted() {
         "{all}"
     );
 }
+
+/// `tricklab train ... --save-weights OUT` in `cwd`, killed (and the test
+/// failed) if it runs past a minute: a write that opened a FIFO would block.
+fn train_saving(out: &Path, cwd: &Path) -> Output {
+    let mut child = bin()
+        .args([
+            "train",
+            "--recipe",
+            "tiny-page-resnet9",
+            "--data",
+            "synthetic:64",
+            "--set",
+            "epochs=1",
+            "--set",
+            "batch_size=16",
+            "--device",
+            "cpu",
+            "--no-warm-up",
+            "--save-weights",
+        ])
+        .arg(out)
+        .current_dir(cwd)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let start = std::time::Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if start.elapsed() > std::time::Duration::from_secs(60) {
+            let _ = child.kill();
+            panic!(
+                "train --save-weights {} still ran after 60 s",
+                out.display()
+            );
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    child.wait_with_output().unwrap()
+}
+
+#[test]
+fn save_weights_writes_through_a_link_and_refuses_a_fifo() {
+    let tmp = tempfile::tempdir().unwrap();
+    let shared = tmp.path().join("shared");
+    std::fs::create_dir(&shared).unwrap();
+    let target = shared.join("w.safetensors");
+    std::fs::write(&target, b"old").unwrap();
+    let link = tmp.path().join("latest.safetensors");
+    std::os::unix::fs::symlink(&target, &link).unwrap();
+    let o = train_saving(&link, tmp.path());
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{out}\n{err}");
+    // The link is still a link, and the file it names holds the weights.
+    assert!(std::fs::symlink_metadata(&link).unwrap().is_symlink());
+    let saved = std::fs::read(&target).unwrap();
+    let header = u64::from_le_bytes(saved[..8].try_into().unwrap()) as usize;
+    assert!(saved[8..8 + header].starts_with(b"{"), "not safetensors");
+    let line = format!(
+        "weights: {} ({} bytes)",
+        std::fs::canonicalize(&target).unwrap().display(),
+        saved.len()
+    );
+    assert!(out.lines().any(|l| l == line), "no `{line}` in\n{out}");
+    // Nothing else beside the file: no temporary left behind.
+    assert_eq!(std::fs::read_dir(&shared).unwrap().count(), 1);
+
+    let fifo = tmp.path().join("pipe");
+    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: a valid path for mkfifo(3).
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
+    let o = train_saving(&fifo, tmp.path());
+    let (out, err) = text(&o);
+    assert_eq!(o.status.code(), Some(2), "{out}\n{err}");
+    assert!(
+        err.lines().count() == 1
+            && err.contains(&format!("{} is a FIFO, not a file", fifo.display())),
+        "{err}"
+    );
+    // Refused before the run, and the FIFO is still one.
+    assert!(out.is_empty(), "{out}");
+    use std::os::unix::fs::FileTypeExt;
+    assert!(
+        std::fs::symlink_metadata(&fifo)
+            .unwrap()
+            .file_type()
+            .is_fifo()
+    );
+}

@@ -205,6 +205,10 @@ pub fn build(
     if !(0.0..=1.0).contains(&jpeg_fraction) {
         bail!("--jpeg-fraction {jpeg_fraction}: choose a share from 0 (all raw) to 1 (all JPEG)");
     }
+    // The file `out` names (through a link), before any image is read: a
+    // FIFO or device there is refused now, and the side file and the disk
+    // check are then the target's own.
+    let out = &crate::util::output_target(out)?;
     let index = FolderIndex::open(src)?;
     refuse_empty_class(&index, src)?;
     let all: Vec<(&super::Entry, bool)> = index
