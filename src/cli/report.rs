@@ -345,8 +345,9 @@ pub fn cmd_report(args: ReportArgs) -> Result<i32> {
             )
         })?;
     }
-    // A folder whose record does not read: one line on stderr whatever the
-    // format, besides the Markdown report's own line.
+    // A folder whose record does not read, runs passed twice, a budget
+    // that stopped a session: one line on stderr whatever the format,
+    // besides the Markdown report's own line.
     for n in &r.notes {
         eprintln!("warning: {n}");
     }
@@ -361,7 +362,7 @@ pub fn cmd_report(args: ReportArgs) -> Result<i32> {
         Format::Json => println!("{}", r.to_json()?),
     }
     if let Some(dir) = &args.plots {
-        let figures = crate::report::figures::Figures::read(&r, &args.results)?;
+        let figures = crate::report::figures::Figures::read(&r, &r.dirs)?;
         for p in crate::charts::write_all(&r, &figures, dir, &plot_options(&args))? {
             eprintln!("wrote {}", p.display());
         }
