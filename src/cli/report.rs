@@ -143,33 +143,15 @@ struct SessionLine {
 fn session_line(matrix: String, s: std::path::PathBuf) -> SessionLine {
     use crate::store::Ended;
     let manifest = crate::store::read_manifest(&s).unwrap_or_default();
-    let runs = crate::store::read_runs(&s.join("runs.parquet")).unwrap_or_default();
-    let count = |e: Ended| runs.iter().filter(|r| r.status == e).count();
+    let runs = crate::store::read_runs(&s.join("runs.parquet"));
+    let rows = runs.as_deref().unwrap_or_default();
+    let count = |e: Ended| rows.iter().filter(|r| r.status == e).count();
     let (done, failed, cancelled) = (
         count(Ended::Done),
         count(Ended::Failed),
         count(Ended::Cancelled),
     );
-    let left = crate::store::saved_queue::load_saved(&s)
-        .unwrap_or_default()
-        .iter()
-        .filter(|e| {
-            matches!(
-                e.status,
-                crate::events::RunStatus::Queued | crate::events::RunStatus::Running
-            )
-        })
-        .count();
-    // A cancelled run was not trained: its session is not complete.
-    let status = if manifest.get("merged_from").is_some() {
-        "merged".to_string()
-    } else if left > 0 {
-        format!("unfinished ({left} left)")
-    } else if cancelled > 0 {
-        format!("stopped ({cancelled} cancelled)")
-    } else {
-        "complete".to_string()
-    };
+    let status = session_status(&s, &manifest, runs.as_ref().err(), cancelled);
     SessionLine {
         date: manifest["created_at"]
             .as_str()
@@ -183,6 +165,60 @@ fn session_line(matrix: String, s: std::path::PathBuf) -> SessionLine {
         cancelled,
         status,
         dir: s,
+    }
+}
+
+/// What a session's folder says of it. A table or queue that does not
+/// read is `unreadable` with the store's reason, never complete: its runs
+/// cannot be counted.
+fn session_status(
+    s: &std::path::Path,
+    manifest: &serde_json::Value,
+    runs_err: Option<&anyhow::Error>,
+    cancelled: usize,
+) -> String {
+    use crate::events::RunStatus;
+    let queue = if s.join("queue.json").exists() {
+        match crate::store::saved_queue::load_saved(s) {
+            Ok(q) => q,
+            Err(e) => return format!("unreadable ({e})"),
+        }
+    } else {
+        Vec::new()
+    };
+    let has = |st: &[RunStatus]| queue.iter().filter(|e| st.contains(&e.status)).count();
+    let left = has(&[RunStatus::Queued, RunStatus::Running]);
+    let ended = has(&[RunStatus::Done, RunStatus::Failed, RunStatus::Cancelled]);
+    let merged = manifest.get("merged_from").is_some();
+    let missing = runs_err.is_some();
+    match runs_err {
+        Some(e) if s.join("runs.parquet").exists() => return format!("unreadable ({e})"),
+        // No table where the queue says runs ended: their rows are lost.
+        Some(_) if merged => {
+            return "unreadable (no runs.parquet; `tricklab merge` its shards again)".into();
+        }
+        Some(_) if ended > 0 => {
+            return format!(
+                "unreadable (no runs.parquet, though {ended} of its runs ended; `tricklab run --resume {}` runs them again)",
+                s.display()
+            );
+        }
+        _ => {}
+    }
+    if merged {
+        "merged".to_string()
+    } else if left > 0 {
+        format!("unfinished ({left} left)")
+    } else if cancelled > 0 {
+        // A cancelled run was not trained: its session is not complete.
+        format!("stopped ({cancelled} cancelled)")
+    } else if let Some((ran, planned)) = crate::store::saved_queue::budget_stop(&queue) {
+        format!("stopped by its budget ({ran} of {planned} runs)")
+    } else if missing {
+        // Quit before any run finished (its manifest, perhaps its queue).
+        "empty (no run finished)".to_string()
+    } else {
+        "complete".to_string()
     }
 }
 
@@ -309,8 +345,9 @@ pub fn cmd_report(args: ReportArgs) -> Result<i32> {
             )
         })?;
     }
-    // A folder whose record does not read: one line on stderr whatever the
-    // format, besides the Markdown report's own line.
+    // A folder whose record does not read, runs passed twice, a budget
+    // that stopped a session: one line on stderr whatever the format,
+    // besides the Markdown report's own line.
     for n in &r.notes {
         eprintln!("warning: {n}");
     }
@@ -325,7 +362,7 @@ pub fn cmd_report(args: ReportArgs) -> Result<i32> {
         Format::Json => println!("{}", r.to_json()?),
     }
     if let Some(dir) = &args.plots {
-        let figures = crate::report::figures::Figures::read(&r, &args.results)?;
+        let figures = crate::report::figures::Figures::read(&r, &r.dirs)?;
         for p in crate::charts::write_all(&r, &figures, dir, &plot_options(&args))? {
             eprintln!("wrote {}", p.display());
         }

@@ -891,7 +891,7 @@ pub(crate) mod tests {
             r.notes[0]
         );
         let md = r.to_markdown();
-        assert!(md.contains(&format!("> **Record.** {label}")), "{md}");
+        assert!(md.contains(&format!("> **Note.** {label}")), "{md}");
         assert_eq!(r.rows.len(), 4, "the runs are all still shown");
     }
 

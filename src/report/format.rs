@@ -64,11 +64,11 @@ impl Report {
         if let Some(b) = self.noise_banner() {
             s.push_str(&format!("> **Noisy.** {b}\n\n"));
         }
-        // A folder whose record of its session does not read loses the
-        // sections that need it (effects, seeds, the ladder's reading): said
-        // here, never silently.
+        // What the table is not, said here, never silently: a folder whose
+        // record does not read (it loses effects, seeds, the ladder's
+        // reading), runs passed twice, a budget that stopped a session.
         for n in &self.notes {
-            s.push_str(&format!("> **Record.** {n}\n\n"));
+            s.push_str(&format!("> **Note.** {n}\n\n"));
         }
         s.push_str("| setup | |\n|---|---|\n");
         for (k, v) in &self.setup {

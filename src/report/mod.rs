@@ -13,6 +13,7 @@ mod format;
 pub mod history;
 pub mod seeds;
 mod text;
+mod twice;
 
 pub use text::{NOISY_MARK, noise_banner};
 
@@ -168,7 +169,9 @@ pub struct Report {
     /// `until_decided` stands.
     pub seeds: Vec<seeds::Seeds>,
     /// A line for each folder whose record of what its session decided
-    /// does not read: what of the report it lacks, and why.
+    /// does not read (what of the report it lacks, and why), whose runs
+    /// another folder passed holds too (counted once), or whose budget
+    /// stopped its session before all its runs.
     pub notes: Vec<String>,
 }
 
@@ -331,7 +334,10 @@ pub fn aggregate(dirs: &[PathBuf], opts: &ReportOptions) -> Result<Report> {
     for d in dirs {
         runs_file(d)?;
     }
-    let folders = Folder::open_all(dirs)?;
+    let mut folders = Folder::open_all(dirs)?;
+    let twice = twice::count_once(&mut folders);
+    let dirs: Vec<PathBuf> = folders.iter().map(|f| f.dir.clone()).collect();
+    let dirs = &dirs[..];
     let mut runs = scan_runs(&folders)?;
     if opts.drop_noisy {
         runs = runs.filter(col("noisy").fill_null(lit(false)).not());
@@ -360,11 +366,38 @@ pub fn aggregate(dirs: &[PathBuf], opts: &ReportOptions) -> Result<Report> {
         dropped_noisy: opts.drop_noisy,
         effects,
         seeds: seeds::analyse(&folders, opts.clock, opts.drop_noisy),
-        notes: folders
-            .iter()
-            .filter_map(|f| f.note().map(String::from))
-            .collect(),
+        notes: folder_notes(&folders, twice),
     })
+}
+
+/// The report's one-line notes: runs passed twice, each folder whose record
+/// does not read whole, and each a budget stopped.
+fn folder_notes(folders: &[Folder], twice: Vec<String>) -> Vec<String> {
+    let mut notes = twice;
+    for f in folders {
+        notes.extend(f.note().map(String::from));
+        notes.extend(budget_note(f));
+    }
+    notes
+}
+
+/// A folder whose matrix's budget was spent before all its runs were
+/// handed out (its queue.json says which): its table holds fewer runs than
+/// it planned, and a reader must not take it for the whole matrix.
+fn budget_note(f: &Folder) -> Option<String> {
+    let queue = crate::store::saved_queue::load_saved(&f.dir).ok()?;
+    let (ran, planned) = crate::store::saved_queue::budget_stop(&queue)?;
+    let budget = f
+        .record()
+        .and_then(|r| r.budget_s)
+        .map_or_else(String::new, |b| {
+            format!(" of {}", crate::store::saved_queue::budget_words(b))
+        });
+    Some(format!(
+        "{}: stopped by its budget{budget}: {ran} of its {planned} runs were handed out, {} not run (`tricklab run --resume` on the folder runs them)",
+        crate::store::session_label(&f.dir),
+        planned - ran
+    ))
 }
 
 /// What the report's lazy query computes for each variant: run counts,

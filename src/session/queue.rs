@@ -13,7 +13,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-pub use crate::store::saved_queue::{Entry, load_saved};
+pub use crate::store::saved_queue::{BUDGET_SPENT, Entry, load_saved};
 
 /// What the queue reads of a finished run.
 #[derive(Clone, Debug, PartialEq)]
@@ -153,9 +153,13 @@ impl Queue {
             .collect()
     }
 
-    /// The next queued run (marked running), skipping matrices past their budget.
+    /// The next queued run (marked running), skipping matrices past their
+    /// budget: their queued runs are marked skipped for it, and a note says
+    /// how many were left, or the session would end looking complete.
     pub fn next_run(&mut self) -> Option<RunSpec> {
         let now = Instant::now();
+        let mut stopped: BTreeMap<String, usize> = BTreeMap::new();
+        let mut next = None;
         for e in self
             .entries
             .iter_mut()
@@ -168,13 +172,48 @@ impl Queue {
                 .is_some_and(|d| now >= d);
             if over {
                 e.status = RunStatus::Skipped;
-                e.reason = Some("matrix time budget spent".into());
+                e.reason = Some(BUDGET_SPENT.into());
+                *stopped.entry(e.spec.id.matrix.clone()).or_default() += 1;
                 continue;
             }
             e.status = RunStatus::Running;
-            return Some(e.spec.clone());
+            next = Some(e.spec.clone());
+            break;
         }
-        None
+        for (matrix, left) in stopped {
+            self.note_budget_stop(&matrix, left);
+        }
+        next
+    }
+
+    /// The log's line for a matrix whose budget stopped it with `left` runs
+    /// still queued.
+    fn note_budget_stop(&mut self, matrix: &str, left: usize) {
+        let planned = self
+            .entries
+            .iter()
+            .filter(|e| e.spec.id.matrix == matrix)
+            .count();
+        let budget = self
+            .matrices
+            .get(matrix)
+            .and_then(|m| m.matrix.budget)
+            .map_or_else(String::new, |b| {
+                format!(
+                    " of {}",
+                    crate::store::saved_queue::budget_words(b.as_secs_f64())
+                )
+            });
+        let file = self.files.get(matrix).and_then(|f| f.parent());
+        let resume = file.map_or_else(String::new, |d| {
+            format!("; `tricklab run --resume {}` runs them", d.display())
+        });
+        self.notes.push((
+            crate::events::LogLevel::Warn,
+            format!(
+                "{matrix}: its budget{budget} is spent: {left} of its {planned} runs were not run{resume}"
+            ),
+        ));
     }
 
     /// What runs for `spec`, decided when its matrix was parsed: the
@@ -534,6 +573,38 @@ mod tests {
         assert_eq!(pos, q.entries().len() - 2);
         assert!(q.remove(&last));
         assert_eq!(q.entries().len(), 5);
+    }
+
+    #[test]
+    fn a_spent_budget_skips_the_rest_and_says_how_many() {
+        let mut q = Queue::default();
+        q.add_matrix(matrix("repeats=2\nbudget='90s'"), &Default::default(), None);
+        let first = q.next_run().unwrap();
+        q.finish(&first.id, RunStatus::Done, None, None);
+        assert!(q.take_notes().is_empty());
+        // The budget runs out between two runs.
+        q.matrices.get_mut("q").unwrap().deadline = Some(Instant::now());
+        assert!(q.next_run().is_none());
+        let skipped: Vec<&Entry> = q
+            .entries()
+            .iter()
+            .filter(|e| e.reason.as_deref() == Some(BUDGET_SPENT))
+            .collect();
+        assert_eq!(skipped.len(), 5);
+        assert!(skipped.iter().all(|e| e.status == RunStatus::Skipped));
+        let notes = q.take_notes();
+        assert_eq!(notes.len(), 1, "{notes:?}");
+        assert_eq!(
+            notes[0].1,
+            "q: its budget of 90s is spent: 5 of its 6 runs were not run"
+        );
+        assert_eq!(
+            crate::store::saved_queue::budget_stop(q.entries()),
+            Some((1, 6))
+        );
+        // Said once: nothing is left to skip.
+        assert!(q.next_run().is_none());
+        assert!(q.take_notes().is_empty());
     }
 
     #[test]

@@ -189,6 +189,23 @@ impl Shared {
         self.halted.lock().expect("halted").clone()
     }
 
+    /// The queue's next run. A budget spent skips its matrix's queued runs:
+    /// said in the log, and kept in its queue.json at once, which `results`
+    /// and the report read.
+    fn next_run(&self) -> Option<RunSpec> {
+        let (next, notes) = {
+            let mut q = self.queue.lock().expect("queue");
+            (q.next_run(), q.take_notes())
+        };
+        if !notes.is_empty() {
+            for (level, message) in notes {
+                self.events.push(Event::Log { level, message });
+            }
+            self.snapshot();
+        }
+        next
+    }
+
     fn snapshot(&self) {
         let q = self.queue.lock().expect("queue");
         if let Err(e) = q.save() {
@@ -363,7 +380,7 @@ fn worker_loop(gang: &[String], shared: &Shared, factory: &Factory) {
         if !shared.wait_unpaused() || !shared.wait_for_work() {
             return;
         }
-        let Some(spec) = shared.queue.lock().expect("queue").next_run() else {
+        let Some(spec) = shared.next_run() else {
             continue;
         };
         if let Err(reason) = shared.may_start(&spec) {

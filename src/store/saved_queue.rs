@@ -32,3 +32,30 @@ pub fn save(path: &Path, entries: &[&Entry]) -> Result<()> {
         std::io::Write::write_all(f, text.as_bytes()).map_err(Into::into)
     })
 }
+
+/// The reason a queued run was skipped for: its matrix's `budget` was spent
+/// before it started. `results` and the report count the runs marked so.
+pub const BUDGET_SPENT: &str = "matrix time budget spent";
+
+/// How a matrix's budget stopped its session, from its saved queue: the
+/// runs planned that were handed out, of all it planned; `None` where the
+/// budget skipped none.
+pub fn budget_stop(entries: &[Entry]) -> Option<(usize, usize)> {
+    let skipped = entries
+        .iter()
+        .filter(|e| e.status == RunStatus::Skipped && e.reason.as_deref() == Some(BUDGET_SPENT))
+        .count();
+    (skipped > 0).then(|| (entries.len() - skipped, entries.len()))
+}
+
+/// A budget as a matrix writes one: `90s`, `30m`, `2h`.
+pub fn budget_words(secs: f64) -> String {
+    if secs.fract() != 0.0 {
+        return format!("{secs}s");
+    }
+    match secs as u64 {
+        s if s >= 3600 && s % 3600 == 0 => format!("{}h", s / 3600),
+        s if s >= 60 && s % 60 == 0 => format!("{}m", s / 60),
+        s => format!("{s}s"),
+    }
+}

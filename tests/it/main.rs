@@ -10,6 +10,7 @@ mod common;
 mod demo_ladder;
 mod distributed;
 mod docs;
+mod folders;
 mod fuzz;
 mod interop;
 mod layers;
