@@ -35,7 +35,7 @@ use super::prepare::{Batches, Layout, Prepared, Source, preprocess, upload};
 use super::replay::{Injection, Named, inject_weights};
 use super::stages::{Stage, StageClock};
 use super::step::{Mix, StepMetrics, Trainee};
-use super::stream::{Fed, StreamFeed, evaluate_stream};
+use super::stream::{Fed, StreamFeed, check_trained, evaluate_stream};
 use super::warm::warm_up_run;
 use super::{Control, Flow, Outcome, Trainer};
 use crate::config::{Clock, DdpTimes};
@@ -445,6 +445,10 @@ struct Loop<'a> {
     metrics: StepMetrics,
     /// Optimiser steps taken.
     step: u64,
+    /// The steps the epochs so far planned, and the batches of them that
+    /// took none (every image unreadable): what `check_trained` weighs.
+    planned: u64,
+    empty_batches: u64,
     /// The variables a golden trajectory copies at its steps (`Injection::at_steps`).
     snapshot_of: Option<Vec<(String, Tensor)>>,
     clocks: Clocks,
@@ -576,6 +580,8 @@ impl Run<'_> {
             feed,
             metrics: StepMetrics::new(dev),
             step: 0,
+            planned: 0,
+            empty_batches: 0,
             clocks: Clocks {
                 prep_s: load_s + preprocess_s,
                 preprocess_s,
@@ -615,6 +621,9 @@ impl Run<'_> {
                 break;
             }
         }
+        // Before the weights are saved or the run stored as done: a run
+        // that trained too few of its steps is no measurement of its recipe.
+        check_trained(lp.step, lp.planned, lp.empty_batches, &self.run.spec.data)?;
         if let Some(path) = self.save {
             save_weights(&vs, path)?;
         }
@@ -746,6 +755,7 @@ impl Run<'_> {
         lp.feed.begin_epoch(epoch)?;
         let per_epoch = r.epoch_steps.get(epoch).copied().unwrap_or(r.per_epoch);
         let steps = (r.total - lp.step).min(per_epoch);
+        lp.planned += steps;
         let (batch, loss_scale) = self.epoch_batch(epoch, m);
         let stages = &lp.stages;
         let forward_done = || stages.mark(Stage::Forward);
@@ -823,6 +833,7 @@ impl Run<'_> {
                 // Alone: the batch takes no step (the schedule goes on from
                 // the next batch, at the same step).
                 Fed::Skip => {
+                    lp.empty_batches += 1;
                     self.emit_steps(&mut lp.metrics, &bn, i + 1 == steps, emit)?;
                     continue;
                 }

@@ -109,6 +109,33 @@ fn workers(sp: &StreamPlan) -> usize {
     (cores / local).max(1)
 }
 
+/// The least share of its planned steps a run must train to be stored as
+/// done. A run that trained fewer (its batches' images skipped as
+/// unreadable, `stream.on_bad_image = skip`) saw a different data set and
+/// schedule than its siblings: its accuracy and its time to the target are
+/// not the recipe's, and a report would rank it beside them (a run that
+/// trained nothing at all reads as chance accuracy reached in no time).
+/// Half: a few bad files cost a few steps, a broken folder most of them.
+pub(super) const MIN_TRAINED_SHARE: f64 = 0.5;
+
+/// Refuses a run that trained under [`MIN_TRAINED_SHARE`] of the steps its
+/// epochs planned (over the whole run), naming what happened and the fix:
+/// `empty` of its batches held no readable image, from data set `data`.
+pub(super) fn check_trained(trained: u64, planned: u64, empty: u64, data: &str) -> Result<()> {
+    if planned == 0 || trained as f64 >= MIN_TRAINED_SHARE * planned as f64 {
+        return Ok(());
+    }
+    let what = if trained == 0 {
+        "every training batch".to_string()
+    } else {
+        format!("{empty} of its batches")
+    };
+    anyhow::bail!(
+        "trained {trained} of {planned} planned steps (a run must train {:.0}% of them): {what} held no readable image, each skipped as unreadable (stream.on_bad_image = skip); `tricklab data check {data}` lists the files: remove or replace them, or set stream.on_bad_image = fail to stop at the first",
+        100.0 * MIN_TRAINED_SHARE
+    )
+}
+
 /// A training run's way to leave unreadable files out.
 const SKIP_SETTING: &str = "set stream.on_bad_image=skip";
 
@@ -493,6 +520,31 @@ pub(super) fn evaluate_stream(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A run that trained no step, or under half its planned steps, is
+    /// refused by name; one that lost a few batches, or planned none, is not.
+    #[test]
+    fn a_run_that_trained_too_few_of_its_planned_steps_fails_by_name() {
+        let err = |t, p, e| format!("{:#}", check_trained(t, p, e, "broken").unwrap_err());
+        let none = err(0, 30, 30);
+        assert!(
+            none.starts_with("trained 0 of 30 planned steps")
+                && none.contains("every training batch held no readable image")
+                && none.contains("stream.on_bad_image = skip")
+                && none.contains("`tricklab data check broken`")
+                && none.contains("stream.on_bad_image = fail")
+                && none.lines().count() == 1,
+            "{none}"
+        );
+        let few = err(14, 30, 16);
+        assert!(
+            few.starts_with("trained 14 of 30") && few.contains("16 of its batches"),
+            "{few}"
+        );
+        assert!(check_trained(15, 30, 15, "d").is_ok());
+        assert!(check_trained(28, 30, 2, "d").is_ok());
+        assert!(check_trained(0, 0, 0, "d").is_ok());
+    }
 
     #[test]
     fn validation_batches_are_dealt_whole_to_the_ranks_in_turn() {
