@@ -99,8 +99,16 @@ impl DataCounts {
             // skip`) is not refused: the session says what it will skip.
             let skips = d.stream.as_ref().is_some_and(|st| st.skip_bad);
             if self.precheck && !self.checked.contains(&(key, skips)) {
-                self.notes.extend(cut.precheck(skips)?);
+                self.notes.extend(cut.precheck(&self.spec, skips)?);
                 self.checked.push((key, skips));
+            }
+            // A run on no training image would be stored as done at chance
+            // accuracy in no time: refused before it starts.
+            if cut.train.count() == 0 {
+                anyhow::bail!(
+                    "data set `{}` has no training images: put each class's images in train/<class>/ (.jpg, .jpeg or .png)",
+                    self.spec
+                );
             }
             if cut.val.count() == 0 {
                 anyhow::bail!(

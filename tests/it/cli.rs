@@ -2181,6 +2181,93 @@ fn a_training_batch_of_unreadable_images_is_skipped_and_counted() {
     );
 }
 
+/// A folder whose every training image is unreadable trains nothing even
+/// with on_bad_image = skip: a session refuses it at open, naming the
+/// folder, and a run that reaches training anyway (`tricklab train` has no
+/// pre-check) fails naming the steps it did not train, not stored as done
+/// at chance accuracy in no time. A folder with no training file at all is
+/// refused at open too.
+#[test]
+fn a_folder_whose_every_training_image_is_unreadable_is_refused_by_name() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("broken");
+    mostly_truncated_folder(&dir);
+    // The one readable image of each class cut short too.
+    for class in std::fs::read_dir(dir.join("train")).unwrap() {
+        let mut f: Vec<_> = std::fs::read_dir(class.unwrap().path())
+            .unwrap()
+            .map(|f| f.unwrap().path())
+            .collect();
+        f.sort();
+        let bytes = std::fs::read(&f[0]).unwrap();
+        std::fs::write(&f[0], &bytes[..bytes.len() / 3]).unwrap();
+    }
+    let m = tmp.path().join("skip.toml");
+    std::fs::write(
+        &m,
+        format!(
+            "name = \"skip\"\nrecipe = \"tiny-ffcv-rn18\"\nkind = \"list\"\ndata = \"{}\"\nset = {{ epochs = 1, batch_size = 4, \"stream.on_bad_image\" = \"skip\" }}\n[[variant]]\nname = \"a\"\n",
+            dir.display()
+        ),
+    )
+    .unwrap();
+    let o = run(&headless(&m, "res", &["--devices", "cpu"]), tmp.path());
+    let (_, err) = text(&o);
+    assert!(
+        o.status.code() == Some(2)
+            && err.contains(&format!(
+                "data set `{}`: all 16 of its train images will not read",
+                dir.display()
+            ))
+            && err.contains("a run would have nothing to train on")
+            && err.lines().count() == 1
+            && !tmp.path().join("res").exists(),
+        "{err}"
+    );
+    let o = run(
+        &[
+            "train",
+            "--recipe",
+            "tiny-ffcv-rn18",
+            "--data",
+            dir.to_str().unwrap(),
+            "--device",
+            "cpu",
+            "--set",
+            "epochs=2",
+            "--set",
+            "batch_size=4",
+            "--set",
+            "stream.on_bad_image=skip",
+        ],
+        tmp.path(),
+    );
+    let (out, err) = text(&o);
+    assert!(
+        !o.status.success()
+            && err.contains("trained 0 of 8 planned steps")
+            && err.contains("every training batch held no readable image")
+            && err.contains("stream.on_bad_image = fail"),
+        "{out}{err}"
+    );
+    for class in std::fs::read_dir(dir.join("train")).unwrap() {
+        for f in std::fs::read_dir(class.unwrap().path()).unwrap() {
+            std::fs::remove_file(f.unwrap().path()).unwrap();
+        }
+    }
+    let o = run(&headless(&m, "res", &["--devices", "cpu"]), tmp.path());
+    let (_, err) = text(&o);
+    assert!(
+        o.status.code() == Some(2)
+            && err.contains(&format!(
+                "data set `{}` has no training images",
+                dir.display()
+            ))
+            && !tmp.path().join("res").exists(),
+        "{err}"
+    );
+}
+
 /// `tricklab train ... --save-weights OUT` in `cwd`, killed (and the test
 /// failed) if it runs past a minute: a write that opened a FIFO would block.
 fn train_saving(out: &Path, cwd: &Path) -> Output {

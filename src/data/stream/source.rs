@@ -139,8 +139,11 @@ impl StreamData {
     /// a bad file is named now, not in epoch 2. One line: how many, the
     /// first, and the fix. Runs that `skip` unreadable images are not
     /// refused: the lines say how many they will skip, and name a class
-    /// that loses every training image (no run can learn it).
-    pub fn precheck(&self, skip: bool) -> Result<Vec<String>> {
+    /// that loses every training image (no run can learn it), unless every
+    /// image of a split is bad: skipping them all leaves a run nothing to
+    /// train or evaluate on, so it is refused, naming `spec`, the data set
+    /// as the matrix gave it.
+    pub fn precheck(&self, spec: &str, skip: bool) -> Result<Vec<String>> {
         use rayon::prelude::*;
         let mut notes = Vec::new();
         for (split, images) in [("train", &self.train), ("val", &self.val)] {
@@ -159,6 +162,16 @@ impl StreamData {
                     self.name,
                     bad.len(),
                     self.name
+                );
+            }
+            if bad.len() == count {
+                let on = if split == "train" {
+                    "train on"
+                } else {
+                    "evaluate on"
+                };
+                bail!(
+                    "data set `{spec}`: all {count} of its {split} images will not read (the first {first}: {why}), so even with stream.on_bad_image = skip a run would have nothing to {on}; `tricklab data check {spec}` lists them: remove or replace them"
                 );
             }
             notes.push(format!(
