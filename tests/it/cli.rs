@@ -2267,3 +2267,55 @@ fn save_weights_writes_through_a_link_and_refuses_a_fifo() {
             .is_fifo()
     );
 }
+
+#[test]
+fn cpu_threads_beyond_reason_are_refused_at_once_and_above_the_cores_flagged_noisy() {
+    let tmp = tempfile::tempdir().unwrap();
+    let fixture = repo().join("tests/fixtures/tiny.toml");
+    let m = fixture.to_str().unwrap();
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    // 0, and 100000 (which hung starting libtorch's pool): one line, exit
+    // 2, before any folder is made, and at once.
+    for bad in ["0", "100000", &(4 * cores + 1).to_string()] {
+        let started = std::time::Instant::now();
+        let o = planted(&headless(m, "res", &["--cpu-threads", bad]), tmp.path());
+        let (_, e) = text(&o);
+        assert_eq!(o.status.code(), Some(2), "{bad}: {e}");
+        assert_eq!(e.trim().lines().count(), 1, "{bad}: {e}");
+        assert!(
+            e.contains("--cpu-threads") && e.contains("pass 1 to"),
+            "{e}"
+        );
+        assert!(started.elapsed().as_secs() < 20, "{bad}: slow refusal");
+        assert!(!tmp.path().join("res").exists(), "{bad}: a folder was made");
+    }
+    let o = planted(
+        &["nightly", m, "--baseline", "b", "--cpu-threads", "0"],
+        tmp.path(),
+    );
+    let (_, e) = text(&o);
+    assert_eq!(o.status.code(), Some(2), "{e}");
+    assert!(e.contains("--cpu-threads"), "{e}");
+    // Above the cores: the session runs, says once why its times will not
+    // compare, and flags every run noisy with that reason.
+    let over = (cores + 1).to_string();
+    let o = planted(&headless(m, "res", &["--cpu-threads", &over]), tmp.path());
+    let (_, e) = text(&o);
+    assert!(o.status.success(), "{e}");
+    let warned: Vec<&str> = e
+        .lines()
+        .filter(|l| l.contains("--cpu-threads") && l.contains("not comparable"))
+        .collect();
+    assert_eq!(warned.len(), 1, "{e}");
+    let dir = results_dir(&tmp.path().join("res"), "tiny-test");
+    let rows = tricklab::store::read_runs(&dir.join("runs.parquet")).unwrap();
+    assert_eq!(rows.len(), 4);
+    let why = format!("more libtorch threads ({over}) than cores ({cores})");
+    for r in &rows {
+        assert_eq!(r.noisy, Some(true), "{r:?}");
+        assert!(
+            r.noise.as_deref().is_some_and(|n| n.contains(&why)),
+            "{r:?}"
+        );
+    }
+}
