@@ -2319,3 +2319,42 @@ fn cpu_threads_beyond_reason_are_refused_at_once_and_above_the_cores_flagged_noi
         );
     }
 }
+
+#[test]
+fn a_garbage_history_is_named_in_one_line_with_the_fix() {
+    let tmp = tempfile::tempdir().unwrap();
+    let fixture = repo().join("tests/fixtures/tiny.toml");
+    let m = fixture.to_str().unwrap();
+    let o = planted(&headless(m, "base", &[]), tmp.path());
+    assert!(o.status.success(), "{:?}", text(&o));
+    let baseline = results_dir(&tmp.path().join("base"), "tiny-test");
+    let b = baseline.to_str().unwrap();
+    let hist = tmp.path().join("hist");
+    std::fs::create_dir_all(&hist).unwrap();
+    let garbage: &[u8] = b"\x89\x00\xff\xfe{\x00\x01zz,\x00\n\x07\x1b[2J\xc3\x28\n";
+    // A history with the header and a row polars cannot read: the file named
+    // and what polars said, on one line.
+    let mut header = tricklab::report::history::COLUMNS.join(",");
+    header.push_str("\nn,f,c,h,m,0,v,dawn,2,1,1,1,1,ok,1,2,3,4,5,6,7\n");
+    for (bytes, says) in [
+        (garbage, "is not a tricklab history"),
+        (header.as_bytes(), "is damaged"),
+    ] {
+        std::fs::write(hist.join("history.csv"), bytes).unwrap();
+        for args in [
+            vec!["report", "--history", "hist"],
+            vec!["nightly", m, "--baseline", b, "--history", "hist"],
+        ] {
+            let o = planted(&args, tmp.path());
+            let (out, err) = text(&o);
+            assert_eq!(o.status.code(), Some(2), "{args:?}: {out}\n{err}");
+            assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: {err}");
+            assert!(
+                err.contains("history.csv") && err.contains(says) && err.contains("move it away"),
+                "{args:?}: {err}"
+            );
+            assert!(!err.contains('\0') && !err.contains('\x1b'), "{err:?}");
+            assert!(!out.contains("start"), "{args:?}: a night ran: {out}");
+        }
+    }
+}
