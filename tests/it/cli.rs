@@ -2358,3 +2358,32 @@ fn a_garbage_history_is_named_in_one_line_with_the_fix() {
         }
     }
 }
+
+#[test]
+fn export_takes_a_matrix_folder_as_report_does() {
+    let tmp = tempfile::tempdir().unwrap();
+    let fixture = repo().join("tests/fixtures/tiny.toml");
+    let m = fixture.to_str().unwrap();
+    for _ in 0..2 {
+        let o = planted(&headless(m, "res", &[]), tmp.path());
+        assert!(o.status.success(), "{:?}", text(&o));
+    }
+    let newest = results_dir(&tmp.path().join("res"), "tiny-test");
+    let session = newest.file_name().unwrap().to_str().unwrap().to_string();
+    // `report res/tiny-test` reads its newest session; so does export.
+    let o = planted(&["report", "res/tiny-test", "--format", "csv"], tmp.path());
+    assert!(o.status.success(), "{:?}", text(&o));
+    let o = planted(
+        &["export", "res/tiny-test", "--to", "csv", "--out", "out"],
+        tmp.path(),
+    );
+    let (_, err) = text(&o);
+    assert!(o.status.success(), "{err}");
+    assert!(err.contains("using the newest of its 2 sessions"), "{err}");
+    let runs = std::fs::read_to_string(tmp.path().join("out/runs.csv")).unwrap();
+    assert_eq!(runs.lines().count(), 1 + 4, "{runs}");
+    assert!(
+        runs.lines().skip(1).all(|l| l.contains(&session)),
+        "{session}: {runs}"
+    );
+}
