@@ -44,7 +44,7 @@ pub struct NightlyArgs {
     /// Allowed accuracy drop as a fraction.
     #[arg(long, default_value_t = 0.002)]
     pub max_acc_drop: f64,
-    /// Exit 2 when a variant is inconclusive.
+    /// Exit 1 (a failed check) when a variant is inconclusive.
     #[arg(long)]
     pub fail_inconclusive: bool,
     /// Judge raw times, not times net of the night's drift on the control.

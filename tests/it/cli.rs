@@ -2387,3 +2387,49 @@ fn export_takes_a_matrix_folder_as_report_does() {
         "{session}: {runs}"
     );
 }
+
+#[test]
+fn fail_inconclusive_exits_1_as_a_failed_check_not_2() {
+    // One run a side gives no interval: every variant is inconclusive.
+    let tmp = tempfile::tempdir().unwrap();
+    let fixture = repo().join("tests/fixtures/tiny.toml");
+    let m = fixture.to_str().unwrap();
+    let o = planted(&headless(m, "base", &["--repeats", "1"]), tmp.path());
+    assert!(o.status.success(), "{:?}", text(&o));
+    let baseline = results_dir(&tmp.path().join("base"), "tiny-test");
+    let b = baseline.to_str().unwrap();
+    let night = |extra: &[&str]| {
+        let mut args = vec![
+            "nightly",
+            m,
+            "--baseline",
+            b,
+            "--history",
+            "hist",
+            "--results",
+            "res",
+            "--repeats",
+            "1",
+        ];
+        args.extend_from_slice(extra);
+        planted(&args, tmp.path())
+    };
+    let o = night(&[]);
+    let (out, err) = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}\n{err}");
+    assert!(out.contains("inconclusive"), "{out}");
+    // docs/reference.md: 1 is a check that failed, 2 a wrong input.
+    let o = night(&["--fail-inconclusive"]);
+    let (out, err) = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{out}\n{err}");
+    assert!(
+        format!("{out}{err}").contains("variants inconclusive"),
+        "{out}\n{err}"
+    );
+    let cand = results_dir(&tmp.path().join("res"), "tiny-test");
+    let o = planted(
+        &["compare", b, cand.to_str().unwrap(), "--fail-inconclusive"],
+        tmp.path(),
+    );
+    assert_eq!(o.status.code(), Some(1), "{:?}", text(&o));
+}
