@@ -28,8 +28,9 @@ pub struct NightlyArgs {
     #[arg(long, value_delimiter = ',', default_value = "auto")]
     pub devices: Vec<String>,
     /// Threads per CPU worker (default: the cores shared among the CPU
-    /// workers). CPU numbers depend on it: oneDNN splits its sums by thread.
-    #[arg(long)]
+    /// workers), 1 to 4 × the cores. CPU numbers depend on it: oneDNN
+    /// splits its sums by thread.
+    #[arg(long, value_parser = crate::util::device::parse_cpu_threads)]
     pub cpu_threads: Option<usize>,
     /// Override the matrix's repeats.
     #[arg(long)]
@@ -43,7 +44,7 @@ pub struct NightlyArgs {
     /// Allowed accuracy drop as a fraction.
     #[arg(long, default_value_t = 0.002)]
     pub max_acc_drop: f64,
-    /// Exit 2 when a variant is inconclusive.
+    /// Exit 1 (a failed check) when a variant is inconclusive.
     #[arg(long)]
     pub fail_inconclusive: bool,
     /// Judge raw times, not times net of the night's drift on the control.

@@ -396,9 +396,9 @@ pub struct CompareArgs {
     pub format: crate::util::TextOrJson,
 }
 
-/// Exit 0: no regression; 1: a regression, or a variant that failed or is
-/// missing in the candidate; 2: the folders are not comparable (or, with
-/// --fail-inconclusive, a variant is inconclusive).
+/// Exit 0: no regression; 1: a regression, a variant that failed or is
+/// missing in the candidate (or, with --fail-inconclusive, a variant is
+/// inconclusive); 2: the folders are not comparable.
 pub fn cmd_compare(args: CompareArgs) -> Result<i32> {
     let ask = &args.ask;
     let (base, candidate) = match (session_folder(&ask.base), session_folder(&ask.candidate)) {

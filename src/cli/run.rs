@@ -21,8 +21,9 @@ pub struct RunArgs {
     #[arg(long, value_delimiter = ',', default_value = "auto")]
     pub devices: Vec<String>,
     /// Threads per CPU worker (default: the cores shared among the CPU
-    /// workers). CPU numbers depend on it: oneDNN splits its sums by thread.
-    #[arg(long)]
+    /// workers), 1 to 4 × the cores. CPU numbers depend on it: oneDNN
+    /// splits its sums by thread.
+    #[arg(long, value_parser = crate::util::device::parse_cpu_threads)]
     pub cpu_threads: Option<usize>,
     /// Continue a results folder: finished runs are skipped.
     #[arg(long)]

@@ -44,7 +44,8 @@ impl Target {
 
 #[derive(clap::Args, Debug)]
 pub struct ExportArgs {
-    /// Results folders (results/<matrix>/<timestamp>).
+    /// Results folders (results/<matrix>/<timestamp>, or results/<matrix>
+    /// for its newest session, as `report` takes them).
     #[arg(required = true)]
     pub folders: Vec<PathBuf>,
     #[arg(long, value_enum)]
@@ -235,6 +236,14 @@ pub fn load_runs(dir: &Path) -> Result<Vec<RunData>> {
 }
 
 pub fn cmd_export(a: ExportArgs) -> Result<i32> {
+    // The folders as `report` reads them: a matrix folder is its newest
+    // session (said on stderr), so what one command accepts the other does.
+    let folders: Vec<PathBuf> = a
+        .folders
+        .iter()
+        .map(|d| crate::store::session_folder(d))
+        .collect::<Result<_>>()?;
+    let a = ExportArgs { folders, ..a };
     let out = a
         .out
         .clone()

@@ -30,7 +30,7 @@ pub struct CompareOptions {
     /// Compare even if the matrix file, recipes, data or devices differ.
     #[arg(long)]
     pub allow_different: bool,
-    /// Exit 2 when a variant is inconclusive (too few runs to tell).
+    /// Exit 1 (a failed check) when a variant is inconclusive (too few runs to tell).
     #[arg(long)]
     pub fail_inconclusive: bool,
     /// Judge raw times instead of times net of the session's drift (measured
@@ -423,8 +423,10 @@ pub fn compare_folders(args: &CompareOptions) -> Result<Compared> {
             )),
         )
     } else if open > 0 && args.fail_inconclusive {
+        // A check the user asked to fail, not a wrong input: exit 1 as a
+        // regression does, so CI tells it from a broken night (2, 3).
         (
-            crate::util::exit::INPUT,
+            crate::util::exit::REGRESSION,
             Some(format!("{open} of {} variants inconclusive", rows.len())),
         )
     } else {

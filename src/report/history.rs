@@ -9,7 +9,8 @@ use polars::prelude::*;
 use polars_io::prelude::{CsvReadOptions, SerReader};
 use std::path::{Path, PathBuf};
 
-const COLUMNS: &[&str] = &[
+/// The header of `history.csv`, its columns in order.
+pub const COLUMNS: &[&str] = &[
     "night",
     "folder",
     "git_commit",
@@ -169,17 +170,44 @@ pub fn load(root: &Path) -> Result<Vec<Night>> {
             root.display()
         );
     }
+    // Garbage (random bytes, a NUL) is refused by its header before polars
+    // reads it: polars' own error would print its query plan, NUL and all.
+    let bytes = std::fs::read(&path)
+        .with_context(|| format!("cannot read the history {}", path.display()))?;
+    if !bytes.starts_with(COLUMNS.join(",").as_bytes()) {
+        anyhow::bail!(
+            "{} is not a tricklab history (its first line is not the `{},...` header): move it away (the next nightly starts a new one) or pass another --history folder",
+            path.display(),
+            COLUMNS[..2].join(",")
+        );
+    }
+    read_nights(&path).map_err(|e| {
+        anyhow::anyhow!(
+            "{} is damaged ({}): fix or delete its bad lines, or move it away (the next nightly starts a new one)",
+            path.display(),
+            short_cause(&e)
+        )
+    })
+}
+
+/// The root cause of `e` fit for one line of a terminal: its first line,
+/// control characters dropped, at most 160 characters.
+fn short_cause(e: &anyhow::Error) -> String {
+    let text = e.root_cause().to_string();
+    let first = text.lines().next().unwrap_or("").trim();
+    let clean: String = first.chars().filter(|c| !c.is_control()).collect();
+    match clean.char_indices().nth(160) {
+        Some((i, _)) => format!("{}...", &clean[..i]),
+        None => clean,
+    }
+}
+
+/// The rows of the history file `path` (its header checked), in order.
+fn read_nights(path: &Path) -> Result<Vec<Night>> {
     let df = CsvReadOptions::default()
         .with_has_header(true)
-        .try_into_reader_with_file_path(Some(path.clone()))?
-        .finish()
-        .map_err(anyhow::Error::from)
-        .with_context(|| {
-            format!(
-                "{} is damaged: fix or delete its last lines",
-                path.display()
-            )
-        })?
+        .try_into_reader_with_file_path(Some(path.to_path_buf()))?
+        .finish()?
         .lazy()
         .sort(["night", "index"], SortMultipleOptions::default())
         .collect()?;

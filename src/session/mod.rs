@@ -322,6 +322,10 @@ impl Session {
             crate::util::check_storage(w.dir(), need)?;
         }
         let shared = Shared::new(queue, events.clone(), opts.keep_alive);
+        let cores = crate::util::machine::cpu_cores();
+        if let Some(why) = crate::util::machine::thread_noise(opts.cpu_threads, cores) {
+            shared.set_thread_noise(why);
+        }
         let stores = Arc::new(Mutex::new(stores));
         let gate_stores = stores.clone();
         shared.set_gate(Box::new(move |spec| {

@@ -111,7 +111,7 @@ impl Session {
         rules: &Rules,
         factory: Factory,
     ) -> Result<(Session, Vec<String>)> {
-        let notes = admit(
+        let mut notes = admit(
             &matrices,
             &opts.devices,
             rules,
@@ -120,6 +120,11 @@ impl Session {
                 resumed: opts.resume.is_some(),
             },
         )?;
+        let cores = crate::util::machine::cpu_cores();
+        notes.extend(crate::util::device::cpu_threads_warning(
+            opts.cpu_threads,
+            cores,
+        ));
         let mut s = Session::start(matrices, opts, factory)?;
         s.rules = rules.clone();
         Ok((s, notes))

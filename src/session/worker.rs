@@ -117,6 +117,9 @@ pub struct Shared {
     /// Time probes in progress (the picker's): no run starts beside one,
     /// so neither prices nor times the other's load.
     probing: AtomicUsize,
+    /// Why every run's seconds are noisy whatever the machine did
+    /// (`--cpu-threads` above the cores), set once when the session starts.
+    thread_noise: std::sync::OnceLock<String>,
 }
 
 /// A check before each run; `Err` holds a one-line reason with the fix.
@@ -139,7 +142,14 @@ impl Shared {
             ended: AtomicUsize::new(0),
             recorded: AtomicUsize::new(0),
             probing: AtomicUsize::new(0),
+            thread_noise: std::sync::OnceLock::new(),
         })
+    }
+
+    /// Flags every run of the session noisy for `why` (added to what its
+    /// own machine watch found).
+    pub fn set_thread_noise(&self, why: String) {
+        let _ = self.thread_noise.set(why);
     }
 
     /// The results store has recorded a run's end (called by the event pump).
@@ -468,7 +478,13 @@ fn run_one(
     }));
     let id = spec.id.clone();
     let (status, reason, measured, ev) = match result {
-        Ok(Ok(Outcome::Finished(summary))) => {
+        Ok(Ok(Outcome::Finished(mut summary))) => {
+            if let Some(why) = shared.thread_noise.get() {
+                summary.noise = Some(match summary.noise.take() {
+                    Some(own) => format!("{own}; {why}"),
+                    None => why.clone(),
+                });
+            }
             let measured = crate::session::queue::Measured::of(&summary);
             (
                 RunStatus::Done,

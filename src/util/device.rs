@@ -87,13 +87,51 @@ pub fn resolve_devices_with(specs: &[String], cuda: usize) -> Result<Vec<String>
     Ok(out)
 }
 
+/// The most `--cpu-threads` takes on a machine of `cores`: 4 × the cores.
+/// More threads than cores only make libtorch's pool take turns (the run is
+/// slower, its seconds not comparable), which a few times the cores still
+/// allows for matching another machine's thread count (oneDNN splits its
+/// sums by thread); past 4 × each thread has under a quarter of a core and
+/// the run measures the switching, and a value like 100000 asks the kernel
+/// for more threads than it gives (the session hung starting them).
+pub fn max_cpu_threads(cores: usize) -> usize {
+    4 * cores.max(1)
+}
+
+/// `--cpu-threads N`, read before anything starts: 0 and more than
+/// [`max_cpu_threads`] are refused in one line with the fix.
+pub fn parse_cpu_threads(s: &str) -> Result<usize, String> {
+    let cores = super::machine::cpu_cores();
+    let max = max_cpu_threads(cores);
+    let n: usize = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("not a number of threads; pass 1 to {max} ({cores} cores here)"))?;
+    if n == 0 || n > max {
+        return Err(format!(
+            "{n} threads on this machine's {cores} cores: pass 1 to {max} (at most 4 threads a core), or leave it out to share the cores among the CPU workers"
+        ));
+    }
+    Ok(n)
+}
+
+/// The one-line warning for `--cpu-threads` above the cores, if it is.
+pub fn cpu_threads_warning(threads: Option<usize>, cores: usize) -> Option<String> {
+    let t = threads.filter(|&t| t > cores)?;
+    Some(format!(
+        "warn: --cpu-threads {t} on {cores} cores: the threads take turns, so every run is slower and its seconds are not comparable (the runs are flagged noisy); pass --cpu-threads {cores} or fewer for times to compare"
+    ))
+}
+
 /// N CPU workers share the cores: libtorch's intra-op pool is per process,
 /// so each gets cores / N threads (or `threads`) instead of all of them fighting.
 pub fn share_cpu_threads(devices: &[String], threads: Option<usize>) {
     let cpu = devices.iter().filter(|d| d.as_str() == "cpu").count();
     let cores = super::machine::cpu_cores();
     match threads {
-        Some(t) => tch::set_num_threads(t.clamp(1, 1024) as i32),
+        // parse_cpu_threads bounds what the command line gives; the clamp
+        // keeps a value from elsewhere (a test, the TUI) in the same bounds.
+        Some(t) => tch::set_num_threads(t.clamp(1, max_cpu_threads(cores)) as i32),
         None if cpu > 1 => tch::set_num_threads((cores / cpu).max(1) as i32),
         None => {}
     }

@@ -360,6 +360,14 @@ pub fn noise_reason(m: &MachineState, throughput_cv: Option<f64>) -> Option<Stri
     (!why.is_empty()).then(|| why.join("; "))
 }
 
+/// Why a run with `threads` libtorch threads on `cores` cores is noisy:
+/// more threads than cores take turns on them, so its seconds measure
+/// the turns (`--cpu-threads` above the cores).
+pub fn thread_noise(threads: Option<usize>, cores: usize) -> Option<String> {
+    let t = threads.filter(|&t| t > cores)?;
+    Some(format!("more libtorch threads ({t}) than cores ({cores})"))
+}
+
 /// Every throttle reason seen at start, in between or at the end.
 pub fn gpu_throttle(m: &MachineState) -> Vec<String> {
     let mut all: Vec<String> = Vec::new();

@@ -188,8 +188,9 @@ pub fn print_json(v: serde_json::Value) {
 pub mod exit {
     /// Done; `compare` and `nightly`: no regression.
     pub const OK: i32 = 0;
-    /// `compare` and `nightly`: a regression, or a variant that failed or is
-    /// missing in the candidate; `doctor` and `data check`: a problem found.
+    /// `compare` and `nightly`: a regression, a variant that failed or is
+    /// missing in the candidate, or (`--fail-inconclusive`) one inconclusive;
+    /// `doctor` and `data check`: a problem found.
     pub const REGRESSION: i32 = 1;
     /// The command line, or a file or folder it names, is wrong: fix the input.
     pub const INPUT: i32 = 2;

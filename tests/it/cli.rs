@@ -2355,3 +2355,169 @@ fn save_weights_writes_through_a_link_and_refuses_a_fifo() {
             .is_fifo()
     );
 }
+
+#[test]
+fn cpu_threads_beyond_reason_are_refused_at_once_and_above_the_cores_flagged_noisy() {
+    let tmp = tempfile::tempdir().unwrap();
+    let fixture = repo().join("tests/fixtures/tiny.toml");
+    let m = fixture.to_str().unwrap();
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    // 0, and 100000 (which hung starting libtorch's pool): one line, exit
+    // 2, before any folder is made, and at once.
+    for bad in ["0", "100000", &(4 * cores + 1).to_string()] {
+        let started = std::time::Instant::now();
+        let o = planted(&headless(m, "res", &["--cpu-threads", bad]), tmp.path());
+        let (_, e) = text(&o);
+        assert_eq!(o.status.code(), Some(2), "{bad}: {e}");
+        assert_eq!(e.trim().lines().count(), 1, "{bad}: {e}");
+        assert!(
+            e.contains("--cpu-threads") && e.contains("pass 1 to"),
+            "{e}"
+        );
+        assert!(started.elapsed().as_secs() < 20, "{bad}: slow refusal");
+        assert!(!tmp.path().join("res").exists(), "{bad}: a folder was made");
+    }
+    let o = planted(
+        &["nightly", m, "--baseline", "b", "--cpu-threads", "0"],
+        tmp.path(),
+    );
+    let (_, e) = text(&o);
+    assert_eq!(o.status.code(), Some(2), "{e}");
+    assert!(e.contains("--cpu-threads"), "{e}");
+    // Above the cores: the session runs, says once why its times will not
+    // compare, and flags every run noisy with that reason.
+    let over = (cores + 1).to_string();
+    let o = planted(&headless(m, "res", &["--cpu-threads", &over]), tmp.path());
+    let (_, e) = text(&o);
+    assert!(o.status.success(), "{e}");
+    let warned: Vec<&str> = e
+        .lines()
+        .filter(|l| l.contains("--cpu-threads") && l.contains("not comparable"))
+        .collect();
+    assert_eq!(warned.len(), 1, "{e}");
+    let dir = results_dir(&tmp.path().join("res"), "tiny-test");
+    let rows = tricklab::store::read_runs(&dir.join("runs.parquet")).unwrap();
+    assert_eq!(rows.len(), 4);
+    let why = format!("more libtorch threads ({over}) than cores ({cores})");
+    for r in &rows {
+        assert_eq!(r.noisy, Some(true), "{r:?}");
+        assert!(
+            r.noise.as_deref().is_some_and(|n| n.contains(&why)),
+            "{r:?}"
+        );
+    }
+}
+
+#[test]
+fn a_garbage_history_is_named_in_one_line_with_the_fix() {
+    let tmp = tempfile::tempdir().unwrap();
+    let fixture = repo().join("tests/fixtures/tiny.toml");
+    let m = fixture.to_str().unwrap();
+    let o = planted(&headless(m, "base", &[]), tmp.path());
+    assert!(o.status.success(), "{:?}", text(&o));
+    let baseline = results_dir(&tmp.path().join("base"), "tiny-test");
+    let b = baseline.to_str().unwrap();
+    let hist = tmp.path().join("hist");
+    std::fs::create_dir_all(&hist).unwrap();
+    let garbage: &[u8] = b"\x89\x00\xff\xfe{\x00\x01zz,\x00\n\x07\x1b[2J\xc3\x28\n";
+    // A history with the header and a row polars cannot read: the file named
+    // and what polars said, on one line.
+    let mut header = tricklab::report::history::COLUMNS.join(",");
+    header.push_str("\nn,f,c,h,m,0,v,dawn,2,1,1,1,1,ok,1,2,3,4,5,6,7\n");
+    for (bytes, says) in [
+        (garbage, "is not a tricklab history"),
+        (header.as_bytes(), "is damaged"),
+    ] {
+        std::fs::write(hist.join("history.csv"), bytes).unwrap();
+        for args in [
+            vec!["report", "--history", "hist"],
+            vec!["nightly", m, "--baseline", b, "--history", "hist"],
+        ] {
+            let o = planted(&args, tmp.path());
+            let (out, err) = text(&o);
+            assert_eq!(o.status.code(), Some(2), "{args:?}: {out}\n{err}");
+            assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: {err}");
+            assert!(
+                err.contains("history.csv") && err.contains(says) && err.contains("move it away"),
+                "{args:?}: {err}"
+            );
+            assert!(!err.contains('\0') && !err.contains('\x1b'), "{err:?}");
+            assert!(!out.contains("start"), "{args:?}: a night ran: {out}");
+        }
+    }
+}
+
+#[test]
+fn export_takes_a_matrix_folder_as_report_does() {
+    let tmp = tempfile::tempdir().unwrap();
+    let fixture = repo().join("tests/fixtures/tiny.toml");
+    let m = fixture.to_str().unwrap();
+    for _ in 0..2 {
+        let o = planted(&headless(m, "res", &[]), tmp.path());
+        assert!(o.status.success(), "{:?}", text(&o));
+    }
+    let newest = results_dir(&tmp.path().join("res"), "tiny-test");
+    let session = newest.file_name().unwrap().to_str().unwrap().to_string();
+    // `report res/tiny-test` reads its newest session; so does export.
+    let o = planted(&["report", "res/tiny-test", "--format", "csv"], tmp.path());
+    assert!(o.status.success(), "{:?}", text(&o));
+    let o = planted(
+        &["export", "res/tiny-test", "--to", "csv", "--out", "out"],
+        tmp.path(),
+    );
+    let (_, err) = text(&o);
+    assert!(o.status.success(), "{err}");
+    assert!(err.contains("using the newest of its 2 sessions"), "{err}");
+    let runs = std::fs::read_to_string(tmp.path().join("out/runs.csv")).unwrap();
+    assert_eq!(runs.lines().count(), 1 + 4, "{runs}");
+    assert!(
+        runs.lines().skip(1).all(|l| l.contains(&session)),
+        "{session}: {runs}"
+    );
+}
+
+#[test]
+fn fail_inconclusive_exits_1_as_a_failed_check_not_2() {
+    // One run a side gives no interval: every variant is inconclusive.
+    let tmp = tempfile::tempdir().unwrap();
+    let fixture = repo().join("tests/fixtures/tiny.toml");
+    let m = fixture.to_str().unwrap();
+    let o = planted(&headless(m, "base", &["--repeats", "1"]), tmp.path());
+    assert!(o.status.success(), "{:?}", text(&o));
+    let baseline = results_dir(&tmp.path().join("base"), "tiny-test");
+    let b = baseline.to_str().unwrap();
+    let night = |extra: &[&str]| {
+        let mut args = vec![
+            "nightly",
+            m,
+            "--baseline",
+            b,
+            "--history",
+            "hist",
+            "--results",
+            "res",
+            "--repeats",
+            "1",
+        ];
+        args.extend_from_slice(extra);
+        planted(&args, tmp.path())
+    };
+    let o = night(&[]);
+    let (out, err) = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}\n{err}");
+    assert!(out.contains("inconclusive"), "{out}");
+    // docs/reference.md: 1 is a check that failed, 2 a wrong input.
+    let o = night(&["--fail-inconclusive"]);
+    let (out, err) = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{out}\n{err}");
+    assert!(
+        format!("{out}{err}").contains("variants inconclusive"),
+        "{out}\n{err}"
+    );
+    let cand = results_dir(&tmp.path().join("res"), "tiny-test");
+    let o = planted(
+        &["compare", b, cand.to_str().unwrap(), "--fail-inconclusive"],
+        tmp.path(),
+    );
+    assert_eq!(o.status.code(), Some(1), "{:?}", text(&o));
+}
