@@ -229,16 +229,21 @@ pub fn human(secs: f64) -> String {
 impl Estimate {
     pub fn line(&self, origin: &str) -> String {
         let (lo, hi) = self.total_range_s;
+        // One probe step has no median, and a range whose ends read alike
+        // is one value (issue 64: "29.4 days–29.4 days … median of 1 probe steps").
+        let steps = match self.probe_steps {
+            1 => "one probe step".to_string(),
+            n => format!("the median of {n} probe steps"),
+        };
         let at = if self.probe_batch == self.batch {
-            format!(
-                "the median of {} probe steps at that batch",
-                self.probe_steps
-            )
+            format!("{steps} at that batch")
         } else {
-            format!(
-                "scaled from the median of {} probe steps at batch {}",
-                self.probe_steps, self.probe_batch
-            )
+            format!("scaled from {steps} at batch {}", self.probe_batch)
+        };
+        let range = if human(lo) == human(hi) {
+            String::new()
+        } else {
+            format!(" ({}–{})", human(lo), human(hi))
         };
         let busy = self.inflation().map_or(String::new(), |x| {
             format!(
@@ -248,11 +253,9 @@ impl Estimate {
             )
         });
         format!(
-            "{origin}: {} runs, about {} ({}–{}) in all on {} ({:.2} s a training step at batch {}, {at}; {:.2} s an evaluation; data preparation and warm-up not counted){busy}",
+            "{origin}: {} runs, about {}{range} in all on {} ({:.2} s a training step at batch {}, {at}; {:.2} s an evaluation; data preparation and warm-up not counted){busy}",
             self.runs,
             human(self.total_s),
-            human(lo),
-            human(hi),
             self.device,
             self.step_s,
             self.batch,
@@ -293,6 +296,35 @@ mod tests {
         // A GPU's steps are not priced by the CPU's load.
         e.device = "cuda:0".into();
         assert_eq!(e.inflation(), None);
+        assert!(
+            e.line("m").contains("about 2.0 h (100 min–2.2 h)"),
+            "{}",
+            e.line("m")
+        );
+    }
+
+    /// One probe step is no median, and a range whose ends read alike is
+    /// one value (issue 64: "29.4 days–29.4 days … median of 1 probe steps").
+    #[test]
+    fn one_probe_step_and_an_empty_range_read_plainly() {
+        let e = Estimate {
+            runs: 4,
+            device: "cuda:0".into(),
+            step_s: 0.5,
+            batch: 64,
+            probe_batch: 32,
+            probe_steps: 1,
+            eval_s: 1.0,
+            total_s: 2_540_160.0,
+            total_range_s: (2_540_160.0, 2_540_170.0),
+            other_cpu: None,
+        };
+        let l = e.line("m");
+        assert!(
+            l.contains("about 29.4 days in all") && !l.contains("–"),
+            "{l}"
+        );
+        assert!(l.contains("scaled from one probe step at batch 32"), "{l}");
     }
     use crate::plan::EvalPlan;
 

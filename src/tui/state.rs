@@ -484,6 +484,9 @@ pub struct AppState {
     /// The picker queues matrices in their `--tiny` form (`t` in the
     /// picker; starts as the session's `--tiny`).
     pub picker_tiny: bool,
+    /// The overlay the help screen was opened over (the picker's `?`),
+    /// shown again when the help closes.
+    pub under_help: Option<Box<Overlay>>,
 }
 
 impl AppState {
@@ -527,6 +530,7 @@ impl AppState {
             status_seen: None,
             overlays: true,
             picker_tiny: false,
+            under_help: None,
         }
     }
 

@@ -1544,3 +1544,31 @@ fn the_picker_keeps_its_run_count_in_view_at_80x24_and_marks_half_precision_on_a
     };
     assert_eq!(selected, demo);
 }
+
+/// The picker's `?` opens the keys over it, and closing them shows the
+/// picker again; a finished folder's Results sort with `s` as a live
+/// session's do (issue 64: `?` closed the picker, `s` did nothing).
+#[test]
+fn the_pickers_help_returns_to_it_and_a_browsed_folder_sorts() {
+    let mut s = AppState::new(true);
+    let picker = Overlay::Picker {
+        files: Vec::new(),
+        selected: 0,
+    };
+    s.overlay = picker.clone();
+    on_key(&mut s, key(KeyCode::Char('?')));
+    assert_eq!(s.overlay, Overlay::Help);
+    on_key(&mut s, key(KeyCode::Esc));
+    assert_eq!(s.overlay, picker);
+    // Help opened from a tab closes to nothing, as before.
+    s.overlay = Overlay::None;
+    on_key(&mut s, key(KeyCode::Char('?')));
+    on_key(&mut s, key(KeyCode::Esc));
+    assert_eq!(s.overlay, Overlay::None);
+    let mut b = AppState::new(true);
+    b.browse_only = true;
+    b.tab = Tab::Results;
+    let before = b.sort;
+    on_key(&mut b, key(KeyCode::Char('s')));
+    assert_ne!(b.sort, before);
+}

@@ -173,7 +173,7 @@ pub fn on_key(state: &mut AppState, key: KeyEvent) -> Vec<Action> {
     }
     match &mut state.overlay {
         Overlay::Help => {
-            state.overlay = Overlay::None;
+            state.overlay = state.under_help.take().map_or(Overlay::None, |o| *o);
             return Vec::new();
         }
         Overlay::ConfirmQuit => {
@@ -217,6 +217,11 @@ pub fn on_key(state: &mut AppState, key: KeyEvent) -> Vec<Action> {
                     state.picker_tiny = !state.picker_tiny;
                     return vec![Action::OpenPicker];
                 }
+                // The keys, over the picker: it comes back when they close.
+                KeyCode::Char('?') => {
+                    let picker = std::mem::replace(&mut state.overlay, Overlay::Help);
+                    state.under_help = Some(Box::new(picker));
+                }
                 _ => state.overlay = Overlay::None,
             }
             return Vec::new();
@@ -245,6 +250,8 @@ pub fn on_key(state: &mut AppState, key: KeyEvent) -> Vec<Action> {
         KeyCode::Char('o') => state.overlays = !state.overlays,
         KeyCode::Up | KeyCode::Char('k') => move_selection(state, -1),
         KeyCode::Down | KeyCode::Char('j') => move_selection(state, 1),
+        // Sorting only changes the view: a finished folder is sorted too.
+        KeyCode::Char('s') if state.tab == Tab::Results => state.sort = state.sort.next(),
         _ if state.browse_only => {}
         KeyCode::Char('p') => {
             return vec![Action::Send(if state.paused {
@@ -255,7 +262,6 @@ pub fn on_key(state: &mut AppState, key: KeyEvent) -> Vec<Action> {
         }
         KeyCode::Char('c') => return vec![Action::Send(Command::CancelCurrent)],
         KeyCode::Char('a') => return vec![Action::OpenPicker],
-        KeyCode::Char('s') if state.tab == Tab::Results => state.sort = state.sort.next(),
         KeyCode::Char('D') if state.tab == Tab::Queue => {
             // Every queued run of the selected run's matrix, in one step.
             let Some(item) = state.queue.get(state.queue_selected) else {
