@@ -782,6 +782,14 @@ impl<'a> Follow<'a> {
         {
             *total_steps = steps.unwrap_or(0);
             *total_epochs = epochs.unwrap_or(0.0);
+            // The planned length places each step on the epoch axis before
+            // the first epoch line says it (the Live tab's curves).
+            if let (Some(n), Some(e)) = (*steps, *epochs)
+                && n > 0
+                && e > 0.0
+            {
+                self.steps_per_epoch = Some(n as f64 / e);
+            }
         }
         if !got.lines.is_empty() || self.wall() > START_WAIT.as_secs_f64() {
             self.start(emit);
@@ -1293,6 +1301,12 @@ send(final={"acc": 0.9, "seconds": 1.25})
 "#,
         );
         let (s, events) = c.finished();
+        // Before its first epoch line, a step is placed by the planned length.
+        let first = events.iter().find_map(|e| match e {
+            Event::Steps { rows, .. } => rows.first(),
+            _ => None,
+        });
+        assert_eq!(first.map(|r| r.epoch), Some(0.5), "{events:?}");
         // Announced with the script's first line, and the length it planned.
         assert!(matches!(
             events[0],
