@@ -72,6 +72,19 @@ pub struct ScriptRecord {
     pub parse: Vec<String>,
     /// Where the sources stood when the matrix was read.
     pub provenance: Provenance,
+    /// The data set exported for the script (`{data}`), where it asks for one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data: Option<ScriptData>,
+}
+
+/// `[script.data]`: a tricklab data set a script reads as raw bytes
+/// (`tricklab data export`'s layout), exported once per results folder.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ScriptData {
+    /// A data set spec (`tricklab data list`).
+    pub name: String,
+    pub train_per_class: Option<usize>,
+    pub test_per_class: Option<usize>,
 }
 
 /// One exact-text replacement in a file of the script's folder.

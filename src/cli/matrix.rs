@@ -188,6 +188,16 @@ pub fn cmd_matrix(args: MatrixArgs) -> Result<i32> {
 /// Each script variant as it will run: its tricks, its whole command, the
 /// environment the matrix adds and the patches made to a copy of its folder.
 fn print_script_variants(m: &crate::matrix::Matrix) {
+    // The same for every variant: said once, above them.
+    if let Some(d) = m.variant_record(0).script().and_then(|s| s.data.as_ref()) {
+        let per = |n: Option<usize>| n.map_or_else(|| "all".to_string(), |n| n.to_string());
+        println!(
+            "  {{data}}: `{}` exported as raw bytes ({} training, {} test images a class) to RESULTS/scripts/data/ before the first run",
+            d.name,
+            per(d.train_per_class),
+            per(d.test_per_class)
+        );
+    }
     for i in 0..m.variants.len() {
         let v = m.variant_record(i);
         let Some(s) = v.script() else { continue };

@@ -93,8 +93,15 @@ pub struct ParityArgs {
     pub recipes: Vec<String>,
     /// The folder holding the fetched repositories (cifar10-airbench,
     /// cifar10-speedrun, hlb-CIFAR10, cifar10-fast, cifar10-fast-simple).
-    #[arg(long)]
-    pub peers: PathBuf,
+    #[arg(long, required_unless_present = "tricks")]
+    pub peers: Option<PathBuf>,
+    /// Read two finished leave-one-outs of one record side by side instead
+    /// of running anything: the engine's results folder, then the script
+    /// matrix's (e.g. results/speedrun-loo results/speedrun-script). Each
+    /// trick's Δ on both sides, whether their intervals overlap, and a mark
+    /// where they point opposite ways; written beside --out as .md and .csv.
+    #[arg(long, num_args = 2, value_names = ["ENGINE", "SCRIPT"], conflicts_with = "recipes")]
+    pub tricks: Vec<PathBuf>,
     /// Data set both sides train on (`tricklab data list`).
     #[arg(long, default_value = "embedded")]
     pub data: String,
@@ -147,6 +154,13 @@ struct Sample {
     reason = "the harness's protocol in order: plan, alternate sides, collect, judge, write"
 )]
 pub fn cmd_parity(a: ParityArgs) -> Result<i32> {
+    if let [engine, script] = a.tricks.as_slice() {
+        return trick_by_trick(engine, script, a.out.as_deref());
+    }
+    let peers = a
+        .peers
+        .clone()
+        .expect("clap requires --peers without --tricks");
     let pairs = select_pairs(&a.recipes)?;
     if a.seeds < 2 {
         bail!(
@@ -211,7 +225,7 @@ pub fn cmd_parity(a: ParityArgs) -> Result<i32> {
         crate::util::device::torch_info().version,
         0,
         a.seeds - 1,
-        a.peers.display(),
+        peers.display(),
         100.0 * margins.time,
         100.0 * margins.acc,
     )?;
@@ -220,7 +234,7 @@ pub fn cmd_parity(a: ParityArgs) -> Result<i32> {
         // hlb's script has no warm-up of its own: neither side warms there
         // (cold only in a process that has trained nothing before).
         let warm = pair.recipe != "hlb";
-        let repo = a.peers.join(pair.repo);
+        let repo = peers.join(pair.repo);
         if !repo.is_dir() {
             bail!(
                 "{}: no fetched copy of {}; clone it there or pass --peers",
@@ -330,6 +344,25 @@ pub fn cmd_parity(a: ParityArgs) -> Result<i32> {
         out.display(),
         out.with_extension("csv").display()
     );
+    Ok(0)
+}
+
+/// `--tricks ENGINE SCRIPT`: the two leave-one-outs of one record read
+/// side by side (report/sides.rs), printed and written as .md and .csv.
+fn trick_by_trick(engine: &Path, script: &Path, out: Option<&Path>) -> Result<i32> {
+    let open = |d: &Path| crate::store::Folder::open(&crate::store::session_folder(d)?);
+    let sides = crate::report::sides::side_by_side(&open(engine)?, &open(script)?)?;
+    let page = sides.markdown();
+    print!("{page}");
+    if let Some(out) = out {
+        crate::util::write_atomic(&out.with_extension("md"), page.as_bytes())?;
+        crate::util::write_atomic(&out.with_extension("csv"), sides.csv().as_bytes())?;
+        println!(
+            "\nwrote {} and {}",
+            out.with_extension("md").display(),
+            out.with_extension("csv").display()
+        );
+    }
     Ok(0)
 }
 

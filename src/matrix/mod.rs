@@ -15,7 +15,7 @@ pub use questions::{
     Asked, Decision, Precision, Response, Sample, decide_all, precision_all, still_open,
 };
 pub use record::{RECORD_VERSION, Record};
-pub use show::{matrix_files, resolved_variants, to_json, until_words};
+pub use show::{matrix_files, pins_a_published_copy, resolved_variants, to_json, until_words};
 
 use crate::config::{Override, Reference, RunConfig, RunSpec};
 use crate::events::RunId;

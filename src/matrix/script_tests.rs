@@ -313,3 +313,72 @@ fn a_published_script_is_checked_against_its_pin() {
     let e = err(&text(".", "short"), &d);
     assert!(e.contains("needs its sha256 (64 hex digits"), "{e}");
 }
+
+#[test]
+fn a_published_trick_is_on_until_a_variant_takes_it_back_with_its_off_change() {
+    let d = script_dir("published");
+    let text = |extra: &str| {
+        format!(
+            "name='p'\nkind='leave-one-out'\nvary=['ema', 'compile']\n[script]\ncommand=['python3','-m','tricklab.peers','x','--data','{{data}}','--seed','{{seed}}']\ndata={{ name='embedded', train_per_class=40, test_per_class=10 }}\n\
+             [tricks.ema]\nhelp='the EMA the script has, taken back'\n[tricks.ema.off]\npatch=[{{file='train.py', find='ema = False', replace='ema = None'}}]\n\
+             [tricks.compile]\nargs=['--compile','auto','--compile-form','{{form}}']\nparams={{ form='published' }}\n[tricks.compile.off]\nargs=['--compile','off']\n{extra}"
+        )
+    };
+    let m = parse_in(&text(""), "m.toml", &d).unwrap();
+    let names: Vec<&str> = m.variants.iter().map(|v| v.name.as_str()).collect();
+    assert_eq!(names, ["all", "- ema", "- compile"]);
+    // As written, both are on: no patch, the compile trick's own args.
+    let all = run_of(&m, 0);
+    assert!(all.patches.is_empty());
+    assert_eq!(
+        &all.argv[7..],
+        ["{seed}", "--compile", "auto", "--compile-form", "published"]
+    );
+    // Taken back: the off patch, and the off args.
+    let ema = run_of(&m, 1);
+    assert_eq!(ema.patches.len(), 1);
+    assert_eq!(ema.patches[0].replace, "ema = None");
+    assert_eq!(ema.patches[0].trick, "ema");
+    assert_eq!(&run_of(&m, 2).argv[7..], ["{seed}", "--compile", "off"]);
+    // The record says which were on, and the data asked for.
+    assert_eq!(m.variant_record(1).tricks, ["compile"]);
+    let data = all.data.as_ref().unwrap();
+    assert_eq!(
+        (
+            data.name.as_str(),
+            data.train_per_class,
+            data.test_per_class
+        ),
+        ("embedded", Some(40), Some(10))
+    );
+    // A form set by a variant reaches the argv.
+    let m = parse_in(
+        &text("").replace(
+            "kind='leave-one-out'\nvary=['ema', 'compile']",
+            "kind='list'\n[[variant]]\nname='graphs'\nset={ 'compile.form'='graphs' }",
+        ),
+        "m.toml",
+        &d,
+    )
+    .unwrap();
+    assert_eq!(run_of(&m, 0).argv.last().unwrap(), "graphs");
+    // `{data}` needs [script.data]; an empty `off` is refused.
+    let e = err(
+        &text("").replace(
+            "data={ name='embedded', train_per_class=40, test_per_class=10 }\n",
+            "",
+        ),
+        &d,
+    );
+    assert!(
+        e.contains("unknown placeholder `{data}`") && e.contains("[script.data]"),
+        "{e}"
+    );
+    let e = err(&text("[tricks.none]\n[tricks.none.off]\n"), &d);
+    assert!(e.contains("trick `none`'s `off` changes nothing"), "{e}");
+    let e = err(
+        &text("").replace("train_per_class=40", "train_per_class=0"),
+        &d,
+    );
+    assert!(e.contains("a per-class count of 0"), "{e}");
+}

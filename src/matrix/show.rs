@@ -19,6 +19,18 @@ pub fn matrix_files(dir: &std::path::Path) -> Vec<PathBuf> {
     v
 }
 
+/// Whether the matrix file runs a published script from a pinned copy
+/// (`[script.source]`), which only the user can fetch.
+pub fn pins_a_published_copy(file: &std::path::Path) -> bool {
+    std::fs::read_to_string(file).is_ok_and(|t| {
+        toml::from_str::<toml::Table>(&t).is_ok_and(|t| {
+            t.get("script")
+                .and_then(toml::Value::as_table)
+                .is_some_and(|s| s.contains_key("source"))
+        })
+    })
+}
+
 /// Each variant as decided: its overrides, the tricks on, its clock and the
 /// resolved plan's values (`matrix show --format json`, and a results
 /// folder's `manifest.json`, which reports read instead of today's recipes).

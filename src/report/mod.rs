@@ -12,6 +12,7 @@ pub mod figures;
 mod format;
 pub mod history;
 pub mod seeds;
+pub mod sides;
 mod text;
 mod twice;
 

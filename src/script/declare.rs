@@ -22,6 +22,9 @@ use toml::Spanned;
 /// Placeholders a run fills when it starts, not when the matrix is read.
 pub const RUN_PLACEHOLDERS: [&str; 4] = ["seed", "out", "device", "world_size"];
 
+/// The placeholder for the folder tricklab exports `[script.data]` to.
+pub const DATA_PLACEHOLDER: &str = "data";
+
 /// The longest `timeout`: a week.
 const MAX_TIMEOUT_S: f64 = 7.0 * 24.0 * 3600.0;
 
@@ -46,6 +49,19 @@ pub struct RawScript {
     /// A published script: the repository and commit `dir` must be a copy
     /// of, and the sha256 of each file its runs read.
     source: Option<Spanned<RawSource>>,
+    /// A tricklab data set exported for the script as raw bytes, its
+    /// folder given as `{data}`.
+    data: Option<Spanned<RawData>>,
+}
+
+/// `[script.data]` as written.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawData {
+    /// A data set spec, as `--data` takes it (`tricklab data list`).
+    name: Spanned<String>,
+    train_per_class: Option<usize>,
+    test_per_class: Option<usize>,
 }
 
 /// `[script.source]` as written.
@@ -165,6 +181,18 @@ pub struct RawTrick {
     env: Option<Env>,
     patch: Option<Vec<Spanned<RawPatch>>>,
     params: Option<Params>,
+    /// What taking back a trick the script has as written does: such a
+    /// trick is on unless a variant turns it off.
+    off: Option<Spanned<RawChange>>,
+}
+
+/// A `[tricks.NAME.off]` table: the change that switches a published trick off.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawChange {
+    args: Option<Words>,
+    env: Option<Env>,
+    patch: Option<Vec<Spanned<RawPatch>>>,
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -200,14 +228,38 @@ struct PatchDecl {
     count: usize,
 }
 
+/// What a trick's state adds to the command: arguments, environment, patches.
+#[derive(Clone, Debug, Default)]
+struct Change {
+    args: Vec<Placed>,
+    env: Vec<(String, Placed)>,
+    patches: Vec<PatchDecl>,
+}
+
+impl Change {
+    fn is_empty(&self) -> bool {
+        self.args.is_empty() && self.env.is_empty() && self.patches.is_empty()
+    }
+
+    fn texts(&self) -> impl Iterator<Item = &Placed> {
+        let env = self.env.iter().map(|(_, v)| v);
+        let replaced = self.patches.iter().map(|p| &p.replace);
+        self.args.iter().chain(env).chain(replaced)
+    }
+}
+
 /// One declared trick.
 #[derive(Clone, Debug)]
 pub struct TrickDecl {
     pub name: String,
     pub help: String,
-    args: Vec<Placed>,
-    env: Vec<(String, Placed)>,
-    patches: Vec<PatchDecl>,
+    /// On unless a variant turns it off: the script as written has it, and
+    /// `off` takes it back.
+    pub published: bool,
+    /// What switching it on adds.
+    on: Change,
+    /// What switching it off adds (a published trick's take-back).
+    off: Change,
     /// Parameter defaults, as their text.
     pub params: BTreeMap<String, String>,
 }
@@ -226,6 +278,8 @@ pub struct Declared {
     /// The published repository and commit `dir` is a copy of, and the
     /// files pinned.
     source: Option<(crate::record::Pinned, Vec<String>)>,
+    /// What `{data}` is exported from.
+    data: Option<crate::record::ScriptData>,
     /// In the order the file declares them.
     pub tricks: Vec<TrickDecl>,
 }
@@ -379,6 +433,7 @@ impl Declared {
                     s.files.keys().map(|f| f.get_ref().clone()).collect(),
                 )
             }),
+            data: raw.data.as_ref().map(|d| data_of(d, err)).transpose()?,
             tricks: Vec::new(),
         };
         for (name, t) in tricks.into_iter().flatten() {
@@ -405,7 +460,7 @@ impl Declared {
                         Override::Trick { key, on } if *key == t.name => Some(*on),
                         _ => None,
                     })
-                    .unwrap_or(false)
+                    .unwrap_or(t.published)
             })
             .map(|t| t.name.clone())
             .collect()
@@ -449,6 +504,7 @@ impl Declared {
     fn check_placeholders(&self, err: Locate) -> Result<()> {
         let script_known = |name: &str, own: Option<&TrickDecl>| {
             RUN_PLACEHOLDERS.contains(&name)
+                || (name == DATA_PLACEHOLDER && self.data.is_some())
                 || self.params.contains_key(name)
                 || own.is_some_and(|t| t.params.contains_key(name))
                 || name
@@ -461,10 +517,15 @@ impl Declared {
                     return Err(err(
                         p.at.clone(),
                         format!(
-                            "unknown placeholder `{{{name}}}`: use {}{}, a [script] parameter or `trick.param` (write {{{{ for a brace)",
+                            "unknown placeholder `{{{name}}}`: use {}{}, a [script] parameter or `trick.param` (write {{{{ for a brace){}",
                             RUN_PLACEHOLDERS.map(|r| format!("{{{r}}}")).join(", "),
                             own.map(|t| format!(", one of `{}`'s parameters", t.name))
-                                .unwrap_or_default()
+                                .unwrap_or_default(),
+                            if name == DATA_PLACEHOLDER {
+                                "; `{data}` is the folder of a data set tricklab exports: name it in [script.data] (docs/scripts.md)"
+                            } else {
+                                ""
+                            }
                         ),
                     ));
                 }
@@ -475,19 +536,30 @@ impl Declared {
             check(p, None)?;
         }
         for t in &self.tricks {
-            let texts = t.args.iter().chain(t.env.iter().map(|(_, v)| v));
-            for p in texts.chain(t.patches.iter().map(|p| &p.replace)) {
+            for p in t.on.texts().chain(t.off.texts()) {
                 check(p, Some(t))?;
             }
         }
         Ok(())
     }
 
-    /// What a variant with `overrides` runs: the tricks on and the
-    /// parameters set as they say, in order, every patch checked against
-    /// the files as they are now.
-    pub fn resolve(&self, overrides: &[Override], err: Locate) -> Result<ScriptRecord> {
-        let mut on: Vec<&str> = Vec::new();
+    /// The tricks on (published ones unless turned off), the script's
+    /// parameters and each trick's, after `overrides` in order.
+    #[allow(clippy::type_complexity, reason = "three maps read once by `resolve`")]
+    fn state(
+        &self,
+        overrides: &[Override],
+    ) -> (
+        Vec<&str>,
+        BTreeMap<String, String>,
+        BTreeMap<&str, BTreeMap<String, String>>,
+    ) {
+        let mut on: Vec<&str> = self
+            .tricks
+            .iter()
+            .filter(|t| t.published)
+            .map(|t| t.name.as_str())
+            .collect();
         let mut params = self.params.clone();
         let mut trick_params: BTreeMap<&str, BTreeMap<String, String>> = self
             .tricks
@@ -498,8 +570,9 @@ impl Declared {
             match o {
                 Override::Trick { key, on: state } => {
                     on.retain(|k| k != key);
-                    if *state {
-                        on.push(self.trick(key).map_or(key.as_str(), |t| t.name.as_str()));
+                    // Parsing checked the name: a trick of this matrix.
+                    if let Some(t) = self.trick(key).filter(|_| *state) {
+                        on.push(t.name.as_str());
                     }
                 }
                 Override::Set { key, value } => match key.split_once('.') {
@@ -514,6 +587,14 @@ impl Declared {
                 },
             }
         }
+        (on, params, trick_params)
+    }
+
+    /// What a variant with `overrides` runs: the tricks on and the
+    /// parameters set as they say, in order, every patch checked against
+    /// the files as they are now.
+    pub fn resolve(&self, overrides: &[Override], err: Locate) -> Result<ScriptRecord> {
+        let (on, params, trick_params) = self.state(overrides);
         let fill = |text: &str, own: Option<&str>| {
             fill(text, &|name: &str| {
                 if let Some(v) = own.and_then(|t| trick_params[t].get(name)) {
@@ -534,12 +615,24 @@ impl Declared {
             .collect();
         let mut patches = Vec::new();
         // In declaration order, whatever order the overrides named them in:
-        // one set of tricks is one command.
-        for t in self.tricks.iter().filter(|t| on.contains(&t.name.as_str())) {
+        // one set of tricks is one command. A trick adds what its state
+        // says: an added trick's change when on, a published one's
+        // take-back when off.
+        for t in &self.tricks {
+            let change = if on.contains(&t.name.as_str()) {
+                &t.on
+            } else {
+                &t.off
+            };
             let own = Some(t.name.as_str());
-            argv.extend(t.args.iter().map(|a| fill(&a.text, own)));
-            env.extend(t.env.iter().map(|(k, v)| (k.clone(), fill(&v.text, own))));
-            for p in &t.patches {
+            argv.extend(change.args.iter().map(|a| fill(&a.text, own)));
+            env.extend(
+                change
+                    .env
+                    .iter()
+                    .map(|(k, v)| (k.clone(), fill(&v.text, own))),
+            );
+            for p in &change.patches {
                 patches.push((
                     Patch {
                         file: p.file.text.clone(),
@@ -565,6 +658,7 @@ impl Declared {
             world_size: self.world_size,
             timeout_s: self.timeout_s,
             parse: self.parse.clone(),
+            data: self.data.clone(),
         })
     }
 
@@ -618,8 +712,74 @@ fn trick_of(name: &Spanned<String>, t: &RawTrick, err: Locate) -> Result<TrickDe
                 format!("trick name `{n}`: use letters, digits, _ and -"),
             )
         })?;
+    let on = change_of(t.args.as_ref(), t.env.as_ref(), t.patch.as_ref(), err)?;
+    let off = match &t.off {
+        Some(o) => {
+            let c = o.get_ref();
+            let off = change_of(c.args.as_ref(), c.env.as_ref(), c.patch.as_ref(), err)?;
+            if off.is_empty() {
+                return Err(err(
+                    o.span(),
+                    format!(
+                        "trick `{n}`'s `off` changes nothing: give it `args`, `env` or `patch` that take the trick back"
+                    ),
+                ));
+            }
+            off
+        }
+        None => Change::default(),
+    };
+    let decl = TrickDecl {
+        name: n.clone(),
+        help: t.help.clone().unwrap_or_default(),
+        published: t.off.is_some(),
+        on,
+        off,
+        params: params_of(&t.params, err)?,
+    };
+    if !decl.published && decl.on.is_empty() {
+        return Err(err(
+            name.span(),
+            format!(
+                "trick `{n}` changes nothing: give it `args`, `env` or `patch` (what switching it on adds), or an `off` table (what taking back a trick the script has does)"
+            ),
+        ));
+    }
+    Ok(decl)
+}
+
+/// `[script.data]` checked: a data set tricklab knows, whole or cut.
+fn data_of(d: &Spanned<RawData>, err: Locate) -> Result<crate::record::ScriptData> {
+    let raw = d.get_ref();
+    let name = raw.name.get_ref().trim();
+    if name.is_empty() {
+        return Err(err(
+            raw.name.span(),
+            "[script.data] name: give a data set (`tricklab data list`), e.g. \"embedded\"".into(),
+        ));
+    }
+    if raw.train_per_class == Some(0) || raw.test_per_class == Some(0) {
+        return Err(err(
+            d.span(),
+            "[script.data]: a per-class count of 0 leaves the split empty; give 1 or more, or leave it out for all".into(),
+        ));
+    }
+    Ok(crate::record::ScriptData {
+        name: name.to_string(),
+        train_per_class: raw.train_per_class,
+        test_per_class: raw.test_per_class,
+    })
+}
+
+/// The arguments, environment and patches of one trick state.
+fn change_of(
+    args: Option<&Words>,
+    env: Option<&Env>,
+    patch: Option<&Vec<Spanned<RawPatch>>>,
+    err: Locate,
+) -> Result<Change> {
     let mut patches = Vec::new();
-    for p in t.patch.iter().flatten() {
+    for p in patch.into_iter().flatten() {
         let (at, p) = (p.span(), p.get_ref());
         if p.find.get_ref().is_empty() {
             return Err(err(p.find.span(), "a patch's `find` is empty".into()));
@@ -637,26 +797,15 @@ fn trick_of(name: &Spanned<String>, t: &RawTrick, err: Locate) -> Result<TrickDe
             count: p.count.unwrap_or(1),
         });
     }
-    let decl = TrickDecl {
-        name: n.clone(),
-        help: t.help.clone().unwrap_or_default(),
-        args: t
-            .args
-            .iter()
+    Ok(Change {
+        args: args
+            .into_iter()
             .flat_map(|a| a.get_ref())
             .map(Placed::of)
             .collect(),
-        env: env_of(&t.env, err)?,
+        env: env_of(&env.cloned(), err)?,
         patches,
-        params: params_of(&t.params, err)?,
-    };
-    if decl.args.is_empty() && decl.env.is_empty() && decl.patches.is_empty() {
-        return Err(err(
-            name.span(),
-            format!("trick `{n}` changes nothing: give it `args`, `env` or `patch`"),
-        ));
-    }
-    Ok(decl)
+    })
 }
 
 fn words<'a>(names: impl Iterator<Item = &'a String>) -> String {

@@ -9,10 +9,11 @@
 //! `out/` (`{out}`, the script's own) and, with patches, `src/` (the patched
 //! copy the command runs in). The user's folder is never written to.
 
+use super::declare::DATA_PLACEHOLDER;
 use super::protocol::{self, Line, Tail};
 use crate::config::{Clock, RunId};
 use crate::events::{Clocks, EpochRow, Event, LogLevel, RunSummary, StepRow};
-use crate::record::{Patch, ScriptRecord};
+use crate::record::{Patch, ScriptData, ScriptRecord};
 use crate::train::{Control, Flow, Outcome};
 use crate::util::machine;
 use anyhow::{Context, Result, anyhow, bail};
@@ -170,12 +171,16 @@ fn prepare(r: &ScriptRun, s: &ScriptRecord) -> Result<Prepared> {
         }
         src
     };
-    let vars = [
+    let mut vars = vec![
         ("seed", r.spec.seed.to_string()),
         ("out", out.display().to_string()),
         ("device", r.devices[0].clone()),
         ("world_size", s.world_size.to_string()),
     ];
+    if let Some(d) = &s.data {
+        let at = exported(&r.folder, d)?;
+        vars.push((DATA_PLACEHOLDER, at.display().to_string()));
+    }
     let argv: Vec<String> = s.argv.iter().map(|a| fill(a, &vars)).collect();
     let (program, args) = command(&argv, s.world_size, &cwd, &s.dir);
     Ok(Prepared {
@@ -395,14 +400,80 @@ fn environment(
     env
 }
 
-/// The Python module the script imports (`python/tricklab`), as built in.
-const MODULE: &str = include_str!("../../python/tricklab/__init__.py");
+/// The Python module the script imports (`python/tricklab`), as built in:
+/// the protocol, and the adapter that runs the published records
+/// (`python3 -m tricklab.peers`).
+const MODULE: [(&str, &str); 2] = [
+    (
+        "__init__.py",
+        include_str!("../../python/tricklab/__init__.py"),
+    ),
+    ("peers.py", include_str!("../../python/tricklab/peers.py")),
+];
 
 /// Writes the module into the run's folder, where PYTHONPATH points.
 fn write_module(dir: &Path) -> Result<()> {
     let pkg = dir.join("python/tricklab");
     std::fs::create_dir_all(&pkg).with_context(|| format!("cannot make {}", pkg.display()))?;
-    crate::util::write_atomic(&pkg.join("__init__.py"), MODULE.as_bytes())
+    for (file, text) in MODULE {
+        crate::util::write_atomic(&pkg.join(file), text.as_bytes())?;
+    }
+    Ok(())
+}
+
+/// `[script.data]` as raw bytes (`tricklab data export`'s layout), exported
+/// once for the folder's runs: FOLDER/scripts/data/NAME-TRAINxTEST. Workers
+/// that export at once each write their own copy and the first rename wins.
+fn exported(folder: &Path, d: &ScriptData) -> Result<PathBuf> {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let per = |n: Option<usize>| n.map_or_else(|| "all".to_string(), |n| n.to_string());
+    let name: String = d
+        .name
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || "-_".contains(c) {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    let root = std::path::absolute(folder.join("scripts").join("data"))?;
+    let dest = root.join(format!(
+        "{name}-{}x{}",
+        per(d.train_per_class),
+        per(d.test_per_class)
+    ));
+    if dest.join("meta.json").is_file() {
+        return Ok(dest);
+    }
+    let set = crate::data::load(&d.name)
+        .with_context(|| {
+            format!(
+                "[script.data] `{}`: check the name (`tricklab data list`)",
+                d.name
+            )
+        })?
+        .subset(d.train_per_class, d.test_per_class);
+    anyhow::ensure!(
+        !set.train.is_empty() && !set.test.is_empty(),
+        "[script.data] `{}` leaves {} training and {} test images: give per-class counts it has",
+        d.name,
+        set.train.len(),
+        set.test.len()
+    );
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let tmp = root.join(format!(".{name}-{}-{n}", std::process::id()));
+    crate::data::export_raw(&set, &tmp, "as tricklab trains on it")?;
+    if let Err(e) = std::fs::rename(&tmp, &dest) {
+        let _ = std::fs::remove_dir_all(&tmp);
+        anyhow::ensure!(
+            dest.join("meta.json").is_file(),
+            "cannot move the exported data to {}: {e}",
+            dest.display()
+        );
+    }
+    Ok(dest)
 }
 
 /// The command's processes: the leader tricklab started (the group's id is
@@ -1189,6 +1260,7 @@ def send(**line):
                     timeout_s: None,
                     parse: Vec::new(),
                     provenance: Provenance::default(),
+                    data: None,
                 },
                 _tmp: tmp,
             }
@@ -1241,6 +1313,61 @@ def send(**line):
                 _ => None,
             })
             .collect()
+    }
+
+    #[test]
+    fn data_is_exported_once_for_the_folder_and_the_adapter_ships_with_the_module() {
+        // The script reads the export `{data}` names (train count from its
+        // meta.json, the labels file's length), and finds `tricklab.peers`
+        // (its device rule) on the path the run was given.
+        let mut c = Case::new(
+            r#"
+data = sys.argv[1]
+meta = json.load(open(os.path.join(data, "meta.json")))
+labels = os.path.getsize(os.path.join(data, "train_labels.u8"))
+import importlib.util
+found = importlib.util.find_spec("tricklab.peers") is not None
+send(tricklab=1)
+send(final={"acc": meta["train"] / 1000 + 0.001 * found, "seconds": labels / 100})
+"#,
+        );
+        c.script.argv.push("{data}".into());
+        c.script.data = Some(ScriptData {
+            name: "embedded".into(),
+            train_per_class: Some(30),
+            test_per_class: Some(5),
+        });
+        let (s, _) = c.finished();
+        assert!((s.acc - 0.301).abs() < 1e-12, "{}", s.acc);
+        assert_eq!(s.clocks.hlb_s, 3.0);
+        let export = c.folder.join("scripts/data/embedded-30x5");
+        let meta = std::fs::read_to_string(export.join("meta.json")).unwrap();
+        assert!(
+            meta.contains("\"train\": 300") || meta.contains("\"train\":300"),
+            "{meta}"
+        );
+        // A second run reads the same export, not a new one.
+        let stamp = std::fs::metadata(export.join("meta.json"))
+            .unwrap()
+            .modified()
+            .unwrap();
+        c.finished();
+        let again = std::fs::metadata(export.join("meta.json"))
+            .unwrap()
+            .modified()
+            .unwrap();
+        assert_eq!(stamp, again);
+        let left: Vec<_> = std::fs::read_dir(c.folder.join("scripts/data"))
+            .unwrap()
+            .collect();
+        assert_eq!(left.len(), 1, "no temporary copy left");
+        // A data set tricklab cannot read is named before the script starts.
+        c.script.data = Some(ScriptData {
+            name: "no-such-set".into(),
+            train_per_class: None,
+            test_per_class: None,
+        });
+        assert!(c.failed().contains("[script.data] `no-such-set`"));
     }
 
     /// Whether process `pid` is gone (or a zombie waiting for init), within 2 s.

@@ -608,3 +608,218 @@ fn kill_9_during_a_torchrun_run_leaves_no_rank_running() {
         assert!(gone(p), "rank {p} outlived kill -9 of tricklab");
     }
 }
+
+/// A stand-in for a published record (CI has no copy of the real ones): a
+/// script that has an EMA and a compile mode as written, reads the data set
+/// tricklab exports for it, and plants its result: the EMA adds 2 points,
+/// eager costs 1 s, and the accuracy's third decimal is the training images
+/// over 1000 (the export's `meta.json`).
+const RECORD: &str = r#"import json, os, sys
+import tricklab
+
+EMA = True
+args = sys.argv[1:]
+data = args[args.index("--data") + 1]
+compiled = args[args.index("--compile") + 1] != "off"
+train = json.load(open(os.path.join(data, "meta.json")))["train"]
+with open(os.path.join(data, "train_labels.u8"), "rb") as f:
+    assert len(f.read()) == train
+tricklab.start(steps=4, epochs=1)
+acc = 0.80 + 0.02 * EMA + train / 1e6
+tricklab.final(acc=acc, seconds=5.0 + 1.0 * (not compiled))
+"#;
+
+#[test]
+fn a_published_record_runs_pinned_with_its_tricks_taken_back_in_copies_on_exported_data() {
+    use sha2::Digest;
+    let tmp = tempfile::tempdir().unwrap();
+    let copy = tmp.path().join("peers/record");
+    std::fs::create_dir_all(&copy).unwrap();
+    std::fs::write(copy.join("record.py"), RECORD).unwrap();
+    let sha = hex::encode(sha2::Sha256::digest(RECORD.as_bytes()));
+    let matrix = |dir: &str| {
+        format!(
+            r#"name = "record-loo"
+kind = "leave-one-out"
+vary = ["ema", "compile"]
+target = 0.5
+repeats = 2
+[script]
+command = ["{py}", "record.py", "--data", "{{data}}", "--seed", "{{seed}}"]
+dir = "{dir}"
+timeout = "2m"
+[script.source]
+repo = "owner/record"
+commit = "0123456789abcdef0123456789abcdef01234567"
+files = {{ "record.py" = "{sha}" }}
+[script.data]
+name = "embedded"
+train_per_class = 30
+test_per_class = 10
+[tricks.ema]
+help = "the record's EMA, taken back"
+[tricks.ema.off]
+patch = [{{ file = "record.py", find = "EMA = True", replace = "EMA = False" }}]
+[tricks.compile]
+args = ["--compile", "auto"]
+[tricks.compile.off]
+args = ["--compile", "off"]
+"#,
+            py = python()
+        )
+    };
+    let m = tmp.path().join("record-loo.toml");
+    // No copy yet: the one command that fetches it, and nothing runs.
+    std::fs::write(&m, matrix("peers/elsewhere")).unwrap();
+    let o = run_in(tmp.path(), &["matrix", "show", m.to_str().unwrap()]);
+    assert!(!o.status.success());
+    assert!(
+        err(&o).contains("fetch it: git clone https://github.com/owner/record"),
+        "{}",
+        err(&o)
+    );
+    std::fs::write(&m, matrix("peers/record")).unwrap();
+    let o = run_in(tmp.path(), &["matrix", "show", m.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", err(&o));
+    let shown = out(&o);
+    assert!(
+        shown.contains(
+            "{data}: `embedded` exported as raw bytes (30 training, 10 test images a class)"
+        ),
+        "{shown}"
+    );
+    assert!(
+        shown.contains("patch (ema): record.py: \"EMA = True\" -> \"EMA = False\""),
+        "{shown}"
+    );
+    let o = run_in(tmp.path(), &headless(&m, "res", &["--devices", "cpu"]));
+    assert!(o.status.success(), "{}\n{}", out(&o), err(&o));
+    let dir = session(&tmp.path().join("res"), "record-loo");
+    let rows = tricklab::store::read_runs(&dir.join("runs.parquet")).unwrap();
+    let got = |v: &str| {
+        let r = rows
+            .iter()
+            .find(|r| r.variant == v)
+            .unwrap_or_else(|| panic!("{v}: {rows:?}"));
+        assert_eq!(r.status, tricklab::store::Ended::Done, "{r:?}");
+        (r.acc.unwrap(), r.hlb_s.unwrap())
+    };
+    let near = |a: (f64, f64), b: (f64, f64)| (a.0 - b.0).abs() < 1e-9 && (a.1 - b.1).abs() < 1e-9;
+    assert!(near(got("all"), (0.8203, 5.0)), "{:?}", got("all"));
+    assert!(near(got("- ema"), (0.8003, 5.0)), "{:?}", got("- ema"));
+    assert!(
+        near(got("- compile"), (0.8203, 6.0)),
+        "{:?}",
+        got("- compile")
+    );
+    // The published copy is read, never written.
+    assert_eq!(
+        std::fs::read_to_string(copy.join("record.py")).unwrap(),
+        RECORD
+    );
+    assert!(dir.join("scripts/data/embedded-30x10/meta.json").is_file());
+
+    // A second ablation of the same tricks whose EMA costs a point instead
+    // (as an engine that reproduced it badly would): read side by side, the
+    // EMA's Δ accuracy points the other way and the intervals do not meet;
+    // eager's +1 s agrees on both.
+    let other = tmp.path().join("other");
+    std::fs::create_dir_all(&other).unwrap();
+    std::fs::write(
+        other.join("record.py"),
+        RECORD.replace("0.02 * EMA", "-0.01 * EMA"),
+    )
+    .unwrap();
+    let text = matrix("other").replace("record-loo", "other-loo");
+    let cut = text.find("[script.source]").unwrap();
+    let end = text.find("[script.data]").unwrap();
+    let m2 = tmp.path().join("other-loo.toml");
+    std::fs::write(&m2, format!("{}{}", &text[..cut], &text[end..])).unwrap();
+    let o = run_in(tmp.path(), &headless(&m2, "res", &["--devices", "cpu"]));
+    assert!(o.status.success(), "{}\n{}", out(&o), err(&o));
+    let page = tmp.path().join("sides");
+    let o = run_in(
+        tmp.path(),
+        &[
+            "parity",
+            "--tricks",
+            "res/other-loo",
+            "res/record-loo",
+            "--out",
+            page.to_str().unwrap(),
+        ],
+    );
+    assert!(o.status.success(), "{}", err(&o));
+    let md = std::fs::read_to_string(page.with_extension("md")).unwrap();
+    let row = |v: &str| {
+        md.lines()
+            .find(|l| l.starts_with(&format!("| {v} |")))
+            .unwrap_or_else(|| panic!("{md}"))
+            .to_string()
+    };
+    assert!(
+        row("- ema").contains("+1.00 [+1.00, +1.00]* | −2.00 [−2.00, −2.00]* ≠ | **no**"),
+        "{md}"
+    );
+    assert!(
+        row("- compile").contains("+1.00 [+1.00, +1.00]* | +1.00 [+1.00, +1.00]* | yes"),
+        "{md}"
+    );
+    assert!(md.contains("on the hlb clock"), "{md}");
+    let csv = std::fs::read_to_string(page.with_extension("csv")).unwrap();
+    assert!(
+        csv.lines()
+            .any(|l| l.starts_with("\"- ema\",acc,") && l.ends_with(",false,true")),
+        "{csv}"
+    );
+}
+
+#[test]
+fn the_compile_trick_runs_eagerly_on_a_cpu_and_says_so() {
+    // The adapter's decision for a published compiled record, without its
+    // copy: `--list-changes` prints what a run would change.
+    let o = std::process::Command::new(python())
+        .args([
+            "-m",
+            "tricklab.peers",
+            "airbench94-muon",
+            "--list-changes",
+            "--device",
+            "cpu",
+        ])
+        .args(["--compile", "auto", "--compile-form", "graphs"])
+        .env("PYTHONPATH", repo().join("python"))
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "{said}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(said.contains("compile off"), "{said}");
+    assert!(
+        said.contains("--compile auto on the CPU: eager")
+            && said.contains("--compile-form graphs not applied"),
+        "{said}"
+    );
+    // On cuda the same arguments compile, in the form asked for.
+    let o = std::process::Command::new(python())
+        .args([
+            "-m",
+            "tricklab.peers",
+            "airbench94-muon",
+            "--list-changes",
+            "--device",
+            "cuda:3",
+        ])
+        .args(["--compile", "auto", "--compile-form", "graphs"])
+        .env("PYTHONPATH", repo().join("python"))
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        said.contains("compile on") && said.contains("--compile-form graphs"),
+        "{said}"
+    );
+}
