@@ -151,7 +151,7 @@ EOF
     parity)
       timed "$TL" parity "$a" --peers "$PEERS" --data cifar10-jpeg --train-per-class "${TRAIN_PER_CLASS:-5000}" \
         --test-per-class "${TEST_PER_CLASS:-1000}" --epochs "$b" --seeds "$c" --device "$DEVICE" --python "$PYTHON" \
-        --adapter "$ROOT/scripts/peers/peer.py" --out "$WORK/parity-$a.md"
+        --out "$WORK/parity-$a.md"
       ;;
     ladder)
       timed "$TL" run "ablations/$a.toml" --headless --devices "$DEVICE" --data cifar10-jpeg \

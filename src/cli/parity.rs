@@ -4,9 +4,11 @@
 //! step and each recipe's own clock with the ratio and its 95% CI, accuracy
 //! mean ± CI, and a verdict by Welch's t as `compare` computes it.
 //!
-//! The reference side is `scripts/peers/peer.py`, which runs a fetched copy
-//! of the published script with only the changes its device needs; the
-//! reference code is never part of this repository.
+//! The reference side is the record's script matrix (ablations/*-script.toml,
+//! its first variant: the record as published), run by tricklab's script
+//! runner through the adapter `python3 -m tricklab.peers`, which runs a
+//! fetched copy of the published script with only the changes its device
+//! needs; the reference code is never part of this repository.
 
 use crate::config::{Clock, Override, RunId, RunSpec};
 use crate::report::{Diff, welch};
@@ -14,7 +16,6 @@ use crate::train::{NeverStop, Outcome, TchTrainer, Trainer};
 use anyhow::{Context, Result, bail};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 /// A recipe and a published script it reproduces.
 #[derive(Debug)]
@@ -29,6 +30,9 @@ struct Pair {
     /// tricklab's clock that covers the stages the reference's clock times,
     /// so that every row compares the same regions.
     clock: Clock,
+    /// The reference's script matrix in ablations/ (its first variant is the
+    /// record as published), where one ships.
+    matrix: Option<&'static str>,
 }
 
 const PAIRS: &[Pair] = &[
@@ -38,6 +42,7 @@ const PAIRS: &[Pair] = &[
         repo: "cifar10-airbench",
         cpu_epochs: 2.0,
         clock: Clock::Airbench,
+        matrix: Some("airbench94-script"),
     },
     Pair {
         recipe: "airbench94-muon",
@@ -45,6 +50,7 @@ const PAIRS: &[Pair] = &[
         repo: "cifar10-airbench",
         cpu_epochs: 5.0,
         clock: Clock::Airbench,
+        matrix: Some("airbench94-muon-script"),
     },
     Pair {
         recipe: "hiverge-speedrun",
@@ -52,6 +58,7 @@ const PAIRS: &[Pair] = &[
         repo: "cifar10-speedrun",
         cpu_epochs: 3.0,
         clock: Clock::Airbench,
+        matrix: Some("speedrun-script"),
     },
     // Page's own new_dawn.py, timed as DAWNBench's total_time: preprocessing,
     // whitening, the net's build and training. 3 epochs is the shortest run
@@ -62,6 +69,7 @@ const PAIRS: &[Pair] = &[
         repo: "cifar10-fast",
         cpu_epochs: 3.0,
         clock: Clock::Dawn,
+        matrix: Some("page-final-script"),
     },
     // A second peer: 99991's simplification of it, whose train_time times
     // the training epochs only, and whose lr floor is the last fifth of
@@ -72,6 +80,7 @@ const PAIRS: &[Pair] = &[
         repo: "cifar10-fast-simple",
         cpu_epochs: 1.0,
         clock: Clock::Hlb,
+        matrix: None,
     },
     Pair {
         recipe: "hlb",
@@ -81,6 +90,7 @@ const PAIRS: &[Pair] = &[
         // epoch short of its own schedule; 1.99 is two full epochs on both sides.
         cpu_epochs: 1.99,
         clock: Clock::Hlb,
+        matrix: Some("hlb-script"),
     },
 ];
 
@@ -93,7 +103,9 @@ pub struct ParityArgs {
     pub recipes: Vec<String>,
     /// The folder holding the fetched repositories (cifar10-airbench,
     /// cifar10-speedrun, hlb-CIFAR10, cifar10-fast, cifar10-fast-simple).
-    #[arg(long, required_unless_present = "tricks")]
+    /// (Default: where each reference's script matrix looks, `peers/` in
+    /// the repository root.)
+    #[arg(long)]
     pub peers: Option<PathBuf>,
     /// Read two finished leave-one-outs of one record side by side instead
     /// of running anything: the engine's results folder, then the script
@@ -124,9 +136,6 @@ pub struct ParityArgs {
     /// The python that runs the published scripts (default: .venv's, else python3).
     #[arg(long)]
     pub python: Option<PathBuf>,
-    /// The peer adapter.
-    #[arg(long, default_value = "scripts/peers/peer.py")]
-    pub adapter: PathBuf,
     /// The report to write (default: results/reference/parity-DEVICE-DATE.md, a CSV beside it).
     #[arg(long)]
     pub out: Option<PathBuf>,
@@ -157,10 +166,6 @@ pub fn cmd_parity(a: ParityArgs) -> Result<i32> {
     if let [engine, script] = a.tricks.as_slice() {
         return trick_by_trick(engine, script, a.out.as_deref());
     }
-    let peers = a
-        .peers
-        .clone()
-        .expect("clap requires --peers without --tricks");
     let pairs = select_pairs(&a.recipes)?;
     if a.seeds < 2 {
         bail!(
@@ -180,20 +185,15 @@ pub fn cmd_parity(a: ParityArgs) -> Result<i32> {
         acc: a.acc_margin,
     };
     let python = a.python.clone().unwrap_or_else(crate::util::default_python);
-    if !a.adapter.is_file() {
-        bail!(
-            "{}: the peer adapter is missing; run from the repository root or pass --adapter",
-            a.adapter.display()
-        );
-    }
     let cuda = a.device.starts_with("cuda");
     let device =
         crate::util::device::resolve_devices(std::slice::from_ref(&a.device))?.swap_remove(0);
-    // The same images, in the same order, on both sides.
+    // The same images, in the same order, on both sides: the reference's
+    // runs read them as the script runner exports them (`[script.data]`),
+    // into this folder, which also keeps their logs while parity runs.
     let tmp = tempfile_dir()?;
     let full = crate::data::load(&a.data)?;
     let data = full.subset(Some(a.train_per_class), Some(a.test_per_class));
-    crate::data::export_raw(&data, tmp.path(), "as tricklab trains on it")?;
     let threads = tch::get_num_threads();
     let mut trainer = TchTrainer::new(&device)?;
     let mut report = String::new();
@@ -205,7 +205,7 @@ pub fn cmd_parity(a: ParityArgs) -> Result<i32> {
          - device: {} ({threads} threads on each side), {}\n\
          - data: `{}` (hash {}), the first {} training and {} test images of each class, exported by `tricklab data export` in the order tricklab trains on them\n\
          - tricklab {} (commit {}), libtorch {}\n\
-         - seeds {}..{} a side, alternating A B B A; the peers from `{}`\n\
+         - seeds {}..{} a side, alternating A B B A; the references run by tricklab's script runner from their script matrices (ablations/*-script.toml, the record as published), the copies from {}\n\
          - both sides warm (tricklab's trainer before its first run, each reference run in its own process with `--warmup`), except hlb, whose script has none: neither side warms there\n\
          - on a CPU both sides in fp32, hiverge's Muon momentum buffers included\n\
          - verdicts by two one-sided tests at α = 0.05 (Schuirmann 1987): *equivalent* when the 90% CI of tricklab − reference lies within ±{:.0}% time (on log times) and ±{:.2} points accuracy; *different* when the 95% CI lies wholly beyond the margin; otherwise *inconclusive*, with about the runs a side that the measured spread says would settle it\n",
@@ -225,7 +225,10 @@ pub fn cmd_parity(a: ParityArgs) -> Result<i32> {
         crate::util::device::torch_info().version,
         0,
         a.seeds - 1,
-        peers.display(),
+        a.peers.as_ref().map_or_else(
+            || "each script matrix's own `dir`".to_string(),
+            |p| format!("`{}`", p.display())
+        ),
         100.0 * margins.time,
         100.0 * margins.acc,
     )?;
@@ -234,14 +237,6 @@ pub fn cmd_parity(a: ParityArgs) -> Result<i32> {
         // hlb's script has no warm-up of its own: neither side warms there
         // (cold only in a process that has trained nothing before).
         let warm = pair.recipe != "hlb";
-        let repo = peers.join(pair.repo);
-        if !repo.is_dir() {
-            bail!(
-                "{}: no fetched copy of {}; clone it there or pass --peers",
-                repo.display(),
-                pair.repo
-            );
-        }
         let spec = |seed: u64| RunSpec {
             id: RunId {
                 matrix: "parity".into(),
@@ -257,25 +252,19 @@ pub fn cmd_parity(a: ParityArgs) -> Result<i32> {
             device: None,
             reference: None,
         };
-        let peer_cmd = |seed: u64| -> Vec<String> {
-            vec![
-                a.adapter.display().to_string(),
-                pair.peer.into(),
-                "--repo".into(),
-                repo.display().to_string(),
-                "--data".into(),
-                tmp.path().display().to_string(),
-                "--seed".into(),
-                seed.to_string(),
-                "--epochs".into(),
-                epochs.to_string(),
-                "--device".into(),
-                if cuda { "cuda".into() } else { "cpu".into() },
-                // Both sides warm: tricklab's trainer warms before its
-                // first run, so each reference run warms in its process.
-                if warm { "--warmup" } else { "--no-warmup" }.into(),
-            ]
-        };
+        // The record as its script matrix runs it (its first variant), at
+        // this comparison's length, on the same export, warm as tricklab's side.
+        let reference = reference_record(
+            pair,
+            a.peers.as_deref(),
+            (epochs, warm),
+            &python,
+            &crate::record::ScriptData {
+                name: a.data.clone(),
+                train_per_class: Some(a.train_per_class),
+                test_per_class: Some(a.test_per_class),
+            },
+        )?;
         let planned = crate::recipe::plan_run(&spec(0))?;
         if warm && let Some(msg) = trainer.warm_up(&planned, &NeverStop) {
             eprintln!("{msg}");
@@ -297,7 +286,7 @@ pub fn cmd_parity(a: ParityArgs) -> Result<i32> {
                         pair.clock,
                     )?);
                 } else {
-                    let (s, meta) = peer_side(&python, &peer_cmd(seed), threads, seed)?;
+                    let (s, meta) = peer_side(&reference, tmp.path(), seed, &a.device)?;
                     samples.push(s);
                     peer_meta = meta;
                 }
@@ -323,8 +312,7 @@ pub fn cmd_parity(a: ParityArgs) -> Result<i32> {
             pair,
             &samples,
             &peer_meta,
-            &python,
-            &peer_cmd(0),
+            &reference.argv,
             &spec(0),
             (epochs, margins),
         )?;
@@ -460,35 +448,154 @@ fn tricklab_side(
     })
 }
 
-fn peer_side(
+/// The reference's run: its script matrix's first variant (the record as
+/// published, every published trick on) with `epochs` set, or, for a script
+/// no matrix ships (page-final-simple), the adapter's command as parity
+/// writes it; either way started by tricklab's script runner.
+fn reference_record(
+    pair: &Pair,
+    peers: Option<&Path>,
+    (epochs, warm): (f64, bool),
     python: &Path,
-    args: &[String],
-    threads: i32,
+    data: &crate::record::ScriptData,
+) -> Result<crate::record::ScriptRecord> {
+    let mut rec = match pair.matrix {
+        Some(name) => {
+            let path = Path::new("ablations").join(format!("{name}.toml"));
+            let text = std::fs::read_to_string(&path).with_context(|| {
+                format!(
+                    "{}: the reference's script matrix; run parity from the repository root",
+                    path.display()
+                )
+            })?;
+            let text = match peers {
+                Some(p) => with_dir(&text, &p.join(pair.repo))?,
+                None => text,
+            };
+            let origin = path.display().to_string();
+            let m = crate::matrix::parse_in(&text, &origin, Path::new("ablations"))?;
+            let script = m.script.as_ref().context("a script matrix")?;
+            let err = |_: std::ops::Range<usize>, msg: String| anyhow::anyhow!("{origin}: {msg}");
+            let set = Override::Set {
+                key: "epochs".into(),
+                value: epochs.to_string(),
+            };
+            script.declared.resolve(&[set], &err)?
+        }
+        None => {
+            let dir = peers
+                .map_or_else(|| PathBuf::from("peers"), Path::to_path_buf)
+                .join(pair.repo);
+            anyhow::ensure!(
+                dir.is_dir(),
+                "{}: no fetched copy of {}; clone it there or pass --peers",
+                dir.display(),
+                pair.repo
+            );
+            let argv = ["python3", "-m", "tricklab.peers", pair.peer, "--repo", "."];
+            let argv = argv.into_iter().map(String::from).chain([
+                "--data".into(),
+                "{data}".into(),
+                "--seed".into(),
+                "{seed}".into(),
+                "--epochs".into(),
+                epochs.to_string(),
+                "--device".into(),
+                "{device}".into(),
+            ]);
+            crate::record::ScriptRecord {
+                argv: argv.collect(),
+                dir: std::path::absolute(&dir)?,
+                env: Default::default(),
+                patches: Vec::new(),
+                world_size: 1,
+                timeout_s: None,
+                parse: Vec::new(),
+                provenance: Default::default(),
+                data: None,
+            }
+        }
+    };
+    // parity's python (the project's .venv) runs it, warm as tricklab's side
+    // is: tricklab's trainer warms before its first run, so each reference
+    // run warms in its own process.
+    // (Absolute: the command runs in the script's folder.)
+    rec.argv[0] = std::path::absolute(python)?.display().to_string();
+    rec.argv
+        .push(if warm { "--warmup" } else { "--no-warmup" }.into());
+    rec.data = Some(data.clone());
+    Ok(rec)
+}
+
+/// The matrix text with `[script] dir` set to `dir` (`--peers`).
+fn with_dir(text: &str, dir: &Path) -> Result<String> {
+    let mut t: toml::Table = toml::from_str(text)?;
+    if let Some(toml::Value::Table(s)) = t.get_mut("script") {
+        let dir = std::path::absolute(dir)?.display().to_string();
+        s.insert("dir".into(), toml::Value::String(dir));
+    }
+    Ok(toml::to_string(&t)?)
+}
+
+/// One reference run through the script runner; the adapter's JSON line
+/// (steps, its clock's parts) is the last of the run's stdout.log.
+fn peer_side(
+    rec: &crate::record::ScriptRecord,
+    folder: &Path,
     seed: u64,
+    device: &str,
 ) -> Result<(Sample, serde_json::Value)> {
-    let out = Command::new(python)
-        .args(args)
-        .env("OMP_NUM_THREADS", threads.to_string())
-        .output()
-        .with_context(|| format!("cannot start {}; pass --python", python.display()))?;
-    let stdout = String::from_utf8_lossy(&out.stdout);
+    use crate::record::{RunRecord, Runs, VariantRecord};
+    let spec = RunSpec {
+        id: RunId {
+            matrix: "parity".into(),
+            index: 1,
+            variant: "reference".into(),
+            repeat: seed as usize,
+        },
+        seed,
+        recipe: String::new(),
+        overrides: Vec::new(),
+        data: crate::matrix::SCRIPT.into(),
+        target_acc: 1.0,
+        device: None,
+        reference: None,
+    };
+    let record = std::sync::Arc::new(RunRecord {
+        variant: VariantRecord {
+            index: 1,
+            name: "reference".into(),
+            overrides: Vec::new(),
+            tricks: Vec::new(),
+            clock: Clock::Wall,
+            reference: None,
+            runs: Runs::Script(Box::new(rec.clone())),
+        },
+        data: Default::default(),
+        loader: None,
+    });
+    let devices = [device.to_string()];
+    let run = crate::script::run::ScriptRun {
+        spec: &spec,
+        record,
+        devices: &devices,
+        folder: folder.to_path_buf(),
+    };
+    let shown = crate::script::declare::command_line(&rec.argv);
+    match crate::script::run::run(&run, &NeverStop, &mut |_| {})
+        .with_context(|| format!("the reference run `{shown}` (seed {seed})"))?
+    {
+        Outcome::Finished(_) => {}
+        _ => bail!("the reference run `{shown}` (seed {seed}) was cancelled"),
+    }
+    let log = crate::script::run::run_dir(folder, &spec.id).join("stdout.log");
+    let stdout =
+        std::fs::read_to_string(&log).with_context(|| format!("cannot read {}", log.display()))?;
     let line = stdout
         .lines()
         .rev()
-        .find(|l| l.trim_start().starts_with('{'));
-    let Some(line) = line.filter(|_| out.status.success()) else {
-        let err = String::from_utf8_lossy(&out.stderr);
-        bail!(
-            "{} {} failed ({}): {}",
-            python.display(),
-            args.join(" "),
-            out.status,
-            err.lines()
-                .rev()
-                .find(|l| !l.trim().is_empty())
-                .unwrap_or("no output")
-        );
-    };
+        .find(|l| l.trim_start().starts_with('{'))
+        .with_context(|| format!("{}: the adapter printed no JSON line", log.display()))?;
     let v: serde_json::Value = serde_json::from_str(line)
         .with_context(|| format!("the peer adapter printed `{line}`, not JSON"))?;
     let num = |k: &str| {
@@ -516,12 +623,10 @@ struct Margins {
     acc: f64,
 }
 
-/// Mean, sample standard deviation and count.
+/// Mean, sample standard deviation and count (`stats::mean_sd`).
 fn stats(xs: &[f64]) -> (f64, f64, usize) {
-    let n = xs.len();
-    let mean = xs.iter().sum::<f64>() / n.max(1) as f64;
-    let var = xs.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n.max(2) - 1) as f64;
-    (mean, var.sqrt(), n)
+    let (mean, sd) = crate::stats::mean_sd(xs);
+    (mean, sd, xs.len())
 }
 
 /// The most runs a side a verdict asks for before it says "over".
@@ -576,8 +681,7 @@ fn section(
     pair: &Pair,
     samples: &[Sample],
     peer: &serde_json::Value,
-    python: &Path,
-    peer_cmd: &[String],
+    peer_argv: &[String],
     spec: &RunSpec,
     (epochs, margins): (f64, Margins),
 ) -> Result<()> {
@@ -721,12 +825,11 @@ fn section(
         .collect();
     writeln!(
         out,
-        "\nCommands (seed 0):\n\n```sh\ntricklab train --recipe {} --data {} {} --seed 0\n{} {}\n```",
+        "\nCommands (seed 0; the reference's `{{data}}` is the same images exported by tricklab's script runner, `{{seed}}` 0, `{{device}}` the device):\n\n```sh\ntricklab train --recipe {} --data {} {} --seed 0\n{}\n```",
         pair.recipe,
         spec.data,
         sets.join(" "),
-        python.display(),
-        peer_cmd.join(" "),
+        crate::script::declare::command_line(peer_argv),
     )?;
     Ok(())
 }

@@ -43,10 +43,24 @@ pub struct RunArgs {
     /// embedded data, into results/<matrix>-tiny/.
     #[arg(long)]
     pub tiny: bool,
+    /// A setting for every variant of every matrix, added to its base `set`
+    /// (a variant's own setting of the key still wins): `--set epochs=2`,
+    /// a script's parameter or `trick.param` alike. Repeatable; recorded.
+    #[arg(long = "set", value_name = "KEY=VALUE", value_parser = parse_set_arg)]
+    pub sets: Vec<(String, String)>,
     /// Run even what the scale guard refuses: a full-size recipe on the
     /// embedded subset, or a matrix estimated at hours on a CPU.
     #[arg(long)]
     pub insist: bool,
+}
+
+fn parse_set_arg(s: &str) -> Result<(String, String), String> {
+    match s.split_once('=') {
+        Some((k, v)) if !k.trim().is_empty() && !v.trim().is_empty() => {
+            Ok((k.trim().to_string(), v.trim().to_string()))
+        }
+        _ => Err(format!("`{s}`: write KEY=VALUE, e.g. --set epochs=2")),
+    }
 }
 
 fn parse_shard_arg(s: &str) -> Result<(usize, usize), String> {
@@ -64,6 +78,7 @@ pub fn cmd_run(args: RunArgs) -> Result<i32> {
             (args.repeats.is_some(), "--repeats"),
             (args.data.is_some(), "--data"),
             (args.tiny, "--tiny"),
+            (!args.sets.is_empty(), "--set"),
         ]
         .into_iter()
         .filter_map(|(set, name)| set.then_some(name))
@@ -86,6 +101,7 @@ pub fn cmd_run(args: RunArgs) -> Result<i32> {
         repeats: args.repeats,
         tiny: args.tiny,
         data: args.data.clone(),
+        sets: args.sets.clone(),
         shard: args.shard,
         insist: args.insist,
     };

@@ -504,6 +504,45 @@ impl Matrix {
         Ok(m)
     }
 
+    /// The same matrix with `sets` (`run --set KEY=VALUE`, each `(key,
+    /// TOML value text)`) added to its base `set`, which every variant
+    /// starts from: a variant's own setting of a key still wins. Recorded
+    /// in its text, so that the manifest, a resume and a report read the
+    /// settings it ran with.
+    pub fn with_sets(self, sets: &[(String, String)]) -> anyhow::Result<Matrix> {
+        if sets.is_empty() {
+            return Ok(self);
+        }
+        let mut table: toml::Table = toml::from_str(&self.text)?;
+        let base = table
+            .entry("set")
+            .or_insert_with(|| toml::Value::Table(toml::Table::new()));
+        let toml::Value::Table(base) = base else {
+            anyhow::bail!("{}: its `set` is not a table", self.origin());
+        };
+        let mut said = Vec::new();
+        for (k, v) in sets {
+            // A number, a boolean or a quoted string as TOML reads it; any
+            // other text as a string.
+            let value = toml::from_str::<toml::Table>(&format!("v = {v}"))
+                .ok()
+                .and_then(|mut t| t.remove("v"))
+                .unwrap_or_else(|| toml::Value::String(v.clone()));
+            base.insert(k.clone(), value);
+            said.push(format!("--set {k}={v}"));
+        }
+        let origin = self.origin();
+        let text = format!(
+            "# {origin} with {} (comments of the original file dropped)\n{}",
+            said.join(" "),
+            toml::to_string(&table)?
+        );
+        let mut m = parse(&text, &format!("{origin} ({})", said.join(" ")))?;
+        m.path = self.path;
+        m.seeds = self.seeds;
+        Ok(m)
+    }
+
     /// The same matrix restricted to shard `i` of `n` (`run --shard i/N`),
     /// recorded in its text so that the manifest and a resume keep it.
     pub fn with_shard(mut self, i: usize, n: usize) -> anyhow::Result<Matrix> {

@@ -382,3 +382,36 @@ fn a_published_trick_is_on_until_a_variant_takes_it_back_with_its_off_change() {
     );
     assert!(e.contains("a per-class count of 0"), "{e}");
 }
+
+#[test]
+fn run_set_reaches_every_variant_and_is_recorded() {
+    let d = script_dir("sets");
+    let m = matrix("name='s'\nkind='add-one'\nvary=['smooth']", &d);
+    let sets = [("epochs".to_string(), "9".to_string())];
+    let m = m.with_sets(&sets).unwrap();
+    assert!(m.text.contains("--set epochs=9"), "{}", m.text);
+    for i in 0..m.variants.len() {
+        assert_eq!(run_of(&m, i).argv[5], "9");
+    }
+    // The engine's: a recipe setting on every variant, a variant's own kept.
+    let e = super::parse(
+        "name='e'\nrecipe='tiny-airbench94'\nkind='list'\n[[variant]]\nname='a'\n[[variant]]\nname='b'\nset={ epochs = 5 }\n",
+        "e.toml",
+    )
+    .unwrap()
+    .with_sets(&[("epochs".into(), "2".into()), ("label_smoothing.alpha".into(), "0.1".into())])
+    .unwrap();
+    assert_eq!((e.plans[0].1.epochs, e.plans[1].1.epochs), (2.0, 5.0));
+    assert!(e.text.contains("alpha"), "{}", e.text);
+    // A key nothing knows is refused by the matrix's own check.
+    let err = format!(
+        "{:#}",
+        matrix("name='s'\nkind='add-one'\nvary=['smooth']", &d)
+            .with_sets(&[("nope".into(), "1".into())])
+            .unwrap_err()
+    );
+    assert!(
+        err.contains("--set nope=1") && err.contains("`nope`"),
+        "{err}"
+    );
+}

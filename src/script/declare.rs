@@ -340,7 +340,7 @@ fn folder(raw: &RawScript, base: &Path, err: Locate) -> Result<PathBuf> {
         Some(d) => (base.join(d.get_ref()), d.span()),
         None => (base.to_path_buf(), raw.command.span()),
     };
-    let dir = std::path::absolute(&dir).unwrap_or(dir);
+    let dir = lexical(&std::path::absolute(&dir).unwrap_or(dir));
     if let Some(s) = &raw.source {
         s.get_ref().check(err)?;
         s.get_ref().verify(&dir, at.clone(), err)?;
@@ -355,6 +355,22 @@ fn folder(raw: &RawScript, base: &Path, err: Locate) -> Result<PathBuf> {
         ));
     }
     Ok(dir)
+}
+
+/// `path` with its `.` and `..` taken out by name, as a user reads it
+/// (`ablations/../peers/x` is `peers/x`); links are left as they are.
+fn lexical(path: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for c in path.components() {
+        match c {
+            std::path::Component::CurDir => {}
+            std::path::Component::ParentDir if out.parent().is_some() => {
+                out.pop();
+            }
+            c => out.push(c),
+        }
+    }
+    out
 }
 
 impl Declared {
