@@ -312,7 +312,7 @@ pub fn cmd_parity(a: ParityArgs) -> Result<i32> {
             pair,
             &samples,
             &peer_meta,
-            &reference.argv,
+            &reference,
             &spec(0),
             (epochs, margins),
         )?;
@@ -681,7 +681,7 @@ fn section(
     pair: &Pair,
     samples: &[Sample],
     peer: &serde_json::Value,
-    peer_argv: &[String],
+    reference: &crate::record::ScriptRecord,
     spec: &RunSpec,
     (epochs, margins): (f64, Margins),
 ) -> Result<()> {
@@ -825,11 +825,13 @@ fn section(
         .collect();
     writeln!(
         out,
-        "\nCommands (seed 0; the reference's `{{data}}` is the same images exported by tricklab's script runner, `{{seed}}` 0, `{{device}}` the device):\n\n```sh\ntricklab train --recipe {} --data {} {} --seed 0\n{}\n```",
+        "\nCommands (seed 0; the reference runs in its copy with the `tricklab` module on its PYTHONPATH, its `{{data}}` the same images exported by tricklab's script runner, `{{seed}}` 0, `{{device}}` the device):\n\n```sh\ntricklab train --recipe {} --data {} {} --seed 0\ncd {} && PYTHONPATH={} {}\n```",
         pair.recipe,
         spec.data,
         sets.join(" "),
-        crate::script::declare::command_line(peer_argv),
+        reference.dir.display(),
+        std::path::absolute("python")?.display(),
+        crate::script::declare::command_line(&reference.argv),
     )?;
     Ok(())
 }

@@ -55,6 +55,23 @@ fn every_screen_matches_its_snapshot_small_and_large() {
 }
 
 #[test]
+fn a_run_that_reports_no_images_or_bn_scale_shows_neither_as_zero() {
+    // A script run (its own code through the protocol) may send neither.
+    let mut s = super::sample::sample_state(true);
+    s.tab = Tab::Live;
+    for r in s.runs.values_mut() {
+        r.images_per_s = 0.0;
+        r.bn_scale.clear();
+    }
+    let text = screen(&s, 100, 30);
+    assert!(
+        !text.contains(" img/s") && !text.contains("(0 layers)"),
+        "{text}"
+    );
+    assert!(text.contains("BN scale mean|γ| (not reported)"), "{text}");
+}
+
+#[test]
 fn small_terminal_shows_key_facts() {
     let mut s = super::sample::sample_state(true);
     s.tab = Tab::Live;

@@ -85,7 +85,8 @@ pub(super) fn live(f: &mut Frame, area: Rect, s: &AppState, pal: &Palette) {
                 ""
             }
         )),
-        Some(format!("{:.0} img/s", cur.images_per_s)),
+        // A script that reports no images has no throughput: not "0 img/s".
+        (cur.images_per_s > 0.0).then(|| format!("{:.0} img/s", cur.images_per_s)),
         loader_part(cur),
         ddp_part(cur),
         Some(format!("peak mem {mem}")),
@@ -196,7 +197,11 @@ pub(super) fn live(f: &mut Frame, area: Rect, s: &AppState, pal: &Palette) {
                 .data(d)
         })
         .collect();
-    let title = format!("BN scale mean|γ| ({} layers)", cur.bn_scale.len());
+    let title = match cur.bn_scale.len() {
+        // A script that sends no bn_scale: said, not "(0 layers)".
+        0 => "BN scale mean|γ| (not reported)".to_string(),
+        n => format!("BN scale mean|γ| ({n} layers)"),
+    };
     f.render_widget(
         chart(ds, &title, x_max, (lo, hi), axis_labels(lo, hi, 2)),
         bn_a,
