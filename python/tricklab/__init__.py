@@ -114,7 +114,7 @@ def bn_scale(model):
 
 
 class Clock:
-    """Training time, as TRICKS.md section 5 times it: only what runs inside
+    """Training time, as hlb times it (docs/clocks.md): only what runs inside
     `with clock:` counts (keep evaluation outside). On a GPU it records CUDA
     events and synchronizes only when `seconds()` is read, so the steps
     inside are not held up; on a CPU it reads time.perf_counter."""
