@@ -1111,7 +1111,7 @@ def main(argv=None):
         sys.argv = [patched]
         events.start(expected_steps(peer, n, a.epochs), a.epochs)
         exec(compile(script_text, patched, "exec"), mod.__dict__)
-        events.watch_epochs(mod)
+        events.watch_epochs(mod, peer.name)
         res = peer.runner(mod, rt, a)
         hook.remove()
         if restore_compile is not None:
@@ -1191,12 +1191,17 @@ class _Events:
             from tricklab import start
             start(steps=steps, epochs=epochs)
 
-    def watch_epochs(self, mod):
+    # The scripts whose `print_training_details(variables, is_final_entry)`
+    # takes the epoch's locals (hlb's, of the same name, takes formatted
+    # columns and is left alone).
+    EPOCH_ROWS = ("airbench94", "airbench94-muon", "hiverge-speedrun")
+
+    def watch_epochs(self, mod, name):
         """airbench's scripts print each epoch's row from their locals
         (`print_training_details(locals(), ...)`): the same values go to
         tricklab as a step line and an epoch line."""
         shown = getattr(mod, "print_training_details", None)
-        if not self.enabled() or shown is None or getattr(mod, "logging_columns_list", None) is None:
+        if not self.enabled() or shown is None or name not in self.EPOCH_ROWS:
             return
         import tricklab
 
