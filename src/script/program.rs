@@ -68,6 +68,14 @@ pub fn preflight(runs: &[std::sync::Arc<ScriptRecord>]) -> Result<Vec<String>> {
                 r.world_size
             );
         }
+        // The records' adapter trains with torch: a Python without it
+        // would fail every run the same way, after the session started.
+        if r.argv.iter().any(|a| a == "tricklab.peers") && r.provenance.torch.is_none() {
+            bail!(
+                "`{program}` ({}) has no torch, which the published records need: activate the environment that has it (e.g. `source .venv/bin/activate`) or name its python in [script] command",
+                found.display()
+            );
+        }
         let note = format!(
             "script: `{program}` is {}{}{}",
             found.display(),
@@ -121,4 +129,38 @@ pub fn versions(program: &str, dir: &Path) -> Versions {
     );
     seen.lock().expect("versions").insert(path, v.clone());
     v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_record_run_by_a_python_without_torch_is_refused_before_the_session() {
+        let rec = |torch: Option<&str>| {
+            std::sync::Arc::new(ScriptRecord {
+                argv: ["sh", "-m", "tricklab.peers", "hlb"]
+                    .map(String::from)
+                    .to_vec(),
+                dir: std::env::temp_dir(),
+                env: Default::default(),
+                patches: Vec::new(),
+                world_size: 1,
+                timeout_s: None,
+                parse: Vec::new(),
+                provenance: crate::record::Provenance {
+                    torch: torch.map(String::from),
+                    ..Default::default()
+                },
+                data: None,
+            })
+        };
+        let e = preflight(&[rec(None)]).unwrap_err().to_string();
+        assert!(
+            e.contains("has no torch") && e.contains("source .venv/bin/activate"),
+            "{e}"
+        );
+        let notes = preflight(&[rec(Some("2.11.0"))]).unwrap();
+        assert!(notes[0].contains("torch 2.11.0"), "{notes:?}");
+    }
 }
