@@ -15,6 +15,7 @@ mod fuzz;
 mod interop;
 mod layers;
 mod plans;
+mod records;
 mod reliability;
 mod scripts;
 mod speedrun_ladder;
