@@ -139,7 +139,9 @@ pub fn run_headless(mut session: Session) -> Result<i32> {
                                     None if share > 0.0 => format!(" (loader {:.0}%)", 100.0 * share),
                                     None => String::new(),
                                 };
-                                eprintln!("{run} epoch {} loss {:.4} acc {acc} {:.0} img/s{loader}", row.epoch, row.train_loss, row.images_per_s);
+                                // A script that reports no images has no throughput to print.
+                                let rate = if row.images_per_s > 0.0 { format!(" {:.0} img/s", row.images_per_s) } else { String::new() };
+                                eprintln!("{run} epoch {} loss {:.4} acc {acc}{rate}{loader}", row.epoch, row.train_loss);
                             }
                         }
                         Event::RunFinished { run, summary } => {

@@ -626,6 +626,7 @@ with open(os.path.join(data, "train_labels.u8"), "rb") as f:
     assert len(f.read()) == train
 tricklab.start(steps=4, epochs=1)
 acc = 0.80 + 0.02 * EMA + train / 1e6
+tricklab.epoch(epoch=1, acc=acc)
 tricklab.final(acc=acc, seconds=5.0 + 1.0 * (not compiled))
 "#;
 
@@ -694,6 +695,12 @@ args = ["--compile", "off"]
     );
     let o = run_in(tmp.path(), &headless(&m, "res", &["--devices", "cpu"]));
     assert!(o.status.success(), "{}\n{}", out(&o), err(&o));
+    // Its epoch line, with no throughput it never reported.
+    let said = err(&o);
+    assert!(
+        said.contains("epoch 1 loss") && !said.contains("img/s"),
+        "{said}"
+    );
     let dir = session(&tmp.path().join("res"), "record-loo");
     let rows = tricklab::store::read_runs(&dir.join("runs.parquet")).unwrap();
     let got = |v: &str| {
