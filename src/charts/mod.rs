@@ -167,8 +167,15 @@ pub fn write_all(r: &Report, f: &Figures, out: &Path, opts: &PlotOptions) -> Res
             &|a| time_to_accuracy::time_to_accuracy(a, r, ts, tta, t),
         ),
     ];
+    // A designed matrix (factorial, fractional, Shapley) has no rungs: its
+    // variants are design points, which the effects charts below read.
+    // The ladder is drawn where some folder's variants are read in order.
+    let designed_only = !r.effects.is_empty() && r.effects.len() >= r.dirs.len();
     let mut files = Vec::new();
     for (name, size, png, svg) in charts {
+        if name == "ladder" && designed_only {
+            continue;
+        }
         if crate::util::signals::stopping() {
             // Stopped: the files written so far, and no more.
             return Ok(files);

@@ -168,6 +168,23 @@ fn a_factorial_over_flag_environment_and_patch_tricks_gives_their_planted_effect
     assert!(near(effect(&csv, "acc", "env_acc"), 0.02), "{csv}");
     assert!(near(effect(&csv, "acc", "patched"), 0.01), "{csv}");
     assert!(near(effect(&csv, "acc", "fast"), 0.0), "{csv}");
+    // Its charts: the effects, and no "ladder" (a factorial has no rungs).
+    let o = run_in(tmp.path(), &["report", dir.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", err(&o));
+    let charts: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".png"))
+        .collect();
+    assert!(
+        charts.iter().any(|c| c.starts_with("effects_")),
+        "{charts:?}"
+    );
+    assert!(
+        !charts.iter().any(|c| c.starts_with("ladder")),
+        "{charts:?}"
+    );
 }
 
 #[test]
