@@ -38,7 +38,24 @@ fn spec_of(recipe: &str, tricks: &[&str], sets: &[(&str, &str)]) -> String {
     .to_string()
 }
 
-/// `tricklab rank` as torchrun would start rank `rank` of `world`.
+/// `tricklab rank` as torchrun would start rank `rank` of `world`, on the
+/// CPU, warm-up and all, not yet started.
+fn rank_command(exe: &Path, rank: usize, world: usize, port: u16, spec: &str) -> Command {
+    let mut c = Command::new(exe);
+    c.env("NO_COLOR", "1")
+        .env("TRICKLAB_DIST_TIMEOUT", "5")
+        .env("RANK", rank.to_string())
+        .env("WORLD_SIZE", world.to_string())
+        .env("MASTER_ADDR", "127.0.0.1")
+        .env("MASTER_PORT", port.to_string())
+        .args(["rank", "--spec", spec, "--device", "cpu"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    c
+}
+
+/// `tricklab rank` as torchrun would start rank `rank` of `world`, without
+/// the warm-up.
 fn rank(
     exe: &Path,
     rank: usize,
@@ -47,18 +64,11 @@ fn rank(
     spec: &str,
     extra: &[&str],
 ) -> std::process::Child {
-    let mut c = Command::new(exe);
-    c.env("NO_COLOR", "1")
-        .env("TRICKLAB_DIST_TIMEOUT", "5")
-        .env("RANK", rank.to_string())
-        .env("WORLD_SIZE", world.to_string())
-        .env("MASTER_ADDR", "127.0.0.1")
-        .env("MASTER_PORT", port.to_string())
-        .args(["rank", "--spec", spec, "--device", "cpu", "--no-warm-up"])
+    rank_command(exe, rank, world, port, spec)
+        .arg("--no-warm-up")
         .args(extra)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    c.spawn().expect("starting a rank")
+        .spawn()
+        .expect("starting a rank")
 }
 
 fn finish(c: std::process::Child, secs: u64) -> Output {
@@ -1081,4 +1091,59 @@ fn a_gang_run_evaluating_only_at_its_end_keeps_every_epoch() {
     assert!(epochs[0].test_acc.is_nan() && epochs[1].test_acc.is_nan());
     assert!(epochs[2].test_acc.is_finite());
     assert!(!err(&o).contains("cannot read"), "{}", err(&o));
+}
+
+/// A streaming run of tiny-ffcv-rn18 (batch 4, one epoch, one decoding
+/// thread) over `world` ranks, on `data`.
+fn stream_spec(data: &str, world: usize) -> String {
+    let overrides: Vec<serde_json::Value> = [
+        ("epochs", "1"),
+        ("batch_size", "4"),
+        ("world_size", &world.to_string()),
+        ("stream.workers", "1"),
+    ]
+    .iter()
+    .map(|(k, v)| serde_json::json!({"Set": {"key": k, "value": v}}))
+    .collect();
+    serde_json::json!({
+        "id": {"matrix": "dp", "index": 0, "variant": "v", "repeat": 0},
+        "seed": 3, "recipe": "tiny-ffcv-rn18", "overrides": overrides,
+        "data": data, "target_acc": 0.9, "device": null, "reference": null
+    })
+    .to_string()
+}
+
+/// An ImageNet-like folder of `classes` classes, `train` training and 2
+/// validation images each, small JPEGs.
+fn tiny_folder(dir: &Path, classes: usize, train: usize) {
+    use tricklab::data::stream::synth::{SynthSpec, imagenet_like};
+    let spec = SynthSpec {
+        long_side: (40, 48),
+        quality: 85,
+        seed: 3,
+        ..SynthSpec::small(classes, train, 2)
+    };
+    imagenet_like(dir, &spec).unwrap();
+}
+
+/// A gang's warm-up of a streamed set smaller than the warm-up's share
+/// (3 classes x 4 images: 12, where the warm-up takes 8 a class, 24)
+/// takes at most the images the set holds, and the run trains.
+#[test]
+fn a_gangs_warm_up_of_a_small_streamed_set_takes_at_most_the_images_held() {
+    let dir = tempfile::tempdir().unwrap();
+    let exe = Path::new(env!("CARGO_BIN_EXE_tricklab"));
+    let imgs = dir.path().join("tiny");
+    tiny_folder(&imgs, 3, 4);
+    let s = stream_spec(imgs.to_str().unwrap(), 2);
+    let port = free_port();
+    let r0 = rank_command(exe, 0, 2, port, &s).spawn().unwrap();
+    let r1 = rank_command(exe, 1, 2, port, &s).spawn().unwrap();
+    let (o0, o1) = (finish(r0, 120), finish(r1, 120));
+    let said = format!("{}{}{}", super::common::out(&o0), err(&o0), err(&o1));
+    assert!(o0.status.success() && o1.status.success(), "{said}");
+    assert!(
+        said.contains("one training step of 12 images"),
+        "the warm-up took the 12 images held: {said}"
+    );
 }
