@@ -134,11 +134,12 @@ pub fn placement(hosts: &[String]) -> String {
 impl Collective {
     /// Rendezvous at MASTER_ADDR:MASTER_PORT (rank 0 serves the store and
     /// waits for every rank), then compares each rank's `fingerprint` (its
-    /// binary and its plan) with rank 0's, then builds the process group.
+    /// binary, its plan, its data, its options) with rank 0's, then builds
+    /// the process group.
     pub fn join(
         l: &Launch,
         nccl: bool,
-        fingerprint: &str,
+        fingerprint: &[Part],
         timeout: Duration,
     ) -> Result<Collective> {
         let who = format!("rank {} of {}", l.rank, l.world);
@@ -213,16 +214,21 @@ impl Collective {
         Ok(c)
     }
 
-    /// Every rank publishes its fingerprint; rank 0 compares them and
-    /// publishes the verdict, so every rank stops with the same reason.
-    fn check_fingerprints(&mut self, mine: &str) -> Result<()> {
+    /// Every rank publishes its fingerprint; rank 0 compares them part by
+    /// part and publishes the verdict, so every rank stops with the same
+    /// reason, one line naming the rank and what differs.
+    fn check_fingerprints(&mut self, mine: &[Part]) -> Result<()> {
         self.put(
             &format!("tricklab/host/{}", self.rank),
             self.hosts[0].as_bytes(),
         )?;
+        let values: Vec<(&str, &str)> = mine
+            .iter()
+            .map(|p| (p.what.as_str(), p.value.as_str()))
+            .collect();
         self.put(
             &format!("tricklab/fingerprint/{}", self.rank),
-            mine.as_bytes(),
+            &serde_json::to_vec(&values)?,
         )?;
         if self.rank == 0 {
             for r in 1..self.world {
@@ -232,13 +238,8 @@ impl Collective {
             let mut verdict = String::from("ok");
             for r in 1..self.world {
                 let theirs = self.get(&format!("tricklab/fingerprint/{r}"))?;
-                if theirs != mine.as_bytes() {
-                    let theirs = String::from_utf8_lossy(&theirs);
-                    verdict = format!(
-                        "rank {r} runs a different binary or plan than rank 0 ({} ≠ {}): start every rank from the same build with the same run",
-                        short(&theirs),
-                        short(mine)
-                    );
+                if let Some(why) = differs(r, mine, &theirs) {
+                    verdict = why;
                     break;
                 }
             }
@@ -599,6 +600,50 @@ fn unflatten(flat: &Tensor, bucket: &[&Tensor]) {
     }
 }
 
+/// One thing every rank of a gang must share, compared at the rendezvous
+/// so that a mismatch names it: the binary, the run, the data's identity,
+/// an option that changes what the ranks do together.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Part {
+    /// What it is, as the line names it: `binary`, `data set `imagenet``.
+    pub what: String,
+    /// Its value on this rank: a hash, or a word (`on`, `off`).
+    pub value: String,
+    /// What to do when the ranks differ in it.
+    pub fix: &'static str,
+}
+
+/// Why rank `r`'s fingerprint (`theirs`, as it published it) is not rank
+/// 0's (`mine`): the first part that differs, in one line; `None` if none.
+fn differs(r: usize, mine: &[Part], theirs: &[u8]) -> Option<String> {
+    let other_build = || {
+        format!(
+            "rank {r} runs a different binary than rank 0 (its rendezvous fingerprint is another build's): start every rank from the same build"
+        )
+    };
+    let Ok(theirs) = serde_json::from_slice::<Vec<(String, String)>>(theirs) else {
+        return Some(other_build());
+    };
+    if theirs.len() != mine.len() {
+        return Some(other_build());
+    }
+    for (p, (what, v)) in mine.iter().zip(&theirs) {
+        if *what != p.what {
+            return Some(other_build());
+        }
+        if *v != p.value {
+            return Some(format!(
+                "rank {r}'s {} differs from rank 0's ({} on rank {r}, {} on rank 0): {}",
+                p.what,
+                short(v),
+                short(&p.value),
+                p.fix
+            ));
+        }
+    }
+    None
+}
+
 fn short(s: &str) -> &str {
     &s[..s.len().min(12)]
 }
@@ -674,8 +719,7 @@ pub(crate) mod tests {
             .map(|rank| {
                 std::thread::spawn(move || {
                     let launch = crate::dist::env::Launch::on_this_machine(rank, 2, port);
-                    let c =
-                        Collective::join(&launch, false, "ddp", Duration::from_secs(20)).unwrap();
+                    let c = Collective::join(&launch, false, &[], Duration::from_secs(20)).unwrap();
                     // Rank 0 learns every rank's host at the rendezvous.
                     let host = crate::util::machine::hostname();
                     assert_eq!(c.hosts, vec![host; if rank == 0 { 2 } else { 1 }]);
@@ -733,6 +777,34 @@ pub(crate) mod tests {
                     CommHook::Bf16 => assert!(off > 1e-4 && off < 3e-2, "{hook:?}: {off}"),
                 }
             }
+        }
+    }
+
+    /// Rank 0 names the first part a rank differs in, with both values and
+    /// the fix; a fingerprint of other parts, or none that reads, is
+    /// another build's.
+    #[test]
+    fn a_fingerprint_mismatch_names_the_rank_the_part_and_the_fix() {
+        let part = |what: &str, value: &str| Part {
+            what: what.into(),
+            value: value.into(),
+            fix: "do the same everywhere",
+        };
+        let mine = [
+            part("binary", "b1"),
+            part("data set `imgs`", &"a".repeat(64)),
+        ];
+        let json = |v: &[(&str, &str)]| serde_json::to_vec(v).unwrap();
+        let same = json(&[("binary", "b1"), ("data set `imgs`", &"a".repeat(64))]);
+        assert_eq!(differs(1, &mine, &same), None);
+        let other = json(&[("binary", "b1"), ("data set `imgs`", &"c".repeat(64))]);
+        assert_eq!(
+            differs(3, &mine, &other).unwrap(),
+            "rank 3's data set `imgs` differs from rank 0's (cccccccccccc on rank 3, aaaaaaaaaaaa on rank 0): do the same everywhere"
+        );
+        for theirs in [json(&[("binary", "b1")]), b"0123abcd".to_vec()] {
+            let line = differs(1, &mine, &theirs).unwrap();
+            assert!(line.starts_with("rank 1 runs a different binary"), "{line}");
         }
     }
 

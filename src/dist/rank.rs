@@ -6,7 +6,7 @@
 
 use super::env::Launch;
 use super::gang::Msg;
-use super::group::Collective;
+use super::group::{Collective, Part};
 use crate::config::RunSpec;
 use crate::train::{NeverStop, Outcome, TchTrainer};
 use anyhow::{Context, Result, bail};
@@ -102,10 +102,14 @@ fn train(
         tch::set_num_threads(threads.clamp(1, 1024) as i32);
     }
     let mut trainer = TchTrainer::new(&device)?;
+    // The data as this rank holds it enters the fingerprint too: two nodes
+    // with different imports under one name would otherwise train apart.
+    let data = trainer.data_identity(&planned)?;
+    let nccl = device.starts_with("cuda");
     let dist = Collective::join(
         launch,
-        device.starts_with("cuda"),
-        &fingerprint(spec, &planned.plan)?,
+        nccl,
+        &fingerprint(spec, &planned.plan, &data, args, nccl)?,
         super::gang::timeout(),
     )?;
     let rank0 = launch.rank == 0;
@@ -130,9 +134,18 @@ fn train(
     })
 }
 
-/// What every rank must share: the binary (its bytes) and the run (its
-/// spec and the plan this binary decided for it).
-fn fingerprint(spec: &RunSpec, plan: &crate::plan::RunPlan) -> Result<String> {
+/// What every rank must share, part by part: the binary (its bytes), the
+/// run (its spec and the plan this binary decided for it), the data (its
+/// content hash as this rank holds it), and the per-rank options that
+/// change what the ranks do together (the warm-up's collectives, the
+/// backend). A mismatch stops every rank with one line naming the part.
+fn fingerprint(
+    spec: &RunSpec,
+    plan: &crate::plan::RunPlan,
+    data: &crate::record::DataId,
+    args: &RankOptions,
+    nccl: bool,
+) -> Result<Vec<Part>> {
     let exe = std::env::current_exe()?;
     let mut h = sha2::Sha256::new();
     let mut f = std::fs::File::open(&exe)
@@ -145,7 +158,37 @@ fn fingerprint(spec: &RunSpec, plan: &crate::plan::RunPlan) -> Result<String> {
         }
         h.update(&buf[..n]);
     }
+    let binary = hex::encode(h.finalize());
+    let mut h = sha2::Sha256::new();
     h.update(serde_json::to_vec(spec)?);
     h.update(format!("{plan:?}").as_bytes());
-    Ok(hex::encode(h.finalize()))
+    let run = hex::encode(h.finalize());
+    let part = |what: String, value: String, fix: &'static str| Part { what, value, fix };
+    Ok(vec![
+        part(
+            "binary".into(),
+            binary,
+            "start every rank from the same build",
+        ),
+        part(
+            "run".into(),
+            run,
+            "start every rank with the same run (recipe, settings, seed and data)",
+        ),
+        part(
+            format!("data set `{}`", data.name),
+            data.hash.clone(),
+            "give every node the same copy of it (copy rank 0's import or folder over the other): under one name, the ranks hold other images",
+        ),
+        part(
+            "warm-up".into(),
+            if args.no_warm_up { "off" } else { "on" }.into(),
+            "pass --no-warm-up to every rank or to none",
+        ),
+        part(
+            "backend".into(),
+            if nccl { "NCCL" } else { "Gloo" }.into(),
+            "give every rank a device of one kind (all CUDA or all CPU)",
+        ),
+    ])
 }

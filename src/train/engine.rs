@@ -121,6 +121,23 @@ impl TchTrainer {
         })
     }
 
+    /// The run's data as this process holds it: its name and content hash
+    /// (a store's header and index, a folder index's paths, labels and
+    /// sizes, an in-memory set's bytes), read once a process. The ranks of
+    /// a gang compare it before they train.
+    pub fn data_identity(&mut self, run: &PlannedRun) -> Result<crate::record::DataId> {
+        Ok(match run.plan.data.stream {
+            Some(_) => {
+                let d = self.stream_source(&run.spec.data)?;
+                crate::record::DataId::new(&d.name, &d.hash)
+            }
+            None => {
+                let d = self.dataset(&run.spec.data)?;
+                crate::record::DataId::new(&d.name, &d.hash)
+            }
+        })
+    }
+
     /// The training images the run's data set holds, in memory or
     /// streamed: a small set (`synthetic:64`, a tiny folder) may hold
     /// fewer than the warm-up's share.

@@ -683,7 +683,7 @@ fn a_rank_that_never_arrives_a_port_in_use_and_a_different_binary_fail_in_bounde
     for o in [&o0, &o1] {
         let e = err(o);
         assert!(
-            !o.status.success() && e.contains("rank 1 runs a different binary or plan"),
+            !o.status.success() && e.contains("rank 1's binary differs from rank 0's"),
             "{e}"
         );
     }
@@ -1124,6 +1124,93 @@ fn tiny_folder(dir: &Path, classes: usize, train: usize) {
         ..SynthSpec::small(classes, train, 2)
     };
     imagenet_like(dir, &spec).unwrap();
+}
+
+/// Two nodes holding different imports under one name (the local-SSD
+/// ImageNet set-up, here two stores that differ in one image): the ranks
+/// stop at the rendezvous, each with one line naming rank 1's data set and
+/// the fix, instead of training apart. Ranks that differ in a per-rank
+/// option that changes what they do together (`--no-warm-up` on one) stop
+/// the same way, naming it.
+#[test]
+fn ranks_holding_other_data_under_one_name_or_another_warm_up_stop_at_the_rendezvous() {
+    let dir = tempfile::tempdir().unwrap();
+    let exe = Path::new(env!("CARGO_BIN_EXE_tricklab"));
+    for node in ["a", "b"] {
+        let imgs = dir.path().join(format!("images-{node}"));
+        tiny_folder(&imgs, 2, 4);
+        if node == "b" {
+            // One training image of class 0 is another image.
+            let class = |c: &str| {
+                let mut f: Vec<_> = std::fs::read_dir(imgs.join("train").join(c))
+                    .unwrap()
+                    .map(|e| e.unwrap().path())
+                    .collect();
+                f.sort();
+                f
+            };
+            let mut classes: Vec<_> = std::fs::read_dir(imgs.join("train"))
+                .unwrap()
+                .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                .collect();
+            classes.sort();
+            let (a, b) = (class(&classes[0]), class(&classes[1]));
+            std::fs::copy(&b[0], &a[0]).unwrap();
+        }
+        let o = bin()
+            .env("TRICKLAB_DATA", dir.path().join(node))
+            .args(["data", "import"])
+            .arg(&imgs)
+            .args(["--name", "imgs", "--max-side", "48"])
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", err(&o));
+    }
+    let s = stream_spec("imgs", 2);
+    let started = Instant::now();
+    let port = free_port();
+    let start = |r: usize, node: &str| {
+        rank_command(exe, r, 2, port, &s)
+            .env("TRICKLAB_DATA", dir.path().join(node))
+            .arg("--no-warm-up")
+            .spawn()
+            .unwrap()
+    };
+    let (r0, r1) = (start(0, "a"), start(1, "b"));
+    for o in [finish(r0, 60), finish(r1, 60)] {
+        let e = err(&o);
+        assert!(!o.status.success(), "the ranks trained on other data: {e}");
+        assert!(
+            e.contains("rank 1's data set `imgs` differs from rank 0's")
+                && e.contains("give every node the same copy"),
+            "{e}"
+        );
+        assert_eq!(e.trim().lines().count(), 1, "one line: {e}");
+    }
+    assert!(started.elapsed() < Duration::from_secs(60));
+
+    // One data set, but rank 1 warms up and rank 0 does not.
+    let port = free_port();
+    let r0 = rank_command(exe, 0, 2, port, &s)
+        .env("TRICKLAB_DATA", dir.path().join("a"))
+        .arg("--no-warm-up")
+        .spawn()
+        .unwrap();
+    let r1 = rank_command(exe, 1, 2, port, &s)
+        .env("TRICKLAB_DATA", dir.path().join("a"))
+        .spawn()
+        .unwrap();
+    for o in [finish(r0, 60), finish(r1, 60)] {
+        let e = err(&o);
+        assert!(
+            !o.status.success()
+                && e.contains(
+                    "rank 1's warm-up differs from rank 0's (on on rank 1, off on rank 0)"
+                )
+                && e.contains("--no-warm-up to every rank or to none"),
+            "{e}"
+        );
+    }
 }
 
 /// A gang's warm-up of a streamed set smaller than the warm-up's share
