@@ -135,8 +135,31 @@ impl Collective {
     /// Rendezvous at MASTER_ADDR:MASTER_PORT (rank 0 serves the store and
     /// waits for every rank), then compares each rank's `fingerprint` (its
     /// binary, its plan, its data, its options) with rank 0's, then builds
-    /// the process group.
+    /// the process group. c10d's own messages meanwhile (its retries and
+    /// C++ backtraces) go to a log file, not the terminal: a failed join is
+    /// one line, naming the file where they are kept.
     pub fn join(
+        l: &Launch,
+        nccl: bool,
+        fingerprint: &[Part],
+        timeout: Duration,
+    ) -> Result<Collective> {
+        let log = C10dLog::start(l.rank);
+        let joined = Collective::join_quietly(l, nccl, fingerprint, timeout);
+        match joined {
+            Err(e) => match log.and_then(C10dLog::keep) {
+                Some(path) => Err(anyhow::anyhow!(
+                    "{e:#} (c10d's own messages: {})",
+                    path.display()
+                )),
+                None => Err(e),
+            },
+            // Dropping the log removes it: a join's retries that succeeded.
+            ok => ok,
+        }
+    }
+
+    fn join_quietly(
         l: &Launch,
         nccl: bool,
         fingerprint: &[Part],
@@ -597,6 +620,72 @@ fn unflatten(flat: &Tensor, bucket: &[&Tensor]) {
         let n = t.numel() as i64;
         t.shallow_clone().copy_(&flat.narrow(0, off, n).view_as(t));
         off += n;
+    }
+}
+
+/// Where this process's stderr goes while c10d may write to it (a rank's
+/// rendezvous): a log file of its own, the terminal restored after.
+struct C10dLog {
+    /// The terminal's stderr, duplicated.
+    saved: c_int,
+    path: std::path::PathBuf,
+}
+
+impl C10dLog {
+    /// Stderr to `$TMPDIR/tricklab-rank{rank}-{pid}-c10d.log` until
+    /// dropped or kept; `None` (stderr left alone) where that fails.
+    fn start(rank: usize) -> Option<C10dLog> {
+        use std::io::Write as _;
+        use std::os::fd::AsRawFd as _;
+        let path = std::env::temp_dir().join(format!(
+            "tricklab-rank{rank}-{}-c10d.log",
+            std::process::id()
+        ));
+        let file = std::fs::File::create(&path).ok()?;
+        let _ = std::io::stderr().flush();
+        // SAFETY: dup and dup2 of open descriptors; `file` stays open until
+        // dup2 has made fd 2 its copy.
+        let saved = unsafe { libc::dup(2) };
+        if saved < 0 || unsafe { libc::dup2(file.as_raw_fd(), 2) } < 0 {
+            if saved >= 0 {
+                // SAFETY: our own duplicate, closed once.
+                unsafe { libc::close(saved) };
+            }
+            let _ = std::fs::remove_file(&path);
+            return None;
+        }
+        Some(C10dLog { saved, path })
+    }
+
+    /// Stderr back to the terminal; the log's path if c10d wrote to it.
+    fn keep(self) -> Option<std::path::PathBuf> {
+        self.restore();
+        let path = self.path.clone();
+        std::mem::forget(self);
+        match std::fs::metadata(&path) {
+            Ok(m) if m.len() > 0 => Some(path),
+            _ => {
+                let _ = std::fs::remove_file(&path);
+                None
+            }
+        }
+    }
+
+    fn restore(&self) {
+        // SAFETY: `saved` is the terminal's stderr, duplicated in `start`
+        // and closed once, here.
+        unsafe {
+            libc::dup2(self.saved, 2);
+            libc::close(self.saved);
+        }
+    }
+}
+
+impl Drop for C10dLog {
+    /// A join that succeeded: its retries are no one's concern.
+    fn drop(&mut self) {
+        self.restore();
+        let _ = std::fs::remove_file(&self.path);
     }
 }
 

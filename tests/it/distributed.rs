@@ -1234,3 +1234,46 @@ fn a_gangs_warm_up_of_a_small_streamed_set_takes_at_most_the_images_held() {
         "the warm-up took the 12 images held: {said}"
     );
 }
+
+/// A rank pointed at a MASTER_ADDR:MASTER_PORT where no one listens says
+/// so in exactly one line on stderr, naming the address and the fix; c10d's
+/// own messages (its retries, its C++ backtraces) are kept in the log file
+/// the line names.
+#[test]
+fn a_rank_with_no_rendezvous_says_one_line_and_keeps_c10ds_text_in_a_log() {
+    let port = free_port();
+    let o = bin()
+        .env("TRICKLAB_DIST_TIMEOUT", "3")
+        .env("RANK", "1")
+        .env("WORLD_SIZE", "2")
+        .env("MASTER_ADDR", "127.0.0.1")
+        .env("MASTER_PORT", port.to_string())
+        .args(["train", "--data", "synthetic:64", "--device", "cpu"])
+        .args([
+            "--no-warm-up",
+            "--set",
+            "epochs=1",
+            "--set",
+            "batch_size=16",
+        ])
+        .output()
+        .unwrap();
+    let e = err(&o);
+    assert!(!o.status.success(), "{e}");
+    let lines: Vec<&str> = e.lines().filter(|l| !l.trim().is_empty()).collect();
+    assert_eq!(lines.len(), 1, "one line on stderr: {e}");
+    assert!(
+        lines[0].contains("rank 1 of 2")
+            && lines[0].contains(&format!("no rendezvous at 127.0.0.1:{port}"))
+            && lines[0].contains("is rank 0 running"),
+        "{e}"
+    );
+    let log = lines[0]
+        .split("c10d's own messages: ")
+        .nth(1)
+        .and_then(|rest| rest.strip_suffix(')'))
+        .unwrap_or_else(|| panic!("the line names no log: {e}"));
+    let text = std::fs::read_to_string(log).unwrap();
+    let _ = std::fs::remove_file(log);
+    assert!(text.contains("c10d"), "c10d's text is in the log: {text}");
+}
