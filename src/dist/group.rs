@@ -88,6 +88,11 @@ pub struct Collective {
     /// The host each rank runs on, by rank (rank 0 learns every rank's at
     /// the rendezvous; the others know their own only).
     pub hosts: Vec<String>,
+    /// Every rank's host and process id, by rank (all ranks learn them at
+    /// the rendezvous): a rank that stops answering is named from them.
+    peers: Vec<(String, u32)>,
+    /// How long a rendezvous or collective waits before it fails.
+    timeout: Duration,
     /// Gathers made so far: each gets its own keys, since the store lives
     /// as long as the gang (a warm-up's keys must not answer the run's).
     gathers: std::cell::Cell<u64>,
@@ -209,6 +214,8 @@ impl Collective {
             rank: l.rank,
             world: l.world,
             hosts: vec![crate::util::machine::hostname()],
+            peers: Vec::new(),
+            timeout,
             gathers: std::cell::Cell::new(0),
         };
         c.check_fingerprints(fingerprint)
@@ -244,6 +251,10 @@ impl Collective {
         self.put(
             &format!("tricklab/host/{}", self.rank),
             self.hosts[0].as_bytes(),
+        )?;
+        self.put(
+            &format!("tricklab/pid/{}", self.rank),
+            std::process::id().to_string().as_bytes(),
         )?;
         let values: Vec<(&str, &str)> = mine
             .iter()
@@ -282,7 +293,35 @@ impl Collective {
                 bail!("{}", String::from_utf8_lossy(&verdict));
             }
         }
+        // Every rank put its host and pid before its fingerprint: no wait.
+        for r in 0..self.world {
+            let host =
+                String::from_utf8_lossy(&self.get(&format!("tricklab/host/{r}"))?).into_owned();
+            let pid = String::from_utf8_lossy(&self.get(&format!("tricklab/pid/{r}"))?)
+                .parse()
+                .unwrap_or(0);
+            self.peers.push((host, pid));
+        }
         Ok(())
+    }
+
+    /// A rank on this host whose process is stopped (SIGSTOP, a debugger),
+    /// named as the gang's launcher names it: when this rank's collective
+    /// failed, that rank is why, not this one that timed out waiting.
+    pub fn stopped_peer(&self) -> Option<String> {
+        let me = self.peers.get(self.rank)?;
+        let (r, (_, pid)) = self.peers.iter().enumerate().find(|(r, (host, pid))| {
+            *r != self.rank
+                && *host == me.0
+                && *pid != 0
+                && crate::util::machine::process_state(*pid) == Some('T')
+        })?;
+        Some(format!(
+            "rank {r} of {} (pid {pid}) stopped answering: its process is stopped (SIGSTOP or a debugger), and rank {} timed out waiting for it after {} s; the run failed: continue or end that process, and start the run again",
+            self.world,
+            self.rank,
+            self.timeout.as_secs()
+        ))
     }
 
     /// Sets `key` in the rendezvous store.

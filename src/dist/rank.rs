@@ -70,12 +70,25 @@ pub fn train_rank(
         // One line that names the rank, whatever failed.
         Err(e) => {
             let line = crate::util::one_line(&e);
-            if line.starts_with(&who) {
+            if names_a_rank(&line, launch.world) {
                 bail!("{line}")
             }
             bail!("{who}: {line}")
         }
     }
+}
+
+/// Whether `line` starts by naming a rank of this gang (`rank 1 of 2 …`):
+/// this rank's own, or the peer it failed on.
+fn names_a_rank(line: &str, world: usize) -> bool {
+    let Some(rest) = line.strip_prefix("rank ") else {
+        return false;
+    };
+    let mut words = rest.splitn(4, ' ');
+    let (r, of, n) = (words.next(), words.next(), words.next());
+    r.is_some_and(|r| r.parse::<usize>().is_ok())
+        && of == Some("of")
+        && n.is_some_and(|n| n.trim_end_matches([':', ',']).parse::<usize>() == Ok(world))
 }
 
 fn train(
@@ -116,18 +129,26 @@ fn train(
     if rank0 {
         say(Msg::Hosts(dist.hosts.clone()));
     }
+    // A collective that failed because a peer on this host is stopped
+    // names that peer, as a session's gang does, not this healthy rank.
+    let blame = |e: anyhow::Error| match dist.stopped_peer() {
+        Some(line) => anyhow::anyhow!(line),
+        None => e,
+    };
     if !args.no_warm_up {
-        let line = trainer.warm_up_rank(&planned, &dist)?;
+        let line = trainer.warm_up_rank(&planned, &dist).map_err(blame)?;
         if rank0 {
             say(Msg::Log(format!("{line} ({} ranks)", launch.world)));
         }
     }
     trainer.save_weights = args.save_weights.clone().filter(|_| rank0);
-    let outcome = trainer.run_rank(&planned, &dist, &NeverStop, &mut |ev| {
-        if rank0 {
-            say(Msg::Event(ev));
-        }
-    })?;
+    let outcome = trainer
+        .run_rank(&planned, &dist, &NeverStop, &mut |ev| {
+            if rank0 {
+                say(Msg::Event(ev));
+            }
+        })
+        .map_err(blame)?;
     Ok(match (rank0, outcome) {
         (true, Outcome::Finished(s)) => Some(s),
         _ => None,
@@ -191,4 +212,20 @@ fn fingerprint(
             "give every rank a device of one kind (all CUDA or all CPU)",
         ),
     ])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A rank's line that names a rank of its gang (its own, or the peer it
+    /// failed on) is not named again; any other line is.
+    #[test]
+    fn a_line_naming_a_rank_of_the_gang_is_kept_as_it_is() {
+        assert!(names_a_rank("rank 1 of 2 (pid 7) stopped answering", 2));
+        assert!(names_a_rank("rank 0 of 2: barrier failed", 2));
+        assert!(!names_a_rank("rank 1 of 20 stopped", 2));
+        assert!(!names_a_rank("batch_size 24 is larger", 2));
+        assert!(!names_a_rank("rank one of 2", 2));
+    }
 }

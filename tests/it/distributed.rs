@@ -1235,6 +1235,75 @@ fn a_gangs_warm_up_of_a_small_streamed_set_takes_at_most_the_images_held() {
     );
 }
 
+/// `tricklab train` under torchrun's variables, two ranks: rank 1 stopped
+/// (SIGSTOP) mid-run, rank 0 times out in a collective, and its one line
+/// names the stopped rank, as a session's gang names it, not rank 0.
+#[test]
+fn under_torchrun_a_stopped_rank_is_named_not_the_healthy_one() {
+    let exe = Path::new(env!("CARGO_BIN_EXE_tricklab"));
+    let port = free_port().to_string();
+    let ranks: Vec<std::process::Child> = (0..2)
+        .map(|r| {
+            Command::new(exe)
+                .env("NO_COLOR", "1")
+                .env("OMP_NUM_THREADS", "1")
+                .env("TRICKLAB_DIST_TIMEOUT", "6")
+                .env("RANK", r.to_string())
+                .env("WORLD_SIZE", "2")
+                .env("MASTER_ADDR", "127.0.0.1")
+                .env("MASTER_PORT", &port)
+                .args(["train", "--recipe", "tiny-page-resnet9"])
+                .args(["--data", "synthetic:200", "--set", "epochs=9999"])
+                .args(["--set", "batch_size=16", "--device", "cpu", "--no-warm-up"])
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let mut ranks = ranks.into_iter();
+    let (mut r0, mut r1) = (ranks.next().unwrap(), ranks.next().unwrap());
+    // Rank 0 prints the table: both ranks are in the run's collectives
+    // once its first epoch is.
+    let stdout = r0.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+        {
+            let _ = tx.send(line);
+        }
+    });
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let mut said = String::new();
+    while !said.lines().any(|l| l.trim_start().starts_with("1 ")) {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match rx.recv_timeout(left) {
+            Ok(l) => said += &format!("{l}\n"),
+            Err(_) => {
+                let _ = (r0.kill(), r1.kill(), r0.wait(), r1.wait());
+                panic!("no first epoch within 120 s: {said}");
+            }
+        }
+    }
+    let stopped = r1.id();
+    // SAFETY: stopping a process this test started (killed below).
+    unsafe { libc::kill(stopped as i32, libc::SIGSTOP) };
+    let o = finish(r0, 90);
+    let _ = (r1.kill(), r1.wait());
+    let e = err(&o);
+    assert!(!o.status.success(), "{e}");
+    assert!(
+        e.contains(&format!("rank 1 of 2 (pid {stopped}) stopped answering"))
+            && e.contains("rank 0 timed out waiting for it"),
+        "the line names the stopped rank: {e}"
+    );
+    assert!(!e.contains("error: rank 0 of 2"), "rank 0 is blamed: {e}");
+    assert_eq!(e.trim().lines().count(), 1, "one line: {e}");
+}
+
 /// A rank pointed at a MASTER_ADDR:MASTER_PORT where no one listens says
 /// so in exactly one line on stderr, naming the address and the fix; c10d's
 /// own messages (its retries, its C++ backtraces) are kept in the log file
