@@ -662,6 +662,9 @@ fn unflatten(flat: &Tensor, bucket: &[&Tensor]) {
     }
 }
 
+/// Whether a [`C10dLog`] holds this process's stderr now.
+static REDIRECTED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
 /// Where this process's stderr goes while c10d may write to it (a rank's
 /// rendezvous): a log file of its own, the terminal restored after.
 struct C10dLog {
@@ -674,6 +677,23 @@ impl C10dLog {
     /// Stderr to `$TMPDIR/tricklab-rank{rank}-{pid}-c10d.log` until
     /// dropped or kept; `None` (stderr left alone) where that fails.
     fn start(rank: usize) -> Option<C10dLog> {
+        use std::sync::atomic::Ordering;
+        // One at a time: ranks joining on threads of one process (tests)
+        // would each save the other's file as the terminal.
+        if REDIRECTED
+            .compare_exchange(false, true, Ordering::SeqCst, Ordering::SeqCst)
+            .is_err()
+        {
+            return None;
+        }
+        let log = C10dLog::redirect(rank);
+        if log.is_none() {
+            REDIRECTED.store(false, Ordering::SeqCst);
+        }
+        log
+    }
+
+    fn redirect(rank: usize) -> Option<C10dLog> {
         use std::io::Write as _;
         use std::os::fd::AsRawFd as _;
         let path = std::env::temp_dir().join(format!(
@@ -717,6 +737,7 @@ impl C10dLog {
             libc::dup2(self.saved, 2);
             libc::close(self.saved);
         }
+        REDIRECTED.store(false, std::sync::atomic::Ordering::SeqCst);
     }
 }
 
