@@ -84,7 +84,7 @@ fn median(v: &mut [f64]) -> f64 {
 fn rank(rank: usize, port: u16) -> Vec<Form> {
     tch::set_num_threads(1);
     let launch = Launch::on_this_machine(rank, 2, port);
-    let c = Collective::join(&launch, false, "ddp-bench", Duration::from_secs(60)).unwrap();
+    let c = Collective::join(&launch, false, &[], Duration::from_secs(60)).unwrap();
     tch::manual_seed(rank as i64 + 1);
     let x = Tensor::randn([BATCH, WIDTH], (Kind::Float, Device::Cpu));
     let (plain, dflt, small) = (mlp(), mlp(), mlp());

@@ -145,17 +145,6 @@ fn use_srun(world: usize) -> bool {
     }
 }
 
-/// A process's state letter (`R`, `S`, `T` stopped, ...) from /proc.
-fn process_state(pid: u32) -> Option<char> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    stat.rsplit_once(')')?
-        .1
-        .split_whitespace()
-        .next()?
-        .chars()
-        .next()
-}
-
 /// A free TCP port for the rendezvous (the kernel's choice, released just
 /// before rank 0 binds it, as torchrun's standalone mode does).
 fn free_port() -> Result<u16> {
@@ -401,8 +390,10 @@ impl Launched {
     /// A rank still running but stopped (SIGSTOP, a debugger): the others
     /// timed out waiting for it, and it is the one to name.
     fn stopped(&self, exits: &[Option<ExitStatus>]) -> Option<String> {
-        let i = (0..self.children.len())
-            .find(|&i| exits[i].is_none() && process_state(self.children[i].id()) == Some('T'))?;
+        let i = (0..self.children.len()).find(|&i| {
+            exits[i].is_none()
+                && crate::util::machine::process_state(self.children[i].id()) == Some('T')
+        })?;
         Some(format!(
             "rank {i} of {} ({}, pid {}) stopped answering: its process is stopped (SIGSTOP or a debugger), and the other ranks timed out waiting for it after {} s; the run failed; requeue it",
             self.world,

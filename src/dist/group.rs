@@ -88,6 +88,11 @@ pub struct Collective {
     /// The host each rank runs on, by rank (rank 0 learns every rank's at
     /// the rendezvous; the others know their own only).
     pub hosts: Vec<String>,
+    /// Every rank's host and process id, by rank (all ranks learn them at
+    /// the rendezvous): a rank that stops answering is named from them.
+    peers: Vec<(String, u32)>,
+    /// How long a rendezvous or collective waits before it fails.
+    timeout: Duration,
     /// Gathers made so far: each gets its own keys, since the store lives
     /// as long as the gang (a warm-up's keys must not answer the run's).
     gathers: std::cell::Cell<u64>,
@@ -134,11 +139,35 @@ pub fn placement(hosts: &[String]) -> String {
 impl Collective {
     /// Rendezvous at MASTER_ADDR:MASTER_PORT (rank 0 serves the store and
     /// waits for every rank), then compares each rank's `fingerprint` (its
-    /// binary and its plan) with rank 0's, then builds the process group.
+    /// binary, its plan, its data, its options) with rank 0's, then builds
+    /// the process group. c10d's own messages meanwhile (its retries and
+    /// C++ backtraces) go to a log file, not the terminal: a failed join is
+    /// one line, naming the file where they are kept.
     pub fn join(
         l: &Launch,
         nccl: bool,
-        fingerprint: &str,
+        fingerprint: &[Part],
+        timeout: Duration,
+    ) -> Result<Collective> {
+        let log = C10dLog::start(l.rank);
+        let joined = Collective::join_quietly(l, nccl, fingerprint, timeout);
+        match joined {
+            Err(e) => match log.and_then(C10dLog::keep) {
+                Some(path) => Err(anyhow::anyhow!(
+                    "{e:#} (c10d's own messages: {})",
+                    path.display()
+                )),
+                None => Err(e),
+            },
+            // Dropping the log removes it: a join's retries that succeeded.
+            ok => ok,
+        }
+    }
+
+    fn join_quietly(
+        l: &Launch,
+        nccl: bool,
+        fingerprint: &[Part],
         timeout: Duration,
     ) -> Result<Collective> {
         let who = format!("rank {} of {}", l.rank, l.world);
@@ -185,6 +214,8 @@ impl Collective {
             rank: l.rank,
             world: l.world,
             hosts: vec![crate::util::machine::hostname()],
+            peers: Vec::new(),
+            timeout,
             gathers: std::cell::Cell::new(0),
         };
         c.check_fingerprints(fingerprint)
@@ -213,16 +244,25 @@ impl Collective {
         Ok(c)
     }
 
-    /// Every rank publishes its fingerprint; rank 0 compares them and
-    /// publishes the verdict, so every rank stops with the same reason.
-    fn check_fingerprints(&mut self, mine: &str) -> Result<()> {
+    /// Every rank publishes its fingerprint; rank 0 compares them part by
+    /// part and publishes the verdict, so every rank stops with the same
+    /// reason, one line naming the rank and what differs.
+    fn check_fingerprints(&mut self, mine: &[Part]) -> Result<()> {
         self.put(
             &format!("tricklab/host/{}", self.rank),
             self.hosts[0].as_bytes(),
         )?;
         self.put(
+            &format!("tricklab/pid/{}", self.rank),
+            std::process::id().to_string().as_bytes(),
+        )?;
+        let values: Vec<(&str, &str)> = mine
+            .iter()
+            .map(|p| (p.what.as_str(), p.value.as_str()))
+            .collect();
+        self.put(
             &format!("tricklab/fingerprint/{}", self.rank),
-            mine.as_bytes(),
+            &serde_json::to_vec(&values)?,
         )?;
         if self.rank == 0 {
             for r in 1..self.world {
@@ -232,13 +272,8 @@ impl Collective {
             let mut verdict = String::from("ok");
             for r in 1..self.world {
                 let theirs = self.get(&format!("tricklab/fingerprint/{r}"))?;
-                if theirs != mine.as_bytes() {
-                    let theirs = String::from_utf8_lossy(&theirs);
-                    verdict = format!(
-                        "rank {r} runs a different binary or plan than rank 0 ({} ≠ {}): start every rank from the same build with the same run",
-                        short(&theirs),
-                        short(mine)
-                    );
+                if let Some(why) = differs(r, mine, &theirs) {
+                    verdict = why;
                     break;
                 }
             }
@@ -258,7 +293,35 @@ impl Collective {
                 bail!("{}", String::from_utf8_lossy(&verdict));
             }
         }
+        // Every rank put its host and pid before its fingerprint: no wait.
+        for r in 0..self.world {
+            let host =
+                String::from_utf8_lossy(&self.get(&format!("tricklab/host/{r}"))?).into_owned();
+            let pid = String::from_utf8_lossy(&self.get(&format!("tricklab/pid/{r}"))?)
+                .parse()
+                .unwrap_or(0);
+            self.peers.push((host, pid));
+        }
         Ok(())
+    }
+
+    /// A rank on this host whose process is stopped (SIGSTOP, a debugger),
+    /// named as the gang's launcher names it: when this rank's collective
+    /// failed, that rank is why, not this one that timed out waiting.
+    pub fn stopped_peer(&self) -> Option<String> {
+        let me = self.peers.get(self.rank)?;
+        let (r, (_, pid)) = self.peers.iter().enumerate().find(|(r, (host, pid))| {
+            *r != self.rank
+                && *host == me.0
+                && *pid != 0
+                && crate::util::machine::process_state(*pid) == Some('T')
+        })?;
+        Some(format!(
+            "rank {r} of {} (pid {pid}) stopped answering: its process is stopped (SIGSTOP or a debugger), and rank {} timed out waiting for it after {} s; the run failed: continue or end that process, and start the run again",
+            self.world,
+            self.rank,
+            self.timeout.as_secs()
+        ))
     }
 
     /// Sets `key` in the rendezvous store.
@@ -599,6 +662,137 @@ fn unflatten(flat: &Tensor, bucket: &[&Tensor]) {
     }
 }
 
+/// Whether a [`C10dLog`] holds this process's stderr now.
+static REDIRECTED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Where this process's stderr goes while c10d may write to it (a rank's
+/// rendezvous): a log file of its own, the terminal restored after.
+struct C10dLog {
+    /// The terminal's stderr, duplicated.
+    saved: c_int,
+    path: std::path::PathBuf,
+}
+
+impl C10dLog {
+    /// Stderr to `$TMPDIR/tricklab-rank{rank}-{pid}-c10d.log` until
+    /// dropped or kept; `None` (stderr left alone) where that fails.
+    fn start(rank: usize) -> Option<C10dLog> {
+        use std::sync::atomic::Ordering;
+        // One at a time: ranks joining on threads of one process (tests)
+        // would each save the other's file as the terminal.
+        if REDIRECTED
+            .compare_exchange(false, true, Ordering::SeqCst, Ordering::SeqCst)
+            .is_err()
+        {
+            return None;
+        }
+        let log = C10dLog::redirect(rank);
+        if log.is_none() {
+            REDIRECTED.store(false, Ordering::SeqCst);
+        }
+        log
+    }
+
+    fn redirect(rank: usize) -> Option<C10dLog> {
+        use std::io::Write as _;
+        use std::os::fd::AsRawFd as _;
+        let path = std::env::temp_dir().join(format!(
+            "tricklab-rank{rank}-{}-c10d.log",
+            std::process::id()
+        ));
+        let file = std::fs::File::create(&path).ok()?;
+        let _ = std::io::stderr().flush();
+        // SAFETY: dup and dup2 of open descriptors; `file` stays open until
+        // dup2 has made fd 2 its copy.
+        let saved = unsafe { libc::dup(2) };
+        if saved < 0 || unsafe { libc::dup2(file.as_raw_fd(), 2) } < 0 {
+            if saved >= 0 {
+                // SAFETY: our own duplicate, closed once.
+                unsafe { libc::close(saved) };
+            }
+            let _ = std::fs::remove_file(&path);
+            return None;
+        }
+        Some(C10dLog { saved, path })
+    }
+
+    /// Stderr back to the terminal; the log's path if c10d wrote to it.
+    fn keep(self) -> Option<std::path::PathBuf> {
+        self.restore();
+        let path = self.path.clone();
+        std::mem::forget(self);
+        match std::fs::metadata(&path) {
+            Ok(m) if m.len() > 0 => Some(path),
+            _ => {
+                let _ = std::fs::remove_file(&path);
+                None
+            }
+        }
+    }
+
+    fn restore(&self) {
+        // SAFETY: `saved` is the terminal's stderr, duplicated in `start`
+        // and closed once, here.
+        unsafe {
+            libc::dup2(self.saved, 2);
+            libc::close(self.saved);
+        }
+        REDIRECTED.store(false, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+impl Drop for C10dLog {
+    /// A join that succeeded: its retries are no one's concern.
+    fn drop(&mut self) {
+        self.restore();
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+/// One thing every rank of a gang must share, compared at the rendezvous
+/// so that a mismatch names it: the binary, the run, the data's identity,
+/// an option that changes what the ranks do together.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Part {
+    /// What it is, as the line names it: `binary`, `data set `imagenet``.
+    pub what: String,
+    /// Its value on this rank: a hash, or a word (`on`, `off`).
+    pub value: String,
+    /// What to do when the ranks differ in it.
+    pub fix: &'static str,
+}
+
+/// Why rank `r`'s fingerprint (`theirs`, as it published it) is not rank
+/// 0's (`mine`): the first part that differs, in one line; `None` if none.
+fn differs(r: usize, mine: &[Part], theirs: &[u8]) -> Option<String> {
+    let other_build = || {
+        format!(
+            "rank {r} runs a different binary than rank 0 (its rendezvous fingerprint is another build's): start every rank from the same build"
+        )
+    };
+    let Ok(theirs) = serde_json::from_slice::<Vec<(String, String)>>(theirs) else {
+        return Some(other_build());
+    };
+    if theirs.len() != mine.len() {
+        return Some(other_build());
+    }
+    for (p, (what, v)) in mine.iter().zip(&theirs) {
+        if *what != p.what {
+            return Some(other_build());
+        }
+        if *v != p.value {
+            return Some(format!(
+                "rank {r}'s {} differs from rank 0's ({} on rank {r}, {} on rank 0): {}",
+                p.what,
+                short(v),
+                short(&p.value),
+                p.fix
+            ));
+        }
+    }
+    None
+}
+
 fn short(s: &str) -> &str {
     &s[..s.len().min(12)]
 }
@@ -674,8 +868,7 @@ pub(crate) mod tests {
             .map(|rank| {
                 std::thread::spawn(move || {
                     let launch = crate::dist::env::Launch::on_this_machine(rank, 2, port);
-                    let c =
-                        Collective::join(&launch, false, "ddp", Duration::from_secs(20)).unwrap();
+                    let c = Collective::join(&launch, false, &[], Duration::from_secs(20)).unwrap();
                     // Rank 0 learns every rank's host at the rendezvous.
                     let host = crate::util::machine::hostname();
                     assert_eq!(c.hosts, vec![host; if rank == 0 { 2 } else { 1 }]);
@@ -733,6 +926,34 @@ pub(crate) mod tests {
                     CommHook::Bf16 => assert!(off > 1e-4 && off < 3e-2, "{hook:?}: {off}"),
                 }
             }
+        }
+    }
+
+    /// Rank 0 names the first part a rank differs in, with both values and
+    /// the fix; a fingerprint of other parts, or none that reads, is
+    /// another build's.
+    #[test]
+    fn a_fingerprint_mismatch_names_the_rank_the_part_and_the_fix() {
+        let part = |what: &str, value: &str| Part {
+            what: what.into(),
+            value: value.into(),
+            fix: "do the same everywhere",
+        };
+        let mine = [
+            part("binary", "b1"),
+            part("data set `imgs`", &"a".repeat(64)),
+        ];
+        let json = |v: &[(&str, &str)]| serde_json::to_vec(v).unwrap();
+        let same = json(&[("binary", "b1"), ("data set `imgs`", &"a".repeat(64))]);
+        assert_eq!(differs(1, &mine, &same), None);
+        let other = json(&[("binary", "b1"), ("data set `imgs`", &"c".repeat(64))]);
+        assert_eq!(
+            differs(3, &mine, &other).unwrap(),
+            "rank 3's data set `imgs` differs from rank 0's (cccccccccccc on rank 3, aaaaaaaaaaaa on rank 0): do the same everywhere"
+        );
+        for theirs in [json(&[("binary", "b1")]), b"0123abcd".to_vec()] {
+            let line = differs(1, &mine, &theirs).unwrap();
+            assert!(line.starts_with("rank 1 runs a different binary"), "{line}");
         }
     }
 

@@ -6,7 +6,7 @@
 
 use super::env::Launch;
 use super::gang::Msg;
-use super::group::Collective;
+use super::group::{Collective, Part};
 use crate::config::RunSpec;
 use crate::train::{NeverStop, Outcome, TchTrainer};
 use anyhow::{Context, Result, bail};
@@ -70,12 +70,25 @@ pub fn train_rank(
         // One line that names the rank, whatever failed.
         Err(e) => {
             let line = crate::util::one_line(&e);
-            if line.starts_with(&who) {
+            if names_a_rank(&line, launch.world) {
                 bail!("{line}")
             }
             bail!("{who}: {line}")
         }
     }
+}
+
+/// Whether `line` starts by naming a rank of this gang (`rank 1 of 2 …`):
+/// this rank's own, or the peer it failed on.
+fn names_a_rank(line: &str, world: usize) -> bool {
+    let Some(rest) = line.strip_prefix("rank ") else {
+        return false;
+    };
+    let mut words = rest.splitn(4, ' ');
+    let (r, of, n) = (words.next(), words.next(), words.next());
+    r.is_some_and(|r| r.parse::<usize>().is_ok())
+        && of == Some("of")
+        && n.is_some_and(|n| n.trim_end_matches([':', ',']).parse::<usize>() == Ok(world))
 }
 
 fn train(
@@ -102,37 +115,58 @@ fn train(
         tch::set_num_threads(threads.clamp(1, 1024) as i32);
     }
     let mut trainer = TchTrainer::new(&device)?;
+    // The data as this rank holds it enters the fingerprint too: two nodes
+    // with different imports under one name would otherwise train apart.
+    let data = trainer.data_identity(&planned)?;
+    let nccl = device.starts_with("cuda");
     let dist = Collective::join(
         launch,
-        device.starts_with("cuda"),
-        &fingerprint(spec, &planned.plan)?,
+        nccl,
+        &fingerprint(spec, &planned.plan, &data, args, nccl)?,
         super::gang::timeout(),
     )?;
     let rank0 = launch.rank == 0;
     if rank0 {
         say(Msg::Hosts(dist.hosts.clone()));
     }
+    // A collective that failed because a peer on this host is stopped
+    // names that peer, as a session's gang does, not this healthy rank.
+    let blame = |e: anyhow::Error| match dist.stopped_peer() {
+        Some(line) => anyhow::anyhow!(line),
+        None => e,
+    };
     if !args.no_warm_up {
-        let line = trainer.warm_up_rank(&planned, &dist)?;
+        let line = trainer.warm_up_rank(&planned, &dist).map_err(blame)?;
         if rank0 {
             say(Msg::Log(format!("{line} ({} ranks)", launch.world)));
         }
     }
     trainer.save_weights = args.save_weights.clone().filter(|_| rank0);
-    let outcome = trainer.run_rank(&planned, &dist, &NeverStop, &mut |ev| {
-        if rank0 {
-            say(Msg::Event(ev));
-        }
-    })?;
+    let outcome = trainer
+        .run_rank(&planned, &dist, &NeverStop, &mut |ev| {
+            if rank0 {
+                say(Msg::Event(ev));
+            }
+        })
+        .map_err(blame)?;
     Ok(match (rank0, outcome) {
         (true, Outcome::Finished(s)) => Some(s),
         _ => None,
     })
 }
 
-/// What every rank must share: the binary (its bytes) and the run (its
-/// spec and the plan this binary decided for it).
-fn fingerprint(spec: &RunSpec, plan: &crate::plan::RunPlan) -> Result<String> {
+/// What every rank must share, part by part: the binary (its bytes), the
+/// run (its spec and the plan this binary decided for it), the data (its
+/// content hash as this rank holds it), and the per-rank options that
+/// change what the ranks do together (the warm-up's collectives, the
+/// backend). A mismatch stops every rank with one line naming the part.
+fn fingerprint(
+    spec: &RunSpec,
+    plan: &crate::plan::RunPlan,
+    data: &crate::record::DataId,
+    args: &RankOptions,
+    nccl: bool,
+) -> Result<Vec<Part>> {
     let exe = std::env::current_exe()?;
     let mut h = sha2::Sha256::new();
     let mut f = std::fs::File::open(&exe)
@@ -145,7 +179,53 @@ fn fingerprint(spec: &RunSpec, plan: &crate::plan::RunPlan) -> Result<String> {
         }
         h.update(&buf[..n]);
     }
+    let binary = hex::encode(h.finalize());
+    let mut h = sha2::Sha256::new();
     h.update(serde_json::to_vec(spec)?);
     h.update(format!("{plan:?}").as_bytes());
-    Ok(hex::encode(h.finalize()))
+    let run = hex::encode(h.finalize());
+    let part = |what: String, value: String, fix: &'static str| Part { what, value, fix };
+    Ok(vec![
+        part(
+            "binary".into(),
+            binary,
+            "start every rank from the same build",
+        ),
+        part(
+            "run".into(),
+            run,
+            "start every rank with the same run (recipe, settings, seed and data)",
+        ),
+        part(
+            format!("data set `{}`", data.name),
+            data.hash.clone(),
+            "give every node the same copy of it (copy rank 0's import or folder over the other): under one name, the ranks hold other images",
+        ),
+        part(
+            "warm-up".into(),
+            if args.no_warm_up { "off" } else { "on" }.into(),
+            "pass --no-warm-up to every rank or to none",
+        ),
+        part(
+            "backend".into(),
+            if nccl { "NCCL" } else { "Gloo" }.into(),
+            "give every rank a device of one kind (all CUDA or all CPU)",
+        ),
+    ])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A rank's line that names a rank of its gang (its own, or the peer it
+    /// failed on) is not named again; any other line is.
+    #[test]
+    fn a_line_naming_a_rank_of_the_gang_is_kept_as_it_is() {
+        assert!(names_a_rank("rank 1 of 2 (pid 7) stopped answering", 2));
+        assert!(names_a_rank("rank 0 of 2: barrier failed", 2));
+        assert!(!names_a_rank("rank 1 of 20 stopped", 2));
+        assert!(!names_a_rank("batch_size 24 is larger", 2));
+        assert!(!names_a_rank("rank one of 2", 2));
+    }
 }

@@ -874,9 +874,8 @@ pub(crate) fn sync_bn_over_two_ranks_is_bn_over_their_whole_batch() {
             );
             std::thread::spawn(move || {
                 let launch = Launch::on_this_machine(rank as usize, 2, port);
-                let c =
-                    Collective::join(&launch, false, "test", std::time::Duration::from_secs(20))
-                        .unwrap();
+                let c = Collective::join(&launch, false, &[], std::time::Duration::from_secs(20))
+                    .unwrap();
                 let _on = c.install();
                 let sync = BnConfig {
                     sync: true,

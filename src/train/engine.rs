@@ -121,12 +121,30 @@ impl TchTrainer {
         })
     }
 
-    /// The training images of the run's data set held in memory (`None`
-    /// for a streamed one, whose warm-up reads a fixed few).
-    fn resident_train_images(&mut self, run: &PlannedRun) -> Result<Option<usize>> {
+    /// The run's data as this process holds it: its name and content hash
+    /// (a store's header and index, a folder index's paths, labels and
+    /// sizes, an in-memory set's bytes), read once a process. The ranks of
+    /// a gang compare it before they train.
+    pub fn data_identity(&mut self, run: &PlannedRun) -> Result<crate::record::DataId> {
         Ok(match run.plan.data.stream {
-            Some(_) => None,
-            None => Some(self.dataset(&run.spec.data)?.train.len()),
+            Some(_) => {
+                let d = self.stream_source(&run.spec.data)?;
+                crate::record::DataId::new(&d.name, &d.hash)
+            }
+            None => {
+                let d = self.dataset(&run.spec.data)?;
+                crate::record::DataId::new(&d.name, &d.hash)
+            }
+        })
+    }
+
+    /// The training images the run's data set holds, in memory or
+    /// streamed: a small set (`synthetic:64`, a tiny folder) may hold
+    /// fewer than the warm-up's share.
+    fn held_train_images(&mut self, run: &PlannedRun) -> Result<usize> {
+        Ok(match run.plan.data.stream {
+            Some(_) => self.stream_source(&run.spec.data)?.train.count(),
+            None => self.dataset(&run.spec.data)?.train.len(),
         })
     }
 
@@ -289,7 +307,7 @@ impl TchTrainer {
         dist: Option<&Collective>,
         ctl: &dyn Control,
     ) -> Result<String> {
-        let held = self.resident_train_images(run)?;
+        let held = self.held_train_images(run)?;
         let warm = warm_up_run(run, self.classes_of(run)?, held);
         let t = Instant::now();
         // A run that cannot start says why itself; its warm-up stays quiet.

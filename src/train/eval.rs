@@ -280,13 +280,9 @@ mod tests {
                     let alone = evaluate(&net, (&x, &y), &eval, layout, None, Shard::WHOLE)
                         .accuracies(eval.tta_level);
                     let launch = Launch::on_this_machine(rank, 2, port);
-                    let gang = Collective::join(
-                        &launch,
-                        false,
-                        "eval",
-                        std::time::Duration::from_secs(20),
-                    )
-                    .unwrap();
+                    let gang =
+                        Collective::join(&launch, false, &[], std::time::Duration::from_secs(20))
+                            .unwrap();
                     let summed = over_ranks(Some(&gang), &net, &eval, |shard| {
                         assert_eq!(shard, Shard { rank, world: 2 });
                         Ok(evaluate(&net, (&x, &y), &eval, layout, None, shard))

@@ -14,9 +14,10 @@ const WARM_UP_STREAM_IMAGES: usize = 64;
 /// on the batch; the run's own kernel selection is `cudnn_benchmark`'s
 /// warm-up inside it. At full width on a CPU a full-size step would cost
 /// seconds (26 s of a 103 s airbench94 run on 5,120 images) and buy nothing more.
-/// `held`: the training images of an in-memory data set, which a small one
-/// (`synthetic:64`) may hold fewer of than the warm-up's share.
-pub fn warm_up_run(run: &PlannedRun, classes: usize, held: Option<usize>) -> PlannedRun {
+/// `held`: the training images of the data set, in memory or streamed,
+/// which a small one (`synthetic:64`, a tiny folder) may hold fewer of than
+/// the warm-up's share: the warm-up takes at most those.
+pub fn warm_up_run(run: &PlannedRun, classes: usize, held: usize) -> PlannedRun {
     let mut w = run.clone();
     let p: &mut RunPlan = &mut w.plan;
     let per = WARM_UP_PER_CLASS;
@@ -25,8 +26,9 @@ pub fn warm_up_run(run: &PlannedRun, classes: usize, held: Option<usize>) -> Pla
     // first images, whatever their class.
     let images = match streamed {
         true => (per * classes.max(1)).min(WARM_UP_STREAM_IMAGES),
-        false => (per * classes.max(1)).min(held.unwrap_or(usize::MAX)),
-    };
+        false => per * classes.max(1),
+    }
+    .min(held);
     let splits =
         p.net.bn.ghost_splits.max(1) as usize * p.step.accum.max(1) as usize * p.world_size.max(1);
     // The largest multiple of the ghost-BN splits (of every rank's share)

@@ -209,6 +209,18 @@ pub fn hostname() -> String {
     }
 }
 
+/// A process's state letter (`R`, `S`, `T` stopped, ...) from /proc;
+/// `None` where it is gone or unread.
+pub fn process_state(pid: u32) -> Option<char> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat.rsplit_once(')')?
+        .1
+        .split_whitespace()
+        .next()?
+        .chars()
+        .next()
+}
+
 /// A `Key:   N kB` line of a /proc file (`/proc/meminfo`'s MemAvailable,
 /// `/proc/self/status`'s VmHWM), in bytes; `None` where unread.
 pub fn proc_bytes(path: &str, key: &str) -> Option<u64> {

@@ -38,7 +38,24 @@ fn spec_of(recipe: &str, tricks: &[&str], sets: &[(&str, &str)]) -> String {
     .to_string()
 }
 
-/// `tricklab rank` as torchrun would start rank `rank` of `world`.
+/// `tricklab rank` as torchrun would start rank `rank` of `world`, on the
+/// CPU, warm-up and all, not yet started.
+fn rank_command(exe: &Path, rank: usize, world: usize, port: u16, spec: &str) -> Command {
+    let mut c = Command::new(exe);
+    c.env("NO_COLOR", "1")
+        .env("TRICKLAB_DIST_TIMEOUT", "5")
+        .env("RANK", rank.to_string())
+        .env("WORLD_SIZE", world.to_string())
+        .env("MASTER_ADDR", "127.0.0.1")
+        .env("MASTER_PORT", port.to_string())
+        .args(["rank", "--spec", spec, "--device", "cpu"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    c
+}
+
+/// `tricklab rank` as torchrun would start rank `rank` of `world`, without
+/// the warm-up.
 fn rank(
     exe: &Path,
     rank: usize,
@@ -47,18 +64,11 @@ fn rank(
     spec: &str,
     extra: &[&str],
 ) -> std::process::Child {
-    let mut c = Command::new(exe);
-    c.env("NO_COLOR", "1")
-        .env("TRICKLAB_DIST_TIMEOUT", "5")
-        .env("RANK", rank.to_string())
-        .env("WORLD_SIZE", world.to_string())
-        .env("MASTER_ADDR", "127.0.0.1")
-        .env("MASTER_PORT", port.to_string())
-        .args(["rank", "--spec", spec, "--device", "cpu", "--no-warm-up"])
+    rank_command(exe, rank, world, port, spec)
+        .arg("--no-warm-up")
         .args(extra)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    c.spawn().expect("starting a rank")
+        .spawn()
+        .expect("starting a rank")
 }
 
 fn finish(c: std::process::Child, secs: u64) -> Output {
@@ -673,7 +683,7 @@ fn a_rank_that_never_arrives_a_port_in_use_and_a_different_binary_fail_in_bounde
     for o in [&o0, &o1] {
         let e = err(o);
         assert!(
-            !o.status.success() && e.contains("rank 1 runs a different binary or plan"),
+            !o.status.success() && e.contains("rank 1's binary differs from rank 0's"),
             "{e}"
         );
     }
@@ -1081,4 +1091,258 @@ fn a_gang_run_evaluating_only_at_its_end_keeps_every_epoch() {
     assert!(epochs[0].test_acc.is_nan() && epochs[1].test_acc.is_nan());
     assert!(epochs[2].test_acc.is_finite());
     assert!(!err(&o).contains("cannot read"), "{}", err(&o));
+}
+
+/// A streaming run of tiny-ffcv-rn18 (batch 4, one epoch, one decoding
+/// thread) over `world` ranks, on `data`.
+fn stream_spec(data: &str, world: usize) -> String {
+    let overrides: Vec<serde_json::Value> = [
+        ("epochs", "1"),
+        ("batch_size", "4"),
+        ("world_size", &world.to_string()),
+        ("stream.workers", "1"),
+    ]
+    .iter()
+    .map(|(k, v)| serde_json::json!({"Set": {"key": k, "value": v}}))
+    .collect();
+    serde_json::json!({
+        "id": {"matrix": "dp", "index": 0, "variant": "v", "repeat": 0},
+        "seed": 3, "recipe": "tiny-ffcv-rn18", "overrides": overrides,
+        "data": data, "target_acc": 0.9, "device": null, "reference": null
+    })
+    .to_string()
+}
+
+/// An ImageNet-like folder of `classes` classes, `train` training and 2
+/// validation images each, small JPEGs.
+fn tiny_folder(dir: &Path, classes: usize, train: usize) {
+    use tricklab::data::stream::synth::{SynthSpec, imagenet_like};
+    let spec = SynthSpec {
+        long_side: (40, 48),
+        quality: 85,
+        seed: 3,
+        ..SynthSpec::small(classes, train, 2)
+    };
+    imagenet_like(dir, &spec).unwrap();
+}
+
+/// Two nodes holding different imports under one name (the local-SSD
+/// ImageNet set-up, here two stores that differ in one image): the ranks
+/// stop at the rendezvous, each with one line naming rank 1's data set and
+/// the fix, instead of training apart. Ranks that differ in a per-rank
+/// option that changes what they do together (`--no-warm-up` on one) stop
+/// the same way, naming it.
+#[test]
+fn ranks_holding_other_data_under_one_name_or_another_warm_up_stop_at_the_rendezvous() {
+    let dir = tempfile::tempdir().unwrap();
+    let exe = Path::new(env!("CARGO_BIN_EXE_tricklab"));
+    for node in ["a", "b"] {
+        let imgs = dir.path().join(format!("images-{node}"));
+        tiny_folder(&imgs, 2, 4);
+        if node == "b" {
+            // One training image of class 0 is another image.
+            let class = |c: &str| {
+                let mut f: Vec<_> = std::fs::read_dir(imgs.join("train").join(c))
+                    .unwrap()
+                    .map(|e| e.unwrap().path())
+                    .collect();
+                f.sort();
+                f
+            };
+            let mut classes: Vec<_> = std::fs::read_dir(imgs.join("train"))
+                .unwrap()
+                .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                .collect();
+            classes.sort();
+            let (a, b) = (class(&classes[0]), class(&classes[1]));
+            std::fs::copy(&b[0], &a[0]).unwrap();
+        }
+        let o = bin()
+            .env("TRICKLAB_DATA", dir.path().join(node))
+            .args(["data", "import"])
+            .arg(&imgs)
+            .args(["--name", "imgs", "--max-side", "48"])
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", err(&o));
+    }
+    let s = stream_spec("imgs", 2);
+    let started = Instant::now();
+    let port = free_port();
+    let start = |r: usize, node: &str| {
+        rank_command(exe, r, 2, port, &s)
+            .env("TRICKLAB_DATA", dir.path().join(node))
+            .arg("--no-warm-up")
+            .spawn()
+            .unwrap()
+    };
+    let (r0, r1) = (start(0, "a"), start(1, "b"));
+    for o in [finish(r0, 60), finish(r1, 60)] {
+        let e = err(&o);
+        assert!(!o.status.success(), "the ranks trained on other data: {e}");
+        assert!(
+            e.contains("rank 1's data set `imgs` differs from rank 0's")
+                && e.contains("give every node the same copy"),
+            "{e}"
+        );
+        assert_eq!(e.trim().lines().count(), 1, "one line: {e}");
+    }
+    assert!(started.elapsed() < Duration::from_secs(60));
+
+    // One data set, but rank 1 warms up and rank 0 does not.
+    let port = free_port();
+    let r0 = rank_command(exe, 0, 2, port, &s)
+        .env("TRICKLAB_DATA", dir.path().join("a"))
+        .arg("--no-warm-up")
+        .spawn()
+        .unwrap();
+    let r1 = rank_command(exe, 1, 2, port, &s)
+        .env("TRICKLAB_DATA", dir.path().join("a"))
+        .spawn()
+        .unwrap();
+    for o in [finish(r0, 60), finish(r1, 60)] {
+        let e = err(&o);
+        assert!(
+            !o.status.success()
+                && e.contains(
+                    "rank 1's warm-up differs from rank 0's (on on rank 1, off on rank 0)"
+                )
+                && e.contains("--no-warm-up to every rank or to none"),
+            "{e}"
+        );
+    }
+}
+
+/// A gang's warm-up of a streamed set smaller than the warm-up's share
+/// (3 classes x 4 images: 12, where the warm-up takes 8 a class, 24)
+/// takes at most the images the set holds, and the run trains.
+#[test]
+fn a_gangs_warm_up_of_a_small_streamed_set_takes_at_most_the_images_held() {
+    let dir = tempfile::tempdir().unwrap();
+    let exe = Path::new(env!("CARGO_BIN_EXE_tricklab"));
+    let imgs = dir.path().join("tiny");
+    tiny_folder(&imgs, 3, 4);
+    let s = stream_spec(imgs.to_str().unwrap(), 2);
+    let port = free_port();
+    let r0 = rank_command(exe, 0, 2, port, &s).spawn().unwrap();
+    let r1 = rank_command(exe, 1, 2, port, &s).spawn().unwrap();
+    let (o0, o1) = (finish(r0, 120), finish(r1, 120));
+    let said = format!("{}{}{}", super::common::out(&o0), err(&o0), err(&o1));
+    assert!(o0.status.success() && o1.status.success(), "{said}");
+    assert!(
+        said.contains("one training step of 12 images"),
+        "the warm-up took the 12 images held: {said}"
+    );
+}
+
+/// `tricklab train` under torchrun's variables, two ranks: rank 1 stopped
+/// (SIGSTOP) mid-run, rank 0 times out in a collective, and its one line
+/// names the stopped rank, as a session's gang names it, not rank 0.
+#[test]
+fn under_torchrun_a_stopped_rank_is_named_not_the_healthy_one() {
+    let exe = Path::new(env!("CARGO_BIN_EXE_tricklab"));
+    let port = free_port().to_string();
+    let ranks: Vec<std::process::Child> = (0..2)
+        .map(|r| {
+            Command::new(exe)
+                .env("NO_COLOR", "1")
+                .env("OMP_NUM_THREADS", "1")
+                .env("TRICKLAB_DIST_TIMEOUT", "6")
+                .env("RANK", r.to_string())
+                .env("WORLD_SIZE", "2")
+                .env("MASTER_ADDR", "127.0.0.1")
+                .env("MASTER_PORT", &port)
+                .args(["train", "--recipe", "tiny-page-resnet9"])
+                .args(["--data", "synthetic:200", "--set", "epochs=9999"])
+                .args(["--set", "batch_size=16", "--device", "cpu", "--no-warm-up"])
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let mut ranks = ranks.into_iter();
+    let (mut r0, mut r1) = (ranks.next().unwrap(), ranks.next().unwrap());
+    // Rank 0 prints the table: both ranks are in the run's collectives
+    // once its first epoch is.
+    let stdout = r0.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+        {
+            let _ = tx.send(line);
+        }
+    });
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let mut said = String::new();
+    while !said.lines().any(|l| l.trim_start().starts_with("1 ")) {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match rx.recv_timeout(left) {
+            Ok(l) => said += &format!("{l}\n"),
+            Err(_) => {
+                let _ = (r0.kill(), r1.kill(), r0.wait(), r1.wait());
+                panic!("no first epoch within 120 s: {said}");
+            }
+        }
+    }
+    let stopped = r1.id();
+    // SAFETY: stopping a process this test started (killed below).
+    unsafe { libc::kill(stopped as i32, libc::SIGSTOP) };
+    let o = finish(r0, 90);
+    let _ = (r1.kill(), r1.wait());
+    let e = err(&o);
+    assert!(!o.status.success(), "{e}");
+    assert!(
+        e.contains(&format!("rank 1 of 2 (pid {stopped}) stopped answering"))
+            && e.contains("rank 0 timed out waiting for it"),
+        "the line names the stopped rank: {e}"
+    );
+    assert!(!e.contains("error: rank 0 of 2"), "rank 0 is blamed: {e}");
+    assert_eq!(e.trim().lines().count(), 1, "one line: {e}");
+}
+
+/// A rank pointed at a MASTER_ADDR:MASTER_PORT where no one listens says
+/// so in exactly one line on stderr, naming the address and the fix; c10d's
+/// own messages (its retries, its C++ backtraces) are kept in the log file
+/// the line names.
+#[test]
+fn a_rank_with_no_rendezvous_says_one_line_and_keeps_c10ds_text_in_a_log() {
+    let port = free_port();
+    let o = bin()
+        .env("TRICKLAB_DIST_TIMEOUT", "3")
+        .env("RANK", "1")
+        .env("WORLD_SIZE", "2")
+        .env("MASTER_ADDR", "127.0.0.1")
+        .env("MASTER_PORT", port.to_string())
+        .args(["train", "--data", "synthetic:64", "--device", "cpu"])
+        .args([
+            "--no-warm-up",
+            "--set",
+            "epochs=1",
+            "--set",
+            "batch_size=16",
+        ])
+        .output()
+        .unwrap();
+    let e = err(&o);
+    assert!(!o.status.success(), "{e}");
+    let lines: Vec<&str> = e.lines().filter(|l| !l.trim().is_empty()).collect();
+    assert_eq!(lines.len(), 1, "one line on stderr: {e}");
+    assert!(
+        lines[0].contains("rank 1 of 2")
+            && lines[0].contains(&format!("no rendezvous at 127.0.0.1:{port}"))
+            && lines[0].contains("is rank 0 running"),
+        "{e}"
+    );
+    let log = lines[0]
+        .split("c10d's own messages: ")
+        .nth(1)
+        .and_then(|rest| rest.strip_suffix(')'))
+        .unwrap_or_else(|| panic!("the line names no log: {e}"));
+    let text = std::fs::read_to_string(log).unwrap();
+    let _ = std::fs::remove_file(log);
+    assert!(text.contains("c10d"), "c10d's text is in the log: {text}");
 }
