@@ -132,9 +132,10 @@ impl Report {
                 },
                 super::text::mean_ci(c.mean, c.ci95, r.n, 1.0, (0.0, f64::INFINITY)),
                 r.delta_time.map_or("-".into(), |d| format!(
-                    "{}{}",
+                    "{}{}{}",
                     d.label(1.0),
-                    noisy(reference)
+                    noisy(reference),
+                    r.skipped_words()
                 )),
                 acc_cell(r.acc_tta_mean, r.acc_tta_ci95, r.acc_tta_std, r.n),
                 r.failed,

@@ -113,6 +113,9 @@ pub struct VariantStats {
     /// paired by seed where the seeds match, with 95% CIs.
     pub delta_time: Option<delta::Delta>,
     pub delta_acc: Option<delta::Delta>,
+    /// Rungs between this one and `delta_vs` that have no finished run (a
+    /// ladder's Δ then spans them, and says so).
+    pub delta_skips: usize,
     /// The UTC day its last finished run ended (YYYY-MM-DD), where recorded.
     pub last_finished: Option<String>,
     /// Mean share of the training loop (the hlb clock) spent building
@@ -699,6 +702,7 @@ impl Columns {
             speedup_first: None,
             delta_vs: None,
             delta_time: None,
+            delta_skips: 0,
             delta_acc: None,
             last_finished: Some(self.last_finished[i].clone()).filter(|d| !d.is_empty()),
             acc_by_seed: Vec::new(),
@@ -751,6 +755,18 @@ fn script_words(s: &crate::record::ScriptRecord) -> String {
         format!(" ({})", at.join(", "))
     };
     format!("`{}` in {}{at}", s.argv[0], s.dir.display())
+}
+
+impl VariantStats {
+    /// What the Δ is read against, where a ladder skipped unfinished rungs:
+    /// `(across 1 unfinished rung)`.
+    pub fn skipped_words(&self) -> String {
+        match self.delta_skips {
+            0 => String::new(),
+            1 => " (across 1 unfinished rung)".into(),
+            n => format!(" (across {n} unfinished rungs)"),
+        }
+    }
 }
 
 /// The setup block: the distinct values of each fact over the folders.
@@ -920,6 +936,11 @@ fn add_deltas(
             let clock = rows[i].headline;
             let ((t0, a0), (t1, a1)) = (of(&rows[j], clock), of(&rows[i], clock));
             rows[i].delta_vs = Some(rows[j].variant.clone());
+            // A ladder reads a rung against the last one with runs: the
+            // rungs skipped (unfinished, or all failed) are counted.
+            if !unordered.contains(&rows[i].matrix) {
+                rows[i].delta_skips = rows[i].index.saturating_sub(rows[j].index + 1);
+            }
             rows[i].delta_time = delta::between(&t0, &t1);
             rows[i].delta_acc = delta::between(&a0, &a1);
         }

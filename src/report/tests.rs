@@ -693,3 +693,41 @@ fn noisy_runs_put_a_banner_over_the_report_and_a_mark_on_their_ratios() {
     assert!(!quiet.to_markdown().contains("(noisy)"));
     assert!(!quiet.to_text().starts_with('!'));
 }
+
+/// A ladder rung is read against the last rung with finished runs; where
+/// that skips a rung (all its runs failed, or none ran yet) the Δ says so.
+#[test]
+fn a_delta_across_an_unfinished_rung_says_it_skipped_it() {
+    let root = tempfile::tempdir().unwrap();
+    let mut w = ResultsWriter::create(root.path(), "l", "").unwrap();
+    for (idx, v, acc, t) in [(0, "base", 0.5, 10.0), (2, "+ two", 0.6, 6.0)] {
+        for rep in 0..2 {
+            let s = crate::store::tests::summary(acc + 0.01 * rep as f64, t + rep as f64, None);
+            crate::store::tests::feed(
+                &mut w,
+                crate::store::tests::rid(v, idx, rep),
+                rep as u64,
+                Some(s),
+            );
+        }
+    }
+    crate::store::tests::feed(&mut w, crate::store::tests::rid("+ one", 1, 0), 0, None);
+    let dir = w.dir().to_path_buf();
+    drop(w);
+    let r = aggregate(&[dir], &ReportOptions::default()).unwrap();
+    let two = r.rows.iter().find(|x| x.variant == "+ two").unwrap();
+    assert_eq!(
+        (two.delta_vs.as_deref(), two.delta_skips),
+        (Some("base"), 1)
+    );
+    assert!(
+        r.to_text().contains("base (across 1 unfinished rung)"),
+        "{}",
+        r.to_text()
+    );
+    assert!(
+        r.to_markdown().contains("(across 1 unfinished rung)"),
+        "{}",
+        r.to_markdown()
+    );
+}

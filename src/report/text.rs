@@ -85,7 +85,10 @@ impl Report {
                 r.n.to_string(),
                 mean_ci(c.mean, c.ci95, r.n, 1.0, (0.0, f64::INFINITY)),
                 delta,
-                r.delta_vs.clone().unwrap_or_default(),
+                r.delta_vs
+                    .as_ref()
+                    .map(|v| format!("{v}{}", r.skipped_words()))
+                    .unwrap_or_default(),
                 mean_ci(r.acc_tta_mean, r.acc_tta_ci95, r.n, 100.0, (0.0, 100.0)),
                 if r.noisy > 0 {
                     format!("{} of {}", r.noisy, r.n)
