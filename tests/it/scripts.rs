@@ -801,26 +801,30 @@ args = ["--compile", "off"]
 #[test]
 fn the_compile_trick_runs_eagerly_on_a_cpu_and_says_so() {
     // The adapter's decision for a published compiled record, without its
-    // copy: `--list-changes` prints what a run would change.
-    let o = std::process::Command::new(python())
-        .args([
-            "-m",
-            "tricklab.peers",
-            "airbench94-muon",
-            "--list-changes",
-            "--device",
-            "cpu",
-        ])
-        .args(["--compile", "auto", "--compile-form", "graphs"])
-        .env("PYTHONPATH", repo().join("python"))
-        .output()
-        .unwrap();
-    let said = String::from_utf8_lossy(&o.stdout);
-    assert!(
-        o.status.success(),
-        "{said}{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    // copy: `--list-changes` prints what a run would change on `device`.
+    let changes = |device: &str| {
+        let o = std::process::Command::new(python())
+            .args(["-m", "tricklab.peers", "airbench94-muon", "--list-changes"])
+            .args([
+                "--device",
+                device,
+                "--compile",
+                "auto",
+                "--compile-form",
+                "graphs",
+            ])
+            .env("PYTHONPATH", repo().join("python"))
+            .output()
+            .unwrap();
+        let said = String::from_utf8_lossy(&o.stdout).into_owned();
+        assert!(
+            o.status.success(),
+            "{said}{}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        said
+    };
+    let said = changes("cpu");
     assert!(said.contains("compile off"), "{said}");
     assert!(
         said.contains("--compile auto on the CPU: eager")
@@ -828,20 +832,7 @@ fn the_compile_trick_runs_eagerly_on_a_cpu_and_says_so() {
         "{said}"
     );
     // On cuda the same arguments compile, in the form asked for.
-    let o = std::process::Command::new(python())
-        .args([
-            "-m",
-            "tricklab.peers",
-            "airbench94-muon",
-            "--list-changes",
-            "--device",
-            "cuda:3",
-        ])
-        .args(["--compile", "auto", "--compile-form", "graphs"])
-        .env("PYTHONPATH", repo().join("python"))
-        .output()
-        .unwrap();
-    let said = String::from_utf8_lossy(&o.stdout);
+    let said = changes("cuda:3");
     assert!(
         said.contains("compile on") && said.contains("--compile-form graphs"),
         "{said}"
