@@ -20,7 +20,7 @@ TORCH_DEP := $(STAMP) $(CUDA_HEADERS)
 CARGO_ENV = LIBTORCH="$$(ls -d $(CURDIR)/$(VENV)/lib/python3*/site-packages/torch)"
 endif
 
-.PHONY: run build system-deps nextest docs test fuzz test-slurm test-html test-export lint bench clean gpu-bundle gpu-rehearse golden parity
+.PHONY: run build system-deps nextest docs test fuzz test-slurm test-html test-export lint bench clean gpu-bundle gpu-rehearse golden parity records
 
 run: build
 	./target/release/tricklab tui ablations/demo-ladder.toml
@@ -135,6 +135,11 @@ golden: $(TORCH_DEP) $(VENV)/.torchvision
 # PARITY passes more arguments (recipes, --seeds, --device cuda, --data).
 parity: build $(VENV)/.torchvision
 	./target/release/tricklab parity --peers $(PEERS) --python $(VENV)/bin/python3 $(PARITY)
+
+# Each record's leave-one-out in its own code beside the engine's, at CPU scale:
+# results/reference/records-cpu-DATE/RECORD.md. RECORDS names some (default: all five).
+records: build $(VENV)/.torchvision
+	scripts/records-cpu.sh $(RECORDS)
 
 $(VENV)/.torchvision: $(TORCH_DEP)
 	$(VENV)/bin/pip install --quiet --disable-pip-version-check torchvision==0.26.0

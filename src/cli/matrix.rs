@@ -25,6 +25,12 @@ pub enum MatrixCommand {
         /// As `run --repeats N` would run them: seeds 0..N for every matrix.
         #[arg(long, value_name = "N")]
         repeats: Option<usize>,
+        /// As `run --set KEY=VALUE` would run them. Repeatable.
+        #[arg(long = "set", value_name = "KEY=VALUE", value_parser = super::run::parse_set_arg)]
+        sets: Vec<(String, String)>,
+        /// As `run --force KEY=VALUE` would run them. Repeatable.
+        #[arg(long = "force", value_name = "KEY=VALUE", value_parser = super::run::parse_set_arg)]
+        forced: Vec<(String, String)>,
         /// From the measured spread of a results folder (a session, or
         /// results/<matrix> for its newest), the seeds each difference the
         /// matrix asks about needs to be resolved at 80% power, α = 0.05
@@ -63,15 +69,24 @@ pub fn cmd_matrix(args: MatrixArgs) -> Result<i32> {
             tiny,
             estimate,
             repeats,
+            sets,
+            forced,
             format,
             ..
         } => {
-            // Loaded as `run` loads them, --repeats included.
+            // Loaded as `run` loads them, --repeats, --tiny, --set and --force included.
+            let rules = crate::session::Rules {
+                repeats,
+                tiny,
+                sets,
+                forced,
+                ..Default::default()
+            };
             let load = |f: &PathBuf| -> Result<crate::matrix::Matrix> {
-                let m = crate::matrix::load_all(std::slice::from_ref(f), repeats)?
+                Ok(rules
+                    .load(std::slice::from_ref(f))?
                     .pop()
-                    .expect("one file, one matrix");
-                if tiny { m.tiny() } else { Ok(m) }
+                    .expect("one file, one matrix"))
             };
             let priced = |m: &crate::matrix::Matrix| -> Result<Option<crate::matrix::Estimate>> {
                 estimate

@@ -48,13 +48,19 @@ pub struct RunArgs {
     /// a script's parameter or `trick.param` alike. Repeatable; recorded.
     #[arg(long = "set", value_name = "KEY=VALUE", value_parser = parse_set_arg)]
     pub sets: Vec<(String, String)>,
+    /// A trick's state or a setting for every variant of every matrix,
+    /// applied after each variant's own changes, so it wins over them:
+    /// `--force fp16=off` rehearses a GPU leave-one-out in fp32 on a CPU
+    /// (its `- fp16` variant then trains as `all`). Repeatable; recorded.
+    #[arg(long = "force", value_name = "KEY=VALUE", value_parser = parse_set_arg)]
+    pub forced: Vec<(String, String)>,
     /// Run even what the scale guard refuses: a full-size recipe on the
     /// embedded subset, or a matrix estimated at hours on a CPU.
     #[arg(long)]
     pub insist: bool,
 }
 
-fn parse_set_arg(s: &str) -> Result<(String, String), String> {
+pub(super) fn parse_set_arg(s: &str) -> Result<(String, String), String> {
     match s.split_once('=') {
         Some((k, v)) if !k.trim().is_empty() && !v.trim().is_empty() => {
             Ok((k.trim().to_string(), v.trim().to_string()))
@@ -79,6 +85,7 @@ pub fn cmd_run(args: RunArgs) -> Result<i32> {
             (args.data.is_some(), "--data"),
             (args.tiny, "--tiny"),
             (!args.sets.is_empty(), "--set"),
+            (!args.forced.is_empty(), "--force"),
         ]
         .into_iter()
         .filter_map(|(set, name)| set.then_some(name))
@@ -102,6 +109,7 @@ pub fn cmd_run(args: RunArgs) -> Result<i32> {
         tiny: args.tiny,
         data: args.data.clone(),
         sets: args.sets.clone(),
+        forced: args.forced.clone(),
         shard: args.shard,
         insist: args.insist,
     };

@@ -510,18 +510,38 @@ impl Matrix {
     /// in its text, so that the manifest, a resume and a report read the
     /// settings it ran with.
     pub fn with_sets(self, sets: &[(String, String)]) -> anyhow::Result<Matrix> {
-        if sets.is_empty() {
+        self.with_entries("set", "--set", sets)
+    }
+
+    /// The same matrix with `forced` (`run --force KEY=VALUE`: a trick's
+    /// on/off or a setting) added to its `force` table, applied to every
+    /// variant after its own changes: `--force fp16=off` runs a GPU
+    /// leave-one-out in fp32 on a CPU, where every variant but one turns
+    /// fp16 on. Recorded in its text, as `with_sets`.
+    pub fn with_forced(self, forced: &[(String, String)]) -> anyhow::Result<Matrix> {
+        self.with_entries("force", "--force", forced)
+    }
+
+    /// `entries` written into the top-level table `key` of the matrix's
+    /// text, which is parsed again; `flag` names them in its origin.
+    fn with_entries(
+        self,
+        key: &str,
+        flag: &str,
+        entries: &[(String, String)],
+    ) -> anyhow::Result<Matrix> {
+        if entries.is_empty() {
             return Ok(self);
         }
         let mut table: toml::Table = toml::from_str(&self.text)?;
         let base = table
-            .entry("set")
+            .entry(key)
             .or_insert_with(|| toml::Value::Table(toml::Table::new()));
         let toml::Value::Table(base) = base else {
-            anyhow::bail!("{}: its `set` is not a table", self.origin());
+            anyhow::bail!("{}: its `{key}` is not a table", self.origin());
         };
         let mut said = Vec::new();
-        for (k, v) in sets {
+        for (k, v) in entries {
             // A number, a boolean or a quoted string as TOML reads it; any
             // other text as a string.
             let value = toml::from_str::<toml::Table>(&format!("v = {v}"))
@@ -529,7 +549,7 @@ impl Matrix {
                 .and_then(|mut t| t.remove("v"))
                 .unwrap_or_else(|| toml::Value::String(v.clone()));
             base.insert(k.clone(), value);
-            said.push(format!("--set {k}={v}"));
+            said.push(format!("{flag} {k}={v}"));
         }
         let origin = self.origin();
         let text = format!(

@@ -82,6 +82,10 @@ struct RawMatrix {
     on: Names,
     off: Names,
     set: Sets,
+    /// Changes made to every variant after its own (`run --force`): the
+    /// last word on a trick or setting, as a CPU rehearsal of a GPU
+    /// leave-one-out needs for fp16, which every variant but one turns on.
+    force: Sets,
     vary: Option<Spanned<Vec<Spanned<String>>>>,
     rung: Option<Vec<RawStep>>,
     variant: Option<Vec<RawStep>>,
@@ -253,6 +257,22 @@ impl Ctx<'_> {
                 Some(d) => d.settable(k.get_ref()).map_err(|e| self.err(k.span(), e))?,
                 None => recipe::check_override(self.recipe, &o)
                     .map_err(|e| self.err(k.span(), crate::util::one_line(&e)))?,
+            }
+            out.push((o, k.span()));
+        }
+        Ok(out)
+    }
+
+    /// The `force` table's changes: a trick's on/off or a setting, each
+    /// checked as a grid value is (the later change to a key wins, so these
+    /// come after every variant's own).
+    fn forced(&self, force: &Sets) -> Result<Placed> {
+        let mut out: Placed = Vec::new();
+        for (k, v) in force.iter().flatten() {
+            let o = self.grid_value("force", k.get_ref(), v.get_ref(), k.span())?;
+            if self.script.is_none() && matches!(o, Override::Set { .. }) {
+                recipe::check_override(self.recipe, &o)
+                    .map_err(|e| self.err(k.span(), crate::util::one_line(&e)))?;
             }
             out.push((o, k.span()));
         }
@@ -732,7 +752,10 @@ impl Ctx<'_> {
             for c in &combos {
                 for v in vals.get_ref() {
                     let mut c = c.clone();
-                    c.push((self.grid_value(k.get_ref(), v, vals.span())?, k.span()));
+                    c.push((
+                        self.grid_value("grid", k.get_ref(), v, vals.span())?,
+                        k.span(),
+                    ));
                     next.push(c);
                 }
             }
@@ -799,8 +822,14 @@ impl Ctx<'_> {
             };
             out.push(Factor {
                 name: k.get_ref().clone(),
-                low: vec![(self.grid_value(k.get_ref(), lo, vals.span())?, k.span())],
-                high: vec![(self.grid_value(k.get_ref(), hi, vals.span())?, k.span())],
+                low: vec![(
+                    self.grid_value("levels", k.get_ref(), lo, vals.span())?,
+                    k.span(),
+                )],
+                high: vec![(
+                    self.grid_value("levels", k.get_ref(), hi, vals.span())?,
+                    k.span(),
+                )],
                 bundle: false,
             });
         }
@@ -934,7 +963,13 @@ impl Ctx<'_> {
     }
 
     /// One grid value: a trick's on/off, or a setting's value.
-    fn grid_value(&self, key: &str, v: &toml::Value, span: Range<usize>) -> Result<Override> {
+    fn grid_value(
+        &self,
+        table: &str,
+        key: &str,
+        v: &toml::Value,
+        span: Range<usize>,
+    ) -> Result<Override> {
         if let Some(d) = self.script {
             return match (d.trick(key), v) {
                 (Some(t), toml::Value::String(s)) if s == "on" || s == "off" => {
@@ -950,7 +985,7 @@ impl Ctx<'_> {
                 (Some(t), v) => Err(self.err(
                     span,
                     format!(
-                        "grid `{}` is a trick: its values are \"on\"/\"off\" or true/false, not {}",
+                        "{table} `{}` is a trick: its values are \"on\"/\"off\" or true/false, not {}",
                         t.name,
                         Override::toml_text(v)
                     ),
@@ -977,7 +1012,7 @@ impl Ctx<'_> {
                 return Err(self.err(
                     span,
                     format!(
-                        "grid `{}` is a trick: its values are \"on\"/\"off\" or true/false, not {}",
+                        "{table} `{}` is a trick: its values are \"on\"/\"off\" or true/false, not {}",
                         t.key,
                         Override::toml_text(v)
                     ),
@@ -1275,12 +1310,14 @@ fn expand(
         }
     };
     let base_changes = cx.step(&raw.on, &raw.off, &raw.set)?;
+    let forced = cx.forced(&raw.force)?;
     let mut variants = Vec::with_capacity(expanded.len());
     for (name, extra, span) in expanded {
         check_variant_name(&name).map_err(|e| cx.err(span.clone(), e))?;
         let overrides = base_changes
             .iter()
             .chain(&extra)
+            .chain(&forced)
             .map(|(o, _)| o.clone())
             .collect();
         variants.push((Variant { name, overrides }, span));

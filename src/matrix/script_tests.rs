@@ -415,3 +415,51 @@ fn run_set_reaches_every_variant_and_is_recorded() {
         "{err}"
     );
 }
+
+#[test]
+fn run_force_wins_over_every_variants_own_change_and_is_recorded() {
+    let loo = "name='e'\nrecipe='tiny-airbench94'\nkind='leave-one-out'\nvary=['label_smoothing','lookahead']\n";
+    let e = super::parse(loo, "e.toml").unwrap();
+    // Without it, `all` turns label smoothing on and `- label_smoothing` off.
+    assert_ne!(e.plans[0].1, e.plans[1].1);
+    let e = e
+        .with_forced(&[("label_smoothing".into(), "off".into())])
+        .unwrap();
+    assert!(e.text.contains("--force label_smoothing=off"), "{}", e.text);
+    let forced = crate::config::Override::Trick {
+        key: "label_smoothing".into(),
+        on: false,
+    };
+    for v in &e.variants {
+        assert_eq!(v.overrides.last(), Some(&forced), "{}", v.name);
+    }
+    // `all` now trains as `- label_smoothing`, and the matrix says so.
+    assert_eq!(e.plans[0].1, e.plans[1].1);
+    assert!(
+        e.warnings.iter().any(|w| w.contains("- label_smoothing")),
+        "{:?}",
+        e.warnings
+    );
+    // A setting is checked against the recipe; a trick takes on/off only.
+    let err = |k: &str, v: &str| {
+        format!(
+            "{:#}",
+            super::parse(loo, "e.toml")
+                .unwrap()
+                .with_forced(&[(k.into(), v.into())])
+                .unwrap_err()
+        )
+    };
+    assert!(err("nope", "1").contains("`nope`"), "{}", err("nope", "1"));
+    let e = err("lookahead", "3");
+    assert!(
+        e.contains("force `lookahead` is a trick") && e.contains("--force lookahead=3"),
+        "{e}"
+    );
+    // A script's trick alike.
+    let d = script_dir("force");
+    let m = matrix("name='s'\nkind='add-one'\nvary=['smooth']", &d)
+        .with_forced(&[("smooth".into(), "off".into())])
+        .unwrap();
+    assert_eq!(run_of(&m, 0), run_of(&m, 1));
+}

@@ -24,6 +24,8 @@ pub struct Rules {
     pub data: Option<String>,
     /// Added to every matrix's base `set` (`--set KEY=VALUE`).
     pub sets: Vec<(String, String)>,
+    /// Applied to every variant after its own changes (`--force KEY=VALUE`).
+    pub forced: Vec<(String, String)>,
     /// Only shard i of N (1-based) of each matrix's runs (`--shard`).
     pub shard: Option<(usize, usize)>,
     /// Queue what the scale guard refuses (`--insist`).
@@ -40,11 +42,11 @@ impl Rules {
     }
 
     /// A loaded matrix as this session takes it: its tiny form, the
-    /// `--set`s, on the data, its shard, in that order (the tiny form names its own data,
+    /// `--set`s and `--force`s, on the data, its shard, in that order (the tiny form names its own data,
     /// which `--data` then replaces).
     pub fn take(&self, m: Matrix) -> Result<Matrix> {
         let m = if self.tiny { m.tiny()? } else { m };
-        let m = m.with_sets(&self.sets)?;
+        let m = m.with_sets(&self.sets)?.with_forced(&self.forced)?;
         let mut m = crate::matrix::on_data(vec![m], self.data.as_deref())?.remove(0);
         if let Some((i, n)) = self.shard {
             m = m.with_shard(i, n)?;

@@ -2521,3 +2521,62 @@ fn fail_inconclusive_exits_1_as_a_failed_check_not_2() {
     );
     assert_eq!(o.status.code(), Some(1), "{:?}", text(&o));
 }
+
+/// `--force` sets a trick after every variant's own changes, in `matrix show`
+/// as in `run`, and the folder's manifest records it.
+#[test]
+fn force_wins_over_every_variant_in_show_and_run_and_is_recorded() {
+    let run = planted;
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::copy(
+        repo().join("tests/fixtures/tiny.toml"),
+        tmp.path().join("t.toml"),
+    )
+    .unwrap();
+    let force = ["--force", "label_smoothing=off"];
+    let o = run(
+        &[&["matrix", "show", "t.toml"][..], &force].concat(),
+        tmp.path(),
+    );
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{out}\n{err}");
+    // Both rungs train without label smoothing, and the matrix says the
+    // second now changes nothing.
+    let rungs: Vec<&str> = out.lines().filter(|l| l.contains("tricks on:")).collect();
+    assert_eq!(rungs.len(), 2, "{out}");
+    assert!(
+        rungs.iter().all(|l| !l.contains("label_smoothing")),
+        "{out}"
+    );
+    let log = format!("{out}{err}");
+    assert!(
+        log.contains("`baseline` and `+ label smoothing` have the same plan"),
+        "{log}"
+    );
+    let o = run(
+        &headless(
+            "t.toml",
+            "res",
+            &[&["--devices", "cpu"][..], &force].concat(),
+        ),
+        tmp.path(),
+    );
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{out}\n{err}");
+    let dir = results_dir(&tmp.path().join("res"), "tiny-test");
+    let manifest = std::fs::read_to_string(dir.join("manifest.json")).unwrap();
+    assert!(
+        manifest.contains("--force label_smoothing=off"),
+        "{manifest}"
+    );
+    // A trick forced to a value it cannot take is refused before anything runs.
+    let o = run(
+        &["matrix", "show", "t.toml", "--force", "label_smoothing=3"],
+        tmp.path(),
+    );
+    let (_, err) = text(&o);
+    assert!(
+        !o.status.success() && err.contains("force `label_smoothing` is a trick"),
+        "{err}"
+    );
+}
