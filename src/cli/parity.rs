@@ -302,8 +302,14 @@ pub fn cmd_parity(a: ParityArgs) -> Result<i32> {
                 );
                 writeln!(
                     csv,
-                    "{},{},{},{},{:.6},{:.6},{:.6}",
-                    pair.recipe, s.side, s.seed, s.steps, s.clock_s, s.per_step_s, s.acc
+                    "{},{},{},{},{},{},{}",
+                    pair.recipe,
+                    s.side,
+                    s.seed,
+                    s.steps,
+                    crate::util::csv_num(s.clock_s),
+                    crate::util::csv_num(s.per_step_s),
+                    crate::util::csv_num(s.acc)
                 )?;
             }
         }

@@ -15,6 +15,7 @@ mod tensorboard;
 pub mod writeup;
 
 use crate::store::{RunRow, read_parquet, read_runs, run_file};
+use crate::util::{csv_num as num, csv_text as csv_field};
 use anyhow::{Context, Result, bail};
 use polars::prelude::{DataFrame, DataType};
 use std::path::{Path, PathBuf};
@@ -270,22 +271,6 @@ pub fn cmd_export(a: ExportArgs) -> Result<i32> {
         out.display()
     );
     Ok(0)
-}
-
-fn csv_field(s: &str) -> String {
-    if s.contains([',', '"', '\n']) {
-        format!("\"{}\"", s.replace('"', "\"\""))
-    } else {
-        s.to_string()
-    }
-}
-
-fn num(v: f64) -> String {
-    if v.is_finite() {
-        v.to_string()
-    } else {
-        String::new()
-    }
 }
 
 /// `runs.csv` (run name, status, parameters with the session first, summary)

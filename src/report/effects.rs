@@ -675,13 +675,7 @@ fn kind_of(x: &Estimate, shapley: bool) -> &'static str {
 /// a spreadsheet filters on `kind`, `response` and `excludes_0` directly.
 pub fn to_csv(all: &[Effects]) -> String {
     let mut s = format!("{CSV_HEADER}\n");
-    let num = |v: f64| {
-        if v.is_finite() {
-            v.to_string()
-        } else {
-            String::new()
-        }
-    };
+    let num = crate::util::csv_num;
     let q = |t: &str| format!("\"{}\"", t.replace('"', "\"\""));
     for e in all {
         for a in &e.analyses {

@@ -208,7 +208,9 @@ impl Report {
             s.push_str(&format!(",{c}_mean"));
         }
         s.push_str(",graphs,ddp_allreduce_ms,ddp_exposed_ms\n");
-        let o = |x: Option<f64>| x.map(|v| v.to_string()).unwrap_or_default();
+        // One null (util::csv_num): a mean of no runs, an interval of one,
+        // a speed-up with nothing before it are all empty cells.
+        let (o, x) = (crate::util::csv_opt, crate::util::csv_num);
         let q = |t: &str| format!("\"{}\"", t.replace('"', "\"\""));
         for r in &self.rows {
             let VariantStats {
@@ -218,39 +220,39 @@ impl Report {
                 wall,
                 ..
             } = r;
-            s.push_str(&format!(
-                "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
+            let cells = [
                 q(&r.matrix),
-                r.index,
+                r.index.to_string(),
                 q(&r.variant),
-                r.headline.name(),
-                r.n,
-                r.failed,
-                r.noisy,
-                r.acc_mean,
-                r.acc_ci95,
-                r.acc_tta_mean,
-                r.acc_tta_ci95,
-                r.p_target,
+                r.headline.name().to_string(),
+                r.n.to_string(),
+                r.failed.to_string(),
+                r.noisy.to_string(),
+                x(r.acc_mean),
+                x(r.acc_ci95),
+                x(r.acc_tta_mean),
+                x(r.acc_tta_ci95),
+                x(r.p_target),
                 o(r.p_target_ci95.map(|c| c.0)),
                 o(r.p_target_ci95.map(|c| c.1)),
-                dawn.mean,
-                dawn.min,
-                dawn.median,
-                airbench.mean,
-                airbench.min,
-                airbench.median,
-                hlb.mean,
-                hlb.min,
-                hlb.median,
-                wall.mean,
+                x(dawn.mean),
+                x(dawn.min),
+                x(dawn.median),
+                x(airbench.mean),
+                x(airbench.min),
+                x(airbench.median),
+                x(hlb.mean),
+                x(hlb.min),
+                x(hlb.median),
+                x(wall.mean),
                 o(r.ttt_mean),
-                r.ttt_n,
+                r.ttt_n.to_string(),
                 o(r.speedup_prev),
-                o(r.speedup_first)
-            ));
-            for x in r.stages {
-                s.push_str(&format!(",{}", o(x)));
+                o(r.speedup_first),
+            ];
+            s.push_str(&cells.join(","));
+            for v in r.stages {
+                s.push_str(&format!(",{}", o(v)));
             }
             s.push_str(&format!(
                 ",{},{},{}\n",
@@ -331,6 +333,33 @@ mod tests {
                     .collect()
             })
             .collect()
+    }
+
+    #[test]
+    fn the_csv_has_one_null_an_empty_cell_never_nan() {
+        let root = tempfile::tempdir().unwrap();
+        let mut w = ResultsWriter::create(root.path(), "m", "").unwrap();
+        // One run of `base` (no interval, no sd), and a `+ trick` that failed
+        // (no accuracy, no time): the cells that cannot exist.
+        st::feed(
+            &mut w,
+            st::rid("base", 0, 0),
+            0,
+            Some(st::summary(0.5, 10.0, None)),
+        );
+        st::feed(&mut w, st::rid("+ trick", 1, 0), 0, None);
+        let dir = w.dir().to_path_buf();
+        let r = aggregate(&[dir], &ReportOptions::default()).unwrap();
+        let csv = r.to_csv();
+        assert!(!csv.contains("NaN") && !csv.contains("inf"), "{csv}");
+        let width = csv.lines().next().unwrap().split(',').count();
+        for line in csv.lines() {
+            // No quoted cell here holds a comma.
+            assert_eq!(line.split(',').count(), width, "{line}");
+        }
+        // `base`'s accuracy CI of one run is an empty cell.
+        let base: Vec<&str> = csv.lines().nth(1).unwrap().split(',').collect();
+        assert_eq!((base[7], base[8]), ("0.5", ""), "{csv}");
     }
 
     #[test]

@@ -4,6 +4,7 @@
 //! nights, with the commit and data of each night.
 
 use super::{Comparison, Report};
+use crate::util::{csv_num as num, csv_text as csv_field};
 use anyhow::{Context, Result};
 use polars::prelude::*;
 use polars_io::prelude::{CsvReadOptions, SerReader};
@@ -94,22 +95,6 @@ pub fn nights_of(dir: &Path, report: &Report, verdicts: &[Comparison]) -> Result
                 .map_or_else(|| "-".into(), |c| c.verdict.label()),
         })
         .collect())
-}
-
-fn csv_field(s: &str) -> String {
-    if s.contains([',', '"', '\n']) {
-        format!("\"{}\"", s.replace('"', "\"\""))
-    } else {
-        s.to_string()
-    }
-}
-
-fn num(x: f64) -> String {
-    if x.is_finite() {
-        format!("{x}")
-    } else {
-        String::new()
-    }
 }
 
 /// Appends nights to `ROOT/history.csv` (a rewrite through a temporary file,

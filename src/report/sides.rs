@@ -205,13 +205,7 @@ impl SideBySide {
         let mut s = String::from(
             "variant,response,engine_delta,engine_lo,engine_hi,engine_n,script_delta,script_lo,script_hi,script_n,overlap,opposite\n",
         );
-        let num = |x: f64| {
-            if x.is_finite() {
-                format!("{x}")
-            } else {
-                String::new()
-            }
-        };
+        let num = crate::util::csv_num;
         let side = |d: Option<Delta>| {
             d.map_or_else(
                 || ",,,".to_string(),

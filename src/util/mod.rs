@@ -329,6 +329,31 @@ pub fn parse_duration(s: &str) -> Option<std::time::Duration> {
 /// infinity so), read back as NaN: an epoch without an evaluation, a
 /// diverged loss. Without it the whole line fails to parse, and a rank's
 /// message would be lost (issue 64).
+/// CSV's one null, in every table tricklab writes: a number that does not
+/// exist (NaN, an infinity, no value) is an empty cell, which pandas, polars
+/// and spreadsheets read as missing; never the text `NaN`.
+pub fn csv_num(x: f64) -> String {
+    if x.is_finite() {
+        x.to_string()
+    } else {
+        String::new()
+    }
+}
+
+/// [`csv_num`] of a value that may be absent.
+pub fn csv_opt(x: Option<f64>) -> String {
+    x.map_or_else(String::new, csv_num)
+}
+
+/// A text cell, quoted where RFC 4180 needs it (a comma, a quote, a newline).
+pub fn csv_text(s: &str) -> String {
+    if s.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_string()
+    }
+}
+
 pub fn nan_if_null<'de, D: serde::Deserializer<'de>>(d: D) -> std::result::Result<f64, D::Error> {
     use serde::Deserialize;
     Ok(Option::<f64>::deserialize(d)?.unwrap_or(f64::NAN))
