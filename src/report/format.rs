@@ -30,6 +30,15 @@ table{border-collapse:collapse;margin:1em 0;display:block;overflow-x:auto}\
 td,th{border:1px solid #bbb;padding:2px 6px;font-size:13px;white-space:nowrap}\
 th{background:#f0f0f0}code{font-size:12px}.chart svg{max-width:100%;height:auto}";
 
+/// P(acc ≥ target) with its Wilson interval where there is one.
+fn p_target_cell(r: &VariantStats) -> String {
+    match (r.p_target.is_finite(), r.p_target_ci95) {
+        (true, Some((lo, hi))) => format!("{:.2} [{lo:.2}, {hi:.2}]", r.p_target),
+        (true, None) => format!("{:.2}", r.p_target),
+        _ => "-".into(),
+    }
+}
+
 fn escape_html(t: &str) -> String {
     t.replace('&', "&amp;")
         .replace('<', "&lt;")
@@ -75,7 +84,7 @@ impl Report {
             s.push_str(&format!("| {k} | {} |\n", v.replace('|', "\\|")));
         }
         s.push_str(&format!("\nTarget accuracy: **{:.1}%**. Time column: the full fixed-length run in each recipe's own timing convention ({clock}), seconds, mean ± 95% CI (t) where n ≥ 3, the interval itself at n = 2, with min and median where n ≥ 2. The headline is that time with the mean accuracy against the target, as Page and airbench claim theirs.\n", 100.0 * self.target));
-        s.push_str("Accuracy is the final test accuracy with each run's TTA level (or the median readout's, where a recipe reads its last epochs' median), mean ± 95% CI over seeds, and the sd over seeds that papers give as ± (Goyal et al.: ± one sd). \"First eval at target\" is secondary and per run: the DAWNBench-style time of the first evaluation at the target, averaged only over the runs that reached it (a selection: the count that did not is given). Speedups divide the previous (first) variant's mean time by this one's; \"vs prev\" only on ladders, where each rung builds on the one before. Δ columns: this variant minus the one it is read against (a ladder's previous rung, else the first variant), paired by seed where both ran the same seeds, else Welch; `*` where the 95% CI excludes 0; one run a side gives the value and no interval. A run is *noisy* when other processes used over a quarter of the machine's cores, the GPU throttled, or its throughput varied over 30% between epochs (`report --drop-noisy` leaves such runs out); a ratio or a Δ read from noisy runs says so in its cell.\n\n");
+        s.push_str("Accuracy is the final test accuracy with each run's TTA level (or the median readout's, where a recipe reads its last epochs' median), mean ± 95% CI over seeds, and the sd over seeds that papers give as ± (Goyal et al.: ± one sd). Δ columns: this variant minus the one it is read against (`vs`, by its number: a ladder's previous rung, else the first variant), paired by seed where both ran the same seeds, else Welch; `*` where the 95% CI excludes 0; one run a side gives the value and no interval. A run is *noisy* when other processes used over a quarter of the machine's cores, the GPU throttled, or its throughput varied over 30% between epochs (`report --drop-noisy` leaves such runs out); a ratio or a Δ read from noisy runs says so in its cell.\n\n");
         s.push_str("Results: ");
         s.push_str(
             &self
@@ -84,6 +93,70 @@ impl Report {
                 .map(|d| format!("`{}`", crate::store::session_label(d)))
                 .collect::<Vec<_>>()
                 .join(", "),
+        );
+        s.push_str(&self.lead_table());
+        s.push_str(&self.data_bound());
+        s.push_str(&super::effects::to_markdown(&self.effects));
+        s.push_str(&super::seeds::to_markdown(&self.seeds));
+        s.push_str(&self.full_table());
+        s
+    }
+
+    /// The table a write-up takes: nine columns, one row a variant, each Δ
+    /// naming the variant it is read against by its number.
+    fn lead_table(&self) -> String {
+        let mut s = String::from(
+            "\n\n| # | variant | n | time (s) | Δ s [95% CI] | vs | acc % | P(acc ≥ target) [95% CI] | noisy |\n|---|---|---|---|---|---|---|---|---|\n",
+        );
+        let mut matrix = "";
+        let several = self.rows.iter().any(|x| x.matrix != self.rows[0].matrix);
+        for r in &self.rows {
+            if several && r.matrix != matrix {
+                s.push_str(&format!("| | **{}** | | | | | | | |\n", r.matrix));
+                matrix = &r.matrix;
+            }
+            let c = r.time();
+            let reference = self.reference_of(r);
+            let noisy = if Self::noisy_between(r, reference) {
+                super::text::NOISY_MARK
+            } else {
+                ""
+            };
+            s.push_str(&format!(
+                "| {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
+                r.index,
+                r.variant.replace('|', "\\|"),
+                if r.failed > 0 {
+                    format!("{} ({} failed)", r.n, r.failed)
+                } else {
+                    r.n.to_string()
+                },
+                super::text::mean_ci(c.mean, c.ci95, r.n, 1.0, (0.0, f64::INFINITY)),
+                r.delta_time
+                    .map_or("-".into(), |d| format!("{}{noisy}", d.label(1.0))),
+                // By its number: a rung's name is often a sentence.
+                reference.map_or("-".into(), |x| format!("#{}{}", x.index, r.skipped_words())),
+                super::text::mean_ci(r.acc_tta_mean, r.acc_tta_ci95, r.n, 100.0, (0.0, 100.0)),
+                p_target_cell(r),
+                if r.noisy > 0 {
+                    format!("{} of {}", r.noisy, r.n)
+                } else {
+                    "-".into()
+                },
+            ));
+        }
+        s
+    }
+
+    /// Every column of the variants, as an appendix: what the lead table
+    /// leaves out, beside what it shows, one row a variant.
+    #[allow(
+        clippy::too_many_lines,
+        reason = "one cell per column, in the order of the header"
+    )]
+    fn full_table(&self) -> String {
+        let mut s = String::from(
+            "\n## Appendix: every column\n\nThe variants again with every number the report has: the accuracy without TTA and its sd over seeds, the failed runs, the clock, the time's min and median, the first evaluation at the target, the speed-ups and the Δ accuracy. `--format csv` gives them unrounded. \"First eval at target\" is secondary and per run: the DAWNBench-style time of the first evaluation at the target, averaged only over the runs that reached it (a selection: the count that did not is given). Speedups divide the previous (first) variant's mean time by this one's; \"vs prev\" only on ladders, where each rung builds on the one before.",
         );
         // Data-parallel variants get a column of their gradient all-reduce.
         let ddp = self.rows.iter().any(|r| r.ddp_allreduce_ms.is_some());
@@ -140,11 +213,7 @@ impl Report {
                 acc_cell(r.acc_tta_mean, r.acc_tta_ci95, r.acc_tta_std, r.n),
                 r.failed,
                 acc_cell(r.acc_mean, r.acc_ci95, r.acc_std, r.n),
-                match (r.p_target.is_finite(), r.p_target_ci95) {
-                    (true, Some((lo, hi))) => format!("{:.2} [{lo:.2}, {hi:.2}]", r.p_target),
-                    (true, None) => format!("{:.2}", r.p_target),
-                    _ => "-".into(),
-                },
+                p_target_cell(r),
                 r.headline.name(),
                 one(c.min),
                 one(c.median),
@@ -176,6 +245,13 @@ impl Report {
             }
             s.push('\n');
         }
+        s.push('\n');
+        s
+    }
+
+    /// The variants whose time measures their loader as much as their net.
+    fn data_bound(&self) -> String {
+        let mut s = String::new();
         let bound: Vec<String> = self
             .rows
             .iter()
@@ -195,8 +271,6 @@ impl Report {
                 bound.join(", ")
             ));
         }
-        s.push_str(&super::effects::to_markdown(&self.effects));
-        s.push_str(&super::seeds::to_markdown(&self.seeds));
         s
     }
 
@@ -386,9 +460,9 @@ mod tests {
         ));
         let html = r.to_html(&[("ladder <1>".into(), "<svg></svg>".into())]);
         let tables = tables(&html);
-        // The setup block and the results table.
-        assert_eq!(tables.len(), 2, "{html}");
-        assert_eq!(html.matches("<thead>").count(), 2, "{html}");
+        // The setup block, the lead table and the appendix's.
+        assert_eq!(tables.len(), 3, "{html}");
+        assert_eq!(html.matches("<thead>").count(), 3, "{html}");
         for t in &tables {
             let width = t[0].len();
             for row in t {
@@ -407,8 +481,12 @@ mod tests {
                 }
             }
         }
-        // 16 columns and one row a variant.
-        assert_eq!((tables[1][0].len(), tables[1].len()), (16, 3));
+        // A lead table a paper takes, of 9 columns, its Δ naming what it is
+        // read against; every column in the appendix; one row a variant.
+        assert_eq!((tables[1][0].len(), tables[1].len()), (9, 3));
+        assert_eq!(tables[1][2][5], "#0", "{:?}", tables[1]);
+        assert_eq!((tables[2][0].len(), tables[2].len()), (16, 3));
+        assert!(html.contains("<h2>Appendix: every column</h2>"), "{html}");
         // Emphasis is rendered, not left as asterisks; a pipe escaped in a
         // cell stays in its cell; a tag in a value is text, not markup.
         assert!(html.contains("<em>noisy</em>") && !html.contains("*noisy*"));
