@@ -533,8 +533,7 @@ fn a_data_parallel_variants_all_reduce_is_a_report_column() {
     );
     assert!((a - 11.0).abs() < 1e-9 && (e - 7.0).abs() < 1e-9, "{a} {e}");
     let whole = r.to_markdown();
-    // The column is the appendix's: the lead table keeps its nine.
-    let md = &whole[whole.find("## Appendix").unwrap()..];
+    let md = &whole[whole.find("## Appendix").unwrap()..]; // the lead table keeps its nine
     let head = md.lines().find(|l| l.starts_with("| # |")).unwrap();
     assert!(
         head.ends_with("| all-reduce ms/step (exposed), DDP's clock |"),
@@ -548,16 +547,10 @@ fn a_data_parallel_variants_all_reduce_is_a_report_column() {
             .count()
     };
     assert_eq!(cells("one process"), head.split('|').count());
-    assert!(
-        md.lines()
-            .any(|l| l.contains("| two ranks |") && l.ends_with("| 11.0 (7.0) |")),
-        "{md}"
-    );
-    assert!(
-        md.lines()
-            .any(|l| l.contains("| one process |") && l.ends_with("| - |")),
-        "{md}"
-    );
+    for (v, end) in [("two ranks", "| 11.0 (7.0) |"), ("one process", "| - |")] {
+        let row = |l: &&str| l.contains(&format!("| {v} |")) && l.ends_with(end);
+        assert!(md.lines().any(|l| row(&l)), "{md}");
+    }
     let csv = r.to_csv();
     assert!(
         csv.lines()
