@@ -83,7 +83,7 @@ fn small_terminal_shows_key_facts() {
     s.tab = Tab::Results;
     let text = screen(&s, 80, 24);
     assert!(
-        text.contains("+ celu") && text.contains("61.00 ± 1.00"),
+        text.contains("+ celu") && text.contains("61.00 [60.00, 62.00]"),
         "{text}"
     );
     // n = 1: no interval, and the n beside it.
@@ -91,10 +91,7 @@ fn small_terminal_shows_key_facts() {
         .lines()
         .find(|l| l.contains("+ label smoothing"))
         .unwrap();
-    assert!(
-        row.contains("58.00 ± –") && !row.contains("± 1.00"),
-        "{row}"
-    );
+    assert!(row.contains("58.00 ± –") && !row.contains("[57"), "{row}");
 }
 
 #[test]
@@ -1592,4 +1589,27 @@ fn the_pickers_help_returns_to_it_and_a_browsed_folder_sorts() {
     let before = b.sort;
     on_key(&mut b, key(KeyCode::Char('s')));
     assert_ne!(b.sort, before);
+}
+
+/// Two runs: the interval itself, bounded as the report bounds it
+/// (docs/reports.md), never `± 381.00` points of accuracy.
+#[test]
+fn two_runs_show_their_interval_bounded_not_a_plus_minus_wider_than_the_scale() {
+    let mut s = super::sample::sample_state(true);
+    s.tab = Tab::Results;
+    for r in &mut s.results {
+        r.n = 2;
+        r.acc_ci95 = 3.81;
+        r.time_ci95 = 50.0;
+    }
+    let text = screen(&s, 160, 30);
+    assert!(
+        !text.contains("± 381") && !text.contains("± 50.0"),
+        "{text}"
+    );
+    let row = text.lines().find(|l| l.contains("+ celu")).expect(&text);
+    assert!(
+        row.contains("[0.00, 100.00]") && row.contains("[0.0, "),
+        "{row}"
+    );
 }

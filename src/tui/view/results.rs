@@ -17,6 +17,25 @@ pub(super) fn ci_text(ci: f64, n: usize, digits: usize) -> String {
     }
 }
 
+/// A mean (written `shown`) with its 95% CI as the report writes it
+/// (docs/reports.md): `± ci` from three runs; at two, whose t quantile of
+/// 12.7 makes `±` wider than the scale, the interval itself within
+/// `bounds`; `± –` at one.
+pub(super) fn mean_ci_text(
+    shown: &str,
+    (mean, ci): (f64, f64),
+    n: usize,
+    digits: usize,
+    bounds: (f64, f64),
+) -> String {
+    if n == 2 && ci.is_finite() && mean.is_finite() {
+        let (lo, hi) = ((mean - ci).max(bounds.0), (mean + ci).min(bounds.1));
+        format!("{shown} [{lo:.digits$}, {hi:.digits$}]")
+    } else {
+        format!("{shown} ± {}", ci_text(ci, n, digits))
+    }
+}
+
 #[allow(
     clippy::too_many_lines,
     reason = "one table: columns chosen, rows built, drawn"
@@ -45,6 +64,34 @@ pub(super) fn results(f: &mut Frame, area: Rect, s: &AppState, pal: &Palette) {
         c
     };
     let time_head = format!("time ({}) ± CI", clocks.join("/"));
+    // Each row's accuracy and time, written first: their columns are as
+    // wide as the widest (an interval of two runs is wider than `± ci`).
+    let acc_text = |r: &ResultRow| {
+        mean_ci_text(
+            &format!("{:.2}", 100.0 * r.acc_mean),
+            (100.0 * r.acc_mean, 100.0 * r.acc_ci95),
+            r.n,
+            2,
+            (0.0, 100.0),
+        )
+    };
+    let time_text = |r: &ResultRow| {
+        mean_ci_text(
+            &fmt_secs(r.time_mean),
+            (r.time_mean, r.time_ci95),
+            r.n,
+            1,
+            (0.0, f64::INFINITY),
+        )
+    };
+    let widest = |text: &dyn Fn(&ResultRow) -> String, least: usize| {
+        sorted
+            .iter()
+            .map(|r| text(r).chars().count())
+            .chain([least])
+            .max()
+            .unwrap_or(least)
+    };
     let heads = [
         "variant",
         "n",
@@ -60,10 +107,10 @@ pub(super) fn results(f: &mut Frame, area: Rect, s: &AppState, pal: &Palette) {
     let columns = [
         Column::kept(VARIANT_MIN),
         Column::kept(4),
-        Column::kept(14),
+        Column::kept(widest(&acc_text, 14)),
         Column::optional(5, 1),
         Column::optional(9, 4),
-        Column::kept(time_head.chars().count()),
+        Column::kept(widest(&time_text, time_head.chars().count())),
         Column::optional(7, 3),
         Column::optional(25, 2),
     ];
@@ -116,20 +163,10 @@ pub(super) fn results(f: &mut Frame, area: Rect, s: &AppState, pal: &Palette) {
         let mut row = Row::new(pick(vec![
             Cell::from(r.variant.clone()),
             Cell::from(n),
-            Cell::from(format!(
-                "{:.2} ± {}",
-                100.0 * r.acc_mean,
-                ci_text(100.0 * r.acc_ci95, r.n, 2)
-            ))
-            .style(acc_style),
+            Cell::from(acc_text(r)).style(acc_style),
             Cell::from(format!("{:.2}", r.p_target)),
             Cell::from(r.ttt_mean.map(fmt_secs).unwrap_or_else(|| "-".into())),
-            Cell::from(format!(
-                "{} ± {}",
-                fmt_secs(r.time_mean),
-                ci_text(r.time_ci95, r.n, 1)
-            ))
-            .style(time_style),
+            Cell::from(time_text(r)).style(time_style),
             // Against the rung before on a ladder, else against the reference.
             Cell::from(
                 r.speedup_prev
