@@ -331,12 +331,11 @@ mod tests {
         for i in 0..12 {
             let b = bx(i);
             assert!(b.0 >= 60 && b.1 >= 40 && b.2 <= 800 && b.3 <= 600, "{b:?}");
-            for j in 0..12 {
+            for (j, &d) in dots.iter().enumerate() {
                 assert!(
                     i == j || !overlaps(b, bx(j)),
                     "labels {i} and {j}: {places:?}"
                 );
-                let d = dots[j];
                 let dot = (d.0 - DOT, d.1 - DOT, d.0 + DOT + 1, d.1 + DOT + 1);
                 assert!(!overlaps(b, dot), "label {i} covers dot {j}: {places:?}");
             }
