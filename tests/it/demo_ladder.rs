@@ -52,6 +52,35 @@ fn demo_ladder_runs_headless_end_to_end() {
             && md.contains("![time_to_accuracy](time_to_accuracy.png)"),
         "{md}"
     );
+    // README quotes this report's lead table: its header as the binary
+    // prints it, and rows of the demo ladder's rungs in its columns.
+    let readme = std::fs::read_to_string(super::common::repo().join("README.md")).unwrap();
+    let head = md
+        .lines()
+        .find(|l| l.starts_with("| # | variant |"))
+        .unwrap_or_else(|| panic!("no lead table in report.md:\n{md}"));
+    let quoted: Vec<&str> = readme
+        .lines()
+        .skip_while(|l| *l != head)
+        .take_while(|l| l.starts_with('|'))
+        .collect();
+    assert!(
+        quoted.len() >= 3,
+        "README.md quotes no report table under report.md's header (regenerate it from a demo ladder's report.md):\n{head}"
+    );
+    for row in &quoted[2..] {
+        let cells: Vec<&str> = row.split('|').map(str::trim).collect();
+        assert_eq!(
+            row.matches('|').count(),
+            head.matches('|').count(),
+            "README.md's quoted row has other columns than report.md's: {row}"
+        );
+        let rung = format!("| {} | {} |", cells[1], cells[2]);
+        assert!(
+            md.lines().any(|l| l.starts_with(&rung)),
+            "README.md quotes a rung the demo ladder's report.md does not have: {row}"
+        );
+    }
     // "(TTA)" only on the rung that turns TTA on (the tiny recipe has it off).
     let err = String::from_utf8_lossy(&o.stderr);
     let done: Vec<&str> = err.lines().filter(|l| l.starts_with("done  ")).collect();
