@@ -5,6 +5,7 @@ use super::theme::*;
 use crate::report::Report;
 use crate::report::curves::Curve;
 use plotters::coord::Shift;
+use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
 
 /// Loss across the width, learning rate and BN scale under it, and one
@@ -99,13 +100,15 @@ where
         if band.len() > 2 {
             loss.draw_series(std::iter::once(Polygon::new(band, color(k).mix(0.18))))?;
         }
-        loss.draw_series(LineSeries::new(
+        line_or_dot(
+            &mut loss,
             c.points
                 .iter()
                 .filter(|p| p.1 > 0.0)
-                .map(|p| (p.0, p.1.log10())),
-            color(k).stroke_width(2),
-        ))?;
+                .map(|p| (p.0, p.1.log10()))
+                .collect(),
+            color(k),
+        )?;
     }
     let lrmax = cs
         .iter()
@@ -121,10 +124,11 @@ where
         .build_cartesian_2d(0.0..xmax, 0.0..lrmax)?;
     t.axes(lr.configure_mesh(), 16).x_desc("epoch").draw()?;
     for (k, c) in cs.iter().enumerate() {
-        lr.draw_series(LineSeries::new(
-            c.points.iter().map(|p| (p.0, p.4)),
-            color(k).stroke_width(2),
-        ))?;
+        line_or_dot(
+            &mut lr,
+            c.points.iter().map(|p| (p.0, p.4)).collect(),
+            color(k),
+        )?;
     }
     let bns: Vec<f64> = cs
         .iter()
@@ -149,10 +153,33 @@ where
         .build_cartesian_2d(0.0..xmax, blo..bhi)?;
     t.axes(bn.configure_mesh(), 16).x_desc("epoch").draw()?;
     for (k, c) in cs.iter().enumerate() {
-        bn.draw_series(LineSeries::new(
-            c.points.iter().filter_map(|p| p.5.map(|b| (p.0, b))),
-            color(k).stroke_width(2),
-        ))?;
+        line_or_dot(
+            &mut bn,
+            c.points
+                .iter()
+                .filter_map(|p| p.5.map(|b| (p.0, b)))
+                .collect(),
+            color(k),
+        )?;
+    }
+    Ok(())
+}
+
+/// A curve as a line, or as a dot where it has one point: a script that
+/// reports once an epoch gives one point a variant in a one-epoch run, and
+/// a line through one point draws nothing.
+fn line_or_dot<DB: DrawingBackend>(
+    chart: &mut ChartContext<'_, DB, Cartesian2d<RangedCoordf64, RangedCoordf64>>,
+    points: Vec<(f64, f64)>,
+    c: RGBColor,
+) -> Res
+where
+    DB::ErrorType: 'static,
+{
+    if let [one] = points.as_slice() {
+        chart.draw_series(std::iter::once(Circle::new(*one, 4, c.filled())))?;
+    } else {
+        chart.draw_series(LineSeries::new(points, c.stroke_width(2)))?;
     }
     Ok(())
 }

@@ -210,6 +210,31 @@ mod tests {
     use crate::report::Clock;
     use crate::report::curves::{curves, time_curves};
 
+    /// A script that reports once an epoch gives each variant of a one-epoch
+    /// run one point: drawn as a dot in each panel, where a line of one
+    /// point drew nothing and the chart came out empty.
+    #[test]
+    fn a_curve_of_one_point_is_a_dot_in_each_panel() {
+        let root = tempfile::tempdir().unwrap();
+        let dir = fixed_store(root.path());
+        let r = crate::report::aggregate(std::slice::from_ref(&dir), &Default::default()).unwrap();
+        let cs: Vec<crate::report::curves::Curve> = (0..2)
+            .map(|i| crate::report::curves::Curve {
+                index: i,
+                variant: format!("v{i}"),
+                points: vec![(1.0, 2.0, 1.9, 2.1, 0.1, Some(0.9))],
+            })
+            .collect();
+        register_font();
+        let mut svg = String::new();
+        {
+            let area = SVGBackend::with_string(&mut svg, (800, 600)).into_drawing_area();
+            curves::curves_chart(&area, &cs, &r, &Theme::of(PlotTheme::Light)).unwrap();
+        }
+        // Two variants, three panels (loss, lr, BN scale).
+        assert_eq!(svg.matches("<circle").count(), 6, "{svg}");
+    }
+
     /// The text sizes the charts use, every one even (see `FAMILY`).
     const TEXT_SIZES: [u32; 5] = [14, 16, 18, 24, 26];
 

@@ -818,12 +818,27 @@ fn setup(folders: &[Folder], rows: &[VariantStats]) -> Vec<(String, String)> {
             })
             .collect(),
     );
-    // A script's data is its own; where its sources stood is what says
-    // which code ran.
-    let data = if data == crate::matrix::SCRIPT.to_string() + " (hash )" {
-        "the script's own".to_string()
-    } else {
-        data
+    // A script's data is its own, unless its matrix has tricklab export a
+    // set for it (`[script.data]`, its `{data}`); where its sources stood
+    // is what says which code ran.
+    let exported: Vec<String> = folders
+        .iter()
+        .filter_map(|f| f.record.as_ref())
+        .flat_map(|r| r.variants.iter().filter_map(|v| v.script()?.data.as_ref()))
+        .map(|d| {
+            let count = |n: Option<usize>| n.map_or("all".to_string(), |n| n.to_string());
+            format!(
+                "{}: {} training and {} test images a class, exported by tricklab as the script's `{{data}}`",
+                d.name,
+                count(d.train_per_class),
+                count(d.test_per_class)
+            )
+        })
+        .collect();
+    let data = match data == crate::matrix::SCRIPT.to_string() + " (hash )" {
+        true if exported.is_empty() => "the script's own".to_string(),
+        true => distinct(exported),
+        false => data,
     };
     let scripts = distinct(
         folders

@@ -742,6 +742,12 @@ args = ["--compile", "off"]
         RECORD
     );
     assert!(dir.join("scripts/data/embedded-30x10/meta.json").is_file());
+    // The report's setup names the set tricklab exported, not "the script's own".
+    let md = std::fs::read_to_string(dir.join("report.md")).unwrap();
+    assert!(
+        md.contains("| data | embedded: 30 training and 10 test images a class, exported by tricklab as the script's `{data}` |"),
+        "{md}"
+    );
 
     // A second ablation of the same tricks whose EMA costs a point instead
     // (as an engine that reproduced it badly would): read side by side, the
