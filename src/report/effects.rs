@@ -468,19 +468,59 @@ struct Rung<'a> {
     matrix: &'a str,
     name: &'a str,
     adds: Vec<String>,
+    /// What its runs were, beside its tricks ([`scale`]).
+    scale: Scale,
     time: Option<&'a super::delta::Delta>,
     acc: Option<&'a super::delta::Delta>,
     clock: Clock,
 }
 
+/// What makes a rung's Δ and a design's effect the same question beside
+/// their tricks: the recipe, the data, and the scale a variant's runs
+/// resolve to (epochs, batch, width), each as (name, value).
+type Scale = Vec<(&'static str, String)>;
+
+fn scale(m: &crate::matrix::Record, v: &crate::record::VariantRecord) -> Scale {
+    let mut s = vec![("recipe", m.recipe.clone()), ("data", m.data.clone())];
+    if let crate::record::Runs::Engine {
+        config: Some(c), ..
+    } = &v.runs
+    {
+        s.push(("epochs", c.epochs.to_string()));
+        s.push(("batch_size", c.batch_size.to_string()));
+        s.push(("width", c.width_mult.to_string()));
+    }
+    s
+}
+
+/// Why a rung of other settings gives a design no credit, in one line.
+fn other_settings(r: &Rung, design: &Scale) -> String {
+    let differ: Vec<String> = r
+        .scale
+        .iter()
+        .zip(design)
+        .filter(|(a, b)| a != b)
+        .map(|((k, a), (_, b))| format!("{k} {a} where this design has {b}"))
+        .collect();
+    format!(
+        "{}'s rung «{}» is not credited here: its runs are at other settings ({})",
+        r.matrix,
+        r.name,
+        differ.join(", ")
+    )
+}
+
 /// Beside each main effect and Shapley value, the credit a ladder among
 /// the same folders gives its factor (the rung that adds that trick alone,
 /// or the rung of that name for a `[[factor]]` bundle), on the same clock;
-/// flagged "order-dependent" where the two intervals do not overlap.
+/// flagged "order-dependent" where the two intervals do not overlap. A
+/// rung run at other settings than the design (another recipe, data set,
+/// length, batch or width) answers another question: it is left out, and
+/// a note says so.
 pub fn add_ladder_credit(all: &mut [Effects], folders: &[Folder], rows: &[super::VariantStats]) {
-    let ladders = folders
+    let records: Vec<&crate::matrix::Record> = folders.iter().filter_map(Folder::record).collect();
+    let ladders = records
         .iter()
-        .filter_map(Folder::record)
         .filter(|m| m.kind == crate::matrix::Kind::Ladder);
     let mut rungs = Vec::new();
     for m in ladders {
@@ -500,6 +540,7 @@ pub fn add_ladder_credit(all: &mut [Effects], folders: &[Folder], rows: &[super:
                     matrix: &m.name,
                     name: &v.name,
                     adds,
+                    scale: scale(m, v),
                     time: r.delta_time.as_ref(),
                     acc: r.delta_acc.as_ref(),
                     clock: r.headline,
@@ -508,12 +549,26 @@ pub fn add_ladder_credit(all: &mut [Effects], folders: &[Folder], rows: &[super:
         }
     }
     for e in all.iter_mut() {
+        // The scales the design's own runs are at (a factor may be one).
+        let mut design: Vec<Scale> = records
+            .iter()
+            .filter(|m| m.name == e.matrix && m.design.is_some())
+            .flat_map(|m| m.variants.iter().map(|v| scale(m, v)))
+            .collect();
+        design.dedup();
         for a in &mut e.analyses {
             let time = a.response == "time";
+            let mut left_out: Vec<String> = Vec::new();
             for x in a.effects.iter_mut().chain(a.shapley.iter_mut()) {
                 let credit = rungs.iter().find_map(|r| {
                     let alone = r.adds.len() == 1 && r.adds[0] == x.term;
                     if !(alone || r.name == x.term) || (time && r.clock != e.clock) {
+                        return None;
+                    }
+                    if let Some(first) = design.first()
+                        && !design.contains(&r.scale)
+                    {
+                        left_out.push(other_settings(r, first));
                         return None;
                     }
                     let d = if time { r.time } else { r.acc }?;
@@ -530,6 +585,8 @@ pub fn add_ladder_credit(all: &mut [Effects], folders: &[Folder], rows: &[super:
                 });
                 x.ladder = credit;
             }
+            left_out.dedup();
+            a.notes.extend(left_out);
         }
     }
 }
@@ -995,12 +1052,19 @@ pub(crate) mod tests {
     /// `root`, and a ladder whose second rung adds tta alone for +10 points
     /// (its seconds the same throughout): the folders of both.
     pub(crate) fn factorial_and_ladder(root: &Path) -> [PathBuf; 2] {
+        factorial_and_ladder_at(root, 3)
+    }
+
+    /// The same, the ladder run at `epochs` (the factorial at the recipe's 3).
+    fn factorial_and_ladder_at(root: &Path, epochs: u32) -> [PathBuf; 2] {
         let fac = "name = \"m\"\nrecipe = \"tiny-airbench94\"\nkind = \"factorial\"\nrepeats = 3\nvary = [\"tta\", \"lookahead\"]\n";
         let (fac_dir, _) = planted(root, fac, 3, &|c, rng| {
             (0.5 + 0.04 * f64::from(c & 1) + 0.002 * rng.unit_f64(), 10.0)
         });
-        let lad = "name = \"lad\"\nrecipe = \"tiny-airbench94\"\nkind = \"ladder\"\nrepeats = 3\n[[rung]]\nname = \"base\"\nset = { epochs = 3 }\n[[rung]]\nname = \"+ tta\"\non = [\"tta\"]\n";
-        let mut w = ResultsWriter::create(root, "lad", lad).unwrap();
+        let lad = format!(
+            "name = \"lad\"\nrecipe = \"tiny-airbench94\"\nkind = \"ladder\"\nrepeats = 3\n[[rung]]\nname = \"base\"\nset = {{ epochs = {epochs} }}\n[[rung]]\nname = \"+ tta\"\non = [\"tta\"]\n"
+        );
+        let mut w = ResultsWriter::create(root, "lad", &lad).unwrap();
         for rep in 0..3 {
             for (idx, (name, acc)) in [("base", 0.5), ("+ tta", 0.6)].into_iter().enumerate() {
                 let run = crate::events::RunId {
@@ -1047,6 +1111,30 @@ pub(crate) mod tests {
         assert!(la.ladder.is_none());
         let md = r.to_markdown();
         assert!(md.contains("(lad: + tta) **order-dependent**"), "{md}");
+    }
+
+    /// A ladder run at 2 epochs beside a factorial at 3 asks another
+    /// question: its rung credits nothing, and the note says why.
+    #[test]
+    fn a_ladder_at_other_settings_is_not_credited_and_a_note_says_so() {
+        let root = tempfile::tempdir().unwrap();
+        let dirs = factorial_and_ladder_at(root.path(), 2);
+        let r = crate::report::aggregate(&dirs, &Default::default()).unwrap();
+        for a in &r.effects[0].analyses {
+            assert!(
+                a.effects
+                    .iter()
+                    .chain(&a.shapley)
+                    .all(|x| x.ladder.is_none()),
+                "{a:?}"
+            );
+        }
+        let md = r.to_markdown();
+        assert!(
+            md.contains("note: lad's rung «+ tta» is not credited here: its runs are at other settings (epochs 2 where this design has 3)"),
+            "{md}"
+        );
+        assert!(!md.contains("(lad: + tta)"), "{md}");
     }
 
     /// The effects CSV is one rectangular table polars reads with typed
