@@ -157,7 +157,8 @@ fn prepare(r: &ScriptRun, s: &ScriptRecord) -> Result<Prepared> {
     }
     let out = dir.join("out");
     std::fs::create_dir_all(&out).with_context(|| format!("cannot make {}", out.display()))?;
-    write_module(&dir)?;
+    let module = module_dir(&r.folder)?;
+    write_module(&module)?;
     let cwd = if s.patches.is_empty() {
         s.dir.clone()
     } else {
@@ -185,7 +186,7 @@ fn prepare(r: &ScriptRun, s: &ScriptRecord) -> Result<Prepared> {
     let (program, args) = command(&argv, s.world_size, &cwd, &s.dir);
     Ok(Prepared {
         shown: program.display().to_string(),
-        env: environment(r, s, &dir, &vars),
+        env: environment(r, s, &dir, &module, &vars),
         unset: if s.world_size > 1 {
             Vec::new()
         } else {
@@ -362,6 +363,7 @@ fn environment(
     r: &ScriptRun,
     s: &ScriptRecord,
     dir: &Path,
+    module: &Path,
     vars: &[(&str, String)],
 ) -> Vec<(String, String)> {
     let mut env: Vec<(String, String)> = s
@@ -392,7 +394,7 @@ fn environment(
     // The `tricklab` module, as this binary speaks the protocol, is on
     // the script's path without a pip install (an installed one comes after).
     let path = std::env::var("PYTHONPATH").ok().filter(|p| !p.is_empty());
-    let ours = dir.join("python").display().to_string();
+    let ours = module.display().to_string();
     env.push((
         "PYTHONPATH".into(),
         path.map_or_else(|| ours.clone(), |p| format!("{ours}:{p}")),
@@ -411,9 +413,23 @@ const MODULE: [(&str, &str); 2] = [
     ("peers.py", include_str!("../../python/tricklab/peers.py")),
 ];
 
-/// Writes the module into the run's folder, where PYTHONPATH points.
+/// Where the module lies for a results folder's runs: one folder for them
+/// all, absolute, with no variant's name in it. PYTHONPATH splits at `:`,
+/// which a variant's name (`compile: graphs only`) may hold.
+fn module_dir(folder: &Path) -> Result<PathBuf> {
+    let d = std::path::absolute(folder.join("scripts/python"))?;
+    anyhow::ensure!(
+        !d.to_string_lossy().contains(':'),
+        "{}: a script's module cannot be on PYTHONPATH from a path that holds `:` (PYTHONPATH splits there); pass a --results path without one",
+        folder.display()
+    );
+    Ok(d)
+}
+
+/// Writes the module where PYTHONPATH points (`module_dir`): each run
+/// writes it whole, atomically, so concurrent workers agree.
 fn write_module(dir: &Path) -> Result<()> {
-    let pkg = dir.join("python/tricklab");
+    let pkg = dir.join("tricklab");
     std::fs::create_dir_all(&pkg).with_context(|| format!("cannot make {}", pkg.display()))?;
     for (file, text) in MODULE {
         crate::util::write_atomic(&pkg.join(file), text.as_bytes())?;
@@ -1315,6 +1331,34 @@ def send(**line):
             .collect()
     }
 
+    /// A variant named with a `:` (the records' `compile: graphs only`)
+    /// still finds the module: PYTHONPATH, which splits at `:`, never holds
+    /// the variant's name.
+    #[test]
+    fn a_variant_named_with_a_colon_imports_the_module() {
+        let c = Case::new(
+            r#"
+import tricklab
+send(final=dict(acc=0.5, seconds=1.0))
+"#,
+        );
+        let mut spec = spec();
+        spec.id.variant = "compile: graphs only".into();
+        let devices = ["cpu".to_string()];
+        std::fs::create_dir_all(&c.folder).unwrap();
+        let r = ScriptRun {
+            spec: &spec,
+            record: record(c.script.clone()),
+            devices: &devices,
+            folder: c.folder.clone(),
+        };
+        match run(&r, &NeverStop, &mut |_| {}) {
+            Ok(Outcome::Finished(s)) => assert!((s.acc - 0.5).abs() < 1e-9, "{}", s.acc),
+            other => panic!("{other:?}"),
+        }
+        assert!(c.folder.join("scripts/python/tricklab/peers.py").is_file());
+    }
+
     #[test]
     fn data_is_exported_once_for_the_folder_and_the_adapter_ships_with_the_module() {
         // The script reads the export `{data}` names (train count from its
@@ -1587,7 +1631,7 @@ send(final={"acc": 0.5, "seconds": 1.0})
                 devices: &devices,
                 folder: c.folder.clone(),
             };
-            let env = environment(&r, &c.script, Path::new("/r"), &[]);
+            let env = environment(&r, &c.script, Path::new("/r"), Path::new("/m"), &[]);
             let get = |k: &str| {
                 env.iter()
                     .rev()
