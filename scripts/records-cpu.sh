@@ -15,7 +15,9 @@
 # --force muon_fp16_momentum=off`): its `- fp16` variant then trains as its base, as the
 # script's does.
 # Environment: TRICKLAB (default target/release/tricklab), REPEATS (2: the fewest that
-# give an interval), RESULTS (results/records-cpu), OUT (results/reference/records-cpu-DATE).
+# give an interval), EPOCHS (both sides' epochs instead of the script matrix's CPU scale:
+# `EPOCHS=1` for a shorter rehearsal), RESULTS (results/records-cpu), OUT
+# (results/reference/records-cpu-DATE).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 TRICKLAB=${TRICKLAB:-target/release/tricklab}
@@ -41,15 +43,21 @@ for r in "${records[@]}"; do
         *) echo "records-cpu: no record \`$r\`: choose from airbench94 airbench94-muon speedrun hlb page-final" >&2; exit 2 ;;
     esac
     script=$r-script
+    script_extra=()
+    if [ -n "${EPOCHS:-}" ]; then
+        epochs=$EPOCHS
+        script_extra=(--set "epochs=$EPOCHS")
+    fi
     script_cmd=("$TRICKLAB" run --headless "ablations/$script.toml" --repeats "$REPEATS"
-                --devices cpu --results "$RESULTS")
+                --devices cpu --results "$RESULTS" "${script_extra[@]}")
     engine_cmd=("$TRICKLAB" run --headless "ablations/$engine.toml" --repeats "$REPEATS"
                 --devices cpu --results "$RESULTS" --set "epochs=$epochs" "${engine_extra[@]}"
                 --force fp16=off --force muon_fp16_momentum=off --insist)
+    # A failed run is in its folder and the page counts it (n); the other side still runs.
     echo "== $r: the script's side" >&2
-    "${script_cmd[@]}" >&2
+    "${script_cmd[@]}" >&2 || echo "records-cpu: $r: some of the script's runs failed (above); reading what finished" >&2
     echo "== $r: the engine's side" >&2
-    "${engine_cmd[@]}" >&2
+    "${engine_cmd[@]}" >&2 || echo "records-cpu: $r: some of the engine's runs failed (above); reading what finished" >&2
     # The folders each run just made: the newest of its matrix.
     script_dir=$(ls -td "$RESULTS/$script"/*/ | head -1)
     engine_dir=$(ls -td "$RESULTS/$engine"/*/ | head -1)
