@@ -474,11 +474,15 @@ fn reference_record(
                     path.display()
                 )
             })?;
+            let origin = path.display().to_string();
             let text = match peers {
-                Some(p) => with_dir(&text, &p.join(pair.repo))?,
+                Some(p) => crate::matrix::with_script_dir(
+                    &text,
+                    &origin,
+                    &std::path::absolute(p.join(pair.repo))?,
+                )?,
                 None => text,
             };
-            let origin = path.display().to_string();
             let m = crate::matrix::parse_in(&text, &origin, Path::new("ablations"))?;
             let script = m.script.as_ref().context("a script matrix")?;
             let err = |_: std::ops::Range<usize>, msg: String| anyhow::anyhow!("{origin}: {msg}");
@@ -531,16 +535,6 @@ fn reference_record(
         .push(if warm { "--warmup" } else { "--no-warmup" }.into());
     rec.data = Some(data.clone());
     Ok(rec)
-}
-
-/// The matrix text with `[script] dir` set to `dir` (`--peers`).
-fn with_dir(text: &str, dir: &Path) -> Result<String> {
-    let mut t: toml::Table = toml::from_str(text)?;
-    if let Some(toml::Value::Table(s)) = t.get_mut("script") {
-        let dir = std::path::absolute(dir)?.display().to_string();
-        s.insert("dir".into(), toml::Value::String(dir));
-    }
-    Ok(toml::to_string(&t)?)
 }
 
 /// One reference run through the script runner; the adapter's JSON line

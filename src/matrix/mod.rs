@@ -10,7 +10,7 @@ mod script_tests;
 mod show;
 
 pub use estimate::{DataCounts, Estimate, estimate, human};
-pub use parse::{SCRIPT, load, parse, parse_in, parse_shard};
+pub use parse::{SCRIPT, load, parse, parse_in, parse_shard, with_script_dir};
 pub use questions::{
     Asked, Decision, Precision, Response, Sample, decide_all, precision_all, still_open,
 };

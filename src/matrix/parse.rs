@@ -1331,8 +1331,10 @@ fn expand(
 /// recipe and data set.
 pub const SCRIPT: &str = "script";
 
-/// The file's text with `[script] dir` absolute, where it was not.
-fn with_script_dir(text: &str, origin: &str, dir: &Path) -> Result<String> {
+/// The file's text with `[script] dir` set to the absolute `dir`, where it
+/// was not: as a session records a script matrix, and as `parity --peers`
+/// points a record's matrix at another copy.
+pub fn with_script_dir(text: &str, origin: &str, dir: &Path) -> Result<String> {
     let mut table: toml::Table = toml::from_str(text)?;
     let Some(toml::Value::Table(script)) = table.get_mut("script") else {
         return Ok(text.to_string());
