@@ -433,7 +433,7 @@ pub fn list() -> Result<Vec<DataInfo>> {
                     train: s.header.train,
                     test: s.header.val,
                     classes: s.header.classes.len(),
-                    hash: "-".into(),
+                    hash: stream::source::store_hash(&s)?,
                 });
             }
         }

@@ -1397,12 +1397,17 @@ fn data_stream_states_its_throughput_and_check_surveys_an_image_folder() {
         "{out}"
     );
     let o = with_data(&["data", "list"]);
+    let line = text(&o)
+        .0
+        .lines()
+        .find(|l| l.contains("streamed: a store (JPEG; at most 48 px)"))
+        .map(String::from)
+        .unwrap_or_else(|| panic!("{:?}", text(&o)));
+    // The store's identity, as a gang's ranks compare it: its header and index.
+    let hash = line.split_whitespace().nth(4).unwrap();
     assert!(
-        text(&o)
-            .0
-            .contains("streamed: a store (JPEG; at most 48 px)"),
-        "{:?}",
-        text(&o)
+        hash.len() == 16 && hash.chars().all(|c| c.is_ascii_hexdigit()),
+        "{line}"
     );
     // FFCV's mixed store: half the images as JPEG, the rest raw; `data
     // check` opens it (checking its index) and says what it holds.

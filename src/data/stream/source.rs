@@ -59,6 +59,17 @@ pub fn store_file(spec: &str) -> Option<PathBuf> {
     .find(|f| f.is_file() && f.file_name().is_some_and(|n| n == STORE_FILE))
 }
 
+/// A store's identity: its header and its index (each image's place, size
+/// and label), as the ranks of a gang compare it and `data list` shows it.
+/// The image bytes are not read: hashing a store of ImageNet would read
+/// every byte of it before each run.
+pub fn store_hash(s: &Store) -> Result<String> {
+    let mut h = Sha256::new();
+    h.update(serde_json::to_vec(&s.header)?);
+    h.update(s.index_bytes());
+    Ok(hex::encode(h.finalize()))
+}
+
 /// Whether `spec` is an image folder to stream file by file.
 fn is_image_folder(spec: &str) -> bool {
     Path::new(spec).join("train").is_dir()
@@ -76,12 +87,9 @@ impl StreamData {
         let spec = spec.trim();
         if let Some(f) = store_file(spec) {
             let s = Store::open(&f)?;
-            let mut h = Sha256::new();
-            h.update(serde_json::to_vec(&s.header)?);
-            h.update(s.index_bytes());
             return Ok(StreamData {
                 name: dir_name(spec),
-                hash: hex::encode(h.finalize()),
+                hash: store_hash(&s)?,
                 classes: s.header.classes.clone(),
                 train: s.split(false),
                 val: s.split(true),
