@@ -336,6 +336,7 @@ impl Trainer for Planted {
             probe_batch: batch.min(super::TchTrainer::PROBE_BATCH),
             steps: 5,
             eval_s: step,
+            overhead_s: 0.0,
         })
     }
 }

@@ -5,7 +5,7 @@
 use super::build::{Optimisers, build_net};
 use super::engine::{TchTrainer, sync};
 use super::eval::{Shard, evaluate};
-use super::prepare::Layout;
+use super::prepare::{Layout, preprocess, upload};
 use crate::native::Rng;
 use crate::plan::{PlannedRun, RunPlan};
 use anyhow::Result;
@@ -13,10 +13,15 @@ use std::time::Instant;
 use tch::{Tensor, nn};
 
 /// What a probe measured of one run's net on this device: a training step's
-/// seconds (median and range over several steps) and one evaluation's.
+/// seconds (mean and range over several steps), one evaluation's, and what
+/// a run pays before its first step.
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
 pub struct Probe {
-    /// Seconds a training step at the run's batch takes: low, median, high.
+    /// Seconds a training step at the run's batch takes: low, typical, high.
+    /// Typical is the mean at the run's own batch (a run's steps add up, so
+    /// a busy machine's stalls count as often as they come) and the median
+    /// where a smaller batch is scaled up (one stall scaled ×32 would price
+    /// the run, issue 64).
     pub step_s: [f64; 3],
     /// The batch the steps were timed at (the run's own, unless a step at
     /// it would cost more than [`TchTrainer::PROBE_STEP_BUDGET_S`]).
@@ -26,25 +31,36 @@ pub struct Probe {
     pub steps: usize,
     /// Seconds one evaluation of the run's test set takes, TTA included.
     pub eval_s: f64,
+    /// Seconds a run spends before its first step, as a run spends them:
+    /// its data on the device and preprocessed, its net built and its
+    /// whitening fitted (`prep_s`, `build_s` and `whiten_s` of a run).
+    pub overhead_s: f64,
 }
 
 impl TchTrainer {
-    /// Images of the first, small probe step, which decides the batch the
+    /// Images of the first, small probe steps, which decide the batch the
     /// others run at.
     pub const PROBE_BATCH: usize = 16;
+    /// Small steps timed to decide the batch: the fastest decides, so one
+    /// stalled step on a busy machine does not shrink the probe's batch.
+    pub const PROBE_SMALL_STEPS: usize = 3;
     /// The longest a timed probe step may take: below it the run's own batch
     /// is probed; above it a smaller one is, and scaled.
     pub const PROBE_STEP_BUDGET_S: f64 = 1.0;
-    /// Timed steps at most; their median prices the run, their spread is
-    /// the range.
-    pub const PROBE_STEPS: usize = 5;
+    /// Timed steps at most. On a busy machine a step's time swings with the
+    /// other processes' turns: five steps (1.5 s) priced a loaded run at
+    /// 64% of its time, issue 64's calibration; as many as fit the time
+    /// budget, up to this many, sample the swing.
+    pub const PROBE_STEPS: usize = 40;
     /// Seconds the timed steps may take together (one is always timed).
     pub const PROBE_TIME_BUDGET_S: f64 = 5.0;
 
     /// Probes what a run of `run`'s net costs on this device, on random
-    /// images: a small step, then up to [`Self::PROBE_STEPS`] timed steps at
-    /// the run's batch where a step fits the budget, and one evaluation. A
-    /// probe for what a matrix will cost, not a measurement.
+    /// images: its prologue (data, build, whitening) as a run pays it, small
+    /// steps, then as many timed steps at the run's batch as fit
+    /// [`Self::PROBE_TIME_BUDGET_S`] where a step fits the step budget, and
+    /// one evaluation. A probe for what a matrix will cost, not a
+    /// measurement.
     ///
     /// One step of 16 images scaled ×32 to a batch of 512 magnified any
     /// stall in it ×32 (the same matrix priced at 30 min and at 2 days): the
@@ -55,11 +71,17 @@ impl TchTrainer {
         let layout = Layout::of(plan);
         let rng = Rng::new(self.device, run.spec.seed);
         let vs = nn::VarStore::new(self.device);
+        let overhead_s = timed_s(self.device, || {
+            drop(preprocess(plan, upload(plan, &src, self.device)));
+        });
         // Seeded and under the default generators' lock, as a run's build:
         // a probe beside a running worker must not draw inside its init.
+        let started = Instant::now();
         let (net, _) = crate::native::with_seeded_inits(self.device, run.spec.seed, || {
             build_net(plan, &src, &vs, layout, &rng)
         })?;
+        sync(self.device);
+        let overhead_s = overhead_s + started.elapsed().as_secs_f64();
         let rates = plan.rates(2 * plan.batch_size as u64);
         let mut opt = Optimisers::new(plan, &net, &rates);
         let images_at = |b: usize, side: (i64, i64)| {
@@ -83,19 +105,24 @@ impl TchTrainer {
             })
         };
         let full = plan.batch_size;
-        // The first step pays one-time costs; the second says what a step
-        // of this net costs per image.
+        // The first step pays one-time costs; the fastest of the next few
+        // says what a small step costs.
         let small = full.min(Self::PROBE_BATCH);
         let (x, y) = images(small);
         step(&x, &y);
-        let small_s = step(&x, &y);
-        let probe_batch = batch_within(full, small, small_s, Self::PROBE_STEP_BUDGET_S);
+        let small_s = (0..Self::PROBE_SMALL_STEPS)
+            .map(|_| step(&x, &y))
+            .fold(f64::INFINITY, f64::min);
+        // Each larger batch warmed by one step (new shapes pay once), then
+        // timed by the faster of the two.
+        let probe_batch = batch_within(full, small, small_s, Self::PROBE_STEP_BUDGET_S, |b| {
+            let (x, y) = images(b);
+            step(&x, &y).min(step(&x, &y))
+        });
         let (x, y) = images(probe_batch);
         let mut times = Vec::new();
         if probe_batch == small {
             times.push(small_s);
-        } else {
-            step(&x, &y);
         }
         // Up to PROBE_STEPS, as long as the next fits the probe's time: a
         // net that takes a minute a step here (fp16 on a CPU) is priced
@@ -124,6 +151,7 @@ impl TchTrainer {
             probe_batch,
             steps: times.len(),
             eval_s,
+            overhead_s,
         })
     }
 
@@ -160,21 +188,44 @@ fn timed_s(device: tch::Device, f: impl FnOnce()) -> f64 {
     t.elapsed().as_secs_f64()
 }
 
-/// The batch to time steps at: the run's own where a step at it is
-/// projected (linearly from a small step) within `budget_s`, else the
-/// largest multiple of `small` that is.
-fn batch_within(full: usize, small: usize, small_s: f64, budget_s: f64) -> usize {
-    let per_image = small_s / small.max(1) as f64;
-    if per_image * full as f64 <= budget_s || small >= full {
-        return full;
+/// The batch to time steps at: doubled from `small` towards the run's
+/// `full` batch while the next step, projected along the line through the
+/// last two timed (`step(b)` times one of `b` images), fits `budget_s`.
+///
+/// Measured, not projected from the small step alone: on a CPU whose
+/// cores other processes hold, a step's threads wait on each other's turns
+/// and a step of 16 images took as long as one of 128 (1.3 s). Projected
+/// in proportion to the images, that priced the demo ladder at 2.6 h where
+/// it took 6 min (issue 64's calibration).
+fn batch_within(
+    full: usize,
+    small: usize,
+    small_s: f64,
+    budget_s: f64,
+    mut step: impl FnMut(usize) -> f64,
+) -> usize {
+    let (mut b, mut t) = (small, small_s);
+    // Before a second point, no fixed cost is assumed.
+    let mut per_image = small_s / small.max(1) as f64;
+    while b < full {
+        let next = (2 * b).min(full);
+        // The first doubling is tried even over budget (a second point is
+        // what tells a fixed cost from a per-image one), unless the small
+        // step alone is already twice the budget.
+        let first = b == small && small_s <= 2.0 * budget_s;
+        if !first && t + per_image * (next - b) as f64 > budget_s {
+            break;
+        }
+        let tn = step(next);
+        per_image = ((tn - t) / (next - b) as f64).max(0.0);
+        (b, t) = (next, tn);
     }
-    let fits = (budget_s / per_image / small as f64).floor() as usize;
-    (fits.max(1) * small).min(full)
+    b
 }
 
-/// Low, median and high seconds of a step at `full` images from steps timed
-/// at `probe` images (sorted). At the run's own batch: the fastest, median
-/// and slowest step. From a smaller batch: a step's time is about a + b·batch
+/// Low, typical and high seconds of a step at `full` images from steps
+/// timed at `probe` images (sorted). At the run's own batch: the fastest,
+/// the mean and the slowest step. From a smaller batch: a step's time is about a + b·batch
 /// (a fixed launch and bookkeeping cost, b per image), so the line through
 /// the small step and the median extrapolates the median and the low end,
 /// and scaling in proportion (no fixed cost) bounds the high end.
@@ -190,20 +241,16 @@ fn scale_steps(
         sorted[sorted.len() - 1],
     );
     if probe >= full {
-        return [lo, med, hi];
+        let mean = sorted.iter().sum::<f64>() / sorted.len() as f64;
+        return [lo, mean, hi];
     }
     let ratio = full as f64 / probe as f64;
-    let per_image = if probe > small {
-        ((med - small_s) / (probe - small) as f64).max(0.0)
-    } else {
-        0.0
-    };
-    let line = |t: f64| {
-        if per_image > 0.0 {
-            t + per_image * (full - probe) as f64
-        } else {
-            t * ratio
-        }
+    // Two points give the line; one (the small step alone) gives only a
+    // proportion, which leaves out any fixed cost.
+    let per_image = (probe > small).then(|| ((med - small_s) / (probe - small) as f64).max(0.0));
+    let line = |t: f64| match per_image {
+        Some(b) => t + b * (full - probe) as f64,
+        None => t * ratio,
     };
     [line(lo), line(med), (hi * ratio).max(line(med))]
 }
@@ -214,19 +261,37 @@ mod tests {
 
     #[test]
     fn the_run_batch_is_probed_when_a_step_at_it_fits_the_budget() {
-        // 16 images in 0.01 s: 512 in about 0.32 s.
-        assert_eq!(batch_within(512, 16, 0.01, 1.0), 512);
-        // 16 images in 0.1 s: 512 would take 3.2 s; 160 fit in 1 s.
-        assert_eq!(batch_within(512, 16, 0.1, 1.0), 160);
-        // Even a small step over budget probes at the small batch.
-        assert_eq!(batch_within(512, 16, 5.0, 1.0), 16);
-        assert_eq!(batch_within(8, 8, 5.0, 1.0), 8);
+        // A step's seconds: `fixed` plus `per` an image; the batches timed.
+        let run = |full: usize, small_s: f64, fixed: f64, per: f64| {
+            let mut timed = Vec::new();
+            let b = batch_within(full, full.min(16), small_s, 1.0, |b| {
+                timed.push(b);
+                fixed + per * b as f64
+            });
+            (b, timed)
+        };
+        // 16 images in 0.01 s: doubled up to 512, each size timed once.
+        let (b, timed) = run(512, 0.01, 0.0, 0.01 / 16.0);
+        assert_eq!((b, timed), (512, vec![32, 64, 128, 256, 512]));
+        // 16 images in 0.1 s: 128 would take 0.8 s, 256 1.6 s.
+        assert_eq!(run(512, 0.1, 0.0, 0.1 / 16.0).0, 128);
+        // A busy CPU: 16 images in 1.3 s, and 32 too (threads waiting on
+        // each other's turns, not images, take the time). The second point
+        // shows no cost an image; the next is over budget all the same.
+        assert_eq!(run(128, 1.3, 1.3, 0.0), (32, vec![32]));
+        // A small step over twice the budget is not doubled.
+        assert_eq!(run(512, 5.0, 0.0, 5.0 / 16.0), (16, vec![]));
+        // The first doubling is tried; its slope says the next is too slow.
+        assert_eq!(run(512, 1.5, 0.0, 1.5 / 16.0), (32, vec![32]));
+        assert_eq!(run(8, 5.0, 0.0, 0.1).0, 8);
     }
 
     #[test]
-    fn steps_at_the_run_batch_give_fastest_median_slowest() {
+    fn steps_at_the_run_batch_give_fastest_mean_slowest() {
+        // A run's steps add up: the mean prices it, the slow one included.
         let s = scale_steps(&[1.0, 1.1, 1.2, 1.3, 9.0], (16, 0.1), 512, 512);
-        assert_eq!(s, [1.0, 1.2, 9.0]);
+        assert_eq!((s[0], s[2]), (1.0, 9.0));
+        assert!((s[1] - 2.72).abs() < 1e-9, "{s:?}");
     }
 
     #[test]
@@ -238,5 +303,12 @@ mod tests {
         // No fixed cost assumed for the high end: 1.7 × 3.2.
         assert!((s[2] - 1.7 * 3.2).abs() < 1e-9);
         assert!(s[0] <= s[1] && s[1] <= s[2]);
+        // A busy CPU's flat line (16 and 32 images in 1.3 s each) prices
+        // 128 at 1.3 s, not ×4 (issue 64's calibration: 2.6 h for 6 min).
+        let s = scale_steps(&[1.3, 1.3, 1.3], (16, 1.3), 32, 128);
+        assert!((s[1] - 1.3).abs() < 1e-9, "{s:?}");
+        // From the small step alone, in proportion.
+        let s = scale_steps(&[0.2], (16, 0.2), 16, 128);
+        assert!((s[1] - 1.6).abs() < 1e-9, "{s:?}");
     }
 }

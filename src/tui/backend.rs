@@ -145,7 +145,7 @@ fn probed_cost(p: Option<&Probed>, first: &str, estimate_cmd: &str) -> String {
         Some(Probed::Done(e)) => {
             let busy = e.inflation().map_or(String::new(), |x| {
                 format!(
-                    "; the machine was busy: inflated by ~×{x:.1}, about {} idle",
+                    "; the machine was busy: idle, ×{x:.1} less at least, {} or less",
                     crate::matrix::human(e.idle_total_s())
                 )
             });
