@@ -581,9 +581,15 @@ pub const SETTINGS: &[Setting] = &[
     },
     Setting {
         key: "epochs",
-        help: "training epochs (fractional allowed)",
+        help: "training epochs (fractional allowed); `epochs * 8 / 7.59` scales the value before this change",
         set: |c, k, v| {
-            c.epochs = positive(k, v)?;
+            // The value may name the setting itself, read as its value
+            // before this change: a variant that scales the length keeps
+            // its proportion at whatever length the session runs (a record
+            // retuned from 7.59 to 8 epochs runs 1.054 under `--set
+            // epochs=1`, as the script's own take-back scales it).
+            let relative = v.replace("epochs", &format!("({:?})", c.epochs));
+            c.epochs = positive(k, &relative)?;
             Ok(())
         },
     },

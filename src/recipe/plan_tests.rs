@@ -149,6 +149,33 @@ fn settings_take_arithmetic_as_the_sources_write_it() {
     assert!(format!("{e:#}").contains("`lr=1/(2`"), "{e:#}");
 }
 
+/// `epochs` may name itself, read as its value before the change: the
+/// speedrun's retuning take-back (7.59 epochs to 8) keeps its proportion
+/// under `run --set epochs=1`, as the script matrix's patch does.
+#[test]
+fn epochs_may_scale_the_value_before_the_change() {
+    use crate::config::Override;
+    let set = |k: &str, v: &str| Override::Set {
+        key: k.into(),
+        value: v.into(),
+    };
+    let scaled = set("epochs", "epochs * 8 / 7.59");
+    let full = super::resolve_plan("hiverge-speedrun", std::slice::from_ref(&scaled))
+        .unwrap()
+        .1;
+    assert!((full.epochs - 8.0).abs() < 1e-12, "{}", full.epochs);
+    let short = super::resolve_plan("hiverge-speedrun", &[set("epochs", "1"), scaled])
+        .unwrap()
+        .1;
+    assert!(
+        (short.epochs - 8.0 / 7.59).abs() < 1e-12,
+        "{}",
+        short.epochs
+    );
+    let e = super::resolve_plan("hiverge-speedrun", &[set("epochs", "epochs - 8")]).unwrap_err();
+    assert!(format!("{e:#}").contains("must be > 0"), "{e:#}");
+}
+
 /// A run no longer than the EMA's lr floor has no Page schedule (its knots
 /// [0, E/5, E − floor] would run backwards): refused in one line naming the
 /// setting, never flattened to the floor.
