@@ -324,6 +324,68 @@ impl Collective {
         ))
     }
 
+    /// The ranks this rank's gang waited for when its collective timed out
+    /// (`failure`), named through the rendezvous store, for a rank on
+    /// another host whose /proc [`Self::stopped_peer`] cannot read. Every
+    /// rank that times out marks itself (`tricklab/timed-out/R`) and waits
+    /// a moment for the others' marks: the healthy ranks all time out in the
+    /// one collective, and a rank left without a mark is the one they
+    /// waited for (stopped, hung or slow). `None` for a failure that is not
+    /// a timeout (a rank failing on its own must not blame the peers still
+    /// waiting for it), when every rank marked itself, or when the store
+    /// does not answer.
+    pub fn silent_peers(&self, failure: &anyhow::Error) -> Option<String> {
+        if !format!("{failure:#}").to_lowercase().contains("timed out") {
+            return None;
+        }
+        let mark = |r: usize| format!("tricklab/timed-out/{r}");
+        self.put(&mark(self.rank), b"1").ok()?;
+        // A healthy rank that entered the collective a step later times
+        // out a step later: wait that long, within the gang's timeout.
+        let deadline = std::time::Instant::now() + self.timeout.min(Duration::from_secs(10));
+        let silent = loop {
+            let silent = (0..self.world)
+                .filter(|&r| r != self.rank)
+                .map(|r| Ok((r, self.has(&mark(r))?)))
+                .collect::<Result<Vec<_>>>()
+                .ok()?
+                .into_iter()
+                .filter_map(|(r, marked)| (!marked).then_some(r))
+                .collect::<Vec<_>>();
+            if silent.is_empty() || std::time::Instant::now() >= deadline {
+                break silent;
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        };
+        if silent.is_empty() {
+            return None;
+        }
+        let named = silent
+            .iter()
+            .map(|&r| match self.peers.get(r) {
+                Some((host, pid)) => format!("rank {r} of {} ({host}, pid {pid})", self.world),
+                None => format!("rank {r} of {}", self.world),
+            })
+            .collect::<Vec<_>>()
+            .join(", ");
+        Some(format!(
+            "{named} did not answer: rank {} timed out waiting after {} s, as the other ranks did, while it never reached its own timeout (stopped, hung, or far slower than its peers); the run failed: look at that process on its host, and start the run again",
+            self.rank,
+            self.timeout.as_secs()
+        ))
+    }
+
+    /// Whether `key` is in the rendezvous store now, without waiting.
+    fn has(&self, key: &str) -> Result<bool> {
+        let k = CString::new(key)?;
+        // SAFETY: live store; the shim copies the key.
+        match unsafe { tricklab_store_check(self.store, k.as_ptr()) } {
+            1 => Ok(true),
+            0 => Ok(false),
+            _ => bail!("the rendezvous store did not answer: {}", last_error()),
+        }
+    }
+
     /// Sets `key` in the rendezvous store.
     pub fn put(&self, key: &str, value: &[u8]) -> Result<()> {
         let k = CString::new(key)?;
@@ -847,6 +909,70 @@ pub(crate) mod tests {
             placement(&h(&["vm", "vm"])),
             "2 ranks on 1 host: vm (ranks 0-1)"
         );
+    }
+
+    /// A rank that never enters the collective (here: a thread that joined
+    /// and then waits; in life a rank stopped on another host, whose /proc
+    /// no peer can read) is named by the ranks that timed out waiting for
+    /// it: each marks itself in the store, and the one without a mark is
+    /// the one they waited for. A failure that is no timeout blames no one.
+    #[test]
+    fn the_ranks_that_time_out_name_the_one_that_never_did() {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+        let done_rx = std::sync::Arc::new(std::sync::Mutex::new(done_rx));
+        let ranks: Vec<_> = (0..3)
+            .map(|rank| {
+                let done = std::sync::Arc::clone(&done_rx);
+                std::thread::spawn(move || {
+                    let launch = Launch::on_this_machine(rank, 3, port);
+                    let gang =
+                        Collective::join(&launch, false, &[], Duration::from_secs(3)).unwrap();
+                    if rank == 2 {
+                        // Holds its connections open, in no collective.
+                        let _ = done.lock().unwrap().recv();
+                        return None;
+                    }
+                    let e = gang
+                        .allreduce_sum(&[Tensor::ones([4], (Kind::Float, tch::Device::Cpu))])
+                        .expect_err("rank 2 never joins the all-reduce");
+                    assert!(
+                        gang.silent_peers(&anyhow::anyhow!("a rank's own bug"))
+                            .is_none()
+                    );
+                    Some(gang.silent_peers(&e))
+                })
+            })
+            .collect();
+        let mut ranks = ranks.into_iter();
+        let (r0, r1, r2) = (
+            ranks.next().unwrap(),
+            ranks.next().unwrap(),
+            ranks.next().unwrap(),
+        );
+        let (said0, said1) = (r0.join().unwrap(), r1.join().unwrap());
+        done_tx.send(()).unwrap();
+        r2.join().unwrap();
+        for (rank, said) in [(0, said0), (1, said1)] {
+            let line = said
+                .flatten()
+                .unwrap_or_else(|| panic!("rank {rank} named no one"));
+            assert!(
+                line.starts_with("rank 2 of 3 (")
+                    && line.contains(&format!(
+                        "did not answer: rank {rank} timed out waiting after 3 s"
+                    )),
+                "{line}"
+            );
+            assert!(
+                !line.contains("rank 0 of 3") && !line.contains("rank 1 of 3"),
+                "{line}"
+            );
+        }
     }
 
     /// Two Gloo ranks (threads) step one backward through DDP's Reducer: each

@@ -130,8 +130,9 @@ fn train(
         say(Msg::Hosts(dist.hosts.clone()));
     }
     // A collective that failed because a peer on this host is stopped
-    // names that peer, as a session's gang does, not this healthy rank.
-    let blame = |e: anyhow::Error| match dist.stopped_peer() {
+    // names that peer, as a session's gang does, not this healthy rank; a
+    // peer on another host that never timed out is named through the store.
+    let blame = |e: anyhow::Error| match dist.stopped_peer().or_else(|| dist.silent_peers(&e)) {
         Some(line) => anyhow::anyhow!(line),
         None => e,
     };

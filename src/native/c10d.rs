@@ -23,6 +23,7 @@ unsafe extern "C" {
         len: i64,
     ) -> c_int;
     pub fn tricklab_store_get(s: *mut c_void, key: *const c_char, len: *mut i64) -> *mut c_char;
+    pub fn tricklab_store_check(s: *mut c_void, key: *const c_char) -> c_int;
     pub fn tricklab_buf_free(b: *mut c_char);
     pub fn tricklab_pg_new(
         s: *mut c_void,

@@ -288,6 +288,17 @@ char *tricklab_store_get(StorePtr *s, const char *key, int64_t *len) {
   }
 }
 
+// Whether `key` is in the store now, without waiting: 1 yes, 0 no, -1 the
+// store did not answer (last_error says why).
+int tricklab_store_check(StorePtr *s, const char *key) {
+  try {
+    return (*s)->check({std::string(key)}) ? 1 : 0;
+  } catch (const std::exception &e) {
+    last_error = e.what();
+    return -1;
+  }
+}
+
 void tricklab_buf_free(char *b) { std::free(b); }
 
 // A process group of `size` ranks over the store: NCCL (nccl != 0, CUDA
