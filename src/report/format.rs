@@ -109,12 +109,8 @@ impl Report {
             "\n\n| # | variant | n | time (s) | Δ s [95% CI] | vs | acc % | P(acc ≥ target) [95% CI] | noisy |\n|---|---|---|---|---|---|---|---|---|\n",
         );
         let mut matrix = "";
-        let several = self.rows.iter().any(|x| x.matrix != self.rows[0].matrix);
         for r in &self.rows {
-            if several && r.matrix != matrix {
-                s.push_str(&format!("| | **{}** | | | | | | | |\n", r.matrix));
-                matrix = &r.matrix;
-            }
+            s.push_str(&self.matrix_row(r, &mut matrix, 9));
             let c = r.time();
             let reference = self.reference_of(r);
             let noisy = if Self::noisy_between(r, reference) {
@@ -148,6 +144,18 @@ impl Report {
         s
     }
 
+    /// The row that heads a matrix's variants, `cells` columns wide, where
+    /// the report holds several matrices; empty inside a matrix's rows (`last`
+    /// is the matrix of the row before) or where it holds one.
+    fn matrix_row<'a>(&self, r: &'a VariantStats, last: &mut &'a str, cells: usize) -> String {
+        let several = self.rows.iter().any(|x| x.matrix != r.matrix);
+        if !several || r.matrix == *last {
+            return String::new();
+        }
+        *last = &r.matrix;
+        format!("| | **{}** |{}\n", r.matrix, " |".repeat(cells - 2))
+    }
+
     /// Every column of the variants, as an appendix: what the lead table
     /// leaves out, beside what it shows, one row a variant.
     #[allow(
@@ -160,10 +168,10 @@ impl Report {
         );
         // Data-parallel variants get a column of their gradient all-reduce.
         let ddp = self.rows.iter().any(|r| r.ddp_allreduce_ms.is_some());
-        let (ddp_head, ddp_rule, ddp_gap) = if ddp {
-            (" all-reduce ms/step (exposed), DDP's clock |", "---|", " |")
+        let (ddp_head, ddp_rule) = if ddp {
+            (" all-reduce ms/step (exposed), DDP's clock |", "---|")
         } else {
-            ("", "", "")
+            ("", "")
         };
         // The columns a reader looks for first lead: time, what it bought, accuracy.
         s.push_str(&format!("\n\n| # | variant | n | time mean (s) | Δ s [95% CI] | acc % (TTA where used) | failed | acc % (no TTA) | P(acc ≥ target) [95% CI, Wilson] | clock | time min | time median | first eval at target (s, per run) | speedup vs prev | speedup vs first | Δ acc pts [95% CI] |{ddp_head}\n"));
@@ -172,13 +180,7 @@ impl Report {
         ));
         let mut matrix = "";
         for (i, r) in self.rows.iter().enumerate() {
-            if r.matrix != matrix && self.rows.iter().any(|x| x.matrix != r.matrix) {
-                s.push_str(&format!(
-                    "| | **{}** | | | | | | | | | | | | | | |{ddp_gap}\n",
-                    r.matrix
-                ));
-            }
-            matrix = &r.matrix;
+            s.push_str(&self.matrix_row(r, &mut matrix, 16 + usize::from(ddp)));
             let c = r.time();
             let missed = r.n - r.ttt_n;
             // A ratio or a Δ that rests on noisy runs says so where it is read.

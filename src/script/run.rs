@@ -1283,11 +1283,15 @@ def send(**line):
         }
 
         fn run_with(&self, ctl: &dyn Control) -> (Result<Outcome>, Vec<Event>) {
-            let spec = spec();
+            self.run_as(&spec(), ctl)
+        }
+
+        /// The script as the run `spec` (a variant of another name).
+        fn run_as(&self, spec: &RunSpec, ctl: &dyn Control) -> (Result<Outcome>, Vec<Event>) {
             let devices = ["cpu".to_string()];
             std::fs::create_dir_all(&self.folder).unwrap();
             let r = ScriptRun {
-                spec: &spec,
+                spec,
                 record: record(self.script.clone()),
                 devices: &devices,
                 folder: self.folder.clone(),
@@ -1344,15 +1348,7 @@ send(final=dict(acc=0.5, seconds=1.0))
         );
         let mut spec = spec();
         spec.id.variant = "compile: graphs only".into();
-        let devices = ["cpu".to_string()];
-        std::fs::create_dir_all(&c.folder).unwrap();
-        let r = ScriptRun {
-            spec: &spec,
-            record: record(c.script.clone()),
-            devices: &devices,
-            folder: c.folder.clone(),
-        };
-        match run(&r, &NeverStop, &mut |_| {}) {
+        match c.run_as(&spec, &NeverStop).0 {
             Ok(Outcome::Finished(s)) => assert!((s.acc - 0.5).abs() < 1e-9, "{}", s.acc),
             other => panic!("{other:?}"),
         }

@@ -1,5 +1,6 @@
 //! What every scenario needs to drive the real binary: the command, its
-//! output as text, the repository's own files and a free port.
+//! output as text, the repository's own files, a free port and the
+//! processes it started.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -237,4 +238,47 @@ pub fn check_ladder(folder: &Path, rungs: usize, n: usize) -> serde_json::Value 
         }
     }
     r
+}
+
+/// The pids whose parent is `parent`.
+pub fn children_of(parent: u32) -> Vec<i32> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let stat = std::fs::read_to_string(e.path().join("stat")).unwrap_or_default();
+        let ppid = stat
+            .rsplit_once(')')
+            .and_then(|(_, r)| r.split_whitespace().nth(1)?.parse::<u32>().ok());
+        if ppid == Some(parent) {
+            out.push(pid);
+        }
+    }
+    out
+}
+
+/// The pids of `tricklab rank` processes whose parent is `parent`.
+pub fn ranks_of(parent: u32) -> Vec<i32> {
+    children_of(parent)
+        .into_iter()
+        .filter(|pid| {
+            let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            cmd.split(|b| *b == 0).nth(1) == Some(b"rank".as_slice())
+        })
+        .collect()
+}
+
+/// The `n` ranks of the session `pid`, waited for up to a minute and then
+/// given `settle` to get into their run; `None` if they never all started.
+pub fn wait_for_ranks(pid: u32, n: usize, settle: std::time::Duration) -> Option<Vec<i32>> {
+    let start = std::time::Instant::now();
+    while ranks_of(pid).len() < n {
+        if start.elapsed() > std::time::Duration::from_secs(60) {
+            return None;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    std::thread::sleep(settle);
+    Some(ranks_of(pid))
 }

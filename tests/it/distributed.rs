@@ -2,7 +2,7 @@
 //! trains what one process trains, and every way a gang can break ends in
 //! bounded time with one line naming the rank.
 
-use super::common::{err, free_port};
+use super::common::{children_of, err, free_port, wait_for_ranks};
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -500,24 +500,6 @@ fn a_rank_killed_under_torchrun_ends_the_job_by_torchruns_handling() {
     }
 }
 
-/// The pids whose parent is `parent`.
-fn children_of(parent: u32) -> Vec<i32> {
-    let mut out = Vec::new();
-    for e in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
-            continue;
-        };
-        let stat = std::fs::read_to_string(e.path().join("stat")).unwrap_or_default();
-        let ppid = stat
-            .rsplit_once(')')
-            .and_then(|(_, r)| r.split_whitespace().nth(1)?.parse::<u32>().ok());
-        if ppid == Some(parent) {
-            out.push(pid);
-        }
-    }
-    out
-}
-
 /// One variable of a process's environment.
 fn environ(pid: i32, key: &str) -> Option<String> {
     let env = std::fs::read(format!("/proc/{pid}/environ")).ok()?;
@@ -689,17 +671,6 @@ fn a_rank_that_never_arrives_a_port_in_use_and_a_different_binary_fail_in_bounde
     }
 }
 
-/// The pids of `tricklab rank` processes whose parent is `parent`.
-fn ranks_of(parent: u32) -> Vec<i32> {
-    children_of(parent)
-        .into_iter()
-        .filter(|pid| {
-            let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-            cmd.split(|b| *b == 0).nth(1) == Some(b"rank".as_slice())
-        })
-        .collect()
-}
-
 /// Whether any `tricklab rank` of matrix `matrix` is still running.
 fn gang_ranks_alive(matrix: &str) -> bool {
     let needle = format!("\"matrix\":\"{matrix}\"");
@@ -765,18 +736,13 @@ fn long_gang(dir: &Path, name: &str, timeout: &str) -> (std::process::Child, i32
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let start = Instant::now();
-    loop {
-        let r = ranks_of(child.id());
-        if r.len() == 2 && start.elapsed() > Duration::from_secs(4) {
-            return (child, *r.iter().max().unwrap());
-        }
-        if start.elapsed() > Duration::from_secs(60) {
+    match wait_for_ranks(child.id(), 2, Duration::from_secs(4)) {
+        Some(r) => (child, *r.iter().max().unwrap()),
+        None => {
             let _ = child.kill();
             let _ = child.wait();
             panic!("the ranks did not start");
         }
-        std::thread::sleep(Duration::from_millis(100));
     }
 }
 
@@ -973,15 +939,10 @@ impl Terminal {
 
 /// Both ranks of the session `pid`'s gang, a couple of seconds into training.
 fn wait_for_gang(pid: u32) {
-    let start = Instant::now();
-    while ranks_of(pid).len() < 2 {
-        assert!(
-            start.elapsed() < Duration::from_secs(60),
-            "the ranks did not start"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    std::thread::sleep(Duration::from_secs(2));
+    assert!(
+        wait_for_ranks(pid, 2, Duration::from_secs(2)).is_some(),
+        "the ranks did not start"
+    );
 }
 
 /// Ctrl-C typed in a terminal reaches the session, not the ranks (which
