@@ -42,7 +42,7 @@ pub struct Estimate {
 /// run, which a probe of five seconds rarely sees. Calibrated (issue 64):
 /// the demo ladder under two burners on 2 cores, 18 runs, stepped at 0.39
 /// and 0.41 s against the probe's 0.245 s; ×1.6 brings the estimate within
-/// 10% of both sessions (docs/reliability.md has the numbers).
+/// 10% of both sessions (results/reference/benchmarks.md).
 pub const BUSY_STALLS: f64 = 1.6;
 
 /// Whether a probe on `device` that saw `other_cpu` of the cores used by
@@ -59,7 +59,7 @@ impl Estimate {
     /// GPU, whose steps other processes' CPU use barely touches. At least,
     /// because threads that wait on each other lose more than their share:
     /// two burners on 2 cores took half the cores and slowed the demo
-    /// ladder ×4.8 (issue 64's calibration, docs/reliability.md).
+    /// ladder ×4.3–4.8 (issue 64's calibration, results/reference/benchmarks.md).
     pub fn inflation(&self) -> Option<f64> {
         let o = self
             .other_cpu
