@@ -291,6 +291,30 @@ if [ "$TWO_NODES" = 1 ]; then
   grep -q "world size 2 (srun)" <<<"$out" && [ "$(grep -c '^accuracy ' <<<"$out")" = 1 ] \
     || { echo "test-slurm: the two-node run did not train as one run:"; echo "$out"; exit 1; }
   echo "test-slurm: srun --nodes 2 tricklab train, one rank on each of two nodes ($(grep '^2 ranks' <<<"$out"))"
+  # A rank stopped on the other node: its peer cannot read that node's process
+  # states, so it names the rank that never marked itself timed out in the store.
+  # 20 s: the ranks' rendezvous across the nodes takes more than 6.
+  TRICKLAB_DIST_TIMEOUT=20 timeout 300 srun -p pair --nodes 2 --ntasks-per-node 1 --cpus-per-task 1 "$BIN" train \
+    --recipe tiny-page-resnet9 --data synthetic:200 --set epochs=9999 --set batch_size=16 --device cpu \
+    --no-warm-up >"$D/stopped.out" 2>&1 &
+  spid=$!
+  victim=""
+  for _ in $(seq 1 120); do
+    for p in $(pgrep -f "tricklab train" || true); do
+      if tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx SLURM_PROCID=1; then victim=$p; fi
+    done
+    [ -n "$victim" ] && grep -q "^2 ranks on 2 hosts" "$D/stopped.out" && break
+    sleep 0.5
+  done
+  [ -n "$victim" ] || { echo "test-slurm: rank 1 of the stopped run never started"; cat "$D/stopped.out"; kill "$spid" 2>/dev/null; exit 1; }
+  sleep 3
+  kill -STOP "$victim"
+  for _ in $(seq 1 90); do grep -q "did not answer" "$D/stopped.out" && break; sleep 0.5; done
+  kill -9 "$victim" 2>/dev/null || true
+  wait "$spid" || true
+  grep -q "rank 1 of 2 (tl-n2, pid $victim) did not answer: rank 0 timed out waiting after 20 s" "$D/stopped.out" \
+    || { echo "test-slurm: the rank stopped on tl-n2 is not named:"; cat "$D/stopped.out"; exit 1; }
+  echo "test-slurm: a rank stopped on the other node is named by its peer through the store"
   # The queue's own gang over the two nodes: an array task of 2 tasks on 2
   # nodes, its session starting the ranks with srun from tl-n1.
   out="$("$BIN" slurm submit tests/fixtures/tiny-gang.toml --nodes 2 --partition pair --shards 1 --gpus-per-task 0 \

@@ -368,8 +368,14 @@ impl Collective {
             })
             .collect::<Vec<_>>()
             .join(", ");
+        // "As the others did" only where there are others that waited.
+        let others = if self.world - 1 > silent.len() {
+            ", as the other ranks did,"
+        } else {
+            ""
+        };
         Some(format!(
-            "{named} did not answer: rank {} timed out waiting after {} s, as the other ranks did, while it never reached its own timeout (stopped, hung, or far slower than its peers); the run failed: look at that process on its host, and start the run again",
+            "{named} did not answer: rank {} timed out waiting after {} s{others} while it never reached its own timeout (stopped, hung, or far slower than its peers); the run failed: look at that process on its host, and start the run again",
             self.rank,
             self.timeout.as_secs()
         ))
